@@ -1,0 +1,77 @@
+/* check: compares an implementation's bf16 y with the fp32 reference. The error of one element is
+ * |y - ref| / max(|ref|, rms(ref)): relative for typical and large elements, and measured against the
+ * tensor's scale for elements near zero, where a pure relative error is meaningless after bf16 rounding. */
+#include "common.cuh"
+
+__device__ __forceinline__ void atomic_max_pos_float(float *addr, float v)
+{
+    /* non-negative floats order like their bit patterns */
+    atomicMax(reinterpret_cast<unsigned int *>(addr), __float_as_uint(v));
+}
+
+__global__ void check_ref_sq_kernel(const float *ref, size_t n, mok_check_sums *sums)
+{
+    double local = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        local += (double)ref[i] * ref[i];
+    for (int off = 16; off; off >>= 1)
+        local += __shfl_down_sync(0xffffffffu, local, off);
+    if ((threadIdx.x & 31) == 0)
+        atomicAdd(&sums->ref_sq, local);
+}
+
+__global__ void check_err_kernel(const uint16_t *y, const float *ref, size_t n, float rtol, mok_check_sums *sums)
+{
+    float floor_abs = (float)sqrt(sums->ref_sq / (double)n);
+    if (!(floor_abs > 0.0f))
+        floor_abs = 1e-30f;
+    double diff_sq = 0.0;
+    float max_rel = 0.0f;
+    unsigned long long bad = 0, nan = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = mok_bf16_to_f32(y[i]), r = ref[i];
+        if (!isfinite(v)) {
+            nan++;
+            bad++;
+            continue;
+        }
+        float d = fabsf(v - r);
+        float rel = d / fmaxf(fabsf(r), floor_abs);
+        diff_sq += (double)d * d;
+        max_rel = fmaxf(max_rel, rel);
+        bad += rel > rtol;
+    }
+    for (int off = 16; off; off >>= 1) {
+        diff_sq += __shfl_down_sync(0xffffffffu, diff_sq, off);
+        max_rel = fmaxf(max_rel, __shfl_down_sync(0xffffffffu, max_rel, off));
+        bad += __shfl_down_sync(0xffffffffu, bad, off);
+        nan += __shfl_down_sync(0xffffffffu, nan, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&sums->diff_sq, diff_sq);
+        atomic_max_pos_float(&sums->max_rel, max_rel);
+        atomicAdd(&sums->bad, bad);
+        atomicAdd(&sums->nan, nan);
+    }
+}
+
+extern "C" int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float rtol,
+                                     struct mok_check_sums *dev_scratch, struct mok_check_sums *host_out,
+                                     mok_stream_t stream)
+{
+    cudaStream_t s = mok_cuda_stream(stream);
+    int err = (int)cudaMemsetAsync(dev_scratch, 0, sizeof(*dev_scratch), s);
+    if (err)
+        return err;
+    unsigned blocks = mok_blocks_for(n, 256, 2048);
+    check_ref_sq_kernel<<<blocks, 256, 0, s>>>(ref, n, dev_scratch);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    check_err_kernel<<<blocks, 256, 0, s>>>(y, ref, n, rtol, dev_scratch);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    err = (int)cudaMemcpyAsync(host_out, dev_scratch, sizeof(*host_out), cudaMemcpyDeviceToHost, s);
+    if (err)
+        return err;
+    return (int)cudaStreamSynchronize(s);
+}

@@ -1,0 +1,96 @@
+/* mok_kernels: the only header host C includes from kernels/. extern "C" launchers with plain C types and a
+ * stream; each returns the launch's cudaError_t (as int, 0 = success) so the caller can report file:line.
+ * bf16 tensors travel as uint16_t pointers (their bit patterns); every row length is in elements. */
+#ifndef MOK_KERNELS_H
+#define MOK_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *mok_stream_t; /* == cudaStream_t, without pulling CUDA headers into every file */
+
+/* ---- fill (kernels/fill.cu) ---------------------------------------------------------------------------
+ * Deterministic, counter-based: element i of a tensor identified by (seed, tensor_id) is a pure function of
+ * those three, so any rank can regenerate any expert's weights (the reference does) and the same seed gives
+ * the same problem. Values uniform in [-scale, scale], rounded to bf16. */
+int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale,
+                          mok_stream_t stream);
+/* Writes a NaN bit pattern into every element, so any element an implementation fails to write is caught. */
+int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
+
+/* ---- routing bookkeeping for the NCCL baselines (kernels/route.cu) ----------------------------------------
+ * Routes are (token, k) pairs, r = t * topk + j. Tokens are split into nchunks consecutive chunks of
+ * chunk_tokens (the last may be shorter). The send buffer is chunk-major; inside a chunk rows are sorted by
+ * global expert, so the rows for each destination rank are contiguous (experts are assigned to ranks in
+ * contiguous blocks). counts must be zeroed before mok_route_count. */
+int mok_route_count(const int32_t *topk_ids, int tokens, int topk, int chunk_tokens, int experts,
+                    int32_t *counts /* [nchunks][experts] */, mok_stream_t stream);
+/* offsets[c][e] = first send row of (chunk c, expert e); cursor [nchunks][experts] scratch (zeroed inside);
+ * send_pos[r] = send row of route r. Row order inside one expert is not fixed (atomics): every route's output
+ * returns to its own slot, so y does not depend on it. */
+int mok_route_positions(const int32_t *topk_ids, int tokens, int topk, int chunk_tokens, int experts,
+                        const int32_t *counts, int32_t *offsets, int32_t *cursor, int32_t *send_pos,
+                        mok_stream_t stream);
+
+/* ---- row movement (kernels/permute.cu) -------------------------------------------------------------------*/
+/* dst[send_pos[r]] = x[r / topk] for r in [route_begin, route_end). */
+int mok_scatter_tokens(const uint16_t *x, int hidden, int topk, const int32_t *send_pos, int route_begin,
+                       int route_end, uint16_t *dst, mok_stream_t stream);
+/* dst[i] = src[src_row[i]] for i in [0, rows): a row gather, 16-byte vectors. */
+int mok_gather_rows(const uint16_t *src, const int32_t *src_row, int rows, int width, uint16_t *dst,
+                    mok_stream_t stream);
+
+/* ---- SwiGLU (kernels/swiglu.cu): out[r][i] = silu(in[r][i]) * in[r][I + i], fp32 math, bf16 out ---------*/
+int mok_swiglu_bf16(const uint16_t *in /* [rows][2I] */, int rows, int intermediate, uint16_t *out,
+                    mok_stream_t stream);
+
+/* ---- combine (kernels/combine.cu) ---------------------------------------------------------------------
+ * y[t] = sum_j w[t][j] * rows[send_pos[t*k+j]] (+ shared[t] when shared != NULL), accumulated in fp32 in
+ * the fixed order j = 0..k-1 (then shared), rounded once to bf16. */
+int mok_weighted_combine(const uint16_t *rows, const int32_t *send_pos, const float *topk_w, int token_begin,
+                         int token_end, int topk, int hidden, const uint16_t *shared, uint16_t *y,
+                         mok_stream_t stream);
+
+/* ---- reference (kernels/reference.cu) --------------------------------------------------------------------
+ * c[c_row[m]][n] = sum_k a[a_row[m]][k] * b[n][k] in fp32; a and b bf16 row-major with K contiguous; a NULL
+ * row map means identity. Independent of cuBLAS and of every implementation: a plain tiled SIMT kernel. */
+int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, const uint16_t *b, int n, float *c,
+                     const int32_t *c_row, mok_stream_t stream);
+/* h[m][i] = bf16(silu(bf16(g[m][i])) * bf16(g[m][I+i])) from fp32 g [m][2I]: the same roundings the layer
+ * makes (GEMM1 output and SwiGLU output stored in bf16). */
+int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_stream_t stream);
+/* y[t] = sum_j w[t][j] * route_out[t*k+j] (+ shared[t]) in fp32, fixed order, for t in [0, tokens). */
+int mok_ref_sum_routes(const float *route_out, const float *topk_w, int tokens, int topk, int hidden,
+                       const float *shared, float *y, mok_stream_t stream);
+
+/* ---- check (kernels/check.cu) ------------------------------------------------------------------------- */
+struct mok_check_sums {
+    double ref_sq;    /* sum ref^2 */
+    double diff_sq;   /* sum (y - ref)^2 over finite y */
+    float max_rel;    /* max |y - ref| / max(|ref|, rms(ref)) */
+    uint32_t pad;
+    unsigned long long bad;  /* elements over rtol, NaN/inf included */
+    unsigned long long nan;  /* non-finite y */
+};
+/* Two passes (rms, then errors); result copied into *host_out (synchronizes the stream). */
+int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
+                          struct mok_check_sums *host_out, mok_stream_t stream);
+
+/* ---- symmetric memory (kernels/symmem.cu) -------------------------------------------------------------
+ * NCCL's device API is C++; these wrap it for host C. nccl_comm is an ncclComm_t, devcomm an ncclDevComm_t*
+ * allocated here, window an ncclWindow_t. Return ncclResult_t / cudaError_t values (0 = success). */
+int mok_devcomm_create(void *nccl_comm, int lsa_barrier_count, void **out_devcomm);
+int mok_devcomm_destroy(void *nccl_comm, void *devcomm);
+int mok_nccl_lsa_size(void *nccl_comm);
+/* Stores value + i into element i (uint32) of LSA peer lsa_peer's window at offset_bytes, n elements. */
+int mok_lsa_write_peer(void *window, size_t offset_bytes, int lsa_peer, uint32_t value, size_t n,
+                       mok_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

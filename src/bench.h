@@ -1,0 +1,14 @@
+/* bench: the driver. For every problem: build inputs and the reference; for every implementation and
+ * candidate: supports?, setup, poisoned check run, warm-up, timed iterations, a second check of the last
+ * timed output, phase times, extras; print the row; at the end write the CSV and JSON reports. */
+#ifndef MOK_BENCH_H
+#define MOK_BENCH_H
+
+#include "cluster.h"
+#include "config.h"
+
+/* Returns the process exit code: 0 all rows passed (or not_supported / not_verified), 1 otherwise. */
+int mok_bench_run(const struct mok_config *cfg, const char *config_json, struct mok_cluster *cl, int argc,
+                  char **argv);
+
+#endif

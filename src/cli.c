@@ -1,0 +1,148 @@
+/* cli: argument parsing without getopt's global state, so tests can parse many command lines in one process. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc.h"
+
+void mok_cli_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mok-bench [options] CONFIG.json\n"
+            "  Benchmarks MoE layer implementations (fused megakernel and NCCL baselines) on the problems of\n"
+            "  CONFIG.json, one MPI rank per GPU: mpirun -np N mok-bench CONFIG.json\n"
+            "\n"
+            "options:\n"
+            "  -h, --help             print this help and exit\n"
+            "  -V, --version          print version, commit and CUDA targets, and exit\n"
+            "  -d, --dry-run          validate the config and print the plan (problems x implementations x\n"
+            "                         candidates, memory per rank); needs no GPU\n"
+            "  -o, --output DIR       write reports under DIR (overrides output.dir)\n"
+            "      --only IMPL[,IMPL] run only these implementations of the config\n"
+            "  -w, --warmup N         warm-up iterations per candidate (overrides timing.warmup)\n"
+            "  -n, --iters N          timed iterations per candidate (overrides timing.iters)\n"
+            "      --no-check         skip the reference check (rows say not_verified)\n"
+            "\n"
+            "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line or\n"
+            "config (nothing is written).\n");
+}
+
+static int parse_count(const char *flag, const char *value, int lo, int hi, int *out, struct mok_errors *errs)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = value ? strtol(value, &end, 10) : 0;
+    if (!value || !*value || *end || errno || v < lo || v > hi) {
+        mok_errors_add(errs, "%s = \"%s\": must be an integer in [%d, %d]", flag, value ? value : "", lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static void parse_only(const char *value, struct mok_cli *cli, struct mok_errors *errs)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", value);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!mok_impl_desc_find(tok)) {
+            char allowed[256] = "";
+            for (int i = 0; i < mok_impl_desc_count(); i++)
+                snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s", i ? ", " : "",
+                         mok_impl_desc_at(i)->name);
+            mok_errors_add(errs, "--only = \"%s\": unknown implementation (allowed: %s)", tok, allowed);
+        } else if (cli->nonly < MOK_MAX_IMPLS) {
+            snprintf(cli->only[cli->nonly++], MOK_NAME_LEN, "%s", tok);
+        }
+    }
+    if (cli->nonly == 0 && errs->count == 0)
+        mok_errors_add(errs, "--only = \"%s\": needs at least one implementation name", value);
+}
+
+int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors *errs)
+{
+    memset(cli, 0, sizeof(*cli));
+    cli->warmup = cli->iters = -1;
+    int before = errs->count;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        /* --flag=value and --flag value are both accepted */
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+        const char *inline_value = eq ? eq + 1 : NULL;
+#define TAKE_VALUE() (inline_value ? inline_value : (i + 1 < argc ? argv[++i] : NULL))
+        if (!strcmp(name, "-h") || !strcmp(name, "--help"))
+            cli->help = true;
+        else if (!strcmp(name, "-V") || !strcmp(name, "--version"))
+            cli->version = true;
+        else if (!strcmp(name, "-d") || !strcmp(name, "--dry-run"))
+            cli->dry_run = true;
+        else if (!strcmp(name, "--no-check"))
+            cli->no_check = true;
+        else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
+            const char *v = TAKE_VALUE();
+            if (!v || !*v)
+                mok_errors_add(errs, "%s: needs a directory", name);
+            else
+                cli->output_dir = v;
+        } else if (!strcmp(name, "--only")) {
+            const char *v = TAKE_VALUE();
+            if (!v)
+                mok_errors_add(errs, "--only: needs IMPL[,IMPL]");
+            else
+                parse_only(v, cli, errs);
+        } else if (!strcmp(name, "-w") || !strcmp(name, "--warmup"))
+            parse_count(name, TAKE_VALUE(), 0, 10000, &cli->warmup, errs);
+        else if (!strcmp(name, "-n") || !strcmp(name, "--iters"))
+            parse_count(name, TAKE_VALUE(), 1, 100000, &cli->iters, errs);
+        else if (a[0] == '-' && a[1] != '\0')
+            mok_errors_add(errs, "%s: unknown option (see --help)", a);
+        else if (cli->config_path)
+            mok_errors_add(errs, "%s: only one CONFIG.json is allowed (already have %s)", a, cli->config_path);
+        else
+            cli->config_path = a;
+#undef TAKE_VALUE
+    }
+    if (!cli->help && !cli->version && !cli->config_path && errs->count == before)
+        mok_errors_add(errs, "CONFIG.json: missing (usage: mok-bench [options] CONFIG.json)");
+    return errs->count - before;
+}
+
+int mok_cli_apply(const struct mok_cli *cli, struct mok_config *cfg, struct mok_errors *errs)
+{
+    int before = errs->count;
+    if (cli->nonly) {
+        struct mok_config filtered = *cfg;
+        filtered.nimpls = 0;
+        for (int i = 0; i < cfg->nimpls; i++)
+            for (int j = 0; j < cli->nonly; j++)
+                if (!strcmp(cfg->impls[i], cli->only[j])) {
+                    memcpy(filtered.impls[filtered.nimpls], cfg->impls[i], MOK_NAME_LEN);
+                    filtered.tune[filtered.nimpls++] = cfg->tune[i];
+                }
+        for (int j = 0; j < cli->nonly; j++) {
+            bool found = false;
+            for (int i = 0; i < cfg->nimpls; i++)
+                found |= !strcmp(cfg->impls[i], cli->only[j]);
+            if (!found)
+                mok_errors_add(errs, "--only = \"%s\": not among the config's impls", cli->only[j]);
+        }
+        *cfg = filtered;
+    }
+    if (cli->warmup >= 0)
+        cfg->warmup = cli->warmup;
+    if (cli->iters >= 1)
+        cfg->iters = cli->iters;
+    if (cli->no_check)
+        cfg->check_enabled = false;
+    if (cli->output_dir) {
+        if (strlen(cli->output_dir) >= MOK_PATH_LEN)
+            mok_errors_add(errs, "--output: path longer than %d characters", MOK_PATH_LEN - 1);
+        else
+            snprintf(cfg->output_dir, MOK_PATH_LEN, "%s", cli->output_dir);
+    }
+    return errs->count - before;
+}

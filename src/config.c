@@ -1,0 +1,850 @@
+/* config: parses and validates the benchmark's JSON config with cJSON (see config.h).
+ *
+ * Every check reports through fail(), which writes "PATH = VALUE: WHAT ALLOWED"; a check that fails leaves the
+ * field alone and parsing goes on, so one run lists every problem of the file. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc.h"
+
+#define MAX_FILE_BYTES (1 << 20)
+#define MAX_SEED 9007199254740991LL /* 2^53 - 1: larger integers are not exact in a JSON (double) number */
+#define PATHLEN 256
+#define SHOWN_LEN 60 /* values longer than this are cut in messages, so a huge array cannot hide the reason */
+
+static const char *const top_keys[] = {"model", "tokens_per_rank", "routing", "dtype", "pass",
+                                       "impls", "tune",            "timing",  "check", "output"};
+static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
+static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
+static const char *const timing_keys[] = {"warmup", "iters"};
+static const char *const check_keys_list[] = {"enabled", "rtol"};
+static const char *const output_keys[] = {"dir", "name"};
+static const char *const dtype_names[] = {"bf16", "mxfp8"};
+static const char *const pass_names[] = {"fwd", "bwd"};
+static const char *const dist_names[] = {"uniform", "zipf", "hot"};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* What the parser needs besides cfg: whether model was a list decides how other messages name a model. */
+struct parser {
+    struct mok_errors *e;
+    struct mok_config *cfg;
+    bool model_list;
+};
+
+/* ---- messages ----------------------------------------------------------------------------------------- */
+
+static void fail(struct mok_errors *e, const char *path, const cJSON *v, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void fail(struct mok_errors *e, const char *path, const cJSON *v, const char *fmt, ...)
+{
+    if (e->count >= MOK_MAX_ERRORS) { /* only counted from here on: don't print values nobody will see */
+        e->count++;
+        return;
+    }
+    char what[MOK_ERROR_LEN], shown[SHOWN_LEN + 4] = "", msg[2 * MOK_ERROR_LEN]; /* cut by mok_errors_add */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (v && cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+        snprintf(shown, sizeof shown, "%s", v->valuedouble < 0 ? "-inf" : "inf"); /* cJSON would print null */
+    } else if (v) {
+        char *json = cJSON_PrintUnformatted(v);
+        snprintf(shown, sizeof shown, "%.*s%s", SHOWN_LEN, json ? json : "?",
+                 json && strlen(json) > SHOWN_LEN ? "..." : "");
+        cJSON_free(json);
+    }
+    if (v)
+        snprintf(msg, sizeof msg, "%s = %s: %s", path, shown, what);
+    else
+        snprintf(msg, sizeof msg, "%s: %s", path, what);
+    for (char *c = msg; *c; c++) /* keys and strings may hold newlines; each message stays one line */
+        if ((unsigned char)*c < 0x20)
+            *c = '?';
+    mok_errors_add(e, "%s", msg);
+}
+
+/* Paths longer than PATHLEN (only from absurd keys) end in "..." rather than being silently cut. */
+static const char *mark_cut(char *buf, int written)
+{
+    if (written >= PATHLEN)
+        memcpy(buf + PATHLEN - 4, "...", 4);
+    return buf;
+}
+
+static const char *join(char *buf, const char *path, const char *key)
+{
+    return mark_cut(buf, snprintf(buf, PATHLEN, "%s%s%s", path, *path ? "." : "", key));
+}
+
+static const char *indexed(char *buf, const char *path, int i)
+{
+    return mark_cut(buf, snprintf(buf, PATHLEN, "%s[%d]", path, i));
+}
+
+/* '"a", "b"' (quoted) or 'a, b', for "allowed: ..." lists. */
+static const char *list_names(char *buf, size_t len, const char *const *names, int n, bool quoted)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, quoted ? "%s\"%s\"" : "%s%s", i ? ", " : "", names[i]);
+    return buf;
+}
+
+static int find_name(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Reports keys outside `allowed`, and repeated keys: cJSON keeps both, and silently ignoring one is a trap. */
+static void check_keys(struct mok_errors *e, const cJSON *obj, const char *path, const char *const *allowed, int n)
+{
+    bool seen[16] = {false};
+    char list[256], p[PATHLEN];
+    list_names(list, sizeof list, allowed, n, false);
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        int k = find_name(c->string, allowed, n);
+        if (k < 0)
+            fail(e, join(p, path, c->string), c, "unknown key (allowed: %s)", list);
+        else if (seen[k])
+            fail(e, join(p, path, c->string), NULL, "duplicate key");
+        else
+            seen[k] = true;
+    }
+}
+
+/* ---- typed values --------------------------------------------------------------------------------------- */
+
+/* Checks that v is an integer in [lo, hi] (and a multiple of `multiple` when > 1); on success stores it. */
+static bool int_value(struct mok_errors *e, const cJSON *v, const char *path, long long lo, long long hi,
+                      int multiple, long long *out)
+{
+    if (!cJSON_IsNumber(v) || (isfinite(v->valuedouble) && v->valuedouble != floor(v->valuedouble))) {
+        fail(e, path, v, "must be an integer");
+        return false;
+    }
+    double d = v->valuedouble; /* compare as double first: 1e300 or inf must not overflow a cast */
+    bool ok = d >= (double)lo && d <= (double)hi && (multiple <= 1 || fmod(d, multiple) == 0);
+    if (!ok && multiple > 1)
+        fail(e, path, v, "must be a positive multiple of %d (kernel alignment), at most %lld", multiple, hi);
+    else if (!ok)
+        fail(e, path, v, "must be an integer in [%lld, %lld]", lo, hi);
+    else
+        *out = (long long)d;
+    return ok;
+}
+
+/* obj[key] as an int; an absent key is an error when required, else *out keeps its default. */
+static bool get_int(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, bool required,
+                    long long lo, long long hi, int multiple, int *out)
+{
+    char p[PATHLEN];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    join(p, path, key);
+    if (!v) {
+        if (required && multiple > 1)
+            fail(e, p, NULL, "missing (required: positive multiple of %d)", multiple);
+        else if (required)
+            fail(e, p, NULL, "missing (required: integer in [%lld, %lld])", lo, hi);
+        return !required;
+    }
+    long long x;
+    if (!int_value(e, v, p, lo, hi, multiple, &x))
+        return false;
+    *out = (int)x;
+    return true;
+}
+
+/* obj[key] as a number in [lo, hi], or (lo, hi] when lo_open. */
+static bool get_num(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, bool required,
+                    double lo, bool lo_open, double hi, double *out)
+{
+    char p[PATHLEN];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    join(p, path, key);
+    if (!v) {
+        if (required)
+            fail(e, p, NULL, "missing (required: number in %c%g, %g])", lo_open ? '(' : '[', lo, hi);
+        return !required;
+    }
+    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!cJSON_IsNumber(v) || !(lo_open ? d > lo : d >= lo) || !(d <= hi)) {
+        fail(e, p, v, "must be a number in %c%g, %g]", lo_open ? '(' : '[', lo, hi);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+/* Zero-fills the rest of dst so overwriting a default leaves no stale bytes: ranks compare configs bytewise. */
+static void set_str(char *dst, size_t len, const char *src)
+{
+    memset(dst, 0, len);
+    strncpy(dst, src, len - 1);
+}
+
+/* obj[key] as a string of 1..len-1 characters copied into out (len bytes); absent: out is left alone. */
+static bool get_str(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, char *out, size_t len)
+{
+    char p[PATHLEN];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return true;
+    if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= len) {
+        fail(e, join(p, path, key), v, "must be a non-empty string of at most %zu characters", len - 1);
+        return false;
+    }
+    set_str(out, len, v->valuestring);
+    return true;
+}
+
+/* Most keys take one value or a list of 1..max of them. Fills items[] and returns how many (-1: bad list);
+ * *is_list says whether element paths get "[i]". */
+static int as_list(struct mok_errors *e, const cJSON *v, const char *path, int max, const cJSON **items,
+                   bool *is_list)
+{
+    *is_list = cJSON_IsArray(v);
+    if (!*is_list) {
+        items[0] = v;
+        return 1;
+    }
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > max) {
+        fail(e, path, v, "must be a list of 1 to %d entries", max);
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next)
+        items[i++] = c;
+    return n;
+}
+
+/* A string value out of names[], of which only the first `implemented` are supported so far. */
+static int choice(struct mok_errors *e, const cJSON *v, const char *path, const char *const *names, int n,
+                  int implemented)
+{
+    char list[256];
+    int k = cJSON_IsString(v) ? find_name(v->valuestring, names, n) : -1;
+    if (k < 0) {
+        fail(e, path, v, "must be one of %s", list_names(list, sizeof list, names, n, true));
+    } else if (k >= implemented) {
+        fail(e, path, v, "not implemented yet (allowed: %s)", list_names(list, sizeof list, names, implemented, true));
+        k = -1;
+    }
+    return k;
+}
+
+/* ---- sections ----------------------------------------------------------------------------------------- */
+
+static void parse_model(struct mok_errors *e, const cJSON *obj, const char *path, struct mok_model *m)
+{
+    check_keys(e, obj, path, model_keys, COUNT(model_keys));
+    get_int(e, obj, path, "hidden", true, MOK_ALIGN_ELEMS, MOK_MAX_HIDDEN, MOK_ALIGN_ELEMS, &m->hidden);
+    get_int(e, obj, path, "intermediate", true, MOK_ALIGN_ELEMS, MOK_MAX_INTERMEDIATE, MOK_ALIGN_ELEMS,
+            &m->intermediate);
+    bool ok_e = get_int(e, obj, path, "experts", true, 1, MOK_MAX_EXPERTS, 1, &m->experts);
+    bool ok_k = get_int(e, obj, path, "topk", true, 1, MOK_MAX_TOPK, 1, &m->topk);
+    get_int(e, obj, path, "shared_experts", false, 0, MOK_MAX_SHARED_EXPERTS, 1, &m->shared_experts);
+    char p[PATHLEN];
+    if (ok_e && ok_k && m->topk > m->experts)
+        fail(e, join(p, path, "topk"), cJSON_GetObjectItemCaseSensitive(obj, "topk"), "must be <= experts (%d)",
+             m->experts);
+    snprintf(m->name, sizeof m->name, "H%d-I%d-E%d-k%d", m->hidden, m->intermediate, m->experts, m->topk);
+    get_str(e, obj, path, "name", m->name, sizeof m->name);
+}
+
+static void parse_models(struct parser *ps, const cJSON *v)
+{
+    const cJSON *items[MOK_MAX_MODELS];
+    char p[PATHLEN];
+    if (!v) {
+        fail(ps->e, "model", NULL, "missing (required: an object or a list of 1 to %d objects)", MOK_MAX_MODELS);
+        return;
+    }
+    int n = as_list(ps->e, v, "model", MOK_MAX_MODELS, items, &ps->model_list);
+    for (int i = 0; i < n; i++) {
+        const char *path = ps->model_list ? indexed(p, "model", i) : "model";
+        if (!cJSON_IsObject(items[i]))
+            fail(ps->e, path, items[i], ps->model_list ? "must be an object" : "must be an object or a list of objects");
+        else
+            parse_model(ps->e, items[i], path, &ps->cfg->models[i]);
+    }
+    ps->cfg->nmodels = n > 0 ? n : 0;
+}
+
+static void parse_tokens(struct parser *ps, const cJSON *v)
+{
+    const cJSON *items[MOK_MAX_TOKENS];
+    char p[PATHLEN];
+    bool list;
+    if (!v) {
+        fail(ps->e, "tokens_per_rank", NULL, "missing (required: positive integer or a list of 1 to %d of them)",
+             MOK_MAX_TOKENS);
+        return;
+    }
+    int n = as_list(ps->e, v, "tokens_per_rank", MOK_MAX_TOKENS, items, &list);
+    for (int i = 0; i < n; i++) {
+        const char *path = list ? indexed(p, "tokens_per_rank", i) : "tokens_per_rank";
+        long long x;
+        if (!int_value(ps->e, items[i], path, 1, MOK_MAX_TOKENS_PER_RANK, 1, &x))
+            continue;
+        for (int j = 0; j < i; j++)
+            if (ps->cfg->tokens_per_rank[j] == x) {
+                fail(ps->e, path, items[i], "duplicate value (each problem size is run once)");
+                break;
+            }
+        ps->cfg->tokens_per_rank[i] = (int)x;
+    }
+    ps->cfg->ntokens = n > 0 ? n : 0;
+}
+
+static void parse_routing(struct parser *ps, const cJSON *obj, const char *path, struct mok_routing *r)
+{
+    struct mok_errors *e = ps->e;
+    char p[PATHLEN];
+    check_keys(e, obj, path, routing_keys, COUNT(routing_keys));
+    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(obj, "distribution");
+    int dist = dv ? choice(e, dv, join(p, path, "distribution"), dist_names, COUNT(dist_names), COUNT(dist_names))
+                  : MOK_ROUTING_UNIFORM;
+    long long seed = 1;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(obj, "seed");
+    if (sv)
+        int_value(e, sv, join(p, path, "seed"), 0, MAX_SEED, 1, &seed);
+    r->seed = (uint64_t)seed;
+    if (dist < 0)
+        return; /* which keys belong is unknown; the distribution error says enough */
+    r->dist = (enum mok_routing_dist)dist;
+
+    /* A key of another distribution would be silently ignored: most likely a mistake in "distribution". */
+    static const char *const own_keys[] = {"s", "fraction", "expert"};
+    static const int owner[] = {MOK_ROUTING_ZIPF, MOK_ROUTING_HOT, MOK_ROUTING_HOT};
+    for (int k = 0; k < COUNT(own_keys); k++) {
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(obj, own_keys[k]);
+        if (kv && owner[k] != dist)
+            fail(e, join(p, path, own_keys[k]), kv, "only allowed with distribution \"%s\" (this one is \"%s\")",
+                 dist_names[owner[k]], dist_names[dist]);
+    }
+    if (dist == MOK_ROUTING_ZIPF)
+        get_num(e, obj, path, "s", true, 0, true, 4, &r->zipf_s);
+    if (dist != MOK_ROUTING_HOT)
+        return;
+    get_num(e, obj, path, "fraction", true, 0, false, 1, &r->hot_fraction);
+    if (!get_int(e, obj, path, "expert", false, 0, MOK_MAX_EXPERTS - 1, 1, &r->hot_expert))
+        return;
+    for (int i = 0; i < ps->cfg->nmodels; i++) {
+        const struct mok_model *m = &ps->cfg->models[i];
+        if (m->experts > 0 && r->hot_expert >= m->experts) { /* experts 0: that model already has an error */
+            char mp[32];
+            snprintf(mp, sizeof mp, ps->model_list ? "model[%d]" : "model", i);
+            fail(e, join(p, path, "expert"), cJSON_GetObjectItemCaseSensitive(obj, "expert"),
+                 "must be < experts of every model (%s has %d)", mp, m->experts);
+            return;
+        }
+    }
+}
+
+static void parse_routings(struct parser *ps, const cJSON *v)
+{
+    const cJSON *items[MOK_MAX_ROUTINGS];
+    char p[PATHLEN];
+    bool list;
+    ps->cfg->nroutings = 1; /* default: uniform, seed 1 */
+    ps->cfg->routings[0].dist = MOK_ROUTING_UNIFORM;
+    ps->cfg->routings[0].seed = 1;
+    if (!v)
+        return;
+    int n = as_list(ps->e, v, "routing", MOK_MAX_ROUTINGS, items, &list);
+    for (int i = 0; i < n; i++) {
+        const char *path = list ? indexed(p, "routing", i) : "routing";
+        if (!cJSON_IsObject(items[i]))
+            fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
+        else
+            parse_routing(ps, items[i], path, &ps->cfg->routings[i]);
+    }
+    ps->cfg->nroutings = n > 0 ? n : 1;
+}
+
+/* dtype and pass: one name or a list of distinct names; out[] gets indexes into names[]. */
+static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, const char *const *names, int n,
+                       int implemented, int *out)
+{
+    const cJSON *items[2];
+    char p[PATHLEN];
+    bool list;
+    out[0] = 0; /* default: names[0] */
+    if (!v)
+        return 1;
+    int count = as_list(e, v, key, n, items, &list);
+    for (int i = 0; i < count; i++) {
+        const char *path = list ? indexed(p, key, i) : key;
+        int k = choice(e, items[i], path, names, n, implemented);
+        if (k >= 0 && i == 1 && out[0] == k)
+            fail(e, path, items[i], "duplicate value");
+        out[i] = k < 0 ? 0 : k;
+    }
+    return count > 0 ? count : 1;
+}
+
+static void parse_impls(struct parser *ps, const cJSON *v)
+{
+    struct mok_config *cfg = ps->cfg;
+    const char *names[MOK_MAX_IMPLS] = {NULL};
+    const cJSON *items[MOK_MAX_IMPLS];
+    char p[PATHLEN], allowed[256];
+    int nreg = mok_impl_desc_count() < MOK_MAX_IMPLS ? mok_impl_desc_count() : MOK_MAX_IMPLS;
+    bool list;
+    for (int i = 0; i < nreg; i++)
+        names[i] = mok_impl_desc_at(i)->name;
+    list_names(allowed, sizeof allowed, names, nreg, true);
+    if (!v) { /* default: every implementation */
+        for (int i = 0; i < nreg; i++)
+            snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", names[i]);
+        return;
+    }
+    int n = as_list(ps->e, v, "impls", MOK_MAX_IMPLS, items, &list);
+    for (int i = 0; i < n; i++) {
+        const char *path = list ? indexed(p, "impls", i) : "impls";
+        int k = cJSON_IsString(items[i]) ? find_name(items[i]->valuestring, names, nreg) : -1;
+        bool dup = false;
+        for (int j = 0; k >= 0 && j < cfg->nimpls; j++)
+            dup = dup || strcmp(cfg->impls[j], names[k]) == 0;
+        if (k < 0)
+            fail(ps->e, path, items[i], "unknown implementation (allowed: %s)", allowed);
+        else if (dup)
+            fail(ps->e, path, items[i], "duplicate value");
+        else /* only valid names are kept, so tune can look them up */
+            snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", names[k]);
+    }
+}
+
+/* tune.IMPL.PARAM: one value or a list of distinct values; enumerated params hold choice indexes. */
+static void parse_param(struct mok_errors *e, const cJSON *v, const char *path, const struct mok_param_def *def,
+                        struct mok_tune *t, int pi)
+{
+    const cJSON *items[MOK_MAX_VALUES];
+    bool valid[MOK_MAX_VALUES] = {false};
+    char p[PATHLEN];
+    bool list;
+    int n = as_list(e, v, path, MOK_MAX_VALUES, items, &list);
+    if (n < 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        const char *ip = list ? indexed(p, path, i) : path;
+        long long x;
+        if (def->choices)
+            valid[i] = (x = choice(e, items[i], ip, (const char *const *)def->choices, def->nchoices,
+                                   def->nchoices)) >= 0;
+        else
+            valid[i] = int_value(e, items[i], ip, def->min, def->max, 1, &x);
+        for (int j = 0; valid[i] && j < i; j++)
+            if (valid[j] && t->values[pi][j] == x) {
+                fail(e, ip, items[i], "duplicate value");
+                break;
+            }
+        t->values[pi][i] = valid[i] ? (int)x : def->default_value;
+    }
+    t->nvalues[pi] = n;
+}
+
+/* Names of the params of d, for "allowed: ..." lists. */
+static const char *param_names(const struct mok_impl_desc *d, char *buf, size_t len)
+{
+    const char *names[MOK_MAX_PARAMS];
+    int n = d->nparams < MOK_MAX_PARAMS ? d->nparams : MOK_MAX_PARAMS;
+    for (int k = 0; k < n; k++)
+        names[k] = d->params[k].name;
+    return list_names(buf, len, names, n, false);
+}
+
+static void parse_tune(struct parser *ps, const cJSON *v)
+{
+    struct mok_config *cfg = ps->cfg;
+    struct mok_errors *e = ps->e;
+    char p[PATHLEN], pp[PATHLEN], impls[256], params[256];
+    const char *names[MOK_MAX_IMPLS];
+    bool seen[MOK_MAX_IMPLS] = {false};
+
+    for (int i = 0; i < cfg->nimpls; i++) { /* defaults first: a param not tuned runs at its default */
+        const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[i]);
+        for (int k = 0; k < d->nparams && k < MOK_MAX_PARAMS; k++) {
+            cfg->tune[i].nvalues[k] = 1;
+            cfg->tune[i].values[k][0] = d->params[k].default_value;
+        }
+        names[i] = cfg->impls[i];
+    }
+    if (!v)
+        return;
+    if (!cJSON_IsObject(v)) {
+        fail(e, "tune", v, "must be an object");
+        return;
+    }
+    list_names(impls, sizeof impls, names, cfg->nimpls, true);
+    for (const cJSON *c = v->child; c; c = c->next) {
+        const struct mok_impl_desc *d = mok_impl_desc_find(c->string);
+        int ii = find_name(c->string, names, cfg->nimpls);
+        join(p, "tune", c->string);
+        if (ii < 0) {
+            fail(e, p, c, "%s (allowed: the names in impls: %s)",
+                 d ? "implementation not in impls" : "unknown implementation", impls);
+            continue;
+        } else if (seen[ii]) {
+            fail(e, p, NULL, "duplicate key");
+            continue;
+        }
+        seen[ii] = true;
+        if (!cJSON_IsObject(c)) {
+            fail(e, p, c, "must be an object of %s parameters (allowed: %s)", d->name,
+                 param_names(d, params, sizeof params));
+            continue;
+        }
+        bool pseen[MOK_MAX_PARAMS] = {false};
+        for (const cJSON *pc = c->child; pc; pc = pc->next) {
+            int pi = mok_impl_param_index(d, pc->string);
+            join(pp, p, pc->string);
+            if (pi < 0 || pi >= MOK_MAX_PARAMS)
+                fail(e, pp, pc, "unknown parameter of %s (allowed: %s)", d->name,
+                     param_names(d, params, sizeof params));
+            else if (pseen[pi])
+                fail(e, pp, NULL, "duplicate key");
+            else
+                parse_param(e, pc, pp, &d->params[pi], &cfg->tune[ii], pi);
+            if (pi >= 0 && pi < MOK_MAX_PARAMS)
+                pseen[pi] = true;
+        }
+    }
+}
+
+/* Valid output names keep report file names portable: [A-Za-z0-9._-]. */
+static bool name_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+}
+
+/* Default output name: the source's basename without ".json", other characters made '_'. */
+static void default_output_name(const char *source, char *out)
+{
+    const char *base = strrchr(source, '/') ? strrchr(source, '/') + 1 : source;
+    size_t n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".json") == 0)
+        n -= 5;
+    if (n >= MOK_NAME_LEN)
+        n = MOK_NAME_LEN - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = name_char_ok(base[i]) ? base[i] : '_';
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, MOK_NAME_LEN, "mok-bench");
+}
+
+/* timing, check and output: optional objects of scalars. */
+static void parse_scalars(struct parser *ps, const cJSON *root)
+{
+    struct mok_config *cfg = ps->cfg;
+    struct mok_errors *e = ps->e;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "timing");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "check");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "output");
+    cfg->warmup = 5;
+    cfg->iters = 20;
+    cfg->check_enabled = true;
+    cfg->rtol = 0.01;
+    snprintf(cfg->output_dir, sizeof cfg->output_dir, "results/local");
+    default_output_name(cfg->source, cfg->output_name);
+
+    if (t && !cJSON_IsObject(t)) {
+        fail(e, "timing", t, "must be an object");
+    } else if (t) {
+        check_keys(e, t, "timing", timing_keys, COUNT(timing_keys));
+        get_int(e, t, "timing", "warmup", false, 0, 10000, 1, &cfg->warmup);
+        get_int(e, t, "timing", "iters", false, 1, 100000, 1, &cfg->iters);
+    }
+    if (c && !cJSON_IsObject(c)) {
+        fail(e, "check", c, "must be an object");
+    } else if (c) {
+        check_keys(e, c, "check", check_keys_list, COUNT(check_keys_list));
+        const cJSON *en = cJSON_GetObjectItemCaseSensitive(c, "enabled");
+        if (en && !cJSON_IsBool(en))
+            fail(e, "check.enabled", en, "must be true or false");
+        else if (en)
+            cfg->check_enabled = cJSON_IsTrue(en);
+        get_num(e, c, "check", "rtol", false, 0, true, 1, &cfg->rtol);
+    }
+    if (o && !cJSON_IsObject(o)) {
+        fail(e, "output", o, "must be an object");
+    } else if (o) {
+        check_keys(e, o, "output", output_keys, COUNT(output_keys));
+        get_str(e, o, "output", "dir", cfg->output_dir, sizeof cfg->output_dir);
+        const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "name");
+        bool ok = nv && cJSON_IsString(nv) && nv->valuestring[0] && strlen(nv->valuestring) < MOK_NAME_LEN;
+        for (const char *s = ok ? nv->valuestring : ""; *s; s++)
+            ok = ok && name_char_ok(*s);
+        if (nv && !ok)
+            fail(e, "output.name", nv, "must be a non-empty string of at most %d characters from [A-Za-z0-9._-]",
+                 MOK_NAME_LEN - 1);
+        else if (nv)
+            set_str(cfg->output_name, sizeof cfg->output_name, nv->valuestring);
+    }
+}
+
+/* ---- entry points --------------------------------------------------------------------------------------- */
+
+/* cJSON reports where parsing stopped as a pointer; people want a line and a column. */
+static void malformed(struct mok_errors *e, const char *label, const char *text, const char *at)
+{
+    int line = 1, col = 1;
+    for (const char *s = text; s < at && *s; s++, col++)
+        if (*s == '\n') {
+            line++;
+            col = 0;
+        }
+    char near[21];
+    int n = 0;
+    for (; n < 20 && at[n]; n++)
+        near[n] = (unsigned char)at[n] < 0x20 || (unsigned char)at[n] >= 0x7f ? ' ' : at[n];
+    near[n] = '\0';
+    if (n == 0)
+        mok_errors_add(e, "%s:%d:%d: malformed JSON at end of input", label, line, col);
+    else
+        mok_errors_add(e, "%s:%d:%d: malformed JSON near '%s'", label, line, col, near);
+}
+
+int mok_config_parse(const char *text, const char *source_name, struct mok_config *cfg, struct mok_errors *errs)
+{
+    int before = errs->count;
+    const char *label = source_name && *source_name ? source_name : "<string>";
+    memset(cfg, 0, sizeof(*cfg));
+    if (source_name)
+        snprintf(cfg->source, sizeof cfg->source, "%s", source_name);
+    if (!text || !text[strspn(text, " \t\r\n")]) {
+        mok_errors_add(errs, "%s: empty config (expected a JSON object)", label);
+        return errs->count - before;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        malformed(errs, label, text, end ? end : text);
+        return errs->count - before;
+    }
+    if (!cJSON_IsObject(root)) {
+        mok_errors_add(errs, "%s: the top level must be an object, not %s", label,
+                       cJSON_IsArray(root) ? "an array" : "a scalar");
+        cJSON_Delete(root);
+        return errs->count - before;
+    }
+    struct parser ps = {errs, cfg, false};
+    int d[2], p[2];
+    check_keys(errs, root, "", top_keys, COUNT(top_keys));
+    parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));
+    parse_tokens(&ps, cJSON_GetObjectItemCaseSensitive(root, "tokens_per_rank"));
+    parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
+    cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", dtype_names, 2, 1, d);
+    cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", pass_names, 2, 1, p);
+    for (int i = 0; i < 2; i++) {
+        cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
+        cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);
+    }
+    parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
+    parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));
+    parse_scalars(&ps, root);
+    cJSON_Delete(root);
+    return errs->count - before;
+}
+
+int mok_config_load(const char *path, struct mok_config *cfg, struct mok_errors *errs)
+{
+    int before = errs->count;
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        mok_errors_add(errs, "%s: cannot read: %s", path, strerror(errno));
+        return errs->count - before;
+    }
+    /* Read one byte past the limit instead of trusting a file size: pipes and /proc files have none. */
+    char *text = malloc(MAX_FILE_BYTES + 2);
+    size_t n = text ? fread(text, 1, MAX_FILE_BYTES + 1, f) : 0;
+    int read_errno = errno;
+    bool bad = !text || ferror(f);
+    fclose(f);
+    if (bad)
+        mok_errors_add(errs, "%s: cannot read: %s", path, strerror(text ? read_errno : ENOMEM));
+    else if (n > MAX_FILE_BYTES)
+        mok_errors_add(errs, "%s: too large (more than %d bytes)", path, MAX_FILE_BYTES);
+    else if (memchr(text, '\0', n))
+        mok_errors_add(errs, "%s: contains a NUL byte (not a JSON text file)", path);
+    if (errs->count > before) {
+        free(text);
+        return errs->count - before;
+    }
+    text[n] = '\0';
+    mok_config_parse(text, path, cfg, errs);
+    free(text);
+    return errs->count - before;
+}
+
+int mok_config_check_ranks(const struct mok_config *cfg, int nranks, struct mok_errors *errs)
+{
+    int before = errs->count;
+    if (nranks < 1) {
+        mok_errors_add(errs, "number of ranks %d: must be at least 1", nranks);
+        return errs->count - before;
+    }
+    for (int i = 0; i < cfg->nmodels; i++) {
+        char path[32];
+        snprintf(path, sizeof path, cfg->nmodels > 1 ? "model[%d].experts" : "model.experts", i);
+        if (cfg->models[i].experts % nranks != 0)
+            mok_errors_add(errs, "%s = %d: must be divisible by the number of ranks (%d)", path,
+                           cfg->models[i].experts, nranks);
+    }
+    return errs->count - before;
+}
+
+static cJSON *string_array(const char *const *names, const int *idx, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(names[idx[i]]));
+    return a;
+}
+
+/* cJSON prints doubles with 15 digits when they compare equal within an epsilon, which loses the last bits
+ * (a seed of 2^53 - 1, an s of 0.30000000000000004); the canonical text must parse back to the same bits, so
+ * print the shortest of %.15g..%.17g that does. */
+static void add_exact(cJSON *obj, const char *key, double d)
+{
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    cJSON_AddRawToObject(obj, key, buf);
+}
+
+char *mok_config_to_json(const struct mok_config *cfg)
+{
+    cJSON *root = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(root, "model");
+    for (int i = 0; i < cfg->nmodels; i++) {
+        const struct mok_model *m = &cfg->models[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", m->name);
+        cJSON_AddNumberToObject(o, "hidden", m->hidden);
+        cJSON_AddNumberToObject(o, "intermediate", m->intermediate);
+        cJSON_AddNumberToObject(o, "experts", m->experts);
+        cJSON_AddNumberToObject(o, "topk", m->topk);
+        cJSON_AddNumberToObject(o, "shared_experts", m->shared_experts);
+        cJSON_AddItemToArray(a, o);
+    }
+    cJSON_AddItemToObject(root, "tokens_per_rank", cJSON_CreateIntArray(cfg->tokens_per_rank, cfg->ntokens));
+    a = cJSON_AddArrayToObject(root, "routing");
+    for (int i = 0; i < cfg->nroutings; i++) {
+        const struct mok_routing *r = &cfg->routings[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "distribution", mok_routing_dist_name(r->dist));
+        if (r->dist == MOK_ROUTING_ZIPF)
+            add_exact(o, "s", r->zipf_s);
+        if (r->dist == MOK_ROUTING_HOT) {
+            add_exact(o, "fraction", r->hot_fraction);
+            cJSON_AddNumberToObject(o, "expert", r->hot_expert);
+        }
+        add_exact(o, "seed", (double)r->seed); /* at most 2^53 - 1: exact */
+        cJSON_AddItemToArray(a, o);
+    }
+    int idx[2];
+    for (int i = 0; i < cfg->ndtypes && i < 2; i++)
+        idx[i] = cfg->dtypes[i];
+    cJSON_AddItemToObject(root, "dtype", string_array(dtype_names, idx, cfg->ndtypes));
+    for (int i = 0; i < cfg->npasses && i < 2; i++)
+        idx[i] = cfg->passes[i];
+    cJSON_AddItemToObject(root, "pass", string_array(pass_names, idx, cfg->npasses));
+    a = cJSON_AddArrayToObject(root, "impls");
+    cJSON *tune = cJSON_AddObjectToObject(root, "tune");
+    for (int i = 0; i < cfg->nimpls; i++) {
+        const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(cfg->impls[i]));
+        cJSON *t = cJSON_AddObjectToObject(tune, cfg->impls[i]);
+        for (int k = 0; d && k < d->nparams && k < MOK_MAX_PARAMS; k++) {
+            const struct mok_param_def *p = &d->params[k];
+            const int *v = cfg->tune[i].values[k];
+            cJSON_AddItemToObject(t, p->name, p->choices ? string_array((const char *const *)p->choices, v,
+                                                                        cfg->tune[i].nvalues[k])
+                                                         : cJSON_CreateIntArray(v, cfg->tune[i].nvalues[k]));
+        }
+    }
+    cJSON *o = cJSON_AddObjectToObject(root, "timing");
+    cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
+    cJSON_AddNumberToObject(o, "iters", cfg->iters);
+    o = cJSON_AddObjectToObject(root, "check");
+    cJSON_AddBoolToObject(o, "enabled", cfg->check_enabled);
+    add_exact(o, "rtol", cfg->rtol);
+    o = cJSON_AddObjectToObject(root, "output");
+    cJSON_AddStringToObject(o, "dir", cfg->output_dir);
+    cJSON_AddStringToObject(o, "name", cfg->output_name);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+int mok_config_problem_count(const struct mok_config *cfg)
+{
+    return cfg->nmodels * cfg->ntokens * cfg->nroutings * cfg->ndtypes * cfg->npasses;
+}
+
+void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_problem_spec *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (index < 0 || index >= mok_config_problem_count(cfg)) {
+        out->index = -1;
+        return;
+    }
+    int i = index; /* mixed-radix digits, pass fastest, model slowest */
+    out->index = index;
+    out->pass = cfg->passes[i % cfg->npasses];
+    i /= cfg->npasses;
+    out->dtype = cfg->dtypes[i % cfg->ndtypes];
+    i /= cfg->ndtypes;
+    out->routing = cfg->routings[i % cfg->nroutings];
+    i /= cfg->nroutings;
+    out->tokens_per_rank = cfg->tokens_per_rank[i % cfg->ntokens];
+    i /= cfg->ntokens;
+    out->model = cfg->models[i];
+}
+
+const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? dtype_names[d] : "?"; }
+const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < 2 ? pass_names[p] : "?"; }
+const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? dist_names[d] : "?"; }
+
+const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len)
+{
+    if (r->dist == MOK_ROUTING_ZIPF)
+        snprintf(buf, len, "zipf(s=%g)", r->zipf_s);
+    else if (r->dist == MOK_ROUTING_HOT)
+        snprintf(buf, len, "hot(f=%g,e=%d)", r->hot_fraction, r->hot_expert);
+    else
+        snprintf(buf, len, "%s", mok_routing_dist_name(r->dist));
+    return buf;
+}
+
+uint64_t mok_hash64(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}

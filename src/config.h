@@ -1,0 +1,125 @@
+/* config: the JSON benchmark config, parsed by cJSON into a validated struct mok_config.
+ *
+ * Every error names its JSON path ("model[1].hidden"), the offending value and what is allowed. All errors
+ * are collected, not just the first, so a user fixes a config in one pass. Nothing here touches a GPU or MPI:
+ * the same code runs in unit tests, under sanitizers and in the fuzz smoke test. */
+#ifndef MOK_CONFIG_H
+#define MOK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+
+#define MOK_MAX_MODELS 16
+#define MOK_MAX_TOKENS 32
+#define MOK_MAX_ROUTINGS 8
+#define MOK_MAX_IMPLS 8
+#define MOK_MAX_PARAMS 8
+#define MOK_MAX_VALUES 16
+#define MOK_NAME_LEN 64
+#define MOK_PATH_LEN 512
+
+/* hidden and intermediate must be multiples of this: 16-byte vector rows, TMA boxes and GEMM K tiles of 64
+ * bf16 elements all rely on it. */
+#define MOK_ALIGN_ELEMS 64
+#define MOK_MAX_HIDDEN 65536
+#define MOK_MAX_INTERMEDIATE 65536
+#define MOK_MAX_EXPERTS 1024
+#define MOK_MAX_TOPK 32
+#define MOK_MAX_SHARED_EXPERTS 8
+#define MOK_MAX_TOKENS_PER_RANK (1 << 20)
+
+enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
+enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1 };
+enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
+
+struct mok_model {
+    char name[MOK_NAME_LEN]; /* free text, for reports; defaults to "HxIxEkK" */
+    int hidden;
+    int intermediate;
+    int experts; /* routed experts, spread evenly over ranks */
+    int topk;
+    int shared_experts; /* each with the routed experts' intermediate size, run on every rank's own tokens */
+};
+
+struct mok_routing {
+    enum mok_routing_dist dist;
+    double zipf_s;       /* zipf: P(expert rank r) ~ 1 / r^s, s in (0, 4] */
+    double hot_fraction; /* hot: this fraction of tokens always pick hot_expert, [0, 1] */
+    int hot_expert;
+    uint64_t seed;
+};
+
+/* Tuning values of one implementation, in the order of its mok_impl_desc params. A param absent from the
+ * config's "tune" object holds just its default value. */
+struct mok_tune {
+    int nvalues[MOK_MAX_PARAMS];
+    int values[MOK_MAX_PARAMS][MOK_MAX_VALUES];
+};
+
+struct mok_config {
+    char source[MOK_PATH_LEN]; /* file name, for messages and reports */
+
+    int nmodels;
+    struct mok_model models[MOK_MAX_MODELS];
+    int ntokens;
+    int tokens_per_rank[MOK_MAX_TOKENS];
+    int nroutings;
+    struct mok_routing routings[MOK_MAX_ROUTINGS];
+    int ndtypes;
+    enum mok_dtype dtypes[2];
+    int npasses;
+    enum mok_pass passes[2];
+
+    int nimpls;
+    char impls[MOK_MAX_IMPLS][MOK_NAME_LEN]; /* validated against the implementation registry */
+    struct mok_tune tune[MOK_MAX_IMPLS];      /* tune[i] belongs to impls[i] */
+
+    int warmup;
+    int iters;
+    bool check_enabled;
+    double rtol;
+
+    char output_dir[MOK_PATH_LEN];
+    char output_name[MOK_NAME_LEN];
+};
+
+/* One point of the cartesian product model x tokens x routing x dtype x pass. */
+struct mok_problem_spec {
+    int index;
+    struct mok_model model;
+    int tokens_per_rank;
+    struct mok_routing routing;
+    enum mok_dtype dtype;
+    enum mok_pass pass;
+};
+
+/* Parses and validates text. Returns the number of errors (0: cfg is complete and valid). The defaults of
+ * every optional key are filled in. source_name only labels messages. */
+int mok_config_parse(const char *text, const char *source_name, struct mok_config *cfg, struct mok_errors *errs);
+
+/* Reads the file (a missing or unreadable file is an error naming the path) and parses it. */
+int mok_config_load(const char *path, struct mok_config *cfg, struct mok_errors *errs);
+
+/* Checks what depends on the number of ranks (experts divisible by ranks). Returns the number of errors. */
+int mok_config_check_ranks(const struct mok_config *cfg, int nranks, struct mok_errors *errs);
+
+/* Canonical JSON of the validated config (every default spelled out), malloc'ed; the caller frees it. Ranks
+ * compare its hash to prove they hold the same config, and reports echo it. */
+char *mok_config_to_json(const struct mok_config *cfg);
+
+int mok_config_problem_count(const struct mok_config *cfg);
+void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_problem_spec *out);
+
+const char *mok_dtype_name(enum mok_dtype d);
+const char *mok_pass_name(enum mok_pass p);
+const char *mok_routing_dist_name(enum mok_routing_dist d);
+/* "uniform", "zipf(s=1.2)", "hot(f=0.3,e=0)", written into buf. */
+const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len);
+
+/* FNV-1a 64-bit, for comparing configs across ranks. */
+uint64_t mok_hash64(const void *data, size_t len);
+
+#endif

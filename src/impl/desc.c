@@ -1,0 +1,63 @@
+/* desc: the table of implementations and their tuning parameters (see desc.h). */
+#include "desc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const gemm_choices[] = {"grouped", "per_expert"};
+
+/* cuBLAS offers a grouped GEMM and plain per-expert calls; which is faster depends on the shape, so both are
+ * candidates and the sweep keeps the faster one. */
+static const struct mok_param_def nccl_params[] = {
+    {"gemm", "cuBLAS expert GEMMs: one grouped call or one call per expert", gemm_choices, 2, 0, 1, 0},
+};
+
+static const struct mok_param_def nccl_overlap_params[] = {
+    {"chunks", "token chunks pipelined over a comm and a compute stream", NULL, 0, 1, 64, 4},
+    {"gemm", "cuBLAS expert GEMMs: one grouped call or one call per expert", gemm_choices, 2, 0, 1, 0},
+};
+
+static const struct mok_impl_desc impl_descs[] = {
+    {"nccl", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 1,
+     nccl_params},
+    {"nccl-overlap", "nccl split into token chunks; all-to-all of one chunk overlaps the GEMMs of another", 2,
+     nccl_overlap_params},
+};
+
+int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }
+
+const struct mok_impl_desc *mok_impl_desc_at(int i)
+{
+    return (i >= 0 && i < mok_impl_desc_count()) ? &impl_descs[i] : NULL;
+}
+
+const struct mok_impl_desc *mok_impl_desc_find(const char *name)
+{
+    for (int i = 0; i < mok_impl_desc_count(); i++)
+        if (strcmp(impl_descs[i].name, name) == 0)
+            return &impl_descs[i];
+    return NULL;
+}
+
+int mok_impl_param_index(const struct mok_impl_desc *desc, const char *name)
+{
+    for (int i = 0; i < desc->nparams; i++)
+        if (strcmp(desc->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+const char *mok_impl_params_label(const struct mok_impl_desc *desc, const int *values, char *buf, int len)
+{
+    int used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < desc->nparams && used < len; i++) {
+        const struct mok_param_def *p = &desc->params[i];
+        const char *sep = i ? "," : "";
+        if (p->choices && values[i] >= 0 && values[i] < p->nchoices)
+            used += snprintf(buf + used, (size_t)(len - used), "%s%s=%s", sep, p->name, p->choices[values[i]]);
+        else
+            used += snprintf(buf + used, (size_t)(len - used), "%s%s=%d", sep, p->name, values[i]);
+    }
+    return buf;
+}

@@ -1,0 +1,176 @@
+/* gemm_cublas: the baselines' expert GEMMs on cuBLAS (see gemm_cublas.h). */
+#include "gemm_cublas.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mok_kernels.h"
+
+#define PTRS_PER_GROUP 6 /* A1 B1 C1 A2 B2 C2 */
+
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int max_groups, int batches)
+{
+    memset(g, 0, sizeof(*g));
+    g->mode = mode;
+    g->max_groups = max_groups;
+    g->batches = batches;
+    cublasStatus_t s = cublasCreate(&g->handle);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    size_t groups = (size_t)max_groups * batches;
+    size_t ptr_bytes = groups * PTRS_PER_GROUP * sizeof(void *);
+    cudaError_t e = cudaMallocHost((void **)&g->h_ptrs, ptr_bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&g->d_ptrs, ptr_bytes);
+    if (e != cudaSuccess)
+        return (int)e;
+    /* the grouped call reads these host arrays when it is called, so one set serves every batch */
+    int **ints[] = {&g->h_m1, &g->h_n1, &g->h_k1, &g->h_lda1, &g->h_ldb1, &g->h_ldc1, &g->h_m2,
+                    &g->h_n2, &g->h_k2, &g->h_lda2, &g->h_ldb2, &g->h_ldc2, &g->h_size};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        if (!(*ints[i] = calloc((size_t)max_groups, sizeof(int))))
+            return (int)cudaErrorMemoryAllocation;
+    g->h_ta = calloc((size_t)max_groups, sizeof(cublasOperation_t));
+    g->h_tb = calloc((size_t)max_groups, sizeof(cublasOperation_t));
+    g->h_alpha = calloc((size_t)max_groups, sizeof(float));
+    g->h_beta = calloc((size_t)max_groups, sizeof(float));
+    if (!g->h_ta || !g->h_tb || !g->h_alpha || !g->h_beta)
+        return (int)cudaErrorMemoryAllocation;
+    for (int i = 0; i < max_groups; i++) {
+        g->h_ta[i] = CUBLAS_OP_T;
+        g->h_tb[i] = CUBLAS_OP_N;
+        g->h_alpha[i] = 1.0f;
+        g->h_beta[i] = 0.0f;
+        g->h_size[i] = 1;
+    }
+    return 0;
+}
+
+void mok_expert_gemms_destroy(struct mok_expert_gemms *g)
+{
+    if (g->handle)
+        cublasDestroy(g->handle);
+    cudaFreeHost((void *)g->h_ptrs);
+    cudaFree((void *)g->d_ptrs);
+    int *ints[] = {g->h_m1, g->h_n1, g->h_k1, g->h_lda1, g->h_ldb1, g->h_ldc1, g->h_m2,
+                   g->h_n2, g->h_k2, g->h_lda2, g->h_ldb2, g->h_ldc2, g->h_size};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        free(ints[i]);
+    free(g->h_ta);
+    free(g->h_tb);
+    free(g->h_alpha);
+    free(g->h_beta);
+    memset(g, 0, sizeof(*g));
+}
+
+/* C[rows][n] = A[rows][k] * W[n][k]^T, bf16 in and out, fp32 accumulation. */
+static cublasStatus_t gemm_tn(cublasHandle_t h, int rows, int n, int k, const uint16_t *w, const uint16_t *a,
+                              uint16_t *c)
+{
+    const float one = 1.0f, zero = 0.0f;
+    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, w, CUDA_R_16BF, k, a, CUDA_R_16BF, k, &zero,
+                        c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+int mok_dense_mlp(cublasHandle_t handle, cudaStream_t stream, int rows, int hidden, int inter, const uint16_t *w13,
+                  const uint16_t *w2, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out)
+{
+    if (rows <= 0)
+        return 0;
+    cublasSetStream(handle, stream);
+    cublasStatus_t s = gemm_tn(handle, rows, 2 * inter, hidden, w13, in, g1);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    int e = mok_swiglu_bf16(g1, rows, inter, h, (mok_stream_t)stream);
+    if (e)
+        return e;
+    return (int)gemm_tn(handle, rows, hidden, inter, w2, h, out);
+}
+
+static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
+                          int ngroups, const uint16_t *w13, const uint16_t *w2, int H, int I, const uint16_t *in,
+                          uint16_t *g1, uint16_t *h, uint16_t *out, int first_row, int total_rows)
+{
+    for (int i = 0; i < ngroups; i++) {
+        const struct mok_gemm_group *gr = &groups[i];
+        cublasStatus_t s = gemm_tn(g->handle, gr->rows, 2 * I, H, w13 + (size_t)gr->expert * 2 * I * H,
+                                   in + (size_t)gr->row * H, g1 + (size_t)gr->row * 2 * I);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return (int)s;
+    }
+    /* one SwiGLU over the contiguous rows of all groups */
+    int e = mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I, h + (size_t)first_row * I,
+                            (mok_stream_t)stream);
+    if (e)
+        return e;
+    for (int i = 0; i < ngroups; i++) {
+        const struct mok_gemm_group *gr = &groups[i];
+        cublasStatus_t s = gemm_tn(g->handle, gr->rows, H, I, w2 + (size_t)gr->expert * H * I,
+                                   h + (size_t)gr->row * I, out + (size_t)gr->row * H);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return (int)s;
+    }
+    return 0;
+}
+
+static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
+                       const struct mok_gemm_group *groups, int n, const uint16_t *w13, const uint16_t *w2, int H,
+                       int I, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out, int first_row,
+                       int total_rows)
+{
+    size_t base = (size_t)batch * g->max_groups * PTRS_PER_GROUP;
+    const void **hp = g->h_ptrs + base;
+    const void **dp = g->d_ptrs + base;
+    for (int i = 0; i < n; i++) {
+        const struct mok_gemm_group *gr = &groups[i];
+        hp[0 * n + i] = w13 + (size_t)gr->expert * 2 * I * H;
+        hp[1 * n + i] = in + (size_t)gr->row * H;
+        hp[2 * n + i] = g1 + (size_t)gr->row * 2 * I;
+        hp[3 * n + i] = w2 + (size_t)gr->expert * H * I;
+        hp[4 * n + i] = h + (size_t)gr->row * I;
+        hp[5 * n + i] = out + (size_t)gr->row * H;
+        g->h_m1[i] = 2 * I, g->h_n1[i] = gr->rows, g->h_k1[i] = H;
+        g->h_lda1[i] = H, g->h_ldb1[i] = H, g->h_ldc1[i] = 2 * I;
+        g->h_m2[i] = H, g->h_n2[i] = gr->rows, g->h_k2[i] = I;
+        g->h_lda2[i] = I, g->h_ldb2[i] = I, g->h_ldc2[i] = H;
+    }
+    cudaError_t ce = cudaMemcpyAsync((void *)dp, hp, (size_t)n * PTRS_PER_GROUP * sizeof(void *),
+                                     cudaMemcpyHostToDevice, stream);
+    if (ce != cudaSuccess)
+        return (int)ce;
+    cublasStatus_t s = cublasGemmGroupedBatchedEx(
+        g->handle, g->h_ta, g->h_tb, g->h_m1, g->h_n1, g->h_k1, g->h_alpha, dp + 0 * n, CUDA_R_16BF, g->h_lda1,
+        dp + 1 * n, CUDA_R_16BF, g->h_ldb1, g->h_beta, (void *const *)(dp + 2 * n), CUDA_R_16BF, g->h_ldc1, n,
+        g->h_size, CUBLAS_COMPUTE_32F);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    int e = mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I, h + (size_t)first_row * I,
+                            (mok_stream_t)stream);
+    if (e)
+        return e;
+    s = cublasGemmGroupedBatchedEx(g->handle, g->h_ta, g->h_tb, g->h_m2, g->h_n2, g->h_k2, g->h_alpha, dp + 3 * n,
+                                   CUDA_R_16BF, g->h_lda2, dp + 4 * n, CUDA_R_16BF, g->h_ldb2, g->h_beta,
+                                   (void *const *)(dp + 5 * n), CUDA_R_16BF, g->h_ldc2, n, g->h_size,
+                                   CUBLAS_COMPUTE_32F);
+    return (int)s;
+}
+
+int mok_expert_gemms_run(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
+                         const struct mok_gemm_group *groups, int ngroups, const uint16_t *w13, const uint16_t *w2,
+                         int hidden, int inter, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out)
+{
+    if (ngroups <= 0)
+        return 0;
+    if (ngroups > g->max_groups || batch < 0 || batch >= g->batches)
+        return (int)cudaErrorInvalidValue;
+    cublasSetStream(g->handle, stream);
+    /* groups are consecutive in the expert-major buffer: SwiGLU covers them in one launch */
+    int first_row = groups[0].row;
+    const struct mok_gemm_group *last = &groups[ngroups - 1];
+    int total_rows = last->row + last->rows - first_row;
+    if (g->mode == MOK_GEMM_PER_EXPERT)
+        return run_per_expert(g, stream, groups, ngroups, w13, w2, hidden, inter, in, g1, h, out, first_row,
+                              total_rows);
+    return run_grouped(g, stream, batch, groups, ngroups, w13, w2, hidden, inter, in, g1, h, out, first_row,
+                       total_rows);
+}

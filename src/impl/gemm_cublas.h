@@ -1,0 +1,46 @@
+/* gemm_cublas: the expert MLP (GEMM1 gate+up, SwiGLU, GEMM2 down) over expert-major rows with cuBLAS, as the
+ * baselines run it: either one grouped call (cublasGemmGroupedBatchedEx) per GEMM or one cublasGemmEx per
+ * expert. Row-major [rows][K] activations times row-major [N][K] weights is cuBLAS's column-major "TN" case:
+ * C^T[N][rows] = W[N][K] * X^T, the layout cuBLAS runs fastest. */
+#ifndef MOK_GEMM_CUBLAS_H
+#define MOK_GEMM_CUBLAS_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+enum mok_gemm_mode { MOK_GEMM_GROUPED = 0, MOK_GEMM_PER_EXPERT = 1 };
+
+/* One expert's rows in an expert-major buffer. */
+struct mok_gemm_group {
+    int expert; /* local expert index */
+    int row;    /* first row */
+    int rows;
+};
+
+struct mok_expert_gemms {
+    cublasHandle_t handle;
+    enum mok_gemm_mode mode;
+    int max_groups, batches; /* grouped calls keep one pointer-array set per batch (chunk) in flight */
+    /* per batch: host (pinned) and device arrays of A, B, C pointers for GEMM1 and GEMM2 */
+    const void **h_ptrs, **d_ptrs;
+    int *h_m1, *h_n1, *h_k1, *h_lda1, *h_ldb1, *h_ldc1, *h_m2, *h_n2, *h_k2, *h_lda2, *h_ldb2, *h_ldc2, *h_size;
+    cublasOperation_t *h_ta, *h_tb;
+    float *h_alpha, *h_beta;
+};
+
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int max_groups, int batches);
+void mok_expert_gemms_destroy(struct mok_expert_gemms *g);
+
+/* in [rows][H] -> g1 [rows][2I] -> h [rows][I] -> out [rows][H] for each group, on stream, using pointer-array
+ * set `batch` (grouped mode: the caller must not reuse a batch while its previous use may still run).
+ * w13 [E_local][2I][H], w2 [E_local][H][I]. Returns 0 or a cublasStatus_t / cudaError_t. */
+int mok_expert_gemms_run(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
+                         const struct mok_gemm_group *groups, int ngroups, const uint16_t *w13, const uint16_t *w2,
+                         int hidden, int inter, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out);
+
+/* A dense MLP of intermediate `inter` (the shared experts): same math, one GEMM each. */
+int mok_dense_mlp(cublasHandle_t handle, cudaStream_t stream, int rows, int hidden, int inter, const uint16_t *w13,
+                  const uint16_t *w2, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out);
+
+#endif

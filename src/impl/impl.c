@@ -1,0 +1,17 @@
+/* impl: the registry of implementation code, by name (their parameters are in desc.c). */
+#include "impl.h"
+
+#include <string.h>
+
+extern const struct mok_impl_ops mok_impl_nccl;
+extern const struct mok_impl_ops mok_impl_nccl_overlap;
+
+static const struct mok_impl_ops *const all_impls[] = {&mok_impl_nccl, &mok_impl_nccl_overlap};
+
+const struct mok_impl_ops *mok_impl_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(all_impls) / sizeof(all_impls[0]); i++)
+        if (strcmp(all_impls[i]->name, name) == 0)
+            return all_impls[i];
+    return NULL;
+}

@@ -1,0 +1,36 @@
+/* impl: the interface every implementation fills in (one file each), and the lookup by name. The driver
+ * (bench.c) owns buffers, warm-up, timing, checking and printing; an implementation only knows how to set
+ * itself up for a problem and run one full layer forward on the cluster's stream. */
+#ifndef MOK_IMPL_H
+#define MOK_IMPL_H
+
+#include <stdbool.h>
+
+#include "cluster.h"
+#include "desc.h"
+#include "problem.h"
+#include "report.h"
+
+enum mok_phase { MOK_PHASE_DISPATCH = 0, MOK_PHASE_GEMM = 1, MOK_PHASE_COMBINE = 2, MOK_NPHASES = 3 };
+
+struct mok_impl_ops {
+    const char *name; /* matches a mok_impl_desc */
+    /* Pure check (no GPU work), same answer on every rank: 1 = runnable, 0 = not (why says so). */
+    int (*supports)(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
+                    int why_len);
+    /* Collective. max_slots: the most timed iterations whose phase times run() must keep. */
+    int (*setup)(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
+                 char *err, int err_len);
+    /* One full layer: input set `set` of the problem, output into y, on cl->stream. slot >= 0 asks the
+     * implementation to keep that iteration's phase times; -1 for untimed runs. */
+    int (*run)(void *state, int set, uint16_t *y, int slot, char *err, int err_len);
+    /* Phase times (ms) of a slot after the stream synchronized; NaN for phases it does not have. NULL ok. */
+    void (*phase_ms)(void *state, int slot, double out[MOK_NPHASES]);
+    /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes). NULL ok. */
+    int (*extras)(void *state, struct mok_row *row, int iters, char *err, int err_len);
+    void (*teardown)(void *state);
+};
+
+const struct mok_impl_ops *mok_impl_find(const char *name);
+
+#endif

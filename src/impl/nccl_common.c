@@ -1,0 +1,445 @@
+/* nccl_common: the NCCL baselines' pipeline (see nccl_common.h). */
+#include "nccl_common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mok_kernels.h"
+#include "stats.h"
+
+#define FAIL(...)                                                                                             \
+    do {                                                                                                      \
+        snprintf(err, (size_t)err_len, __VA_ARGS__);                                                          \
+        return -1;                                                                                            \
+    } while (0)
+#define CUDA(call)                                                                                            \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess)                                                                                \
+            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                         \
+    } while (0)
+#define KERN(call)                                                                                            \
+    do {                                                                                                      \
+        int e_ = (call);                                                                                      \
+        if (e_)                                                                                               \
+            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString((cudaError_t)e_));            \
+    } while (0)
+#define NCCL(call)                                                                                            \
+    do {                                                                                                      \
+        ncclResult_t e_ = (call);                                                                             \
+        if (e_ != ncclSuccess)                                                                                \
+            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(e_));                         \
+    } while (0)
+#define GEMM(call)                                                                                            \
+    do {                                                                                                      \
+        int e_ = (call);                                                                                      \
+        if (e_)                                                                                               \
+            FAIL("%s:%d: %s: cuBLAS/CUDA status %d", __FILE__, __LINE__, #call, e_);                          \
+    } while (0)
+
+static size_t row_bytes(const struct mok_nccl_pipe *s) { return (size_t)s->p->hidden * 2; }
+
+/* Counts on the GPU, all-gathered, copied to the host and waited for: the sync that defines this baseline. */
+static int count_and_sync(struct mok_nccl_pipe *s, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    cudaStream_t st = s->cl->stream;
+    size_t ce = (size_t)s->chunks * p->experts;
+    CUDA(cudaMemsetAsync(s->counts, 0, ce * sizeof(int32_t), st));
+    KERN(mok_route_count(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, (mok_stream_t)st));
+    KERN(mok_route_positions(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, s->offsets,
+                             s->cursor, s->send_pos, (mok_stream_t)st));
+    NCCL(ncclAllGather(s->counts, s->allcounts, ce, ncclInt32, s->cl->nccl, st));
+    CUDA(cudaMemcpyAsync(s->h_allcounts, s->allcounts, ce * p->nranks * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
+    CUDA(cudaStreamSynchronize(st));
+    mok_splits_free(&s->splits);
+    if (mok_splits_build(s->h_allcounts, p->nranks, s->chunks, p->experts, p->rank, p->tokens, s->chunk_tokens,
+                         p->topk, &s->splits))
+        FAIL("rank %d: inconsistent expert counts from the GPU (a chunk's counts do not sum to its routes)", p->rank);
+    return 0;
+}
+
+int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
+                        bool overlap, enum mok_gemm_mode mode, int max_slots, char *err, int err_len)
+{
+    memset(s, 0, sizeof(*s));
+    s->p = p;
+    s->cl = cl;
+    s->chunks = chunks < 1 ? 1 : chunks;
+    s->chunk_tokens = (p->tokens + s->chunks - 1) / s->chunks;
+    if (s->chunk_tokens < 1)
+        s->chunk_tokens = 1;
+    s->overlap = overlap;
+    s->max_slots = max_slots < 0 ? 0 : max_slots > MOK_NCCL_MAX_SLOTS ? MOK_NCCL_MAX_SLOTS : max_slots;
+    size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, K = (size_t)p->topk;
+    size_t C = (size_t)s->chunks, E = (size_t)p->experts, EL = (size_t)p->local_experts;
+    if (overlap) {
+        CUDA(cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking));
+        CUDA(cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking));
+    } else {
+        s->comm = s->compute = cl->stream;
+    }
+    CUDA(cudaMalloc((void **)&s->counts, C * E * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&s->allcounts, C * E * p->nranks * sizeof(int32_t)));
+    CUDA(cudaMallocHost((void **)&s->h_allcounts, C * E * p->nranks * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&s->offsets, C * E * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&s->cursor, C * E * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&s->send_pos, T * K * sizeof(int32_t) + 16));
+
+    /* Capacity: the routing is fixed per problem, so one counting pass sizes the receive side; every run
+     * still checks its counts against it. Symmetric windows need one size on every rank: the max. */
+    if (count_and_sync(s, err, err_len))
+        return -1;
+    s->cap_rows = (int)mok_allreduce_max_ll(s->splits.recv_total);
+    if (s->cap_rows < 1)
+        s->cap_rows = 1;
+    long long send_rows = mok_allreduce_max_ll((long long)(T * K));
+    if (mok_symmem_alloc(cl, (size_t)send_rows * row_bytes(s) + 16, &s->send, err, err_len) ||
+        mok_symmem_alloc(cl, (size_t)send_rows * row_bytes(s) + 16, &s->comb, err, err_len) ||
+        mok_symmem_alloc(cl, (size_t)s->cap_rows * row_bytes(s) + 16, &s->recv, err, err_len) ||
+        mok_symmem_alloc(cl, (size_t)s->cap_rows * row_bytes(s) + 16, &s->ret, err, err_len))
+        return -1;
+    size_t cap = (size_t)s->cap_rows;
+    CUDA(cudaMalloc((void **)&s->em_in, cap * H * 2));
+    CUDA(cudaMalloc((void **)&s->em_out, cap * H * 2));
+    CUDA(cudaMalloc((void **)&s->g1, cap * 2 * I * 2));
+    CUDA(cudaMalloc((void **)&s->hbuf, cap * I * 2));
+    CUDA(cudaMalloc((void **)&s->em_from_recv, cap * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&s->recv_from_em, cap * sizeof(int32_t)));
+    CUDA(cudaMallocHost((void **)&s->h_maps, 2 * cap * sizeof(int32_t)));
+    s->groups = calloc(C * EL, sizeof(*s->groups));
+    s->ngroups = calloc(C, sizeof(int));
+    if (!s->groups || !s->ngroups)
+        FAIL("out of host memory");
+    GEMM(mok_expert_gemms_init(&s->gemms, mode, p->local_experts, s->chunks));
+    if (p->shared) {
+        size_t SI = (size_t)p->shared * I;
+        if (cublasCreate(&s->shared_cublas) != CUBLAS_STATUS_SUCCESS)
+            FAIL("cublasCreate failed");
+        CUDA(cudaMalloc((void **)&s->shared_g1, T * 2 * SI * 2));
+        CUDA(cudaMalloc((void **)&s->shared_h, T * SI * 2));
+        CUDA(cudaMalloc((void **)&s->shared_out, T * H * 2));
+    }
+    size_t nev = (size_t)s->max_slots * C * 6;
+    s->ev = calloc(nev + 1, sizeof(cudaEvent_t));
+    s->dispatched = calloc(C, sizeof(cudaEvent_t));
+    s->gemmed = calloc(C, sizeof(cudaEvent_t));
+    if (!s->ev || !s->dispatched || !s->gemmed)
+        FAIL("out of host memory");
+    for (size_t i = 0; i < nev; i++)
+        CUDA(cudaEventCreate(&s->ev[i]));
+    for (size_t c = 0; c < C; c++) {
+        CUDA(cudaEventCreateWithFlags(&s->dispatched[c], cudaEventDisableTiming));
+        CUDA(cudaEventCreateWithFlags(&s->gemmed[c], cudaEventDisableTiming));
+    }
+    CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
+    CUDA(cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming));
+    CUDA(cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming));
+    CUDA(cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming));
+    return 0;
+}
+
+static cudaEvent_t slot_event(struct mok_nccl_pipe *s, int slot, int chunk, int which)
+{
+    if (slot < 0 || slot >= s->max_slots)
+        return NULL;
+    return s->ev[((size_t)slot * s->chunks + chunk) * 6 + which];
+}
+
+static int mark(struct mok_nccl_pipe *s, int slot, int chunk, int which, cudaStream_t st)
+{
+    cudaEvent_t e = slot_event(s, slot, chunk, which);
+    return e ? (int)cudaEventRecord(e, st) : 0;
+}
+
+static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
+{
+    const struct mok_splits *sp = &s->splits;
+    int P = sp->nranks;
+    size_t H = (size_t)s->p->hidden;
+    /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
+    uint16_t *src = dispatch ? s->send.ptr : s->ret.ptr, *dst = dispatch ? s->recv.ptr : s->comb.ptr;
+    const int *src_off = dispatch ? sp->send_offset : sp->recv_offset;
+    const int *src_cnt = dispatch ? sp->send_count : sp->recv_count;
+    const int *dst_off = dispatch ? sp->recv_offset : sp->send_offset;
+    const int *dst_cnt = dispatch ? sp->recv_count : sp->send_count;
+    NCCL(ncclGroupStart());
+    for (int peer = 0; peer < P; peer++) {
+        int i = c * P + peer;
+        if (src_cnt[i] > 0)
+            NCCL(ncclSend(src + (size_t)src_off[i] * H, (size_t)src_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                          s->comm));
+        if (dst_cnt[i] > 0)
+            NCCL(ncclRecv(dst + (size_t)dst_off[i] * H, (size_t)dst_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                          s->comm));
+    }
+    NCCL(ncclGroupEnd());
+    return 0;
+}
+
+static int run_gemms(struct mok_nccl_pipe *s, int set, int c, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    GEMM(mok_expert_gemms_run(&s->gemms, s->compute, c, s->groups + (size_t)c * p->local_experts, s->ngroups[c],
+                              p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1, s->hbuf, s->em_out));
+    return 0;
+}
+
+int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    cudaStream_t st = s->cl->stream;
+    size_t H = (size_t)p->hidden;
+    if (count_and_sync(s, err, err_len))
+        return -1;
+    const struct mok_splits *sp = &s->splits;
+    if (sp->recv_total > s->cap_rows)
+        FAIL("rank %d: %d rows routed here exceed the capacity of %d set up for this problem", p->rank,
+             sp->recv_total, s->cap_rows);
+    int32_t *h_em_from_recv = s->h_maps, *h_recv_from_em = s->h_maps + s->cap_rows;
+    mok_splits_maps(sp, s->h_allcounts, h_em_from_recv, h_recv_from_em);
+    CUDA(cudaMemcpyAsync(s->em_from_recv, h_em_from_recv, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
+    CUDA(cudaMemcpyAsync(s->recv_from_em, h_recv_from_em, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
+    int EL = p->local_experts;
+    for (int c = 0; c < s->chunks; c++) {
+        int n = 0;
+        for (int le = 0; le < EL; le++)
+            if (sp->expert_rows[c * EL + le] > 0)
+                s->groups[(size_t)c * EL + n++] =
+                    (struct mok_gemm_group){le, sp->expert_offset[c * EL + le], sp->expert_rows[c * EL + le]};
+        s->ngroups[c] = n;
+    }
+    KERN(mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
+                            (mok_stream_t)st));
+    if (s->overlap) {
+        CUDA(cudaEventRecord(s->fork, st));
+        CUDA(cudaStreamWaitEvent(s->comm, s->fork, 0));
+        CUDA(cudaStreamWaitEvent(s->compute, s->fork, 0));
+    }
+    if (p->shared) {
+        GEMM(mok_dense_mlp(s->shared_cublas, s->compute, p->tokens, p->hidden, p->shared * p->inter,
+                           p->shared_w13[set], p->shared_w2[set], p->x[set], s->shared_g1, s->shared_h,
+                           s->shared_out));
+        CUDA(cudaEventRecord(s->shared_done, s->compute));
+        CUDA(cudaStreamWaitEvent(s->comm, s->shared_done, 0));
+    }
+    /* comm stream order D0 D1 C0 D2 C1 ...: chunk c's combine never waits behind a later dispatch */
+    for (int step = 0; step <= s->chunks; step++) {
+        if (step < s->chunks) {
+            int c = step;
+            KERN(mark(s, slot, c, 0, s->comm));
+            if (p2p_chunk(s, c, true, err, err_len))
+                return -1;
+            KERN(mark(s, slot, c, 1, s->comm));
+            CUDA(cudaEventRecord(s->dispatched[c], s->comm));
+            CUDA(cudaStreamWaitEvent(s->compute, s->dispatched[c], 0));
+            int base = sp->chunk_recv_base[c], rows = sp->chunk_recv_base[c + 1] - base;
+            KERN(mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden, s->em_in + (size_t)base * H,
+                                 (mok_stream_t)s->compute));
+            KERN(mark(s, slot, c, 2, s->compute));
+            if (run_gemms(s, set, c, err, err_len))
+                return -1;
+            KERN(mark(s, slot, c, 3, s->compute));
+            KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden, s->ret.ptr + (size_t)base * H,
+                                 (mok_stream_t)s->compute));
+            CUDA(cudaEventRecord(s->gemmed[c], s->compute));
+        }
+        if (step >= 1) {
+            int c = step - 1;
+            CUDA(cudaStreamWaitEvent(s->comm, s->gemmed[c], 0));
+            KERN(mark(s, slot, c, 4, s->comm));
+            if (p2p_chunk(s, c, false, err, err_len))
+                return -1;
+            KERN(mark(s, slot, c, 5, s->comm));
+            int t0 = c * s->chunk_tokens, t1 = t0 + s->chunk_tokens < p->tokens ? t0 + s->chunk_tokens : p->tokens;
+            KERN(mok_weighted_combine(s->comb.ptr, s->send_pos, p->w, t0, t1, p->topk, p->hidden,
+                                      p->shared ? s->shared_out : NULL, y, (mok_stream_t)s->comm));
+        }
+    }
+    if (s->overlap) {
+        CUDA(cudaEventRecord(s->comm_done, s->comm));
+        CUDA(cudaEventRecord(s->compute_done, s->compute));
+        CUDA(cudaStreamWaitEvent(st, s->comm_done, 0));
+        CUDA(cudaStreamWaitEvent(st, s->compute_done, 0));
+    }
+    return 0;
+}
+
+void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES])
+{
+    for (int i = 0; i < MOK_NPHASES; i++)
+        out[i] = slot >= 0 && slot < s->max_slots ? 0.0 : NAN;
+    if (slot < 0 || slot >= s->max_slots)
+        return;
+    for (int c = 0; c < s->chunks; c++)
+        for (int ph = 0; ph < MOK_NPHASES; ph++) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, slot_event(s, slot, c, 2 * ph), slot_event(s, slot, c, 2 * ph + 1)) !=
+                cudaSuccess) {
+                cudaGetLastError();
+                out[ph] = NAN;
+            } else {
+                out[ph] += ms;
+            }
+        }
+}
+
+/* Median over iterations of the per-iteration max over ranks, in ms. Every rank calls it with its own times. */
+static double median_max_over_ranks(double *ms, int n)
+{
+    mok_allreduce_max_array(ms, n);
+    struct mok_stats st;
+    mok_stats_compute(ms, n, &st);
+    return st.median;
+}
+
+static int time_gemms_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, char *err, int err_len)
+{
+    cudaEvent_t a, b;
+    CUDA(cudaEventCreate(&a));
+    CUDA(cudaEventCreate(&b));
+    double *ms = calloc((size_t)iters, sizeof(double));
+    if (!ms)
+        FAIL("out of host memory");
+    int rc = 0;
+    for (int it = -2; it < iters && !rc; it++) { /* two warm-ups */
+        int set = (it + 2) % s->p->sets;
+        cudaEventRecord(a, s->compute);
+        for (int c = 0; c < s->chunks && !rc; c++)
+            rc = run_gemms(s, set, c, err, err_len);
+        cudaEventRecord(b, s->compute);
+        if (cudaEventSynchronize(b) != cudaSuccess)
+            rc = -1;
+        float f = 0;
+        cudaEventElapsedTime(&f, a, b);
+        if (it >= 0)
+            ms[it] = f;
+    }
+    /* all ranks reach the allreduce even if one failed: failure travels as NaN-free max of the flag */
+    double failed = mok_allreduce_max(rc ? 1.0 : 0.0);
+    *out_ms = failed ? NAN : median_max_over_ranks(ms, iters);
+    free(ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (failed && !rc)
+        FAIL("another rank failed timing the GEMMs alone");
+    return rc;
+}
+
+static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, double *remote_bytes, char *err,
+                         int err_len)
+{
+    const struct mok_splits *sp = &s->splits;
+    int P = sp->nranks;
+    *out_ms = NAN;
+    *remote_bytes = NAN;
+    if (P < 2)
+        return 0;
+    long long most = 0; /* largest rows to one peer over the whole layer, over all ranks */
+    for (int peer = 0; peer < P; peer++) {
+        long long rows = 0;
+        for (int c = 0; c < s->chunks; c++)
+            rows += sp->send_count[c * P + peer];
+        if (peer != sp->rank && rows > most)
+            most = rows;
+    }
+    most = mok_allreduce_max_ll(most);
+    size_t count = (size_t)most * s->p->hidden;
+    struct mok_symmem in, out;
+    if (mok_symmem_alloc(s->cl, count * 2 * P + 16, &in, err, err_len))
+        return -1;
+    if (mok_symmem_alloc(s->cl, count * 2 * P + 16, &out, err, err_len)) {
+        mok_symmem_free(s->cl, &in);
+        return -1;
+    }
+    cudaStream_t st = s->cl->stream;
+    cudaEvent_t a, b;
+    CUDA(cudaEventCreate(&a));
+    CUDA(cudaEventCreate(&b));
+    double *ms = calloc((size_t)iters, sizeof(double));
+    if (!ms)
+        FAIL("out of host memory");
+    for (int it = -2; it < iters; it++) {
+        cudaEventRecord(a, st);
+        NCCL(ncclAlltoAll(in.ptr, out.ptr, count, ncclBfloat16, s->cl->nccl, st));
+        cudaEventRecord(b, st);
+        CUDA(cudaEventSynchronize(b));
+        float f = 0;
+        cudaEventElapsedTime(&f, a, b);
+        if (it >= 0)
+            ms[it] = f;
+    }
+    *out_ms = median_max_over_ranks(ms, iters);
+    *remote_bytes = (double)count * 2 * (P - 1);
+    free(ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    mok_symmem_free(s->cl, &in);
+    mok_symmem_free(s->cl, &out);
+    return 0;
+}
+
+int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len)
+{
+    double hb = (double)row_bytes(s);
+    row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * hb;
+    row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
+    double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
+    if (time_gemms_alone(s, iters, &gemm_ms, err, err_len))
+        return -1;
+    row->gemm_alone_us = gemm_ms * 1e3;
+    if (time_alltoall(s, iters, &a2a_ms, &a2a_bytes, err, err_len))
+        return -1;
+    row->a2a_ref_us = a2a_ms * 1e3;
+    row->a2a_ref_gbps = a2a_bytes / (a2a_ms * 1e-3) / 1e9;
+    snprintf(row->note, sizeof(row->note), "chunks=%d rows/chunk-rank<=%d recv_cap=%d a2a_pad_bytes=%.0f", s->chunks,
+             s->chunk_tokens * s->p->topk, s->cap_rows, a2a_bytes);
+    return 0;
+}
+
+void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
+{
+    if (!s->p)
+        return;
+    cudaDeviceSynchronize();
+    if (s->ev)
+        for (size_t i = 0; i < (size_t)s->max_slots * s->chunks * 6; i++)
+            if (s->ev[i])
+                cudaEventDestroy(s->ev[i]);
+    for (int c = 0; c < s->chunks; c++) {
+        if (s->dispatched && s->dispatched[c])
+            cudaEventDestroy(s->dispatched[c]);
+        if (s->gemmed && s->gemmed[c])
+            cudaEventDestroy(s->gemmed[c]);
+    }
+    cudaEvent_t singles[] = {s->fork, s->shared_done, s->comm_done, s->compute_done};
+    for (size_t i = 0; i < 4; i++)
+        if (singles[i])
+            cudaEventDestroy(singles[i]);
+    free(s->ev);
+    free(s->dispatched);
+    free(s->gemmed);
+    mok_expert_gemms_destroy(&s->gemms);
+    if (s->shared_cublas)
+        cublasDestroy(s->shared_cublas);
+    mok_symmem_free(s->cl, &s->send);
+    mok_symmem_free(s->cl, &s->comb);
+    mok_symmem_free(s->cl, &s->recv);
+    mok_symmem_free(s->cl, &s->ret);
+    void *dev[] = {s->counts, s->allcounts, s->offsets, s->cursor, s->send_pos, s->em_in, s->g1, s->hbuf,
+                   s->em_out, s->em_from_recv, s->recv_from_em, s->shared_g1, s->shared_h, s->shared_out};
+    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+        cudaFree(dev[i]);
+    cudaFreeHost(s->h_allcounts);
+    cudaFreeHost(s->h_maps);
+    free(s->groups);
+    free(s->ngroups);
+    mok_splits_free(&s->splits);
+    if (s->overlap) {
+        cudaStreamDestroy(s->comm);
+        cudaStreamDestroy(s->compute);
+    }
+    memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,58 @@
+/* nccl_common: the host-orchestrated expert-parallel MoE layer both NCCL baselines run.
+ *
+ * Per forward: count routes per (chunk, expert) on the GPU; all-gather the counts and copy them to the host,
+ * which waits for them (the baseline's own CPU-GPU synchronization); compute splits and row maps on the host;
+ * then per chunk: grouped ncclSend/ncclRecv dispatch, permute to expert-major, cuBLAS expert GEMMs + SwiGLU,
+ * permute back, grouped ncclSend/ncclRecv combine; finally the fixed-order fp32 weighted top-k sum.
+ * Buffers that NCCL moves are symmetric windows (ncclMemAlloc + NCCL_WIN_COLL_SYMMETRIC), which lifts NCCL's
+ * point-to-point bandwidth on NVLink: a strong baseline, not a straw man.
+ *
+ * `nccl` runs one chunk on one stream; `nccl-overlap` splits tokens into C chunks, NCCL work on a comm stream
+ * and GEMMs on a compute stream, so chunk c's GEMMs overlap chunk c+1's dispatch and chunk c-1's combine. */
+#ifndef MOK_NCCL_COMMON_H
+#define MOK_NCCL_COMMON_H
+
+#include "gemm_cublas.h"
+#include "impl.h"
+#include "splits.h"
+
+#define MOK_NCCL_MAX_SLOTS 256
+
+struct mok_nccl_pipe {
+    struct mok_problem *p;
+    struct mok_cluster *cl;
+    int chunks, chunk_tokens;
+    bool overlap;
+    cudaStream_t comm, compute; /* == cl->stream for `nccl` */
+    struct mok_expert_gemms gemms;
+    cublasHandle_t shared_cublas;
+
+    int32_t *counts, *allcounts, *h_allcounts; /* [C][E], [P][C][E] device, pinned host copy */
+    int32_t *offsets, *cursor, *send_pos;
+    struct mok_symmem send, comb; /* [T*k rows] token order -> peers, and rows coming back */
+    struct mok_symmem recv, ret;  /* [cap rows] rows from peers (recv layout), and results going back */
+    uint16_t *em_in, *g1, *hbuf, *em_out;
+    int32_t *em_from_recv, *recv_from_em, *h_maps; /* device maps, pinned host staging [2][cap] */
+    uint16_t *shared_g1, *shared_h, *shared_out;
+    int cap_rows;
+    struct mok_splits splits;
+    struct mok_gemm_group *groups; /* [C][E_local] */
+    int *ngroups;
+
+    /* events: per slot, per chunk: dispatch, gemm, combine begin/end; plus fork/join events */
+    int max_slots;
+    cudaEvent_t *ev; /* [slots][chunks][6] */
+    cudaEvent_t fork, shared_done, comm_done, compute_done;
+    cudaEvent_t *dispatched, *gemmed; /* [C] */
+};
+
+int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
+                        bool overlap, enum mok_gemm_mode mode, int max_slots, char *err, int err_len);
+int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
+void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
+/* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote
+ * bytes, padded to the largest per-peer split, on symmetric buffers. */
+int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
+void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
+
+#endif

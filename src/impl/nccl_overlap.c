@@ -1,0 +1,71 @@
+/* nccl-overlap: the NCCL baseline split into token chunks over a comm and a compute stream, so the
+ * all-to-all of one chunk overlaps the GEMMs of another (Megatron-style overlap; nccl_common.h). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nccl_common.h"
+
+enum { PARAM_CHUNKS = 0, PARAM_GEMM = 1 };
+
+static int overlap_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
+                            int why_len)
+{
+    if (p->spec.dtype != MOK_DTYPE_BF16 || p->spec.pass != MOK_PASS_FWD) {
+        snprintf(why, (size_t)why_len, "bf16 forward only");
+        return 0;
+    }
+    if (p->experts % cl->nranks) {
+        snprintf(why, (size_t)why_len, "experts not divisible by ranks");
+        return 0;
+    }
+    if (params[PARAM_CHUNKS] > p->tokens) {
+        snprintf(why, (size_t)why_len, "chunks %d > tokens per rank %d", params[PARAM_CHUNKS], p->tokens);
+        return 0;
+    }
+    return 1;
+}
+
+static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params,
+                         int max_slots, char *err, int err_len)
+{
+    struct mok_nccl_pipe *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, (size_t)err_len, "out of host memory");
+        return -1;
+    }
+    *state = s;
+    return mok_nccl_pipe_setup(s, p, cl, params[PARAM_CHUNKS], true, (enum mok_gemm_mode)params[PARAM_GEMM],
+                               max_slots, err, err_len);
+}
+
+static int overlap_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    return mok_nccl_pipe_run(state, set, y, slot, err, err_len);
+}
+
+static void overlap_phase_ms(void *state, int slot, double out[MOK_NPHASES])
+{
+    mok_nccl_pipe_phase_ms(state, slot, out);
+}
+
+static int overlap_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    return mok_nccl_pipe_extras(state, row, iters, err, err_len);
+}
+
+static void overlap_teardown(void *state)
+{
+    if (state)
+        mok_nccl_pipe_teardown(state);
+    free(state);
+}
+
+const struct mok_impl_ops mok_impl_nccl_overlap = {
+    .name = "nccl-overlap",
+    .supports = overlap_supports,
+    .setup = overlap_setup,
+    .run = overlap_run,
+    .phase_ms = overlap_phase_ms,
+    .extras = overlap_extras,
+    .teardown = overlap_teardown,
+};

@@ -1,0 +1,104 @@
+/* plan: the dry-run view of a config (see plan.h). */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "desc.h"
+#include "sweep.h"
+
+/* Same formulas as problem.c's allocation (kept here too because problem.c needs CUDA). */
+static double problem_bytes(const struct mok_problem_spec *s, int nranks, long long l2, int *sets_out)
+{
+    const struct mok_model *m = &s->model;
+    double t = s->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
+    double el = (double)m->experts / nranks;
+    double set = t * h * 2 + el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2;
+    int sets = (int)((2.0 * (double)l2 + set - 1) / set);
+    sets = sets < 1 ? 1 : sets > 16 ? 16 : sets;
+    *sets_out = sets;
+    double si = (m->shared_experts > 1 ? m->shared_experts : 1) * i;
+    double rows = t * k > t ? t * k : t;
+    double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
+                 (m->shared_experts ? t * h * 4 : 0);
+    return sets * set + t * h * 2 + t * k * 8 + ref;
+}
+
+double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params)
+{
+    (void)params;
+    const struct mok_model *m = &spec->model;
+    double t = spec->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
+    if (!strcmp(impl, "nccl") || !strcmp(impl, "nccl-overlap")) {
+        double cap = 1.25 * t * k; /* rows received, uniform routing plus margin */
+        double sym = 2 * t * k * h * 2 + 2 * cap * h * 2;
+        double work = cap * (2 * h + 2 * i + i) * 2;
+        double shared = m->shared_experts ? t * (3 * m->shared_experts * i + h) * 2 : 0;
+        double a2a = 2 * t * k * h * 2 * (nranks > 1 ? 1 : 0);
+        return sym + work + shared + a2a;
+    }
+    return 0;
+}
+
+static const char *human_bytes(double b, char *buf, size_t len)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4)
+        b /= 1024, u++;
+    snprintf(buf, len, "%.2f %s", b, unit[u]);
+    return buf;
+}
+
+uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return 0;
+    int nproblems = mok_config_problem_count(cfg);
+    fprintf(mem, "# plan: %d problems x %d implementations, %lld candidates, %d ranks, warmup %d, iters %d, check %s\n",
+            nproblems, cfg->nimpls, mok_sweep_total(cfg), nranks, cfg->warmup, cfg->iters,
+            cfg->check_enabled ? "on" : "off");
+    double worst = 0;
+    for (int pi = 0; pi < nproblems; pi++) {
+        struct mok_problem_spec spec;
+        mok_config_problem_at(cfg, pi, &spec);
+        char routing[64], b1[32], b2[32];
+        int sets = 1;
+        double pbytes = problem_bytes(&spec, nranks, l2_bytes, &sets);
+        const struct mok_model *m = &spec.model;
+        fprintf(mem, "problem %d: %s H=%d I=%d E=%d k=%d shared=%d tokens/rank=%d routing=%s %s %s; "
+                     "%d input sets; problem memory %s per rank\n",
+                pi, m->name, m->hidden, m->intermediate, m->experts, m->topk, m->shared_experts,
+                spec.tokens_per_rank, mok_routing_label(&spec.routing, routing, sizeof(routing)),
+                mok_dtype_name(spec.dtype), mok_pass_name(spec.pass), sets, human_bytes(pbytes, b1, sizeof(b1)));
+        for (int ii = 0; ii < cfg->nimpls; ii++) {
+            const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[ii]);
+            if (!d)
+                continue;
+            int n = mok_sweep_count(d, &cfg->tune[ii]);
+            for (int c = 0; c < n; c++) {
+                int params[MOK_MAX_PARAMS] = {0};
+                char label[160];
+                mok_sweep_at(d, &cfg->tune[ii], c, params);
+                double ib = mok_plan_impl_bytes(d->name, &spec, nranks, params);
+                if (pbytes + ib > worst)
+                    worst = pbytes + ib;
+                fprintf(mem, "  %-14s %-32s +%s (total %s)\n", d->name,
+                        mok_impl_params_label(d, params, label, sizeof(label)), human_bytes(ib, b1, sizeof(b1)),
+                        human_bytes(pbytes + ib, b2, sizeof(b2)));
+            }
+        }
+    }
+    char b[32];
+    fprintf(mem, "# peak device memory per rank: %s (estimate; L2 assumed %lld MiB for input rotation)\n",
+            human_bytes(worst, b, sizeof(b)), l2_bytes >> 20);
+    fclose(mem);
+    uint64_t h = mok_hash64(text, len);
+    if (out)
+        fputs(text, out);
+    free(text);
+    return h;
+}

@@ -1,0 +1,21 @@
+/* plan: what a config will run, without a GPU: problems x implementations x candidates and the device memory
+ * each rank will need. --dry-run prints it; every rank computes it and they compare its hash. */
+#ifndef MOK_PLAN_H
+#define MOK_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+/* L2 assumed for input rotation when no GPU can be asked (an H200 has 60 MiB). */
+#define MOK_PLAN_ASSUMED_L2_BYTES (60ll << 20)
+
+/* Device bytes one rank needs for one candidate of impl on a problem (its own buffers, estimated from the
+ * uniform-routing receive size with a 25% margin). */
+double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params);
+
+/* Writes the plan to out (when non-NULL) and returns a hash of its text. */
+uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes);
+
+#endif

@@ -1,0 +1,272 @@
+/* problem: seeded workload and fp32 reference of one MoE forward problem on this rank. */
+#include "problem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mok_kernels.h"
+#include "routing.h"
+
+#define CK(call)                                                                                              \
+    do {                                                                                                      \
+        cudaError_t ck_e = (call);                                                                            \
+        if (ck_e != cudaSuccess) {                                                                            \
+            snprintf(err, (size_t)err_len, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e)); \
+            goto fail;                                                                                        \
+        }                                                                                                     \
+    } while (0)
+#define CKK(call) CK((cudaError_t)(call))
+
+static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((uint64_t)kind << 40) | index; }
+
+/* Weight scales keep every stage O(1): x ~ U(-1,1) has variance 1/3, so U(-3/sqrt(K), 3/sqrt(K)) weights give
+ * GEMM outputs of variance about 1 over a K-long dot product. */
+static float weight_scale(int k) { return 3.0f / sqrtf((float)k); }
+
+double mok_problem_flops(const struct mok_problem_spec *s)
+{
+    const struct mok_model *m = &s->model;
+    double per_token = 2.0 * 3.0 * m->hidden * (double)m->intermediate;
+    return (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
+}
+
+static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
+{
+    const struct mok_model *m = &s->model;
+    size_t el = (size_t)(m->experts / nranks);
+    size_t xb = (size_t)s->tokens_per_rank * m->hidden * 2;
+    size_t wb = el * 3 * (size_t)m->hidden * m->intermediate * 2;
+    size_t sb = (size_t)m->shared_experts * 3 * (size_t)m->hidden * m->intermediate * 2;
+    return xb + wb + sb;
+}
+
+int mok_problem_sets_for(const struct mok_problem_spec *s, int nranks, long long l2_bytes)
+{
+    size_t per = input_set_bytes(s, nranks);
+    long long sets = per ? (2 * l2_bytes + (long long)per - 1) / (long long)per : 1;
+    return sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : (int)sets;
+}
+
+size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets, bool with_reference)
+{
+    const struct mok_model *m = &s->model;
+    size_t t = (size_t)s->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate, k = (size_t)m->topk;
+    size_t bytes = (size_t)sets * input_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
+    if (with_reference) {
+        size_t max_rows = t * k > t ? t * k : t;
+        size_t si = (size_t)(m->shared_experts > 1 ? m->shared_experts : 1) * i;
+        bytes += t * h * 4                 /* y_ref */
+                 + t * k * h * 4           /* per-route outputs */
+                 + 3 * h * i * 2           /* one expert's weights */
+                 + 3 * h * si * 2          /* shared weights scratch is covered by the set; g and h below */
+                 + max_rows * 2 * si * 4   /* g */
+                 + max_rows * si * 2       /* h */
+                 + (m->shared_experts ? t * h * 4 : 0) + t * k * 8;
+    }
+    return bytes;
+}
+
+void mok_problem_destroy(struct mok_problem *p)
+{
+    for (int s = 0; s < MOK_MAX_SETS; s++) {
+        cudaFree(p->x[s]);
+        cudaFree(p->w13[s]);
+        cudaFree(p->w2[s]);
+        cudaFree(p->shared_w13[s]);
+        cudaFree(p->shared_w2[s]);
+    }
+    cudaFree(p->ids);
+    cudaFree(p->w);
+    cudaFree(p->y);
+    cudaFree(p->y_ref);
+    free(p->h_ids);
+    free(p->h_w);
+    memset(p, 0, sizeof(*p));
+}
+
+/* The reference: for every global expert e, regenerate its weights from the seed, gather this rank's tokens
+ * routed to e, run GEMM1 -> bf16 -> SwiGLU -> bf16 -> GEMM2 in fp32 SIMT, write each route's row; then the
+ * shared MLP; then the fixed-order weighted sum. Shares no code with any implementation but the seeded fill. */
+static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
+{
+    int T = p->tokens, H = p->hidden, I = p->inter, K = p->topk, E = p->experts;
+    size_t routes = (size_t)T * K;
+    int32_t *h_token = malloc(routes * sizeof(int32_t)), *h_route = malloc(routes * sizeof(int32_t));
+    int *first = calloc((size_t)E + 1, sizeof(int));
+    int32_t *d_token = NULL, *d_route = NULL;
+    uint16_t *w13 = NULL, *w2 = NULL, *hbuf = NULL;
+    float *g = NULL, *route_out = NULL, *shared_out = NULL;
+    int rc = -1;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    if (!h_token || !h_route || !first) {
+        snprintf(err, (size_t)err_len, "reference: out of host memory");
+        goto fail;
+    }
+    /* counting sort of routes by expert: each expert's rows in ascending (token, k) order */
+    for (size_t r = 0; r < routes; r++)
+        first[p->h_ids[r] + 1]++;
+    for (int e = 0; e < E; e++)
+        first[e + 1] += first[e];
+    {
+        int *cursor = malloc(sizeof(int) * (size_t)E);
+        if (!cursor) {
+            snprintf(err, (size_t)err_len, "reference: out of host memory");
+            goto fail;
+        }
+        memcpy(cursor, first, sizeof(int) * (size_t)E);
+        for (size_t r = 0; r < routes; r++) {
+            int slot = cursor[p->h_ids[r]]++;
+            h_token[slot] = (int32_t)(r / (size_t)K);
+            h_route[slot] = (int32_t)r;
+        }
+        free(cursor);
+    }
+    int max_rows = T;
+    for (int e = 0; e < E; e++)
+        if (first[e + 1] - first[e] > max_rows)
+            max_rows = first[e + 1] - first[e];
+    int SI = (p->shared > 1 ? p->shared : 1) * I;
+    CK(cudaEventCreate(&ev0));
+    CK(cudaEventCreate(&ev1));
+    CK(cudaEventRecord(ev0, st));
+    CK(cudaMalloc((void **)&d_token, routes * sizeof(int32_t)));
+    CK(cudaMalloc((void **)&d_route, routes * sizeof(int32_t)));
+    CK(cudaMalloc((void **)&w13, (size_t)2 * I * H * 2));
+    CK(cudaMalloc((void **)&w2, (size_t)H * I * 2));
+    CK(cudaMalloc((void **)&g, (size_t)max_rows * 2 * SI * 4));
+    CK(cudaMalloc((void **)&hbuf, (size_t)max_rows * SI * 2));
+    CK(cudaMalloc((void **)&route_out, routes * H * 4));
+    CK(cudaMalloc((void **)&p->y_ref, (size_t)T * H * 4));
+    CK(cudaMemcpyAsync(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(d_route, h_route, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    CK(cudaStreamSynchronize(st)); /* the host arrays are freed below */
+    for (int e = 0; e < E; e++) {
+        int n = first[e + 1] - first[e];
+        if (n == 0)
+            continue;
+        uint64_t seed = p->spec.routing.seed;
+        CKK(mok_fill_uniform_bf16(w13, (size_t)2 * I * H, seed, tensor_id(MOK_T_W13, (uint64_t)e),
+                                  weight_scale(H), (mok_stream_t)st));
+        CKK(mok_fill_uniform_bf16(w2, (size_t)H * I, seed, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I),
+                                  (mok_stream_t)st));
+        CKK(mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st));
+        CKK(mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st));
+        CKK(mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st));
+    }
+    if (p->shared) {
+        CK(cudaMalloc((void **)&shared_out, (size_t)T * H * 4));
+        CKK(mok_ref_gemm_f32(p->x[0], NULL, T, H, p->shared_w13[0], 2 * SI, g, NULL, (mok_stream_t)st));
+        CKK(mok_ref_swiglu(g, T, SI, hbuf, (mok_stream_t)st));
+        CKK(mok_ref_gemm_f32(hbuf, NULL, T, SI, p->shared_w2[0], H, shared_out, NULL, (mok_stream_t)st));
+    }
+    CKK(mok_ref_sum_routes(route_out, p->w, T, K, H, shared_out, p->y_ref, (mok_stream_t)st));
+    CK(cudaEventRecord(ev1, st));
+    CK(cudaStreamSynchronize(st));
+    {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev0, ev1);
+        p->reference_ms = ms;
+    }
+    rc = 0;
+fail:
+    if (ev0)
+        cudaEventDestroy(ev0);
+    if (ev1)
+        cudaEventDestroy(ev1);
+    cudaFree(d_token);
+    cudaFree(d_route);
+    cudaFree(w13);
+    cudaFree(w2);
+    cudaFree(g);
+    cudaFree(hbuf);
+    cudaFree(route_out);
+    cudaFree(shared_out);
+    free(h_token);
+    free(h_route);
+    free(first);
+    return rc;
+}
+
+int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spec, const struct mok_cluster *cl,
+                       int sets, bool with_reference, char *err, int err_len)
+{
+    memset(p, 0, sizeof(*p));
+    const struct mok_model *m = &spec->model;
+    p->spec = *spec;
+    p->rank = cl->rank;
+    p->nranks = cl->nranks;
+    p->tokens = spec->tokens_per_rank;
+    p->hidden = m->hidden;
+    p->inter = m->intermediate;
+    p->experts = m->experts;
+    p->topk = m->topk;
+    p->shared = m->shared_experts;
+    p->local_experts = m->experts / cl->nranks;
+    p->expert_begin = cl->rank * p->local_experts;
+    p->sets = sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : sets;
+    p->flops = mok_problem_flops(spec);
+    cudaStream_t st = cl->stream;
+    size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, K = (size_t)p->topk;
+    size_t EL = (size_t)p->local_experts, SI = (size_t)p->shared * I;
+
+    p->h_ids = malloc(T * K * sizeof(int32_t) + 1);
+    p->h_w = malloc(T * K * sizeof(float) + 1);
+    if (!p->h_ids || !p->h_w) {
+        snprintf(err, (size_t)err_len, "out of host memory for routing");
+        goto fail;
+    }
+    if (mok_routing_generate(&spec->routing, p->experts, p->topk, cl->rank, p->tokens, p->h_ids, p->h_w)) {
+        snprintf(err, (size_t)err_len, "routing generation rejected the problem");
+        goto fail;
+    }
+    CK(cudaMalloc((void **)&p->ids, T * K * sizeof(int32_t) + 16));
+    CK(cudaMalloc((void **)&p->w, T * K * sizeof(float) + 16));
+    CK(cudaMemcpyAsync(p->ids, p->h_ids, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(p->w, p->h_w, T * K * sizeof(float), cudaMemcpyHostToDevice, st));
+    CK(cudaMalloc((void **)&p->y, T * H * 2 + 16));
+
+    uint64_t seed = spec->routing.seed;
+    for (int s = 0; s < p->sets; s++) {
+        CK(cudaMalloc((void **)&p->x[s], T * H * 2 + 16));
+        CK(cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16));
+        CK(cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16));
+        if (s == 0) {
+            CKK(mok_fill_uniform_bf16(p->x[0], T * H, seed, tensor_id(MOK_T_X, (uint64_t)cl->rank), 1.0f,
+                                      (mok_stream_t)st));
+            for (size_t e = 0; e < EL; e++) {
+                uint64_t ge = (uint64_t)p->expert_begin + e;
+                CKK(mok_fill_uniform_bf16(p->w13[0] + e * 2 * I * H, 2 * I * H, seed, tensor_id(MOK_T_W13, ge),
+                                          weight_scale((int)H), (mok_stream_t)st));
+                CKK(mok_fill_uniform_bf16(p->w2[0] + e * H * I, H * I, seed, tensor_id(MOK_T_W2, ge),
+                                          weight_scale((int)I), (mok_stream_t)st));
+            }
+        } else {
+            CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
+            CK(cudaMemcpyAsync(p->w13[s], p->w13[0], EL * 2 * I * H * 2, cudaMemcpyDeviceToDevice, st));
+            CK(cudaMemcpyAsync(p->w2[s], p->w2[0], EL * H * I * 2, cudaMemcpyDeviceToDevice, st));
+        }
+        if (SI) {
+            CK(cudaMalloc((void **)&p->shared_w13[s], 2 * SI * H * 2 + 16));
+            CK(cudaMalloc((void **)&p->shared_w2[s], H * SI * 2 + 16));
+            if (s == 0) {
+                CKK(mok_fill_uniform_bf16(p->shared_w13[0], 2 * SI * H, seed, tensor_id(MOK_T_SHARED_W13, 0),
+                                          weight_scale((int)H), (mok_stream_t)st));
+                CKK(mok_fill_uniform_bf16(p->shared_w2[0], H * SI, seed, tensor_id(MOK_T_SHARED_W2, 0),
+                                          weight_scale((int)SI), (mok_stream_t)st));
+            } else {
+                CK(cudaMemcpyAsync(p->shared_w13[s], p->shared_w13[0], 2 * SI * H * 2, cudaMemcpyDeviceToDevice, st));
+                CK(cudaMemcpyAsync(p->shared_w2[s], p->shared_w2[0], H * SI * 2, cudaMemcpyDeviceToDevice, st));
+            }
+        }
+    }
+    CK(cudaStreamSynchronize(st));
+    if (with_reference && build_reference(p, st, err, err_len))
+        goto fail;
+    p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
+    return 0;
+fail:
+    mok_problem_destroy(p);
+    return -1;
+}

@@ -1,0 +1,58 @@
+/* problem: one benchmark problem on this rank's GPU: shapes, the seeded routing (host and device copies), the
+ * input tokens and local expert weights, the output buffer every implementation writes, and the fp32
+ * reference output. Inputs are replicated into `sets` identical copies at different addresses: timing
+ * rotates through them so the working set exceeds L2 and no iteration reads the last one's cache. */
+#ifndef MOK_PROBLEM_H
+#define MOK_PROBLEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster.h"
+#include "config.h"
+
+#define MOK_MAX_SETS 16
+
+/* tensor ids of the seeded fill; a weight's id includes its global expert so any rank can regenerate it */
+enum mok_tensor_kind { MOK_T_X = 1, MOK_T_W13 = 2, MOK_T_W2 = 3, MOK_T_SHARED_W13 = 4, MOK_T_SHARED_W2 = 5 };
+
+struct mok_problem {
+    struct mok_problem_spec spec;
+    int rank, nranks;
+    int tokens, hidden, inter, experts, topk, shared; /* shared experts, run as one MLP of shared*inter */
+    int local_experts, expert_begin;
+    int sets;
+
+    /* host copies of the routing (ids, weights [tokens][topk]) */
+    int32_t *h_ids;
+    float *h_w;
+
+    /* device */
+    int32_t *ids;
+    float *w;
+    uint16_t *x[MOK_MAX_SETS];         /* [tokens][hidden] */
+    uint16_t *w13[MOK_MAX_SETS];       /* [local_experts][2*inter][hidden]: gate rows then up rows */
+    uint16_t *w2[MOK_MAX_SETS];        /* [local_experts][hidden][inter] */
+    uint16_t *shared_w13[MOK_MAX_SETS]; /* [2*shared*inter][hidden], NULL when shared == 0 */
+    uint16_t *shared_w2[MOK_MAX_SETS];  /* [hidden][shared*inter] */
+    uint16_t *y;                       /* [tokens][hidden], written by the implementation under test */
+    float *y_ref;                      /* [tokens][hidden], NULL when checks are off */
+
+    double flops;          /* per rank, forward */
+    double reference_ms;   /* time the reference took */
+    size_t device_bytes;   /* allocated here */
+};
+
+/* Bytes one rank needs for the problem's own buffers (inputs x sets, output, reference and its scratch). */
+size_t mok_problem_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference);
+/* How many input copies make the rotated working set exceed L2 twice over (1..MOK_MAX_SETS). */
+int mok_problem_sets_for(const struct mok_problem_spec *spec, int nranks, long long l2_bytes);
+double mok_problem_flops(const struct mok_problem_spec *spec);
+
+/* Builds routing, inputs and (with_reference) the reference output. Collective only in that all ranks must
+ * call it (no communication inside: the reference regenerates remote experts' weights from the seed). */
+int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spec, const struct mok_cluster *cl,
+                       int sets, bool with_reference, char *err, int err_len);
+void mok_problem_destroy(struct mok_problem *p);
+
+#endif

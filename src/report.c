@@ -1,0 +1,763 @@
+/* report: the '#' header, the live table and the CSV/JSON files. One table of row fields drives the CSV
+ * columns, the JSON keys and both readers, so the four can never disagree on a name or an order. */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+extern char **environ;
+
+/* ---- the row fields, in CSV column order (a public format: append, never rename or reorder) ------------ */
+
+enum ftype { F_INT, F_LL, F_DBL, F_STR };
+struct field {
+    const char *name;
+    enum ftype type;
+    size_t off, size;
+    int required; /* readers refuse a file without it: a row means nothing without these */
+};
+#define FLD(m, t, req) {#m, t, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), req}
+#define FI(m) FLD(m, F_INT, 0)
+#define FD(m) FLD(m, F_DBL, 0)
+#define FS(m) FLD(m, F_STR, 0)
+static const struct field fields[] = {
+    FLD(problem, F_INT, 1), FS(model), FI(hidden), FI(intermediate), FI(experts), FI(topk), FI(shared_experts),
+    FI(tokens_per_rank), FS(routing), FS(dtype), FS(pass), FLD(impl, F_STR, 1), FLD(params, F_STR, 1),
+    FS(disposition), FD(max_rel_err), FD(norm_rel_err), FLD(bad_count, F_LL, 0), FLD(nan_count, F_LL, 0),
+    FI(iters), FLD(time_med_us, F_DBL, 1), FD(time_p10_us), FD(time_p90_us), FD(flops), FD(tflops),
+    FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
+    FD(dispatch_gbps), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
+};
+#define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
+#define FIELD_PTR(row, f) ((char *)(row) + (f)->off)
+#define FIELD_CPTR(row, f) ((const char *)(row) + (f)->off)
+
+void mok_row_init(struct mok_row *row)
+{
+    memset(row, 0, sizeof *row);
+    for (int i = 0; i < NFIELDS; i++)
+        if (fields[i].type == F_DBL)
+            *(double *)FIELD_PTR(row, &fields[i]) = NAN;
+}
+
+/* Formats the message into err; returns -1 so error paths read "return set_err(...)". */
+static int set_err(char *err, int err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_err(char *err, int err_len, const char *fmt, ...)
+{
+    if (err && err_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, (size_t)err_len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+#define FAIL(...)                                                                                            \
+    do {                                                                                                     \
+        set_err(err, err_len, __VA_ARGS__);                                                                  \
+        goto out;                                                                                            \
+    } while (0)
+
+/* Shortest of %.15g/%.16g/%.17g that reads back to the same bits: exact like %.17g, but 0.1 stays "0.1"
+ * rather than "0.10000000000000001" for whoever opens the file. Non-finite values are the caller's job. */
+static void fmt_exact(char *buf, size_t len, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (prec == 17 || strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* ---- growable text buffer: a whole file is built in memory, then written atomically in one go --------- */
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
+static void sb_putn(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+/* ---- console output --------------------------------------------------------------------------------- */
+
+void mok_report_print_header(FILE *out, const struct mok_env *env, const char *config_source)
+{
+    fprintf(out, "# mok-bench %s (commit %s)\n", env->mok_version, env->commit);
+    fprintf(out, "# CUDA runtime %s driver %s | NCCL %s | MPI %s\n", env->cuda_runtime, env->cuda_driver,
+            env->nccl, env->mpi);
+    fprintf(out, "# config %s\n", config_source ? config_source : "-");
+    if (env->lsa_size > 0)
+        fprintf(out, "# ranks %d | LSA team size %d\n", env->nranks, env->lsa_size);
+    else
+        fprintf(out, "# ranks %d | LSA team size unknown\n", env->nranks);
+    int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
+    for (int i = 0; i < n; i++) {
+        const struct mok_rank_info *r = &env->ranks[i];
+        if (r->device >= 0)
+            fprintf(out, "#  rank %d pid %d host %s device %d [%s] %d SMs\n", r->rank, r->pid, r->host,
+                    r->device, r->gpu, r->sm_count);
+        else
+            fprintf(out, "#  rank %d pid %d host %s no GPU\n", r->rank, r->pid, r->host);
+    }
+    fprintf(out, "#\n");
+    fflush(out);
+}
+
+/* Widths chosen so a row stays under ~200 columns. Strings wider than their column are printed whole (the
+ * row shifts right) rather than cut: two candidates whose params differ only at the end must stay
+ * distinguishable on screen. */
+#define TABLE_FMT "%5s %-16s %7s %-14s %-5s %-4s %-12s %-28s %-13s %10s %10s %10s %8s %8s %7s %11s %8s"
+
+void mok_report_print_table_head(FILE *out)
+{
+    fprintf(out, "#" TABLE_FMT "\n", "prob", "model", "tokens", "routing", "dtype", "pass", "impl", "params",
+            "disposition", "med_us", "p10_us", "p90_us", "TFLOP/s", "GB/s", "vs_nccl", "max_rel_err", "bad");
+    fflush(out);
+}
+
+/* "-" for a figure that does not apply, as nccl-tests does for skipped checks. A value too wide for its
+ * column in fixed notation (a broken timer, a huge count) switches to exponent form to keep alignment. */
+static const char *num(char *buf, size_t len, int width, int prec, double v)
+{
+    if (isnan(v))
+        return "-";
+    if (snprintf(buf, len, "%.*f", prec, v) > width)
+        snprintf(buf, len, "%.*e", width >= 10 ? 3 : 1, v);
+    return buf;
+}
+
+void mok_report_print_row(FILE *out, const struct mok_row *row)
+{
+    char prob[16], tok[16], med[320], p10[320], p90[320], tf[320], gbps[320], sp[320], err[32], bad[32];
+    snprintf(prob, sizeof prob, "%d", row->problem);
+    snprintf(tok, sizeof tok, "%d", row->tokens_per_rank);
+    snprintf(err, sizeof err, "%.2e", row->max_rel_err);
+    /* A bad count means something only when the output was compared; without an error figure
+     * (not_verified, failed, not_supported) the 0 from mok_row_init would read as "all good". */
+    snprintf(bad, sizeof bad, "%lld", row->bad_count);
+    fprintf(out, " " TABLE_FMT, prob, row->model, tok, row->routing, row->dtype, row->pass, row->impl,
+            row->params[0] ? row->params : "-", row->disposition, num(med, sizeof med, 10, 2, row->time_med_us),
+            num(p10, sizeof p10, 10, 2, row->time_p10_us), num(p90, sizeof p90, 10, 2, row->time_p90_us),
+            num(tf, sizeof tf, 8, 2, row->tflops), num(gbps, sizeof gbps, 8, 1, row->comm_gbps),
+            num(sp, sizeof sp, 7, 2, row->speedup_vs_nccl), isnan(row->max_rel_err) ? "-" : err,
+            isnan(row->max_rel_err) ? "-" : bad);
+    /* The note (why a candidate failed or was skipped) goes last, flattened to one line so the table keeps
+     * one line per candidate. */
+    if (row->note[0]) {
+        fputs("  # ", out);
+        for (const char *s = row->note; *s; s++)
+            fputc((unsigned char)*s < 0x20 ? ' ' : *s, out);
+    }
+    fputc('\n', out);
+    fflush(out); /* rows appear as candidates finish, also when stdout is a pipe to tee */
+}
+
+/* ---- output paths and atomic writes ------------------------------------------------------------------ */
+
+static int mkdir_p(const char *dir, char *err, int err_len)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return set_err(err, err_len, "output directory name too long: %s", dir);
+    /* Create each prefix in turn; EEXIST on the way is fine, the final stat decides. */
+    for (char *s = buf + 1;; s++) {
+        char c = *s;
+        if (c != '/' && c != '\0')
+            continue;
+        *s = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return set_err(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
+        *s = c;
+        if (!c)
+            break;
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0)
+        return set_err(err, err_len, "cannot access output directory %s: %s", buf, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return set_err(err, err_len, "output directory %s exists and is not a directory", buf);
+    return 0;
+}
+
+/* 1 if anything (even a dangling symlink, on which link(2) would fail later) is at path, 0 if not. */
+static int path_exists(const char *path, char *err, int err_len)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return 1;
+    return errno == ENOENT ? 0 : set_err(err, err_len, "cannot check %s: %s", path, strerror(errno));
+}
+
+int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, char *json_path, int path_len,
+                            char *err, int err_len)
+{
+    if (!dir || !dir[0])
+        dir = ".";
+    if (!name || !name[0] || strchr(name, '/'))
+        return set_err(err, err_len, "invalid output name '%s': must be non-empty, without '/'", name ? name : "");
+    if (mkdir_p(dir, err, err_len) != 0)
+        return -1;
+    int dlen = (int)strlen(dir);
+    while (dlen > 1 && dir[dlen - 1] == '/') /* "out/" + "x.csv" reads better as "out/x.csv" */
+        dlen--;
+    const char *sep = (dlen == 1 && dir[0] == '/') ? "" : "/";
+    /* A bound keeps a directory full of old reports (or a bug) from looping forever. */
+    for (int i = 0; i < 100000; i++) {
+        char sfx[16] = "";
+        if (i > 0)
+            snprintf(sfx, sizeof sfx, "-%d", i);
+        int a = snprintf(csv_path, (size_t)path_len, "%.*s%s%s%s.csv", dlen, dir, sep, name, sfx);
+        int b = snprintf(json_path, (size_t)path_len, "%.*s%s%s%s.json", dlen, dir, sep, name, sfx);
+        if (a < 0 || b < 0 || a >= path_len || b >= path_len)
+            return set_err(err, err_len, "output path %.*s%s%s%s.json is too long", dlen, dir, sep, name, sfx);
+        int c = path_exists(csv_path, err, err_len);
+        int j = c ? c : path_exists(json_path, err, err_len);
+        if (c < 0 || j < 0)
+            return -1;
+        if (!c && !j)
+            return 0;
+    }
+    return set_err(err, err_len, "no free report name %s-N in %s", name, dir);
+}
+
+/* Makes the new directory entry durable too: without it a crash right after a run could lose a report whose
+ * data was fsynced. Best effort: some file systems refuse fsync on directories. */
+static void fsync_parent(const char *path)
+{
+    char dir[PATH_MAX] = ".";
+    const char *slash = strrchr(path, '/');
+    if (slash && (size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+int mok_write_file_atomic(const char *path, const char *data, size_t len, char *err, int err_len)
+{
+    /* The temp file sits next to the target so link(2) stays within one file system; pid and random suffix
+     * keep ranks or concurrent runs sharing a directory apart. */
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.XXXXXX", path, (long)getpid()) >= (int)sizeof tmp)
+        return set_err(err, err_len, "path too long: %s", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return set_err(err, err_len, "cannot create a temporary file for %s: %s", path, strerror(errno));
+    int rc = -1;
+    (void)fchmod(fd, 0644); /* mkstemp makes it 0600; a report is meant to be shared like any output */
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            FAIL("cannot write %s (for %s): %s", tmp, path, strerror(errno));
+        off += (size_t)w;
+    }
+    /* Data on disk before the name appears: an interrupted run leaves either no report or a whole one. */
+    if (fsync(fd) != 0)
+        FAIL("cannot fsync %s (for %s): %s", tmp, path, strerror(errno));
+    int c = close(fd);
+    fd = -1;
+    if (c != 0)
+        FAIL("cannot close %s (for %s): %s", tmp, path, strerror(errno));
+    /* link(2), unlike rename(2), fails when the target exists: an old report is never replaced. */
+    if (link(tmp, path) != 0) {
+        if (errno == EEXIST)
+            FAIL("refusing to overwrite %s", path);
+        FAIL("cannot create %s: %s", path, strerror(errno));
+    }
+    fsync_parent(path);
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+/* Writes a built buffer, or reports that building it ran out of memory; frees it either way. */
+static int write_sbuf(const char *path, struct sbuf *b, char *err, int err_len)
+{
+    int rc = b->oom ? set_err(err, err_len, "out of memory building %s", path)
+                    : mok_write_file_atomic(path, b->p ? b->p : "", b->len, err, err_len);
+    free(b->p);
+    return rc;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------------- */
+
+/* RFC 4180: quote when the text holds a separator, a quote or a line break; double inner quotes. */
+static void csv_str(struct sbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        sb_puts(b, s);
+        return;
+    }
+    sb_putn(b, "\"", 1);
+    for (const char *q; (q = strchr(s, '"')); s = q + 1) {
+        sb_putn(b, s, (size_t)(q - s + 1));
+        sb_putn(b, "\"", 1);
+    }
+    sb_puts(b, s);
+    sb_putn(b, "\"", 1);
+}
+
+static void csv_field(struct sbuf *b, const struct mok_row *row, const struct field *f)
+{
+    char buf[64] = "";
+    const char *p = FIELD_CPTR(row, f);
+    if (f->type == F_STR)
+        csv_str(b, p);
+    else if (f->type == F_INT)
+        snprintf(buf, sizeof buf, "%d", *(const int *)p);
+    else if (f->type == F_LL)
+        snprintf(buf, sizeof buf, "%lld", *(const long long *)p);
+    else if (!isnan(*(const double *)p)) /* NaN: an empty cell, which pandas and spreadsheets read as missing */
+        fmt_exact(buf, sizeof buf, *(const double *)p);
+    sb_puts(b, buf);
+}
+
+int mok_report_write_csv(const char *path, const struct mok_env *env, const struct mok_row *rows, int nrows,
+                         char *err, int err_len)
+{
+    static const struct mok_env no_env;
+    if (!env)
+        env = &no_env;
+    struct sbuf b = {0};
+    for (int i = 0; i < NFIELDS; i++) {
+        sb_puts(&b, fields[i].name);
+        sb_putn(&b, ",", 1);
+    }
+    sb_puts(&b, "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n");
+
+    /* The environment repeats on every row so rows from many runs can be concatenated and still compared. */
+    char ints[48];
+    snprintf(ints, sizeof ints, ",%d,%d,%d", env->sm_count, env->nranks, env->lsa_size);
+    const char *strs[] = {env->cuda_runtime, env->cuda_driver, env->nccl, env->mpi, env->mok_version, env->commit};
+    for (int r = 0; r < nrows; r++) {
+        for (int i = 0; i < NFIELDS; i++) {
+            csv_field(&b, &rows[r], &fields[i]);
+            sb_putn(&b, ",", 1);
+        }
+        csv_str(&b, env->gpu);
+        sb_puts(&b, ints);
+        for (int i = 0; i < 6; i++) {
+            sb_putn(&b, ",", 1);
+            csv_str(&b, strs[i]);
+        }
+        sb_putn(&b, "\n", 1);
+    }
+    return write_sbuf(path, &b, err, err_len);
+}
+
+static char *read_file(const char *path, size_t *len_out, char *err, int err_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, err_len, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct sbuf b = {0};
+    char chunk[65536];
+    size_t n;
+    sb_putn(&b, "", 0); /* an empty file is still a (NUL-terminated) string */
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        sb_putn(&b, chunk, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || b.oom) {
+        set_err(err, err_len, "cannot read %s: %s", path, bad ? "read error" : "out of memory");
+        free(b.p);
+        return NULL;
+    }
+    *len_out = b.len;
+    return b.p;
+}
+
+struct csv_reader {
+    const char *p, *end;
+    int line;  /* physical line of p, 1-based, for messages */
+    char *buf; /* decoded cells of the current record, NUL-separated; sized so it cannot overflow */
+    char **cells;
+    int ncells, maxcells;
+};
+
+static int csv_at_eol(const struct csv_reader *r)
+{
+    const char *p = r->p;
+    return p >= r->end || *p == '\n' || (*p == '\r' && (p + 1 == r->end || p[1] == '\n'));
+}
+
+/* One RFC 4180 record (quoted cells may span lines; CRLF or LF endings). 1: a record, 0: end, -1: error. */
+static int csv_next(struct csv_reader *r, int *rec_line, const char *path, char *err, int err_len)
+{
+    while (r->p < r->end && (*r->p == '\n' || *r->p == '\r') && csv_at_eol(r)) /* blank lines */
+        r->line += *r->p++ == '\n';
+    if (r->p >= r->end)
+        return 0;
+    *rec_line = r->line;
+    char *o = r->buf;
+    for (r->ncells = 0;;) {
+        if (r->ncells == r->maxcells)
+            return set_err(err, err_len, "%s:%d: more than %d columns", path, *rec_line, r->maxcells);
+        r->cells[r->ncells++] = o;
+        if (r->p < r->end && *r->p == '"') {
+            int start = r->line;
+            for (r->p++;; *o++ = *r->p++) {
+                if (r->p >= r->end)
+                    return set_err(err, err_len, "%s:%d: quoted cell never closed", path, start);
+                if (*r->p == '"' && (r->p + 1 == r->end || r->p[1] != '"'))
+                    break;
+                if (*r->p == '"') /* "" inside quotes: one literal quote */
+                    r->p++;
+                r->line += *r->p == '\n';
+            }
+            r->p++;
+            if (!csv_at_eol(r) && *r->p != ',')
+                return set_err(err, err_len, "%s:%d: '%c' after a closing quote", path, r->line, *r->p);
+        } else {
+            while (!csv_at_eol(r) && *r->p != ',')
+                *o++ = *r->p++;
+        }
+        *o++ = '\0';
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            continue;
+        }
+        r->p += r->p < r->end && *r->p == '\r';
+        if (r->p < r->end && *r->p == '\n') {
+            r->p++;
+            r->line++;
+        }
+        return 1;
+    }
+}
+
+/* Stores text s (a CSV cell) into a row field. Empty means NaN for doubles; integers must be present. */
+static int parse_cell(struct mok_row *row, const struct field *f, const char *s, const char *where, char *err,
+                      int err_len)
+{
+    char *p = FIELD_PTR(row, f), *end = NULL;
+    errno = 0;
+    if (f->type == F_STR) {
+        if (strlen(s) >= f->size)
+            return set_err(err, err_len, "%s: %s is longer than %zu characters", where, f->name, f->size - 1);
+        memcpy(p, s, strlen(s) + 1);
+        return 0;
+    }
+    if (f->type == F_DBL) {
+        double v = *s ? strtod(s, &end) : NAN;
+        /* ERANGE is kept: subnormals and huge values are values we wrote */
+        if (!end || (!*end && (!errno || errno == ERANGE))) {
+            *(double *)p = v;
+            return 0;
+        }
+    } else if (f->type == F_INT) {
+        long v = strtol(s, &end, 10);
+        if (*s && !*end && !errno && v >= INT_MIN && v <= INT_MAX) {
+            *(int *)p = (int)v;
+            return 0;
+        }
+    } else {
+        long long v = strtoll(s, &end, 10);
+        if (*s && !*end && !errno) {
+            *(long long *)p = v;
+            return 0;
+        }
+    }
+    return set_err(err, err_len, "%s: %s = '%.40s' is not %s", where, f->name, s,
+                   f->type == F_DBL ? "a number" : "an integer");
+}
+
+int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len)
+{
+    size_t len;
+    char *text = read_file(path, &len, err, err_len);
+    if (!text)
+        return -1;
+    int count = -1, line, got, col[NFIELDS];
+    struct csv_reader r = {text, text + len, 1, NULL, NULL, 0, 256};
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) /* a BOM, from a spreadsheet's re-save */
+        r.p += 3;
+    /* Decoded cells are never longer than their raw text, plus one NUL per cell: 2*len+2 always fits. */
+    r.buf = malloc(2 * len + 2);
+    r.cells = malloc((size_t)r.maxcells * sizeof *r.cells);
+    if (!r.buf || !r.cells)
+        FAIL("cannot read %s: out of memory", path);
+    if ((got = csv_next(&r, &line, path, err, err_len)) <= 0) {
+        if (got == 0)
+            FAIL("%s: empty file, expected a header line", path);
+        goto out;
+    }
+    int nhead = r.ncells;
+    for (int i = 0; i < NFIELDS; i++) {
+        col[i] = -1;
+        for (int c = 0; c < nhead; c++) {
+            if (strcmp(r.cells[c], fields[i].name) == 0 && col[i] >= 0)
+                FAIL("%s:%d: column %s appears twice", path, line, fields[i].name);
+            if (strcmp(r.cells[c], fields[i].name) == 0)
+                col[i] = c;
+        }
+        if (col[i] < 0 && fields[i].required)
+            FAIL("%s:%d: missing required column %s", path, line, fields[i].name);
+    }
+    int n = 0;
+    while ((got = csv_next(&r, &line, path, err, err_len)) > 0) {
+        if (r.ncells != nhead)
+            FAIL("%s:%d: %d cells, the header has %d", path, line, r.ncells, nhead);
+        if (n >= max_rows)
+            FAIL("%s: more than %d rows", path, max_rows);
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s:%d", path, line);
+        mok_row_init(&rows[n]);
+        for (int i = 0; i < NFIELDS; i++)
+            if (col[i] >= 0 && parse_cell(&rows[n], &fields[i], r.cells[col[i]], where, err, err_len) != 0)
+                goto out;
+        n++;
+    }
+    if (got == 0)
+        count = n;
+out:
+    free(r.buf);
+    free(r.cells);
+    free(text);
+    return count;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+
+/* cJSON 1.7.15 prints a double with 15 digits whenever that reads back within one DBL_EPSILON, which is not
+ * exact (0.1+0.2 comes out as 0.3). So numbers go in as raw text from fmt_exact. JSON has no NaN or
+ * infinity: both become null (an infinity reads back as NaN; the CSV keeps it). */
+static cJSON *json_num(double v)
+{
+    char buf[64];
+    if (!isfinite(v))
+        return cJSON_CreateNull();
+    fmt_exact(buf, sizeof buf, v);
+    return cJSON_CreateRaw(buf);
+}
+
+/* Adds item to obj (an array when name is NULL), remembering a failed allocation in *ok so that a
+ * document with silently missing keys is never written. */
+static void jadd(cJSON *obj, const char *name, cJSON *item, int *ok)
+{
+    if (!item || !obj) {
+        cJSON_Delete(item);
+        *ok = 0;
+    } else if (name) {
+        cJSON_AddItemToObject(obj, name, item);
+    } else {
+        cJSON_AddItemToArray(obj, item);
+    }
+}
+
+static cJSON *env_json(const struct mok_env *env, int *ok)
+{
+    cJSON *e = cJSON_CreateObject();
+    const char *keys[] = {"mok_version", "commit", "cuda_runtime", "cuda_driver", "nccl", "mpi", "gpu"};
+    const char *vals[] = {env->mok_version, env->commit, env->cuda_runtime, env->cuda_driver,
+                          env->nccl,        env->mpi,    env->gpu};
+    for (int i = 0; i < 7; i++)
+        jadd(e, keys[i], cJSON_CreateString(vals[i]), ok);
+    jadd(e, "sm_count", cJSON_CreateNumber(env->sm_count), ok);
+    jadd(e, "nranks", cJSON_CreateNumber(env->nranks), ok); /* "ranks" is the per-rank list below */
+    jadd(e, "lsa_size", cJSON_CreateNumber(env->lsa_size), ok);
+    cJSON *ranks = cJSON_CreateArray();
+    int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
+    for (int i = 0; i < n && ranks; i++) {
+        const struct mok_rank_info *r = &env->ranks[i];
+        cJSON *o = cJSON_CreateObject();
+        jadd(o, "rank", cJSON_CreateNumber(r->rank), ok);
+        jadd(o, "pid", cJSON_CreateNumber(r->pid), ok);
+        jadd(o, "host", cJSON_CreateString(r->host), ok);
+        jadd(o, "device", cJSON_CreateNumber(r->device), ok);
+        jadd(o, "gpu", cJSON_CreateString(r->gpu), ok);
+        jadd(o, "sm_count", cJSON_CreateNumber(r->sm_count), ok);
+        jadd(ranks, NULL, o, ok);
+    }
+    jadd(e, "ranks", ranks, ok);
+    /* NCCL_* settings change what NCCL does (protocols, channels, P2P levels); without them a number cannot
+     * be reproduced. The first occurrence wins, as with getenv. */
+    cJSON *nccl = cJSON_CreateObject();
+    for (char **v = environ; v && *v && nccl; v++) {
+        const char *eq = strchr(*v, '=');
+        char name[256];
+        if (strncmp(*v, "NCCL_", 5) != 0 || !eq || eq - *v >= (long)sizeof name)
+            continue;
+        memcpy(name, *v, (size_t)(eq - *v));
+        name[eq - *v] = '\0';
+        if (!cJSON_GetObjectItemCaseSensitive(nccl, name))
+            jadd(nccl, name, cJSON_CreateString(eq + 1), ok);
+    }
+    jadd(e, "nccl_environment", nccl, ok);
+    return e;
+}
+
+static cJSON *row_json(const struct mok_row *row, int *ok)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < NFIELDS && o; i++) {
+        const struct field *f = &fields[i];
+        const char *p = FIELD_CPTR(row, f);
+        jadd(o, f->name,
+             f->type == F_INT ? cJSON_CreateNumber(*(const int *)p)
+             : f->type == F_LL ? json_num((double)*(const long long *)p) /* exact up to 2^53 */
+             : f->type == F_DBL ? json_num(*(const double *)p)
+                                : cJSON_CreateString(p),
+             ok);
+    }
+    return o;
+}
+
+int mok_report_write_json(const char *path, int argc, char **argv, const char *config_json,
+                          const struct mok_env *env, const struct mok_row *rows, int nrows, char *err,
+                          int err_len)
+{
+    static const struct mok_env no_env;
+    int ok = 1;
+    cJSON *root = cJSON_CreateObject();
+    jadd(root, "schema_version", cJSON_CreateNumber(MOK_REPORT_SCHEMA_VERSION), &ok);
+    jadd(root, "tool", cJSON_CreateString("mok-bench"), &ok);
+    cJSON *args = cJSON_CreateArray();
+    for (int i = 0; i < argc && argv && argv[i] && args; i++)
+        jadd(args, NULL, cJSON_CreateString(argv[i]), &ok);
+    jadd(root, "argv", args, &ok);
+    jadd(root, "env", env_json(env ? env : &no_env, &ok), &ok);
+    /* Embedded as an object so tools can query it; text that does not parse (it should not happen) is kept
+     * verbatim as a string rather than lost. */
+    cJSON *cfg = config_json ? cJSON_Parse(config_json) : NULL;
+    if (!cfg)
+        cfg = config_json ? cJSON_CreateString(config_json) : cJSON_CreateNull();
+    jadd(root, "config", cfg, &ok);
+    cJSON *arr = cJSON_CreateArray();
+    for (int r = 0; r < nrows && arr; r++)
+        jadd(arr, NULL, row_json(&rows[r], &ok), &ok);
+    jadd(root, "rows", arr, &ok);
+    char stamp[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    jadd(root, "created_utc", cJSON_CreateString(stamp), &ok);
+
+    char *text = ok && root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    struct sbuf b = {.oom = !text};
+    if (text) {
+        sb_puts(&b, text);
+        sb_putn(&b, "\n", 1);
+        cJSON_free(text);
+    }
+    return write_sbuf(path, &b, err, err_len);
+}
+
+static int json_field(struct mok_row *row, const struct field *f, const cJSON *item, const char *where,
+                      char *err, int err_len)
+{
+    char *p = FIELD_PTR(row, f);
+    if (f->type == F_STR) {
+        if (!cJSON_IsString(item))
+            return set_err(err, err_len, "%s.%s: expected a string", where, f->name);
+        return parse_cell(row, f, item->valuestring, where, err, err_len);
+    }
+    if (f->type == F_DBL && cJSON_IsNull(item)) {
+        *(double *)p = NAN;
+        return 0;
+    }
+    if (!cJSON_IsNumber(item))
+        return set_err(err, err_len, "%s.%s: expected a number%s", where, f->name, f->type == F_DBL ? " or null" : "");
+    double v = item->valuedouble;
+    double lim = f->type == F_INT ? (double)INT_MAX : 9007199254740992.0; /* 2^53: exact in a double */
+    if (f->type == F_DBL)
+        *(double *)p = v;
+    else if (v != floor(v) || v > lim || v < -lim - (f->type == F_INT))
+        return set_err(err, err_len, "%s.%s = %.17g is not an integer in range", where, f->name, v);
+    else if (f->type == F_INT)
+        *(int *)p = (int)v;
+    else
+        *(long long *)p = (long long)v;
+    return 0;
+}
+
+int mok_report_read_json(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len)
+{
+    size_t len;
+    char *text = read_file(path, &len, err, err_len);
+    if (!text)
+        return -1;
+    int count = -1, n = 0;
+    const cJSON *o;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        FAIL("%s: not valid JSON (near byte %ld)", path, at && at >= text && at <= text + len ? (long)(at - text) : -1L);
+    }
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+    if (!cJSON_IsNumber(ver))
+        FAIL("%s: no schema_version; not a mok-bench report", path);
+    if (ver->valuedouble > MOK_REPORT_SCHEMA_VERSION)
+        FAIL("%s: schema_version %g is newer than this reader's (%d)", path, ver->valuedouble,
+             MOK_REPORT_SCHEMA_VERSION);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "rows");
+    if (!cJSON_IsArray(arr))
+        FAIL("%s: rows is missing or not an array", path);
+    cJSON_ArrayForEach(o, arr)
+    {
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s: rows[%d]", path, n);
+        if (!cJSON_IsObject(o))
+            FAIL("%s: expected an object", where);
+        if (n >= max_rows)
+            FAIL("%s: more than %d rows", path, max_rows);
+        mok_row_init(&rows[n]);
+        for (int i = 0; i < NFIELDS; i++) {
+            const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, fields[i].name);
+            if (!item && fields[i].required)
+                FAIL("%s: missing required key %s", where, fields[i].name);
+            if (item && json_field(&rows[n], &fields[i], item, where, err, err_len) != 0)
+                goto out;
+        }
+        n++;
+    }
+    count = n;
+out:
+    cJSON_Delete(root);
+    free(text);
+    return count;
+}

@@ -1,0 +1,42 @@
+/* splits: the host-side arithmetic of the NCCL baselines, once the per-expert counts of every rank reached
+ * the host. Pure functions of the counts, unit tested.
+ *
+ * Layouts (rows of hidden bf16), per rank, tokens split into chunks of chunk_tokens:
+ *   send buffer   chunk-major; inside chunk c, rows sorted by global expert, so the rows for peer p are one
+ *                 contiguous run (rank p owns experts [p*El, (p+1)*El)). Chunk c starts at c*chunk_tokens*k.
+ *   recv buffer   chunk-major; inside chunk c, [source peer][local expert][rows].
+ *   expert-major  chunk-major like recv; inside chunk c, [local expert][source peer][rows]: what the expert
+ *                 GEMMs read. Combine sends rows back in the recv layout, and they land in the sender's
+ *                 send layout, where send_pos finds each route's row. */
+#ifndef MOK_SPLITS_H
+#define MOK_SPLITS_H
+
+#include <stdint.h>
+
+struct mok_splits {
+    int nranks, nchunks, experts, local_experts, rank;
+    int chunk_tokens, topk, tokens;
+    /* [nchunks][nranks] */
+    int *send_count, *send_offset;
+    int *recv_count, *recv_offset;
+    /* [nchunks][local_experts]: rows of each local expert, and their first row in the expert-major buffer */
+    int *expert_rows, *expert_offset;
+    int *chunk_recv_base; /* [nchunks + 1]: first recv (and expert-major) row of each chunk; last = total */
+    int recv_total;
+    long long remote_send_rows; /* rows sent to other ranks (dispatch); combine returns as many */
+    long long remote_recv_rows;
+};
+
+/* allcounts[p][c][e]: rows rank p sends to global expert e in chunk c (what every rank counted on its GPU and
+ * all-gathered). Returns 0, or -1 when the counts are inconsistent (a chunk's counts do not add up to its
+ * routes). Allocates the arrays; free with mok_splits_free. */
+int mok_splits_build(const int32_t *allcounts, int nranks, int nchunks, int experts, int rank, int tokens,
+                     int chunk_tokens, int topk, struct mok_splits *out);
+void mok_splits_free(struct mok_splits *s);
+
+/* em_from_recv[i] = recv row that expert-major row i comes from; recv_from_em is its inverse. Both have
+ * recv_total entries. */
+void mok_splits_maps(const struct mok_splits *s, const int32_t *allcounts, int32_t *em_from_recv,
+                     int32_t *recv_from_em);
+
+#endif

@@ -1,0 +1,54 @@
+/* timing: event-timed layer iterations, max over ranks, order statistics. */
+#include "timing.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
+                   struct mok_stats *stats, char *err, int err_len)
+{
+    int it = 0;
+    for (; it < warmup; it++)
+        if (fn(ctx, it, -1, err, err_len))
+            return -1;
+    /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream
+     * timeline is measured without gaps, host-side work between launches included */
+    cudaEvent_t *ev = calloc((size_t)iters + 1, sizeof(cudaEvent_t));
+    if (!ev) {
+        snprintf(err, (size_t)err_len, "out of host memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i <= iters && !rc; i++)
+        if (cudaEventCreate(&ev[i]) != cudaSuccess)
+            rc = -1;
+    if (!rc)
+        rc = cudaEventRecord(ev[0], stream) == cudaSuccess ? 0 : -1;
+    for (int i = 0; i < iters && !rc; i++, it++) {
+        rc = fn(ctx, it, i, err, err_len);
+        if (!rc && cudaEventRecord(ev[i + 1], stream) != cudaSuccess)
+            rc = -1;
+    }
+    if (!rc) {
+        cudaError_t ce = cudaEventSynchronize(ev[iters]);
+        if (ce != cudaSuccess) {
+            snprintf(err, (size_t)err_len, "timed iterations: %s", cudaGetErrorString(ce));
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < iters && !rc; i++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
+        iter_ms[i] = ms;
+    }
+    for (int i = 0; i <= iters; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    free(ev);
+    if (rc)
+        return -1;
+    MPI_Allreduce(MPI_IN_PLACE, iter_ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    mok_stats_compute(iter_ms, iters, stats);
+    return 0;
+}

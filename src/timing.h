@@ -1,0 +1,18 @@
+/* timing: the measurement loop. CUDA events around each full layer call on the stream, warm-up first,
+ * per-iteration times reduced to their max over ranks (a layer is as slow as its slowest rank), then median,
+ * p10 and p90 (stats.h). */
+#ifndef MOK_TIMING_H
+#define MOK_TIMING_H
+
+#include <cuda_runtime.h>
+
+#include "stats.h"
+
+/* One layer call; iter counts from 0 over warm-up then timed iterations; slot is the timed index or -1. */
+typedef int (*mok_layer_fn)(void *ctx, int iter, int slot, char *err, int err_len);
+
+/* iter_ms (iters entries) receives the per-iteration max over ranks. Collective. Returns 0 or -1 with err. */
+int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
+                   struct mok_stats *stats, char *err, int err_len);
+
+#endif

@@ -1,0 +1,14 @@
+#!/bin/sh
+# gpu: small problems through every implementation, check on; any incorrect row fails the test.
+set -u
+BIN=$1; SRC=$2; SCRATCH=$3
+. "$SRC/tests/common.sh"
+if ! have_gpu; then echo "SKIP: no GPU on this machine (gpu suite needs one)"; exit 77; fi
+n=$(gpu_count); [ "$n" -ge 2 ] && n=2
+rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+$MPIRUN -np "$n" "$BIN" -o "$SCRATCH" "$SRC/tests/gpu_small.json"; rc=$?
+[ $rc -eq 0 ] || fail "mok-bench exit $rc"
+csv=$(ls "$SCRATCH"/*.csv) || fail "no CSV report"
+grep -q ",incorrect," "$csv" && fail "an implementation is incorrect"
+grep -q ",passed," "$csv" || fail "no passed row"
+echo "gpu_impls: all passed"

@@ -1,0 +1,18 @@
+#!/bin/sh
+# mpi: two ranks on the CPU read, broadcast and check the same config and agree on the plan.
+set -u
+BIN=$1; SRC=$2
+. "$SRC/tests/common.sh"
+command -v mpirun > /dev/null || fail "mpirun not found"
+out=$($MPIRUN -np 2 "$BIN" --dry-run "$SRC/configs/quick.json" 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 0 ] || fail "mpirun dry-run exit $rc"
+echo "$out" | grep -q "identical across 2 ranks" || fail "ranks did not agree"
+echo "$out" | grep -q "2 ranks" || fail "plan not for 2 ranks"
+# experts not divisible by 3 ranks: all ranks stop with exit 2 and the message names the field
+tmp=$(mktemp -d)
+printf '{"model": {"hidden": 64, "intermediate": 64, "experts": 4, "topk": 2}, "tokens_per_rank": 16}' > "$tmp/c.json"
+$MPIRUN -np 3 "$BIN" --dry-run "$tmp/c.json" > "$tmp/out" 2>&1; rc=$?
+cat "$tmp/out"; rm -rf "$tmp"
+[ $rc -eq 2 ] || fail "experts % ranks: exit $rc, not 2"
+echo "mpi_dry_run: all passed"

@@ -1,0 +1,523 @@
+/* Unit test of stats and report: percentiles against numpy, exact CSV/JSON round trips, never overwriting a
+ * report, path choice and the console table. Usage: test_report SCRATCH_DIR. Exit 0 pass, 1 fail.
+ * Everything is written under SCRATCH_DIR/test_report.<pid>, removed at the end. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "report.h"
+#include "stats.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            failures++;                                                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fputc('\n', stderr);                                                                             \
+        }                                                                                                    \
+    } while (0)
+
+/* Bitwise equality, NaN equal to NaN: a round trip must give back the very same double, -0 included. */
+static int same_double(double a, double b)
+{
+    if (isnan(a) && isnan(b))
+        return 1;
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* ---- stats ------------------------------------------------------------------------------------------ */
+
+/* Expected values are numpy's: np.percentile(x, [50, 10, 90]) and np.mean(x), printed with %.17g. */
+static void check_stats(const char *name, const double *x, int n, double med, double p10, double p90, double mn,
+                        double mx, double mean)
+{
+    double copy[16];
+    if (n > 0)
+        memcpy(copy, x, (size_t)n * sizeof *x);
+    struct mok_stats s;
+    mok_stats_compute(x, n, &s);
+    CHECK(s.n == n, "%s: n %d != %d", name, s.n, n);
+    CHECK(same_double(s.median, med), "%s: median %.17g != %.17g", name, s.median, med);
+    CHECK(same_double(s.p10, p10), "%s: p10 %.17g != %.17g", name, s.p10, p10);
+    CHECK(same_double(s.p90, p90), "%s: p90 %.17g != %.17g", name, s.p90, p90);
+    CHECK(same_double(s.min, mn), "%s: min %.17g != %.17g", name, s.min, mn);
+    CHECK(same_double(s.max, mx), "%s: max %.17g != %.17g", name, s.max, mx);
+    CHECK(same_double(s.mean, mean), "%s: mean %.17g != %.17g", name, s.mean, mean);
+    CHECK(n == 0 || memcmp(copy, x, (size_t)n * sizeof *x) == 0, "%s: samples were modified", name);
+}
+
+static void test_stats(void)
+{
+    double one[] = {5.0};
+    check_stats("n=1", one, 1, 5, 5, 5, 5, 5, 5);
+    double two[] = {3.0, 1.0};
+    check_stats("n=2", two, 2, 2, 1.2, 2.7999999999999998, 1, 3, 2);
+    double ten[] = {9.5, 1.25, 7.0, 3.0, 3.0, 100.0, 0.5, 42.0, 7.0, 12.75};
+    check_stats("n=10", ten, 10, 7, 1.175, 47.799999999999983, 0.5, 100, 18.600000000000001);
+    double dup[] = {2.0, 2.0, 2.0, 1.0, 1.0};
+    check_stats("dups", dup, 5, 2, 1, 2, 1, 2, 1.6000000000000001);
+    /* p90 sits at weight 0.8, where numpy interpolates from the upper sample (b - (b-a)*(1-t)); the naive
+     * a + (b-a)*t gives 2.7799999999999994 here. */
+    double lerp[] = {3.3, 0.1, 0.7};
+    check_stats("lerp", lerp, 3, 0.69999999999999996, 0.22, 2.7800000000000002, 0.1, 3.3, 1.3666666666666665);
+    check_stats("n=0", NULL, 0, NAN, NAN, NAN, NAN, NAN, NAN);
+
+    double sorted[] = {0, 10, 20, 30};
+    CHECK(same_double(mok_percentile_sorted(sorted, 4, 0.0), 0), "percentile q=0");
+    CHECK(same_double(mok_percentile_sorted(sorted, 4, 1.0), 30), "percentile q=1");
+    CHECK(same_double(mok_percentile_sorted(sorted, 4, 0.5), 15), "percentile q=0.5");
+    CHECK(isnan(mok_percentile_sorted(sorted, 0, 0.5)), "percentile n=0 not NaN");
+}
+
+/* ---- fixtures --------------------------------------------------------------------------------------- */
+
+static void make_env(struct mok_env *env)
+{
+    memset(env, 0, sizeof *env);
+    snprintf(env->mok_version, sizeof env->mok_version, "0.1.0");
+    snprintf(env->commit, sizeof env->commit, "abc123def456-dirty");
+    snprintf(env->cuda_runtime, sizeof env->cuda_runtime, "13.0");
+    snprintf(env->cuda_driver, sizeof env->cuda_driver, "13.1");
+    snprintf(env->nccl, sizeof env->nccl, "2.28.3");
+    snprintf(env->mpi, sizeof env->mpi, "Open MPI v5.0.3, package: \"Open MPI\" distribution");
+    snprintf(env->gpu, sizeof env->gpu, "NVIDIA H200");
+    env->sm_count = 132;
+    env->nranks = 2;
+    env->lsa_size = 2;
+    env->nrank_info = 2;
+    for (int i = 0; i < 2; i++) {
+        env->ranks[i].rank = i;
+        env->ranks[i].pid = 1000 + i;
+        env->ranks[i].device = i;
+        env->ranks[i].sm_count = 132;
+        snprintf(env->ranks[i].host, sizeof env->ranks[i].host, "node%d", i);
+        snprintf(env->ranks[i].gpu, sizeof env->ranks[i].gpu, "NVIDIA H200");
+    }
+}
+
+static void make_rows(struct mok_row rows[3])
+{
+    struct mok_row *r = &rows[0];
+    mok_row_init(r);
+    r->problem = 0;
+    snprintf(r->model, sizeof r->model, "DeepSeek-V3, \"full\"");
+    r->hidden = 7168;
+    r->intermediate = 2048;
+    r->experts = 256;
+    r->topk = 8;
+    r->shared_experts = 1;
+    r->tokens_per_rank = 4096;
+    snprintf(r->routing, sizeof r->routing, "hot(f=0.3,e=0)");
+    snprintf(r->dtype, sizeof r->dtype, "bf16");
+    snprintf(r->pass, sizeof r->pass, "fwd");
+    snprintf(r->impl, sizeof r->impl, "fused");
+    snprintf(r->params, sizeof r->params, "chunks=4,gemm=\"grouped\",x=\"\"");
+    snprintf(r->disposition, sizeof r->disposition, MOK_DISPOSITION_PASSED);
+    r->max_rel_err = 1.2345678901234567e-300;
+    r->norm_rel_err = 0.1 + 0.2; /* 0.30000000000000004: cJSON's own printing would turn it into 0.3 */
+    r->bad_count = 1234567890123LL;
+    r->nan_count = 0;
+    r->iters = 100;
+    r->time_med_us = 123.456;
+    r->time_p10_us = -0.0;
+    r->time_p90_us = 1.7976931348623157e308;
+    r->flops = 4.9406564584124654e-324; /* the smallest subnormal */
+    r->tflops = 1.0 / 3.0;
+    r->dispatch_bytes = 9007199254740993.0;
+    r->combine_bytes = 1e15;
+    r->comm_gbps = 2.0 / 3.0;
+    r->speedup_vs_nccl = 1.0;
+    /* phase fields stay NaN */
+    snprintf(r->note, sizeof r->note, "he said \"hi\"\nsecond line, with comma\r\nthird");
+
+    r = &rows[1];
+    mok_row_init(r); /* every double NaN, every string empty */
+    r->problem = 1;
+    snprintf(r->impl, sizeof r->impl, "nccl");
+
+    r = &rows[2];
+    mok_row_init(r);
+    r->problem = INT_MAX;
+    snprintf(r->model, sizeof r->model, "m");
+    r->hidden = INT_MIN;
+    r->intermediate = -1;
+    r->tokens_per_rank = 1;
+    snprintf(r->routing, sizeof r->routing, "zipf(s=1.2)");
+    snprintf(r->dtype, sizeof r->dtype, "mxfp8");
+    snprintf(r->pass, sizeof r->pass, "bwd");
+    snprintf(r->impl, sizeof r->impl, "pipelined");
+    snprintf(r->params, sizeof r->params, "\"");
+    snprintf(r->disposition, sizeof r->disposition, MOK_DISPOSITION_FAILED);
+    r->bad_count = -9007199254740992LL;
+    r->nan_count = 9007199254740992LL;
+    r->time_med_us = -42.5;
+    r->dispatch_us = 1e-310;
+    r->gemm_us = 6.02214076e23;
+    r->gemm_alone_us = -1e-5;
+    r->a2a_ref_us = 0.0;
+    r->a2a_ref_gbps = 123456789.125;
+    snprintf(r->note, sizeof r->note, ",");
+}
+
+static void compare_rows(const char *what, int idx, const struct mok_row *a, const struct mok_row *b)
+{
+#define CI(f) CHECK(a->f == b->f, "%s row %d: " #f " %lld != %lld", what, idx, (long long)a->f, (long long)b->f)
+#define CD(f) CHECK(same_double(a->f, b->f), "%s row %d: " #f " %.17g != %.17g", what, idx, a->f, b->f)
+#define CS(f) CHECK(strcmp(a->f, b->f) == 0, "%s row %d: " #f " [%s] != [%s]", what, idx, a->f, b->f)
+    CI(problem); CS(model); CI(hidden); CI(intermediate); CI(experts); CI(topk); CI(shared_experts);
+    CI(tokens_per_rank); CS(routing); CS(dtype); CS(pass); CS(impl); CS(params); CS(disposition);
+    CD(max_rel_err); CD(norm_rel_err); CI(bad_count); CI(nan_count); CI(iters); CD(time_med_us);
+    CD(time_p10_us); CD(time_p90_us); CD(flops); CD(tflops); CD(dispatch_bytes); CD(combine_bytes);
+    CD(comm_gbps); CD(speedup_vs_nccl); CD(dispatch_us); CD(dispatch_gbps); CD(gemm_us); CD(gemm_alone_us);
+    CD(a2a_ref_us); CD(a2a_ref_gbps); CS(note);
+#undef CI
+#undef CD
+#undef CS
+}
+
+/* dir + rest into out; a scratch path too long for PATH_MAX is a usage error, not a test failure. */
+static void join(char *out, size_t len, const char *dir, const char *rest)
+{
+    if (snprintf(out, len, "%s%s", dir, rest) >= (int)len) {
+        fprintf(stderr, "scratch path too long: %s%s\n", dir, rest);
+        exit(1);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* ---- tests ------------------------------------------------------------------------------------------ */
+
+static void test_round_trip(const char *dir)
+{
+    struct mok_env env;
+    make_env(&env);
+    struct mok_row rows[3], back[4];
+    make_rows(rows);
+    char csv[PATH_MAX], json[PATH_MAX], err[512] = "";
+    int rc = mok_report_choose_paths(dir, "rt", csv, json, PATH_MAX, err, sizeof err);
+    CHECK(rc == 0, "choose_paths: %s", err);
+    if (rc)
+        return;
+
+    char *argv[] = {"mok-bench", "--config", "a b,\"c\".json", NULL};
+    const char *cfg = "{\"iters\": 20, \"model\": [{\"hidden\": 7168}]}";
+    CHECK(setenv("NCCL_TEST_VAR", "x", 1) == 0, "setenv");
+    CHECK(mok_report_write_csv(csv, &env, rows, 3, err, sizeof err) == 0, "write_csv: %s", err);
+    CHECK(mok_report_write_json(json, 3, argv, cfg, &env, rows, 3, err, sizeof err) == 0, "write_json: %s", err);
+
+    int n = mok_report_read_csv(csv, back, 4, err, sizeof err);
+    CHECK(n == 3, "read_csv returned %d: %s", n, err);
+    for (int i = 0; i < n && i < 3; i++)
+        compare_rows("csv", i, &rows[i], &back[i]);
+    n = mok_report_read_json(json, back, 4, err, sizeof err);
+    CHECK(n == 3, "read_json returned %d: %s", n, err);
+    for (int i = 0; i < n && i < 3; i++)
+        compare_rows("json", i, &rows[i], &back[i]);
+    n = mok_report_read_csv(csv, back, 2, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "more than 2 rows"), "read_csv max_rows: %d [%s]", n, err);
+
+    /* The CSV header is a public format. */
+    const char *text = slurp(csv);
+    const char *head = "problem,model,hidden,intermediate,experts,topk,shared_experts,tokens_per_rank,routing,"
+                       "dtype,pass,impl,params,disposition,max_rel_err,norm_rel_err,bad_count,nan_count,iters,"
+                       "time_med_us,time_p10_us,time_p90_us,flops,tflops,dispatch_bytes,combine_bytes,comm_gbps,"
+                       "speedup_vs_nccl,dispatch_us,dispatch_gbps,gemm_us,gemm_alone_us,a2a_ref_us,a2a_ref_gbps,"
+                       "note,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n";
+    CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
+    CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");
+    CHECK(text && strstr(text, ",\"Open MPI v5.0.3, package: \"\"Open MPI\"\" distribution\","),
+          "env mpi not quoted");
+
+    /* JSON structure. */
+    text = slurp(json);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECK(root, "JSON does not parse");
+    if (root) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+        CHECK(cJSON_IsNumber(v) && v->valueint == MOK_REPORT_SCHEMA_VERSION, "schema_version");
+        v = cJSON_GetObjectItemCaseSensitive(root, "tool");
+        CHECK(cJSON_IsString(v) && strcmp(v->valuestring, "mok-bench") == 0, "tool");
+        v = cJSON_GetObjectItemCaseSensitive(root, "argv");
+        CHECK(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 3, "argv not an array of 3");
+        for (int i = 0; cJSON_IsArray(v) && i < 3; i++) {
+            const cJSON *a = cJSON_GetArrayItem(v, i);
+            CHECK(cJSON_IsString(a) && strcmp(a->valuestring, argv[i]) == 0, "argv[%d]", i);
+        }
+        v = cJSON_GetObjectItemCaseSensitive(root, "config");
+        CHECK(cJSON_IsObject(v), "config is not an object");
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(v, "iters");
+        CHECK(cJSON_IsNumber(it) && it->valueint == 20, "config.iters");
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "env");
+        v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "nccl_environment"),
+                                             "NCCL_TEST_VAR");
+        CHECK(cJSON_IsString(v) && strcmp(v->valuestring, "x") == 0, "env.nccl_environment.NCCL_TEST_VAR");
+        v = cJSON_GetObjectItemCaseSensitive(e, "ranks");
+        CHECK(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2, "env.ranks");
+        v = cJSON_GetObjectItemCaseSensitive(e, "nccl");
+        CHECK(cJSON_IsString(v) && strcmp(v->valuestring, "2.28.3") == 0, "env.nccl");
+        v = cJSON_GetObjectItemCaseSensitive(root, "created_utc");
+        CHECK(cJSON_IsString(v) && strlen(v->valuestring) == 20 && v->valuestring[19] == 'Z', "created_utc");
+        const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "rows"), 1);
+        CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r1, "time_med_us")), "NaN not written as null");
+        cJSON_Delete(root);
+    }
+
+    /* A config text that is not JSON is kept as a string. */
+    char json2[PATH_MAX + 16];
+    join(json2, sizeof json2, dir, "/badcfg.json");
+    CHECK(mok_report_write_json(json2, 0, NULL, "{not json", &env, rows, 1, err, sizeof err) == 0, "write: %s",
+          err);
+    text = slurp(json2);
+    root = text ? cJSON_Parse(text) : NULL;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "config");
+    CHECK(cJSON_IsString(c) && strcmp(c->valuestring, "{not json") == 0, "unparsable config not kept as string");
+    cJSON_Delete(root);
+    unlink(json2);
+    unlink(csv);
+    unlink(json);
+}
+
+static void test_csv_reader(const char *dir)
+{
+    char path[PATH_MAX], err[512] = "";
+    struct mok_row rows[4];
+    join(path, sizeof path, dir, "/hand.csv");
+
+    /* Reordered columns, an unknown one, CRLF endings, a quoted cell spanning lines, empty cells. */
+    write_text(path, "extra,time_med_us,params,impl,problem,note\r\n"
+                     "zzz,1.5,\"a=1,b=2\",fused,7,\"line1\r\nline2 \"\"q\"\"\"\r\n"
+                     ",,,nccl,8,\r\n");
+    int n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == 2, "hand CSV: %d [%s]", n, err);
+    if (n == 2) {
+        CHECK(rows[0].problem == 7 && rows[0].time_med_us == 1.5, "hand CSV row 0 numbers");
+        CHECK(strcmp(rows[0].params, "a=1,b=2") == 0, "hand CSV params [%s]", rows[0].params);
+        CHECK(strcmp(rows[0].note, "line1\r\nline2 \"q\"") == 0, "hand CSV note [%s]", rows[0].note);
+        CHECK(isnan(rows[0].flops) && isnan(rows[1].time_med_us), "absent/empty not NaN");
+        CHECK(strcmp(rows[1].impl, "nccl") == 0 && rows[1].params[0] == '\0', "hand CSV row 1");
+    }
+    unlink(path);
+
+    write_text(path, "problem,impl,time_med_us\n1,x,2\n");
+    n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "params"), "missing params column accepted: %d [%s]", n, err);
+    unlink(path);
+
+    write_text(path, "problem,impl,params,time_med_us\n1,x,\"unterminated,2\n");
+    n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "never closed"), "unterminated quote: %d [%s]", n, err);
+    unlink(path);
+
+    write_text(path, "problem,impl,params,time_med_us\n1,x,y,fast\n");
+    n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "time_med_us") && strstr(err, path), "bad number: %d [%s]", n, err);
+    unlink(path);
+
+    write_text(path, "problem,impl,params,time_med_us\n1,x,y\n");
+    n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == -1, "short row accepted");
+    unlink(path);
+}
+
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void test_no_overwrite(const char *dir)
+{
+    char path[PATH_MAX], err[512] = "";
+    join(path, sizeof path, dir, "/once.txt");
+    CHECK(mok_write_file_atomic(path, "first\n", 6, err, sizeof err) == 0, "first write: %s", err);
+    err[0] = '\0';
+    CHECK(mok_write_file_atomic(path, "second\n", 7, err, sizeof err) == -1, "second write succeeded");
+    CHECK(strstr(err, "refusing to overwrite") && strstr(err, path), "message [%s]", err);
+    const char *text = slurp(path);
+    CHECK(text && strcmp(text, "first\n") == 0, "first content changed: [%s]", text ? text : "(none)");
+
+    struct mok_row row;
+    mok_row_init(&row);
+    err[0] = '\0';
+    CHECK(mok_report_write_csv(path, NULL, &row, 1, err, sizeof err) == -1 && strstr(err, "refusing"),
+          "write_csv over an existing file: [%s]", err);
+    CHECK(mok_report_write_json(path, 0, NULL, "{}", NULL, &row, 1, err, sizeof err) == -1 &&
+              strstr(err, "refusing"),
+          "write_json over an existing file: [%s]", err);
+    text = slurp(path);
+    CHECK(text && strcmp(text, "first\n") == 0, "content changed by report writers");
+
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0444) == 0444, "report not readable by all: %o",
+          (unsigned)st.st_mode);
+
+    char missing[PATH_MAX + 16];
+    join(missing, sizeof missing, dir, "/no/such/dir/x.csv");
+    CHECK(mok_write_file_atomic(missing, "x", 1, err, sizeof err) == -1 && strstr(err, missing),
+          "write into a missing dir: [%s]", err);
+    CHECK(count_temp_files(dir) == 0, "temp files left in %s", dir);
+    unlink(path);
+}
+
+static void test_choose_paths(const char *dir)
+{
+    char base[PATH_MAX], csv[PATH_MAX], json[PATH_MAX], err[512] = "", want[PATH_MAX + 32];
+    join(base, sizeof base, dir, "/a/b/c/");
+    int rc = mok_report_choose_paths(base, "run", csv, json, PATH_MAX, err, sizeof err);
+    join(want, sizeof want, dir, "/a/b/c/run.csv");
+    CHECK(rc == 0 && strcmp(csv, want) == 0, "nested: %d %s [%s]", rc, csv, err);
+    struct stat st;
+    CHECK(stat(base, &st) == 0 && S_ISDIR(st.st_mode), "nested dir not created");
+
+    write_text(csv, "x");
+    rc = mok_report_choose_paths(base, "run", csv, json, PATH_MAX, err, sizeof err);
+    join(want, sizeof want, dir, "/a/b/c/run-1.csv");
+    CHECK(rc == 0 && strcmp(csv, want) == 0, "with run.csv: %s", csv);
+    join(want, sizeof want, dir, "/a/b/c/run-1.json");
+    CHECK(strcmp(json, want) == 0, "json path %s", json);
+
+    write_text(json, "x"); /* only run-1.json: run-1 is still taken */
+    rc = mok_report_choose_paths(base, "run", csv, json, PATH_MAX, err, sizeof err);
+    join(want, sizeof want, dir, "/a/b/c/run-2.csv");
+    CHECK(rc == 0 && strcmp(csv, want) == 0, "with run-1.json: %s", csv);
+
+    char file[PATH_MAX + 16];
+    join(file, sizeof file, dir, "/a/b/c/run.csv");
+    err[0] = '\0';
+    rc = mok_report_choose_paths(file, "run", csv, json, PATH_MAX, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, file), "dir is a file: %d [%s]", rc, err);
+    join(file, sizeof file, dir, "/a/b/c/run.csv/sub");
+    rc = mok_report_choose_paths(file, "run", csv, json, PATH_MAX, err, sizeof err);
+    CHECK(rc == -1, "dir below a file accepted");
+
+    join(file, sizeof file, dir, "/a/b/c/run.csv");
+    unlink(file);
+    join(file, sizeof file, dir, "/a/b/c/run-1.json");
+    unlink(file);
+    const char *sub[] = {"/a/b/c", "/a/b", "/a"};
+    for (int i = 0; i < 3; i++) {
+        join(file, sizeof file, dir, sub[i]);
+        CHECK(rmdir(file) == 0, "rmdir %s: %s (leftover files?)", file, strerror(errno));
+    }
+}
+
+static void test_console(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct mok_env env;
+    make_env(&env);
+    mok_report_print_header(f, &env, "configs/x.json");
+    mok_report_print_table_head(f);
+    struct mok_row rows[3];
+    make_rows(rows);
+    struct mok_row nan_row;
+    mok_row_init(&nan_row);
+    long before = ftell(f);
+    mok_report_print_row(f, &nan_row);
+    long after = ftell(f);
+    mok_report_print_row(f, &rows[0]);
+    fclose(f);
+
+    CHECK(strncmp(buf, "# mok-bench 0.1.0 (commit abc123def456-dirty)\n", 46) == 0, "first line: %.80s", buf);
+    CHECK(strstr(buf, "# CUDA runtime 13.0 driver 13.1 | NCCL 2.28.3 | MPI Open MPI"), "versions line");
+    CHECK(strstr(buf, "# config configs/x.json\n"), "config line");
+    CHECK(strstr(buf, "# ranks 2 | LSA team size 2\n"), "ranks line");
+    CHECK(strstr(buf, "#  rank 1 pid 1001 host node1 device 1 [NVIDIA H200] 132 SMs\n"), "rank line");
+    char nanline[512];
+    snprintf(nanline, sizeof nanline, "%.*s", (int)(after - before), buf + before);
+    CHECK(strstr(nanline, " - ") && !strstr(nanline, "nan"), "NaN row: [%s]", nanline);
+    /* The table head and a row of ordinary widths fit in about 200 columns (oversized cells, like the fixture
+     * row's, push their row wider rather than being cut). */
+    char *head = strstr(buf, "# prob");
+    CHECK(head && strchr(head, '\n') - head <= 200, "table head wider than 200 columns");
+    CHECK(strlen(nanline) <= 201, "NaN row of %zu columns", strlen(nanline));
+    CHECK(!strstr(buf + after, "\nsecond line"), "note newline not flattened");
+    if (failures)
+        fputs(buf, stderr);
+    free(buf);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
+        return 1;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    for (char *s = dir + 1;; s++) { /* mkdir -p SCRATCH_DIR */
+        char c = *s;
+        if (c != '/' && c != '\0')
+            continue;
+        *s = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "cannot create %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+        *s = c;
+        if (!c)
+            break;
+    }
+    snprintf(dir, sizeof dir, "%s/test_report.%ld", argv[1], (long)getpid());
+    if (mkdir(dir, 0777) != 0) {
+        fprintf(stderr, "cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+
+    test_stats();
+    test_round_trip(dir);
+    test_csv_reader(dir);
+    test_no_overwrite(dir);
+    test_choose_paths(dir);
+    test_console();
+
+    /* Each test removed what it wrote; a failing rmdir means something was left behind. */
+    CHECK(count_temp_files(dir) == 0, "temp files left");
+    CHECK(rmdir(dir) == 0, "rmdir %s: %s (files left behind?)", dir, strerror(errno));
+    if (failures) {
+        fprintf(stderr, "test_report: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_report: all passed\n");
+    return 0;
+}
