@@ -56,7 +56,7 @@ struct mok_row {
     char params[160]; /* "chunks=4,gemm=grouped" */
 
     char disposition[16];
-    double max_rel_err;  /* max |y - ref| / max(|ref|, rms(ref)) */
+    double max_rel_err;  /* max |y - ref| / max|ref| (error relative to the output's scale) */
     double norm_rel_err; /* ||y - ref|| / ||ref|| */
     long long bad_count; /* elements over rtol, NaN included */
     long long nan_count;

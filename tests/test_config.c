@@ -216,7 +216,10 @@ static void test_values(const char *dir)
           "impl order");
     CHECK(cfg.tune[1].nvalues[0] == 2 && cfg.tune[1].values[0][0] == 0 && cfg.tune[1].values[0][1] == 1, "gemm");
     CHECK(cfg.tune[0].nvalues[0] == 5 && cfg.tune[0].values[0][3] == 64 && cfg.tune[0].values[0][4] == 1, "chunks");
-    CHECK(cfg.tune[0].nvalues[1] == 1 && cfg.tune[0].values[1][0] == 0, "nccl-overlap gemm default");
+    /* params not given hold their default: expert_groups 4, gemm per_expert (1), gemm_streams 4 */
+    CHECK(cfg.tune[0].nvalues[1] == 1 && cfg.tune[0].values[1][0] == 4, "nccl-overlap expert_groups default");
+    CHECK(cfg.tune[0].nvalues[2] == 1 && cfg.tune[0].values[2][0] == 1, "nccl-overlap gemm default");
+    CHECK(cfg.tune[0].nvalues[3] == 1 && cfg.tune[0].values[3][0] == 4, "nccl-overlap gemm_streams default");
 
     snprintf(path, sizeof path, "%s/valid/full.json", dir);
     CHECK(mok_config_load(path, &cfg, &e) == 0, "full: %s", e.msg[0]);
@@ -224,7 +227,7 @@ static void test_values(const char *dir)
     CHECK(!cfg.check_enabled && cfg.rtol == 1 && cfg.warmup == 0 && cfg.iters == 100000, "timing/check");
     CHECK(strcmp(cfg.output_name, "dsv3_sweep-1.0") == 0 && strcmp(cfg.output_dir, "results/h200x8") == 0,
           "output");
-    CHECK(cfg.tune[0].values[0][0] == 1 && cfg.tune[1].values[0][0] == 16 && cfg.tune[1].nvalues[1] == 2, "tune");
+    CHECK(cfg.tune[0].values[0][0] == 1 && cfg.tune[1].values[0][0] == 16 && cfg.tune[1].nvalues[2] == 2, "tune");
     CHECK(mok_config_check_ranks(&cfg, 8, &e) == 0 && mok_config_check_ranks(&cfg, 256, &e) == 0, "ranks");
     CHECK(mok_config_check_ranks(&cfg, 0, &e) == 1, "nranks 0 must be an error");
 }

@@ -36,7 +36,7 @@ static void test_hand_example(void)
     /* 2 ranks, 1 chunk, 4 experts (2 per rank), 3 tokens top-2 each = 6 routes per rank */
     int32_t counts[2 * 1 * 4] = {/* rank 0 */ 1, 2, 3, 0, /* rank 1 */ 0, 1, 1, 4};
     struct mok_splits s;
-    EXPECT(mok_splits_build(counts, 2, 1, 4, 0, 3, 3, 2, &s) == 0, "build rank 0");
+    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) == 0, "build rank 0");
     EXPECT(s.send_count[0] == 3 && s.send_count[1] == 3, "send counts %d %d", s.send_count[0], s.send_count[1]);
     EXPECT(s.send_offset[0] == 0 && s.send_offset[1] == 3, "send offsets");
     EXPECT(s.recv_count[0] == 3 && s.recv_count[1] == 1, "recv counts %d %d", s.recv_count[0], s.recv_count[1]);
@@ -50,7 +50,7 @@ static void test_hand_example(void)
     for (int i = 0; i < 4; i++)
         EXPECT(em_from_recv[i] == i, "em_from_recv[%d] = %d", i, em_from_recv[i]);
     mok_splits_free(&s);
-    EXPECT(mok_splits_build(counts, 2, 1, 4, 1, 3, 3, 2, &s) == 0, "build rank 1");
+    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 1, 3, 3, 2, &s) == 0, "build rank 1");
     /* rank 1 receives expert 2: p0 3 rows, p1 1 row; expert 3: p0 0, p1 4 rows */
     EXPECT(s.recv_count[0] == 3 && s.recv_count[1] == 5, "rank1 recv %d %d", s.recv_count[0], s.recv_count[1]);
     EXPECT(s.expert_rows[0] == 4 && s.expert_rows[1] == 4, "rank1 expert rows");
@@ -62,7 +62,7 @@ static void test_hand_example(void)
     mok_splits_free(&s);
     /* inconsistent counts (a chunk that does not sum to its routes) are rejected */
     counts[0] = 5;
-    EXPECT(mok_splits_build(counts, 2, 1, 4, 0, 3, 3, 2, &s) != 0, "inconsistent counts accepted");
+    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) != 0, "inconsistent counts accepted");
 }
 
 static void test_random_invariants(void)
@@ -76,7 +76,7 @@ static void test_random_invariants(void)
         long long sent_to[4] = {0}, received[4] = {0};
         for (int r = 0; r < P; r++) {
             struct mok_splits s;
-            EXPECT(mok_splits_build(counts, P, nchunks, E, r, tokens, chunk_tokens, k, &s) == 0, "build C=%d r=%d", C, r);
+            EXPECT(mok_splits_build(counts, P, nchunks, 1, E, r, tokens, chunk_tokens, k, &s) == 0, "build C=%d r=%d", C, r);
             /* every row sent to rank q is received by q from r */
             for (int c = 0; c < nchunks; c++)
                 for (int q = 0; q < P; q++) {
@@ -105,10 +105,104 @@ static void test_random_invariants(void)
     }
 }
 
+
+/* End to end on the host: emulate the route kernels (counts, offsets, send positions), build every rank's
+ * splits and maps, move row *labels* through dispatch, expert-major permutation, the reverse permutation and
+ * combine, and check that every route's row comes back to its own send slot having visited the right expert. */
+static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G, unsigned seed)
+{
+    int chunk_tokens = (tokens + chunks - 1) / chunks;
+    int C = (tokens + chunk_tokens - 1) / chunk_tokens, el = E / P, routes = tokens * k;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)P * routes);
+    int32_t *allcounts = calloc((size_t)P * C * E, sizeof(int32_t));
+    int32_t *send_pos = malloc(sizeof(int32_t) * (size_t)P * routes);
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < routes; r++) {
+            seed = seed * 1664525u + 1013904223u;
+            ids[p * routes + r] = (int32_t)((seed >> 9) % (unsigned)E);
+            allcounts[((size_t)p * C + (r / k) / chunk_tokens) * E + ids[p * routes + r]]++;
+        }
+    for (int p = 0; p < P; p++) { /* route_offsets + route_positions */
+        int32_t *cursor = calloc((size_t)C * E, sizeof(int32_t));
+        for (int r = 0; r < routes; r++) {
+            int c = (r / k) / chunk_tokens, e = ids[p * routes + r];
+            int off = c * chunk_tokens * k;
+            for (int e2 = 0; e2 < e; e2++)
+                off += allcounts[((size_t)p * C + c) * E + e2];
+            send_pos[p * routes + r] = off + cursor[c * E + e]++;
+        }
+        free(cursor);
+    }
+    struct mok_splits *sp = calloc((size_t)P, sizeof(*sp));
+    int32_t **emr = calloc((size_t)P, sizeof(int32_t *)), **rem = calloc((size_t)P, sizeof(int32_t *));
+    for (int p = 0; p < P; p++) {
+        EXPECT(mok_splits_build(allcounts, P, C, G, E, p, tokens, chunk_tokens, k, &sp[p]) == 0, "build");
+        emr[p] = malloc(sizeof(int32_t) * (size_t)(sp[p].recv_total + 1));
+        rem[p] = malloc(sizeof(int32_t) * (size_t)(sp[p].recv_total + 1));
+        mok_splits_maps(&sp[p], allcounts, emr[p], rem[p]);
+    }
+    /* labels: send slot s of rank p holds (p, route) */
+    long long *send = malloc(sizeof(long long) * (size_t)P * routes);
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < routes; r++)
+            send[(size_t)p * routes + send_pos[p * routes + r]] = (long long)p * routes + r;
+    long long **recv = calloc((size_t)P, sizeof(long long *)), **ret = calloc((size_t)P, sizeof(long long *));
+    for (int q = 0; q < P; q++) {
+        recv[q] = malloc(sizeof(long long) * (size_t)(sp[q].recv_total + 1));
+        ret[q] = malloc(sizeof(long long) * (size_t)(sp[q].recv_total + 1));
+    }
+    int S = C * G;
+    for (int c = 0; c < S; c++) /* dispatch, stage c: rank p's run for q lands at q's recv offset for p */
+        for (int p = 0; p < P; p++)
+            for (int q = 0; q < P; q++) {
+                int n = sp[p].send_count[c * P + q];
+                EXPECT(n == sp[q].recv_count[c * P + p], "count mismatch c%d %d->%d", c, p, q);
+                for (int i = 0; i < n; i++)
+                    recv[q][sp[q].recv_offset[c * P + p] + i] = send[(size_t)p * routes + sp[p].send_offset[c * P + q] + i];
+            }
+    for (int q = 0; q < P; q++) { /* expert-major rows must belong to the right expert */
+        for (int c = 0; c < C; c++)
+            for (int le = 0; le < el; le++)
+                for (int i = 0; i < sp[q].expert_rows[c * el + le]; i++) {
+                    long long label = recv[q][emr[q][sp[q].expert_offset[c * el + le] + i]];
+                    EXPECT(ids[label] == q * el + le, "rank %d chunk %d expert %d row %d holds expert %d", q, c, le, i,
+                           ids[label]);
+                }
+        for (int i = 0; i < sp[q].recv_total; i++) /* em -> recv layout again */
+            ret[q][i] = recv[q][emr[q][rem[q][i]]];
+    }
+    long long *comb = malloc(sizeof(long long) * (size_t)P * routes);
+    for (int c = 0; c < S; c++)
+        for (int q = 0; q < P; q++)
+            for (int p = 0; p < P; p++)
+                for (int i = 0; i < sp[q].recv_count[c * P + p]; i++)
+                    comb[(size_t)p * routes + sp[p].send_offset[c * P + q] + i] = ret[q][sp[q].recv_offset[c * P + p] + i];
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < routes; r++)
+            EXPECT(comb[(size_t)p * routes + send_pos[p * routes + r]] == (long long)p * routes + r,
+                   "P=%d C=%d: rank %d route %d came back wrong", P, C, p, r);
+    for (int p = 0; p < P; p++) {
+        mok_splits_free(&sp[p]);
+        free(emr[p]);
+        free(rem[p]);
+        free(recv[p]);
+        free(ret[p]);
+    }
+    free(sp), free(emr), free(rem), free(recv), free(ret), free(send), free(comb), free(ids), free(allcounts);
+    free(send_pos);
+}
+
 int main(void)
 {
     test_hand_example();
     test_random_invariants();
+    for (int C = 1; C <= 5; C++) {
+        for (int G = 1; G <= 4; G += 3) {
+            emulate_pipeline(2, 8, 2, 37, C, G, 11u + (unsigned)C);
+            emulate_pipeline(4, 16, 3, 100, C, G, 5u + (unsigned)C);
+        }
+        emulate_pipeline(2, 12, 2, 20, C, 5, 3u); /* 6 local experts in 5 uneven groups */
+    }
     printf("test_splits: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
     return failures ? 1 : 0;
 }

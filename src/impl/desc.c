@@ -6,21 +6,26 @@
 
 static const char *const gemm_choices[] = {"grouped", "per_expert"};
 
-/* cuBLAS offers a grouped GEMM and plain per-expert calls; which is faster depends on the shape, so both are
- * candidates and the sweep keeps the faster one. */
-static const struct mok_param_def nccl_params[] = {
-    {"gemm", "cuBLAS expert GEMMs: one grouped call or one call per expert", gemm_choices, 2, 0, 1, 0},
-};
+/* cuBLAS offers a grouped GEMM and plain per-expert calls, which can run side by side on several streams;
+ * which is fastest depends on the shape, so all are candidates and the sweep keeps the fastest. */
+#define GEMM_PARAMS                                                                                           \
+    {"gemm", "cuBLAS expert GEMMs: one grouped call per GEMM, or one call per expert", gemm_choices, 2, 0, 1, 1}, \
+    {"gemm_streams", "per_expert: streams the experts' GEMMs are spread over (grouped: must be 1)", NULL, 0, 1, 16, 4}
+
+static const struct mok_param_def nccl_params[] = {GEMM_PARAMS};
 
 static const struct mok_param_def nccl_overlap_params[] = {
-    {"chunks", "token chunks pipelined over a comm and a compute stream", NULL, 0, 1, 64, 4},
-    {"gemm", "cuBLAS expert GEMMs: one grouped call or one call per expert", gemm_choices, 2, 0, 1, 0},
+    {"chunks", "token chunks, each a separate dispatch/GEMM/combine (re-reads expert weights per chunk)", NULL, 0, 1,
+     64, 1},
+    {"expert_groups", "local expert groups, each a separate dispatch/GEMM/combine stage", NULL, 0, 1, 1024, 4},
+    GEMM_PARAMS,
 };
 
 static const struct mok_impl_desc impl_descs[] = {
-    {"nccl", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 1,
+    {"nccl", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
-    {"nccl-overlap", "nccl split into token chunks; all-to-all of one chunk overlaps the GEMMs of another", 2,
+    {"nccl-overlap",
+     "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 4,
      nccl_overlap_params},
 };
 

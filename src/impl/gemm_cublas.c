@@ -8,15 +8,31 @@
 
 #define PTRS_PER_GROUP 6 /* A1 B1 C1 A2 B2 C2 */
 
-int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int max_groups, int batches)
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int max_groups,
+                          int batches)
 {
     memset(g, 0, sizeof(*g));
     g->mode = mode;
+    g->nstreams = nstreams < 1 ? 1 : nstreams > MOK_MAX_GEMM_STREAMS ? MOK_MAX_GEMM_STREAMS : nstreams;
     g->max_groups = max_groups;
     g->batches = batches;
     cublasStatus_t s = cublasCreate(&g->handle);
     if (s != CUBLAS_STATUS_SUCCESS)
         return (int)s;
+    if (mode == MOK_GEMM_PER_EXPERT && g->nstreams > 1) {
+        cudaError_t ce = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
+        for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
+            ce = cudaStreamCreateWithFlags(&g->streams[i], cudaStreamNonBlocking);
+            if (ce == cudaSuccess)
+                ce = cudaEventCreateWithFlags(&g->joins[i], cudaEventDisableTiming);
+            if (ce == cudaSuccess && (s = cublasCreate(&g->handles[i])) == CUBLAS_STATUS_SUCCESS)
+                s = cublasSetStream(g->handles[i], g->streams[i]);
+            if (s != CUBLAS_STATUS_SUCCESS)
+                return (int)s;
+        }
+        if (ce != cudaSuccess)
+            return (int)ce;
+    }
     size_t groups = (size_t)max_groups * batches;
     size_t ptr_bytes = groups * PTRS_PER_GROUP * sizeof(void *);
     cudaError_t e = cudaMallocHost((void **)&g->h_ptrs, ptr_bytes);
@@ -50,6 +66,16 @@ void mok_expert_gemms_destroy(struct mok_expert_gemms *g)
 {
     if (g->handle)
         cublasDestroy(g->handle);
+    for (int i = 0; i < MOK_MAX_GEMM_STREAMS; i++) {
+        if (g->handles[i])
+            cublasDestroy(g->handles[i]);
+        if (g->streams[i])
+            cudaStreamDestroy(g->streams[i]);
+        if (g->joins[i])
+            cudaEventDestroy(g->joins[i]);
+    }
+    if (g->fork)
+        cudaEventDestroy(g->fork);
     cudaFreeHost((void *)g->h_ptrs);
     cudaFree((void *)g->d_ptrs);
     int *ints[] = {g->h_m1, g->h_n1, g->h_k1, g->h_lda1, g->h_ldb1, g->h_ldc1, g->h_m2,
@@ -113,6 +139,42 @@ static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const
     return 0;
 }
 
+/* Experts round-robin over side streams forked from `stream`; each runs its whole MLP (GEMM1, SwiGLU on its
+ * rows, GEMM2) on its stream, and `stream` joins them all at the end. */
+static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
+                                  int ngroups, const uint16_t *w13, const uint16_t *w2, int H, int I,
+                                  const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out)
+{
+    cudaError_t ce = cudaEventRecord(g->fork, stream);
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
+        ce = cudaStreamWaitEvent(g->streams[i], g->fork, 0);
+    if (ce != cudaSuccess)
+        return (int)ce;
+    for (int i = 0; i < ngroups; i++) {
+        const struct mok_gemm_group *gr = &groups[i];
+        int sidx = i % g->nstreams;
+        cublasHandle_t hd = g->handles[sidx];
+        cublasStatus_t s = gemm_tn(hd, gr->rows, 2 * I, H, w13 + (size_t)gr->expert * 2 * I * H,
+                                   in + (size_t)gr->row * H, g1 + (size_t)gr->row * 2 * I);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return (int)s;
+        int e = mok_swiglu_bf16(g1 + (size_t)gr->row * 2 * I, gr->rows, I, h + (size_t)gr->row * I,
+                                (mok_stream_t)g->streams[sidx]);
+        if (e)
+            return e;
+        s = gemm_tn(hd, gr->rows, H, I, w2 + (size_t)gr->expert * H * I, h + (size_t)gr->row * I,
+                    out + (size_t)gr->row * H);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return (int)s;
+    }
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
+        ce = cudaEventRecord(g->joins[i], g->streams[i]);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(stream, g->joins[i], 0);
+    }
+    return (int)ce;
+}
+
 static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
                        const struct mok_gemm_group *groups, int n, const uint16_t *w13, const uint16_t *w2, int H,
                        int I, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out, int first_row,
@@ -168,6 +230,8 @@ int mok_expert_gemms_run(struct mok_expert_gemms *g, cudaStream_t stream, int ba
     int first_row = groups[0].row;
     const struct mok_gemm_group *last = &groups[ngroups - 1];
     int total_rows = last->row + last->rows - first_row;
+    if (g->mode == MOK_GEMM_PER_EXPERT && g->nstreams > 1)
+        return run_per_expert_streams(g, stream, groups, ngroups, w13, w2, hidden, inter, in, g1, h, out);
     if (g->mode == MOK_GEMM_PER_EXPERT)
         return run_per_expert(g, stream, groups, ngroups, w13, w2, hidden, inter, in, g1, h, out, first_row,
                               total_rows);

@@ -1,6 +1,8 @@
 /* gemm_cublas: the expert MLP (GEMM1 gate+up, SwiGLU, GEMM2 down) over expert-major rows with cuBLAS, as the
  * baselines run it: either one grouped call (cublasGemmGroupedBatchedEx) per GEMM or one cublasGemmEx per
- * expert. Row-major [rows][K] activations times row-major [N][K] weights is cuBLAS's column-major "TN" case:
+ * expert. Per-expert GEMMs of a few hundred rows fill only a fraction of the SMs (a 256-row GEMM is 2 row tiles),
+ * so they can be spread over several streams, each with its own cuBLAS handle and workspace, to run side by side.
+ * Row-major [rows][K] activations times row-major [N][K] weights is cuBLAS's column-major "TN" case:
  * C^T[N][rows] = W[N][K] * X^T, the layout cuBLAS runs fastest. */
 #ifndef MOK_GEMM_CUBLAS_H
 #define MOK_GEMM_CUBLAS_H
@@ -18,9 +20,15 @@ struct mok_gemm_group {
     int rows;
 };
 
+#define MOK_MAX_GEMM_STREAMS 16
+
 struct mok_expert_gemms {
-    cublasHandle_t handle;
+    cublasHandle_t handle; /* grouped mode, and per-expert mode on one stream */
     enum mok_gemm_mode mode;
+    int nstreams; /* per-expert mode: experts round-robin over this many streams (1 = the caller's stream) */
+    cudaStream_t streams[MOK_MAX_GEMM_STREAMS];
+    cublasHandle_t handles[MOK_MAX_GEMM_STREAMS];
+    cudaEvent_t fork, joins[MOK_MAX_GEMM_STREAMS];
     int max_groups, batches; /* grouped calls keep one pointer-array set per batch (chunk) in flight */
     /* per batch: host (pinned) and device arrays of A, B, C pointers for GEMM1 and GEMM2 */
     const void **h_ptrs, **d_ptrs;
@@ -29,7 +37,8 @@ struct mok_expert_gemms {
     float *h_alpha, *h_beta;
 };
 
-int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int max_groups, int batches);
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int max_groups,
+                          int batches);
 void mok_expert_gemms_destroy(struct mok_expert_gemms *g);
 
 /* in [rows][H] -> g1 [rows][2I] -> h [rows][I] -> out [rows][H] for each group, on stream, using pointer-array

@@ -4,10 +4,15 @@
 
 #include "nccl_common.h"
 
+enum { PARAM_GEMM = 0, PARAM_GEMM_STREAMS = 1 };
+
 static int nccl_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                          int why_len)
 {
-    (void)params;
+    if (params[PARAM_GEMM] == MOK_GEMM_GROUPED && params[PARAM_GEMM_STREAMS] != 1) {
+        snprintf(why, (size_t)why_len, "gemm=grouped is one call per GEMM: gemm_streams must be 1");
+        return 0;
+    }
     if (p->spec.dtype != MOK_DTYPE_BF16 || p->spec.pass != MOK_PASS_FWD) {
         snprintf(why, (size_t)why_len, "bf16 forward only");
         return 0;
@@ -28,7 +33,8 @@ static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *c
         return -1;
     }
     *state = s;
-    return mok_nccl_pipe_setup(s, p, cl, 1, false, (enum mok_gemm_mode)params[0], max_slots, err, err_len);
+    return mok_nccl_pipe_setup(s, p, cl, 1, 1, false, (enum mok_gemm_mode)params[PARAM_GEMM],
+                               params[PARAM_GEMM_STREAMS], max_slots, err, err_len);
 }
 
 static int nccl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)

@@ -55,26 +55,33 @@ static int count_and_sync(struct mok_nccl_pipe *s, char *err, int err_len)
     CUDA(cudaMemcpyAsync(s->h_allcounts, s->allcounts, ce * p->nranks * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
     CUDA(cudaStreamSynchronize(st));
     mok_splits_free(&s->splits);
-    if (mok_splits_build(s->h_allcounts, p->nranks, s->chunks, p->experts, p->rank, p->tokens, s->chunk_tokens,
-                         p->topk, &s->splits))
+    if (mok_splits_build(s->h_allcounts, p->nranks, s->chunks, s->expert_groups, p->experts, p->rank, p->tokens,
+                         s->chunk_tokens, p->topk, &s->splits))
         FAIL("rank %d: inconsistent expert counts from the GPU (a chunk's counts do not sum to its routes)", p->rank);
     return 0;
 }
 
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        bool overlap, enum mok_gemm_mode mode, int max_slots, char *err, int err_len)
+                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams, int max_slots,
+                        char *err, int err_len)
 {
     memset(s, 0, sizeof(*s));
     s->p = p;
     s->cl = cl;
-    s->chunks = chunks < 1 ? 1 : chunks;
-    s->chunk_tokens = (p->tokens + s->chunks - 1) / s->chunks;
+    chunks = chunks < 1 ? 1 : chunks > p->tokens ? p->tokens : chunks;
+    s->chunk_tokens = (p->tokens + chunks - 1) / chunks;
     if (s->chunk_tokens < 1)
         s->chunk_tokens = 1;
+    /* the chunk count that covers the tokens (ceil division may need fewer chunks than asked) */
+    s->chunks = (p->tokens + s->chunk_tokens - 1) / s->chunk_tokens;
+    if (s->chunks < 1)
+        s->chunks = 1;
+    s->expert_groups = expert_groups < 1 ? 1 : expert_groups > p->local_experts ? p->local_experts : expert_groups;
+    s->stages = s->chunks * s->expert_groups;
     s->overlap = overlap;
     s->max_slots = max_slots < 0 ? 0 : max_slots > MOK_NCCL_MAX_SLOTS ? MOK_NCCL_MAX_SLOTS : max_slots;
     size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, K = (size_t)p->topk;
-    size_t C = (size_t)s->chunks, E = (size_t)p->experts, EL = (size_t)p->local_experts;
+    size_t C = (size_t)s->chunks, E = (size_t)p->experts, EL = (size_t)p->local_experts, S = (size_t)s->stages;
     if (overlap) {
         CUDA(cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking));
         CUDA(cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking));
@@ -109,11 +116,11 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     CUDA(cudaMalloc((void **)&s->em_from_recv, cap * sizeof(int32_t)));
     CUDA(cudaMalloc((void **)&s->recv_from_em, cap * sizeof(int32_t)));
     CUDA(cudaMallocHost((void **)&s->h_maps, 2 * cap * sizeof(int32_t)));
-    s->groups = calloc(C * EL, sizeof(*s->groups));
-    s->ngroups = calloc(C, sizeof(int));
-    if (!s->groups || !s->ngroups)
+    s->gemm_groups = calloc(S * EL, sizeof(*s->gemm_groups));
+    s->ngemm_groups = calloc(S, sizeof(int));
+    if (!s->gemm_groups || !s->ngemm_groups)
         FAIL("out of host memory");
-    GEMM(mok_expert_gemms_init(&s->gemms, mode, p->local_experts, s->chunks));
+    GEMM(mok_expert_gemms_init(&s->gemms, mode, gemm_streams, p->local_experts, s->stages));
     if (p->shared) {
         size_t SI = (size_t)p->shared * I;
         if (cublasCreate(&s->shared_cublas) != CUBLAS_STATUS_SUCCESS)
@@ -122,15 +129,15 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
         CUDA(cudaMalloc((void **)&s->shared_h, T * SI * 2));
         CUDA(cudaMalloc((void **)&s->shared_out, T * H * 2));
     }
-    size_t nev = (size_t)s->max_slots * C * 6;
+    size_t nev = (size_t)s->max_slots * S * 6;
     s->ev = calloc(nev + 1, sizeof(cudaEvent_t));
-    s->dispatched = calloc(C, sizeof(cudaEvent_t));
-    s->gemmed = calloc(C, sizeof(cudaEvent_t));
+    s->dispatched = calloc(S, sizeof(cudaEvent_t));
+    s->gemmed = calloc(S, sizeof(cudaEvent_t));
     if (!s->ev || !s->dispatched || !s->gemmed)
         FAIL("out of host memory");
     for (size_t i = 0; i < nev; i++)
         CUDA(cudaEventCreate(&s->ev[i]));
-    for (size_t c = 0; c < C; c++) {
+    for (size_t c = 0; c < S; c++) {
         CUDA(cudaEventCreateWithFlags(&s->dispatched[c], cudaEventDisableTiming));
         CUDA(cudaEventCreateWithFlags(&s->gemmed[c], cudaEventDisableTiming));
     }
@@ -145,7 +152,7 @@ static cudaEvent_t slot_event(struct mok_nccl_pipe *s, int slot, int chunk, int 
 {
     if (slot < 0 || slot >= s->max_slots)
         return NULL;
-    return s->ev[((size_t)slot * s->chunks + chunk) * 6 + which];
+    return s->ev[((size_t)slot * s->stages + chunk) * 6 + which];
 }
 
 static int mark(struct mok_nccl_pipe *s, int slot, int chunk, int which, cudaStream_t st)
@@ -179,11 +186,12 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     return 0;
 }
 
-static int run_gemms(struct mok_nccl_pipe *s, int set, int c, char *err, int err_len)
+static int run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
-    GEMM(mok_expert_gemms_run(&s->gemms, s->compute, c, s->groups + (size_t)c * p->local_experts, s->ngroups[c],
-                              p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1, s->hbuf, s->em_out));
+    GEMM(mok_expert_gemms_run(&s->gemms, s->compute, st, s->gemm_groups + (size_t)st * p->local_experts,
+                              s->ngemm_groups[st], p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1,
+                              s->hbuf, s->em_out));
     return 0;
 }
 
@@ -203,14 +211,16 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
     CUDA(cudaMemcpyAsync(s->em_from_recv, h_em_from_recv, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
     CUDA(cudaMemcpyAsync(s->recv_from_em, h_recv_from_em, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
     int EL = p->local_experts;
-    for (int c = 0; c < s->chunks; c++) {
-        int n = 0;
-        for (int le = 0; le < EL; le++)
-            if (sp->expert_rows[c * EL + le] > 0)
-                s->groups[(size_t)c * EL + n++] =
-                    (struct mok_gemm_group){le, sp->expert_offset[c * EL + le], sp->expert_rows[c * EL + le]};
-        s->ngroups[c] = n;
-    }
+    for (int c = 0; c < s->chunks; c++)
+        for (int g = 0; g < s->expert_groups; g++) {
+            int gb, ge, st = c * s->expert_groups + g, n = 0;
+            mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
+            for (int le = gb; le < ge; le++)
+                if (sp->expert_rows[c * EL + le] > 0)
+                    s->gemm_groups[(size_t)st * EL + n++] =
+                        (struct mok_gemm_group){le, sp->expert_offset[c * EL + le], sp->expert_rows[c * EL + le]};
+            s->ngemm_groups[st] = n;
+        }
     KERN(mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
                             (mok_stream_t)st));
     if (s->overlap) {
@@ -225,9 +235,9 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
         CUDA(cudaEventRecord(s->shared_done, s->compute));
         CUDA(cudaStreamWaitEvent(s->comm, s->shared_done, 0));
     }
-    /* comm stream order D0 D1 C0 D2 C1 ...: chunk c's combine never waits behind a later dispatch */
-    for (int step = 0; step <= s->chunks; step++) {
-        if (step < s->chunks) {
+    /* comm stream order D0 D1 C0 D2 C1 ...: stage s's combine never waits behind a later dispatch */
+    for (int step = 0; step <= s->stages; step++) {
+        if (step < s->stages) {
             int c = step;
             KERN(mark(s, slot, c, 0, s->comm));
             if (p2p_chunk(s, c, true, err, err_len))
@@ -235,14 +245,14 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
             KERN(mark(s, slot, c, 1, s->comm));
             CUDA(cudaEventRecord(s->dispatched[c], s->comm));
             CUDA(cudaStreamWaitEvent(s->compute, s->dispatched[c], 0));
-            int base = sp->chunk_recv_base[c], rows = sp->chunk_recv_base[c + 1] - base;
+            int base = sp->stage_base[c], rows = sp->stage_base[c + 1] - base;
             KERN(mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden, s->em_in + (size_t)base * H,
                                  (mok_stream_t)s->compute));
             KERN(mark(s, slot, c, 2, s->compute));
             if (run_gemms(s, set, c, err, err_len))
                 return -1;
             KERN(mark(s, slot, c, 3, s->compute));
-            KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden, s->ret.ptr + (size_t)base * H,
+            KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden, (uint16_t *)s->ret.ptr + (size_t)base * H,
                                  (mok_stream_t)s->compute));
             CUDA(cudaEventRecord(s->gemmed[c], s->compute));
         }
@@ -253,7 +263,10 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
             if (p2p_chunk(s, c, false, err, err_len))
                 return -1;
             KERN(mark(s, slot, c, 5, s->comm));
-            int t0 = c * s->chunk_tokens, t1 = t0 + s->chunk_tokens < p->tokens ? t0 + s->chunk_tokens : p->tokens;
+            if (c % s->expert_groups != s->expert_groups - 1)
+                continue; /* a token chunk is complete once its last expert group came back */
+            int chunk = c / s->expert_groups, t0 = chunk * s->chunk_tokens;
+            int t1 = t0 + s->chunk_tokens < p->tokens ? t0 + s->chunk_tokens : p->tokens;
             KERN(mok_weighted_combine(s->comb.ptr, s->send_pos, p->w, t0, t1, p->topk, p->hidden,
                                       p->shared ? s->shared_out : NULL, y, (mok_stream_t)s->comm));
         }
@@ -273,7 +286,7 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
         out[i] = slot >= 0 && slot < s->max_slots ? 0.0 : NAN;
     if (slot < 0 || slot >= s->max_slots)
         return;
-    for (int c = 0; c < s->chunks; c++)
+    for (int c = 0; c < s->stages; c++)
         for (int ph = 0; ph < MOK_NPHASES; ph++) {
             float ms = 0;
             if (cudaEventElapsedTime(&ms, slot_event(s, slot, c, 2 * ph), slot_event(s, slot, c, 2 * ph + 1)) !=
@@ -307,8 +320,8 @@ static int time_gemms_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, 
     for (int it = -2; it < iters && !rc; it++) { /* two warm-ups */
         int set = (it + 2) % s->p->sets;
         cudaEventRecord(a, s->compute);
-        for (int c = 0; c < s->chunks && !rc; c++)
-            rc = run_gemms(s, set, c, err, err_len);
+        for (int st = 0; st < s->stages && !rc; st++)
+            rc = run_gemms(s, set, st, err, err_len);
         cudaEventRecord(b, s->compute);
         if (cudaEventSynchronize(b) != cudaSuccess)
             rc = -1;
@@ -340,8 +353,8 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
     long long most = 0; /* largest rows to one peer over the whole layer, over all ranks */
     for (int peer = 0; peer < P; peer++) {
         long long rows = 0;
-        for (int c = 0; c < s->chunks; c++)
-            rows += sp->send_count[c * P + peer];
+        for (int st = 0; st < s->stages; st++)
+            rows += sp->send_count[st * P + peer];
         if (peer != sp->rank && rows > most)
             most = rows;
     }
@@ -394,8 +407,8 @@ int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters
         return -1;
     row->a2a_ref_us = a2a_ms * 1e3;
     row->a2a_ref_gbps = a2a_bytes / (a2a_ms * 1e-3) / 1e9;
-    snprintf(row->note, sizeof(row->note), "chunks=%d rows/chunk-rank<=%d recv_cap=%d a2a_pad_bytes=%.0f", s->chunks,
-             s->chunk_tokens * s->p->topk, s->cap_rows, a2a_bytes);
+    snprintf(row->note, sizeof(row->note), "stages=%dx%d recv_cap=%d a2a_pad_bytes=%.0f", s->chunks, s->expert_groups,
+             s->cap_rows, a2a_bytes);
     return 0;
 }
 
@@ -405,10 +418,10 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
         return;
     cudaDeviceSynchronize();
     if (s->ev)
-        for (size_t i = 0; i < (size_t)s->max_slots * s->chunks * 6; i++)
+        for (size_t i = 0; i < (size_t)s->max_slots * s->stages * 6; i++)
             if (s->ev[i])
                 cudaEventDestroy(s->ev[i]);
-    for (int c = 0; c < s->chunks; c++) {
+    for (int c = 0; c < s->stages; c++) {
         if (s->dispatched && s->dispatched[c])
             cudaEventDestroy(s->dispatched[c]);
         if (s->gemmed && s->gemmed[c])
@@ -434,8 +447,8 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
         cudaFree(dev[i]);
     cudaFreeHost(s->h_allcounts);
     cudaFreeHost(s->h_maps);
-    free(s->groups);
-    free(s->ngroups);
+    free(s->gemm_groups);
+    free(s->ngemm_groups);
     mok_splits_free(&s->splits);
     if (s->overlap) {
         cudaStreamDestroy(s->comm);

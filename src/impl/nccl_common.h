@@ -7,8 +7,9 @@
  * Buffers that NCCL moves are symmetric windows (ncclMemAlloc + NCCL_WIN_COLL_SYMMETRIC), which lifts NCCL's
  * point-to-point bandwidth on NVLink: a strong baseline, not a straw man.
  *
- * `nccl` runs one chunk on one stream; `nccl-overlap` splits tokens into C chunks, NCCL work on a comm stream
- * and GEMMs on a compute stream, so chunk c's GEMMs overlap chunk c+1's dispatch and chunk c-1's combine. */
+ * `nccl` runs one stage on one stream; `nccl-overlap` runs stages (token chunks x local expert groups, see
+ * splits.h) with NCCL work on a comm stream and GEMMs on a compute stream, so stage s's GEMMs overlap stage
+ * s+1's dispatch and stage s-1's combine. */
 #ifndef MOK_NCCL_COMMON_H
 #define MOK_NCCL_COMMON_H
 
@@ -21,7 +22,7 @@
 struct mok_nccl_pipe {
     struct mok_problem *p;
     struct mok_cluster *cl;
-    int chunks, chunk_tokens;
+    int chunks, chunk_tokens, expert_groups, stages;
     bool overlap;
     cudaStream_t comm, compute; /* == cl->stream for `nccl` */
     struct mok_expert_gemms gemms;
@@ -36,18 +37,19 @@ struct mok_nccl_pipe {
     uint16_t *shared_g1, *shared_h, *shared_out;
     int cap_rows;
     struct mok_splits splits;
-    struct mok_gemm_group *groups; /* [C][E_local] */
-    int *ngroups;
+    struct mok_gemm_group *gemm_groups; /* [stages][E_local]: experts with rows, per stage */
+    int *ngemm_groups;                  /* [stages] */
 
-    /* events: per slot, per chunk: dispatch, gemm, combine begin/end; plus fork/join events */
+    /* events: per slot, per stage: dispatch, gemm, combine begin/end; plus fork/join events */
     int max_slots;
-    cudaEvent_t *ev; /* [slots][chunks][6] */
+    cudaEvent_t *ev; /* [slots][stages][6] */
     cudaEvent_t fork, shared_done, comm_done, compute_done;
-    cudaEvent_t *dispatched, *gemmed; /* [C] */
+    cudaEvent_t *dispatched, *gemmed; /* [stages] */
 };
 
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        bool overlap, enum mok_gemm_mode mode, int max_slots, char *err, int err_len);
+                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams, int max_slots,
+                        char *err, int err_len);
 int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote

@@ -1,11 +1,11 @@
-/* nccl-overlap: the NCCL baseline split into token chunks over a comm and a compute stream, so the
- * all-to-all of one chunk overlaps the GEMMs of another (Megatron-style overlap; nccl_common.h). */
+/* nccl-overlap: the NCCL baseline in stages (token chunks x local expert groups) over a comm and a compute
+ * stream, so the all-to-all of one stage overlaps the GEMMs of another (Megatron-style overlap; nccl_common.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "nccl_common.h"
 
-enum { PARAM_CHUNKS = 0, PARAM_GEMM = 1 };
+enum { PARAM_CHUNKS = 0, PARAM_EXPERT_GROUPS = 1, PARAM_GEMM = 2, PARAM_GEMM_STREAMS = 3 };
 
 static int overlap_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                             int why_len)
@@ -16,6 +16,15 @@ static int overlap_supports(const struct mok_problem *p, const struct mok_cluste
     }
     if (p->experts % cl->nranks) {
         snprintf(why, (size_t)why_len, "experts not divisible by ranks");
+        return 0;
+    }
+    if (params[PARAM_GEMM] == MOK_GEMM_GROUPED && params[PARAM_GEMM_STREAMS] != 1) {
+        snprintf(why, (size_t)why_len, "gemm=grouped is one call per GEMM: gemm_streams must be 1");
+        return 0;
+    }
+    if (params[PARAM_EXPERT_GROUPS] > p->local_experts) {
+        snprintf(why, (size_t)why_len, "expert_groups %d > local experts %d", params[PARAM_EXPERT_GROUPS],
+                 p->local_experts);
         return 0;
     }
     if (params[PARAM_CHUNKS] > p->tokens) {
@@ -34,8 +43,9 @@ static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster
         return -1;
     }
     *state = s;
-    return mok_nccl_pipe_setup(s, p, cl, params[PARAM_CHUNKS], true, (enum mok_gemm_mode)params[PARAM_GEMM],
-                               max_slots, err, err_len);
+    return mok_nccl_pipe_setup(s, p, cl, params[PARAM_CHUNKS], params[PARAM_EXPERT_GROUPS], true,
+                               (enum mok_gemm_mode)params[PARAM_GEMM], params[PARAM_GEMM_STREAMS], max_slots, err,
+                               err_len);
 }
 
 static int overlap_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)

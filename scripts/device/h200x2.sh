@@ -1,0 +1,28 @@
+#!/bin/bash
+# h200x2.sh: everything one lease of the 2 x H200 machine runs: environment facts, the gpu tests, quick.json and
+# the model-shaped configs. Logs and reports go to $OUT (one tarball plus the log, within the tool's file limits).
+set -u
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+R=$OUT/reports; mkdir -p "$R"
+LOG=$OUT/log.txt
+exec > >(tee "$LOG") 2>&1
+echo "== $(date -u) commit $(cat .dev/commit | tr '\n' ' ')"
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.draw --format=csv
+nvidia-smi topo -m | head -5
+echo "NCCL lib: $NCCL_PY"; ldd .dev/bin/mok-bench | grep -E "nccl|cjson|mpi|cublas|cudart"
+BIN=.dev/bin/mok-bench
+STEPS=${STEPS:-"symmem small quick deepseek qwen"}
+for step in $STEPS; do
+  echo "== step $step $(date -u +%T)"
+  case $step in
+    symmem) $MPIRUN -np 2 .dev/bin/test_gpu_symmem; echo "rc=$?";;
+    small) $MPIRUN -np 2 $BIN -o "$R" tests/gpu_small.json; echo "rc=$?";;
+    quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;
+    deepseek) $MPIRUN -np 2 $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
+    qwen) $MPIRUN -np 2 $BIN -o "$R" configs/qwen3-235b.json; echo "rc=$?";;
+    *) eval "$step"; echo "rc=$?";;
+  esac
+done
+tar -C "$OUT" -czf "$OUT/reports.tgz" reports && rm -rf "$R"
+echo "== done $(date -u +%T)"

@@ -1,0 +1,12 @@
+#!/bin/sh
+# stage.sh: copies the binaries built here (build/) and the shared libraries the GPU machines lack (cJSON) into
+# .dev/, which the device tool carries. The GPU machines have CUDA 13 and Open MPI but no cJSON, and their
+# system NCCL (2.28.3) differs from the 2.28.9 we build against, so run there with the python wheel's NCCL.
+set -eu
+cd "$(dirname "$0")/../.."
+rm -rf .dev && mkdir -p .dev/bin .dev/lib
+cp build/mok-bench build/tests/test_gpu_symmem .dev/bin/
+cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
+git rev-parse --short=12 HEAD > .dev/commit
+git status --porcelain | grep -q . && echo dirty >> .dev/commit || true
+du -sh .dev
