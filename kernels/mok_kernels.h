@@ -63,8 +63,7 @@ int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, cons
 /* h[m][i] = bf16(silu(bf16(g[m][i])) * bf16(g[m][I+i])) from fp32 g [m][2I]: the same roundings the layer
  * makes (GEMM1 output and SwiGLU output stored in bf16). */
 int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_stream_t stream);
-/* y[t] = sum_j w[t][j] * bf16(route_out[t*k+j]) (+ bf16(shared[t])) in fp32, fixed order, t in [0, tokens):
- * expert outputs are bf16 tensors in the layer, as every implementation stores and moves them. */
+/* y[t] = sum_j w[t][j] * route_out[t*k+j] (+ shared[t]) in fp32, fixed order, t in [0, tokens). */
 int mok_ref_sum_routes(const float *route_out, const float *topk_w, int tokens, int topk, int hidden,
                        const float *shared, float *y, mok_stream_t stream);
 

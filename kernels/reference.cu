@@ -1,7 +1,6 @@
 /* reference: the independent fp32 path every implementation is checked against. Plain tiled SIMT GEMMs over
  * gathered rows (no tensor cores, no cuBLAS, none of the implementations' permutations), the layer's bf16
- * roundings reproduced (GEMM1 output, SwiGLU output, each expert's output row), and a fixed-order fp32 top-k
- * sum. What remains between an implementation and this is accumulation order and the final bf16 rounding. */
+ * roundings of its intermediates reproduced (GEMM1 output, SwiGLU output), and a fixed-order fp32 top-k sum. */
 #include "common.cuh"
 
 #define REF_BM 64
@@ -82,11 +81,13 @@ __global__ void ref_sum_routes_kernel(const float *route_out, const float *w, in
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t t = i / hidden, col = i % hidden;
         float acc = 0.0f;
-        /* expert outputs are bf16 tensors in the layer (they travel and are combined in bf16) */
+        /* Expert outputs stay fp32 here although implementations store them in bf16: rounding both sides
+         * would turn rare rounding-boundary flips into full-ulp differences (2^-8 of a large row), while
+         * rounding one side bounds the difference by half an ulp. */
         for (int j = 0; j < topk; j++)
-            acc += w[t * topk + j] * mok_bf16_to_f32(mok_f32_to_bf16(route_out[(t * topk + j) * hidden + col]));
+            acc += w[t * topk + j] * route_out[(t * topk + j) * hidden + col];
         if (shared)
-            acc += mok_bf16_to_f32(mok_f32_to_bf16(shared[i]));
+            acc += shared[i];
         y[i] = acc;
     }
 }

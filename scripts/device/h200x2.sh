@@ -16,8 +16,8 @@ STEPS=${STEPS:-"symmem small quick deepseek qwen"}
 for step in $STEPS; do
   echo "== step $step $(date -u +%T)"
   case $step in
-    symmem) $MPIRUN -np 2 .dev/bin/test_gpu_symmem; echo "rc=$?";;
-    small) $MPIRUN -np 2 $BIN -o "$R" tests/gpu_small.json; echo "rc=$?";;
+    symmem) sh tests/gpu_run.sh .dev/bin/test_gpu_symmem; echo "rc=$?";;
+    small) sh tests/gpu_impls.sh $BIN . "$R/gpu-small"; echo "rc=$?";;
     quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;
     deepseek) $MPIRUN -np 2 $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
     qwen) $MPIRUN -np 2 $BIN -o "$R" configs/qwen3-235b.json; echo "rc=$?";;

@@ -83,7 +83,11 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, K = (size_t)p->topk;
     size_t C = (size_t)s->chunks, E = (size_t)p->experts, EL = (size_t)p->local_experts, S = (size_t)s->stages;
     if (overlap) {
-        CUDA(cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking));
+        /* NCCL's kernels get the highest priority: when GEMM blocks retire, a waiting dispatch or combine is
+         * scheduled first instead of queueing behind the rest of the GEMM grid (what Megatron does too) */
+        int least = 0, greatest = 0;
+        CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA(cudaStreamCreateWithPriority(&s->comm, cudaStreamNonBlocking, greatest));
         CUDA(cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking));
     } else {
         s->comm = s->compute = cl->stream;
@@ -341,6 +345,9 @@ static int time_gemms_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, 
     return rc;
 }
 
+/* ncclAlltoAll moving what the dispatch moves, stage by stage: each stage pads every peer's block to that
+ * stage's largest block over all ranks, so the reference moves at least the dispatch's remote bytes in
+ * messages of the same size. */
 static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, double *remote_bytes, char *err,
                          int err_len)
 {
@@ -350,48 +357,67 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
     *remote_bytes = NAN;
     if (P < 2)
         return 0;
-    long long most = 0; /* largest rows to one peer over the whole layer, over all ranks */
-    for (int peer = 0; peer < P; peer++) {
+    size_t *count = calloc((size_t)s->stages, sizeof(size_t)), most = 0;
+    double bytes = 0;
+    if (!count)
+        FAIL("out of host memory");
+    for (int st = 0; st < s->stages; st++) {
         long long rows = 0;
-        for (int st = 0; st < s->stages; st++)
-            rows += sp->send_count[st * P + peer];
-        if (peer != sp->rank && rows > most)
-            most = rows;
+        for (int peer = 0; peer < P; peer++)
+            if (peer != sp->rank && sp->send_count[st * P + peer] > rows)
+                rows = sp->send_count[st * P + peer];
+        count[st] = (size_t)mok_allreduce_max_ll(rows) * s->p->hidden;
+        most = count[st] > most ? count[st] : most;
+        bytes += (double)count[st] * 2 * (P - 1);
     }
-    most = mok_allreduce_max_ll(most);
-    size_t count = (size_t)most * s->p->hidden;
     struct mok_symmem in, out;
-    if (mok_symmem_alloc(s->cl, count * 2 * P + 16, &in, err, err_len))
+    int rc = -1;
+    if (mok_symmem_alloc(s->cl, most * 2 * P + 16, &in, err, err_len)) {
+        free(count);
         return -1;
-    if (mok_symmem_alloc(s->cl, count * 2 * P + 16, &out, err, err_len)) {
+    }
+    if (mok_symmem_alloc(s->cl, most * 2 * P + 16, &out, err, err_len)) {
         mok_symmem_free(s->cl, &in);
+        free(count);
         return -1;
     }
     cudaStream_t st = s->cl->stream;
-    cudaEvent_t a, b;
-    CUDA(cudaEventCreate(&a));
-    CUDA(cudaEventCreate(&b));
+    cudaEvent_t a = NULL, b = NULL;
     double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms)
-        FAIL("out of host memory");
+    if (!ms || cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "a2a reference: out of memory or events");
+        goto done;
+    }
     for (int it = -2; it < iters; it++) {
         cudaEventRecord(a, st);
-        NCCL(ncclAlltoAll(in.ptr, out.ptr, count, ncclBfloat16, s->cl->nccl, st));
+        for (int stage = 0; stage < s->stages; stage++)
+            if (count[stage] && ncclAlltoAll(in.ptr, out.ptr, count[stage], ncclBfloat16, s->cl->nccl, st) != ncclSuccess) {
+                snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
+                goto done;
+            }
         cudaEventRecord(b, st);
-        CUDA(cudaEventSynchronize(b));
+        if (cudaEventSynchronize(b) != cudaSuccess) {
+            snprintf(err, (size_t)err_len, "a2a reference: %s", cudaGetErrorString(cudaGetLastError()));
+            goto done;
+        }
         float f = 0;
         cudaEventElapsedTime(&f, a, b);
         if (it >= 0)
             ms[it] = f;
     }
     *out_ms = median_max_over_ranks(ms, iters);
-    *remote_bytes = (double)count * 2 * (P - 1);
+    *remote_bytes = bytes;
+    rc = 0;
+done:
     free(ms);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
+    free(count);
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
     mok_symmem_free(s->cl, &in);
     mok_symmem_free(s->cl, &out);
-    return 0;
+    return rc;
 }
 
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len)
