@@ -19,13 +19,14 @@ static const struct mok_param_def nccl_overlap_params[] = {
      64, 1},
     {"expert_groups", "local expert groups, each a separate dispatch/GEMM/combine stage", NULL, 0, 1, 1024, 4},
     GEMM_PARAMS,
+    {"reserve_sms", "SMs cuBLAS leaves free for NCCL's kernels (cublasSetSmCountTarget); 0: none", NULL, 0, 0, 128, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
     {"nccl", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
     {"nccl-overlap",
-     "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 4,
+     "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
 };
 

@@ -8,8 +8,8 @@
 
 #define PTRS_PER_GROUP 6 /* A1 B1 C1 A2 B2 C2 */
 
-int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int max_groups,
-                          int batches)
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int sm_target,
+                          int max_groups, int batches)
 {
     memset(g, 0, sizeof(*g));
     g->mode = mode;
@@ -17,6 +17,8 @@ int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, i
     g->max_groups = max_groups;
     g->batches = batches;
     cublasStatus_t s = cublasCreate(&g->handle);
+    if (s == CUBLAS_STATUS_SUCCESS && sm_target > 0)
+        s = cublasSetSmCountTarget(g->handle, sm_target);
     if (s != CUBLAS_STATUS_SUCCESS)
         return (int)s;
     if (mode == MOK_GEMM_PER_EXPERT && g->nstreams > 1) {
@@ -27,6 +29,8 @@ int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, i
                 ce = cudaEventCreateWithFlags(&g->joins[i], cudaEventDisableTiming);
             if (ce == cudaSuccess && (s = cublasCreate(&g->handles[i])) == CUBLAS_STATUS_SUCCESS)
                 s = cublasSetStream(g->handles[i], g->streams[i]);
+            if (s == CUBLAS_STATUS_SUCCESS && sm_target > 0)
+                s = cublasSetSmCountTarget(g->handles[i], sm_target);
             if (s != CUBLAS_STATUS_SUCCESS)
                 return (int)s;
         }

@@ -37,8 +37,10 @@ struct mok_expert_gemms {
     float *h_alpha, *h_beta;
 };
 
-int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int max_groups,
-                          int batches);
+/* sm_target > 0 asks cuBLAS to size its grids for that many SMs (cublasSetSmCountTarget), leaving the rest to
+ * the communication kernels that run beside the GEMMs. */
+int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int sm_target,
+                          int max_groups, int batches);
 void mok_expert_gemms_destroy(struct mok_expert_gemms *g);
 
 /* in [rows][H] -> g1 [rows][2I] -> h [rows][I] -> out [rows][H] for each group, on stream, using pointer-array

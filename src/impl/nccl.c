@@ -34,7 +34,7 @@ static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     }
     *state = s;
     return mok_nccl_pipe_setup(s, p, cl, 1, 1, false, (enum mok_gemm_mode)params[PARAM_GEMM],
-                               params[PARAM_GEMM_STREAMS], max_slots, err, err_len);
+                               params[PARAM_GEMM_STREAMS], 0, max_slots, err, err_len);
 }
 
 static int nccl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)

@@ -62,8 +62,8 @@ static int count_and_sync(struct mok_nccl_pipe *s, char *err, int err_len)
 }
 
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams, int max_slots,
-                        char *err, int err_len)
+                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams,
+                        int reserve_sms, int max_slots, char *err, int err_len)
 {
     memset(s, 0, sizeof(*s));
     s->p = p;
@@ -124,7 +124,10 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     s->ngemm_groups = calloc(S, sizeof(int));
     if (!s->gemm_groups || !s->ngemm_groups)
         FAIL("out of host memory");
-    GEMM(mok_expert_gemms_init(&s->gemms, mode, gemm_streams, p->local_experts, s->stages));
+    int sms = 0;
+    CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device));
+    GEMM(mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
+                               p->local_experts, s->stages));
     if (p->shared) {
         size_t SI = (size_t)p->shared * I;
         if (cublasCreate(&s->shared_cublas) != CUBLAS_STATUS_SUCCESS)

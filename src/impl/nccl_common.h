@@ -48,8 +48,8 @@ struct mok_nccl_pipe {
 };
 
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams, int max_slots,
-                        char *err, int err_len);
+                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams,
+                        int reserve_sms, int max_slots, char *err, int err_len);
 int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote

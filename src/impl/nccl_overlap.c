@@ -5,7 +5,7 @@
 
 #include "nccl_common.h"
 
-enum { PARAM_CHUNKS = 0, PARAM_EXPERT_GROUPS = 1, PARAM_GEMM = 2, PARAM_GEMM_STREAMS = 3 };
+enum { PARAM_CHUNKS = 0, PARAM_EXPERT_GROUPS = 1, PARAM_GEMM = 2, PARAM_GEMM_STREAMS = 3, PARAM_RESERVE_SMS = 4 };
 
 static int overlap_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                             int why_len)
@@ -27,6 +27,12 @@ static int overlap_supports(const struct mok_problem *p, const struct mok_cluste
                  p->local_experts);
         return 0;
     }
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
+    if (params[PARAM_RESERVE_SMS] >= sms) {
+        snprintf(why, (size_t)why_len, "reserve_sms %d >= the GPU's %d SMs", params[PARAM_RESERVE_SMS], sms);
+        return 0;
+    }
     if (params[PARAM_CHUNKS] > p->tokens) {
         snprintf(why, (size_t)why_len, "chunks %d > tokens per rank %d", params[PARAM_CHUNKS], p->tokens);
         return 0;
@@ -44,8 +50,8 @@ static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster
     }
     *state = s;
     return mok_nccl_pipe_setup(s, p, cl, params[PARAM_CHUNKS], params[PARAM_EXPERT_GROUPS], true,
-                               (enum mok_gemm_mode)params[PARAM_GEMM], params[PARAM_GEMM_STREAMS], max_slots, err,
-                               err_len);
+                               (enum mok_gemm_mode)params[PARAM_GEMM], params[PARAM_GEMM_STREAMS],
+                               params[PARAM_RESERVE_SMS], max_slots, err, err_len);
 }
 
 static int overlap_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
