@@ -37,7 +37,7 @@ static const struct field fields[] = {
     FS(disposition), FD(max_rel_err), FD(norm_rel_err), FLD(bad_count, F_LL, 0), FLD(nan_count, F_LL, 0),
     FI(iters), FLD(time_med_us, F_DBL, 1), FD(time_p10_us), FD(time_p90_us), FD(flops), FD(tflops),
     FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
-    FD(dispatch_gbps), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
+    FD(dispatch_gbps), FD(dispatch_alone_us), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
 };
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
 #define FIELD_PTR(row, f) ((char *)(row) + (f)->off)

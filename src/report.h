@@ -72,6 +72,7 @@ struct mok_row {
     /* phase breakdown, medians over iterations (NaN where an implementation has no such phase) */
     double dispatch_us;   /* dispatch a2a alone (inside the layer) */
     double dispatch_gbps; /* dispatch_bytes / dispatch_us */
+    double dispatch_alone_us; /* the same dispatch (all stages, same messages) timed alone, without GEMMs beside it */
     double gemm_us;       /* expert GEMMs + SwiGLU inside the layer (summed over chunks) */
     double gemm_alone_us; /* the same GEMM calls on the same data, timed alone */
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */

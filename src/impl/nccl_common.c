@@ -315,6 +315,35 @@ static double median_max_over_ranks(double *ms, int n)
     return st.median;
 }
 
+/* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
+ * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
+static int time_dispatch_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, char *err, int err_len)
+{
+    cudaEvent_t a, b;
+    CUDA(cudaEventCreate(&a));
+    CUDA(cudaEventCreate(&b));
+    double *ms = calloc((size_t)iters, sizeof(double));
+    if (!ms)
+        FAIL("out of host memory");
+    for (int it = -2; it < iters; it++) {
+        CUDA(cudaEventRecord(a, s->comm));
+        for (int st = 0; st < s->stages; st++)
+            if (p2p_chunk(s, st, true, err, err_len))
+                return -1; /* a peer may now wait in NCCL: the caller aborts the job */
+        CUDA(cudaEventRecord(b, s->comm));
+        CUDA(cudaEventSynchronize(b));
+        float f = 0;
+        cudaEventElapsedTime(&f, a, b);
+        if (it >= 0)
+            ms[it] = f;
+    }
+    *out_ms = median_max_over_ranks(ms, iters);
+    free(ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return 0;
+}
+
 static int time_gemms_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, char *err, int err_len)
 {
     cudaEvent_t a, b;
@@ -432,6 +461,10 @@ int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters
     if (time_gemms_alone(s, iters, &gemm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = gemm_ms * 1e3;
+    double dispatch_ms = NAN;
+    if (time_dispatch_alone(s, iters, &dispatch_ms, err, err_len))
+        return -1;
+    row->dispatch_alone_us = dispatch_ms * 1e3;
     if (time_alltoall(s, iters, &a2a_ms, &a2a_bytes, err, err_len))
         return -1;
     row->a2a_ref_us = a2a_ms * 1e3;
