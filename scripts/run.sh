@@ -5,10 +5,8 @@ set -eu
 [ $# -ge 1 ] || { echo "usage: scripts/run.sh CONFIG.json [mok-bench options]" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
-if [ ! -x "$ROOT/build/mok-bench" ] || [ -f "$ROOT/build/build.ninja" ]; then
-  [ -f "$ROOT/build/build.ninja" ] || meson setup "$ROOT/build" "$ROOT"
-  ninja -C "$ROOT/build" mok-bench > /dev/null
-fi
+[ -f "$ROOT/build/build.ninja" ] || meson setup "$ROOT/build" "$ROOT"
+ninja -C "$ROOT/build" mok-bench > /dev/null # a no-op when up to date
 NGPUS=${NGPUS:-$(nvidia-smi -L 2> /dev/null | grep -c GPU || true)}
 [ "$NGPUS" -ge 1 ] || { echo "run.sh: no GPU found (nvidia-smi -L)" >&2; exit 1; }
 export NCCL_NVLS_ENABLE=0

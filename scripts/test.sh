@@ -28,6 +28,10 @@ echo "== build (all CUDA targets)"
 ninja -C build
 echo "== tests: unit, mpi, gpu"
 meson test -C build --suite unit --suite mpi --suite gpu --print-errorlogs
+if ! nvidia-smi -L 2> /dev/null | grep -q GPU; then
+  echo "!! gpu suite SKIPPED: no GPU on this machine. GPU tests (symmetric memory, every implementation with"
+  echo "!! its check) must be run on a GPU machine: meson test -C build --suite gpu"
+fi
 
 echo "== host code under ASan + UBSan: unit suite"
 [ -f build-san/build.ninja ] || meson setup build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Dgpu_archs=90a
