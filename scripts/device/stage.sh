@@ -4,6 +4,9 @@
 # system NCCL (2.28.3) differs from the 2.28.9 we build against, so run there with the python wheel's NCCL.
 set -eu
 cd "$(dirname "$0")/../.."
+# rebuild first so the commit label baked into the binary (vcs_tag) is the tree's current state
+ninja -C build > /dev/null
+git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
 cp build/mok-bench build/tests/test_gpu_symmem .dev/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
