@@ -67,6 +67,10 @@ int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_str
 int mok_ref_sum_routes(const float *route_out, const float *topk_w, int tokens, int topk, int hidden,
                        const float *shared, float *y, mok_stream_t stream);
 
+/* Comm mode reference: y[t] = (sum_j w[t][j]) * x[t] in fp32 (experts return their input). */
+int mok_ref_comm_f32(const uint16_t *x, const float *topk_w, int tokens, int topk, int hidden, float *y,
+                     mok_stream_t stream);
+
 /* ---- check (kernels/check.cu) ------------------------------------------------------------------------- */
 struct mok_check_sums {
     double ref_sq;    /* sum ref^2 */
@@ -89,6 +93,72 @@ int mok_nccl_lsa_size(void *nccl_comm);
 /* Stores value + i into element i (uint32) of LSA peer lsa_peer's window at offset_bytes, n elements. */
 int mok_lsa_write_peer(void *window, size_t offset_bytes, int lsa_peer, uint32_t value, size_t n,
                        mok_stream_t stream);
+
+/* ---- device-initiated dispatch and combine over NCCL symmetric memory (kernels/lsa_*.cu) ------------------
+ * Every rank publishes its routing table in its symmetric window; every rank builds the same global schedule on
+ * its GPU (its local experts' rows in (source rank, token, k) order, each expert padded to tile_rows); dispatch
+ * pulls each token row once per destination rank through LSA pointers and copies it locally to its other expert
+ * slots, publishing per-chunk ready counters; combine pushes results to the token owner's window (one row per
+ * route, or one fp32-summed bf16 partial per (token, rank)); the owner sums in a fixed order. Cross-rank
+ * ordering uses epoch flags with system-scope release/acquire; no host round trip. See src/impl/lsa.c. */
+#define MOK_LSA_MAX_RANKS 32
+
+struct mok_lsa_args {
+    void *window;          /* ncclWindow_t of this rank's symmetric buffer (same layout on every rank) */
+    size_t off_flags;      /* uint64 [2][MOK_LSA_MAX_RANKS]: published epoch, combine-done epoch, per source */
+    size_t off_table;      /* int32 T, then int32 ids [t_max*k], then float w [t_max*k] */
+    size_t off_x;          /* bf16 [sets][t_max][H]: token rows peers pull */
+    size_t x_set_bytes;
+    size_t off_comb;       /* bf16 rows pushed back: [t_max*k][H] per route or [t_max][P][H] per rank */
+    int rank, nranks, experts, local_experts, topk, t_max, hidden;
+    int tile_rows, chunk_rows, capacity, sched_blocks;
+    int set;               /* which x copy this forward reads */
+    int combine_per_rank;  /* 0: one row per (token, k); 1: one partial per (token, rank) */
+    /* local device memory */
+    uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done (reset by the last one) */
+    int32_t *all_tokens;   /* [P] */
+    int32_t *all_ids;      /* [P][t_max*k] */
+    float *all_w;          /* [P][t_max*k] */
+    int32_t *rows;         /* [EL] */
+    int32_t *offset;       /* [EL + 1] */
+    int32_t *entry;        /* [capacity] packed (p << 25 | t << 5 | j), -1 padding */
+    int32_t *route_slot;   /* [P][t_max*k] slot of each route into this rank, -1 if none */
+    int32_t *block_off;    /* [P][sched_blocks][EL] schedule scratch */
+    int32_t *chunk_target; /* [ceil(capacity / chunk_rows)] rows each chunk must receive */
+    int32_t *ready;        /* same size: rows received so far (release after each row) */
+    int32_t *status;       /* [4]: overflow flag, global expert, rows needed, capacity */
+    uint16_t *xin;         /* [capacity][H]: dispatched rows, expert-major */
+    const uint16_t *expert_out; /* [capacity][H]: rows combine sends back (xin when there is no compute) */
+    const int32_t *my_ids; /* this rank's routing [T][k] and weights, T = my_tokens */
+    const float *my_w;
+    int my_tokens;
+    uint16_t *y;           /* [my_tokens][H] */
+};
+
+/* Kernel 1: next epoch; my table into my window; flag every peer. */
+int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream);
+/* Kernels 2-5: wait for every peer's table and pull it; build the schedule (deterministic); chunk targets. */
+int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t stream);
+/* Pull rows, blocks x 1024 threads (the SMs dispatch may use). */
+int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* Push rows back and signal done (blocks x 1024 threads), then the owner's fixed-order weighted sum into y. */
+int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order
+ * and roundings (per route: one fp32 sum over j; per rank: bf16 partial per rank, then fp32 sum over ranks). */
+int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk, int hidden,
+                      int local_experts, int nranks, int per_rank, uint16_t *y, mok_stream_t stream);
+
+/* ---- probe (kernels/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
+/* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4
+ * loads in flight per thread, grid-stride; dst or src may be a peer's memory (an LSA pointer), so one kernel
+ * measures push (stores over NVLink) and pull (loads over NVLink). threads <= 1024. */
+int mok_probe_copy(void *dst, const void *src, size_t bytes, int blocks, int threads, mok_stream_t stream);
+/* *out_dev_ptr_slot (a device void*) = ncclGetLsaPointer(window, 0, lsa_peer): the base of LSA peer lsa_peer's
+ * part of the symmetric window (an ncclWindow_t), as an address this rank's kernels can use; the host copies
+ * it back. */
+int mok_probe_lsa_base(void *window, int lsa_peer, void **out_dev_ptr_slot, mok_stream_t stream);
+/* This rank's index in the NCCL LSA team (ncclTeamLsa(comm).rank) of an ncclComm_t, to pick a peer in it. */
+int mok_probe_lsa_rank(void *nccl_comm);
 
 #ifdef __cplusplus
 }

@@ -123,3 +123,27 @@ extern "C" int mok_ref_sum_routes(const float *route_out, const float *topk_w, i
         route_out, topk_w, tokens, topk, hidden, shared, y);
     return MOK_LAUNCH_RESULT();
 }
+
+/* Comm mode: experts return their input, so the layer is y[t] = sum_j w[t][j] * x[t], summed in fp32. */
+__global__ void ref_comm_kernel(const uint16_t *x, const float *w, int tokens, int topk, int hidden, float *y)
+{
+    size_t total = (size_t)tokens * hidden;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i / hidden;
+        float wsum = 0.0f;
+        for (int j = 0; j < topk; j++)
+            wsum += w[t * topk + j];
+        y[i] = wsum * mok_bf16_to_f32(x[i]);
+    }
+}
+
+extern "C" int mok_ref_comm_f32(const uint16_t *x, const float *topk_w, int tokens, int topk, int hidden, float *y,
+                                mok_stream_t stream)
+{
+    size_t total = (size_t)tokens * hidden;
+    if (total == 0)
+        return 0;
+    ref_comm_kernel<<<mok_blocks_for(total, 256, 16384), 256, 0, mok_cuda_stream(stream)>>>(x, topk_w, tokens, topk,
+                                                                                            hidden, y);
+    return MOK_LAUNCH_RESULT();
+}

@@ -10,7 +10,7 @@
 void mok_cli_usage(FILE *out)
 {
     fprintf(out,
-            "usage: mok-bench [options] CONFIG.json\n"
+            "usage: mok-bench [options] CONFIG.json  |  mok-bench --probe [CONFIG.json]\n"
             "  Benchmarks MoE layer implementations (fused megakernel and NCCL baselines) on the problems of\n"
             "  CONFIG.json, one MPI rank per GPU: mpirun -np N mok-bench CONFIG.json\n"
             "\n"
@@ -24,6 +24,8 @@ void mok_cli_usage(FILE *out)
             "  -w, --warmup N         warm-up iterations per candidate (overrides timing.warmup)\n"
             "  -n, --iters N          timed iterations per candidate (overrides timing.iters)\n"
             "      --no-check         skip the reference check (rows say not_verified)\n"
+            "      --probe            first measure this machine's ceilings (peer NVLink bandwidth, dense bf16\n"
+            "                         GEMM rate) and report fractions against them; CONFIG.json is then optional\n"
             "\n"
             "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line or\n"
             "config (nothing is written).\n");
@@ -82,6 +84,8 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
             cli->dry_run = true;
         else if (!strcmp(name, "--no-check"))
             cli->no_check = true;
+        else if (!strcmp(name, "--probe"))
+            cli->probe = true;
         else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             const char *v = TAKE_VALUE();
             if (!v || !*v)
@@ -106,7 +110,7 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
             cli->config_path = a;
 #undef TAKE_VALUE
     }
-    if (!cli->help && !cli->version && !cli->config_path && errs->count == before)
+    if (!cli->help && !cli->version && !cli->probe && !cli->config_path && errs->count == before)
         mok_errors_add(errs, "CONFIG.json: missing (usage: mok-bench [options] CONFIG.json)");
     return errs->count - before;
 }

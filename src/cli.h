@@ -10,7 +10,7 @@
 
 struct mok_cli {
     const char *config_path;
-    bool help, version, dry_run, no_check;
+    bool help, version, dry_run, no_check, probe;
     const char *output_dir; /* overrides config output.dir */
     int nonly;
     char only[MOK_MAX_IMPLS][MOK_NAME_LEN];

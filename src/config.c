@@ -19,8 +19,9 @@
 #define PATHLEN 256
 #define SHOWN_LEN 60 /* values longer than this are cut in messages, so a huge array cannot hide the reason */
 
-static const char *const top_keys[] = {"model", "tokens_per_rank", "routing", "dtype", "pass",
-                                       "impls", "tune",            "timing",  "check", "output"};
+static const char *const top_keys[] = {"model", "tokens_per_rank", "routing", "dtype",           "pass",  "mode",
+                                       "impls", "tune",            "timing",  "capacity_factor", "check", "output"};
+static const char *const mode_names[] = {"layer", "comm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
 static const char *const timing_keys[] = {"warmup", "iters"};
@@ -405,12 +406,18 @@ static void parse_impls(struct parser *ps, const cJSON *v)
     char p[PATHLEN], allowed[256];
     int nreg = mok_impl_desc_count() < MOK_MAX_IMPLS ? mok_impl_desc_count() : MOK_MAX_IMPLS;
     bool list;
-    for (int i = 0; i < nreg; i++)
+    const char *mode = mok_mode_name(cfg->mode);
+    const char *of_mode[MOK_MAX_IMPLS] = {NULL};
+    int nmode = 0;
+    for (int i = 0; i < nreg; i++) {
         names[i] = mok_impl_desc_at(i)->name;
-    list_names(allowed, sizeof allowed, names, nreg, true);
-    if (!v) { /* default: every implementation */
-        for (int i = 0; i < nreg; i++)
-            snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", names[i]);
+        if (strcmp(mok_impl_desc_at(i)->mode, mode) == 0)
+            of_mode[nmode++] = names[i];
+    }
+    list_names(allowed, sizeof allowed, of_mode, nmode, true);
+    if (!v) { /* default: every implementation of the mode */
+        for (int i = 0; i < nmode; i++)
+            snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", of_mode[i]);
         return;
     }
     int n = as_list(ps->e, v, "impls", MOK_MAX_IMPLS, items, &list);
@@ -422,6 +429,9 @@ static void parse_impls(struct parser *ps, const cJSON *v)
             dup = dup || strcmp(cfg->impls[j], names[k]) == 0;
         if (k < 0)
             fail(ps->e, path, items[i], "unknown implementation (allowed: %s)", allowed);
+        else if (strcmp(mok_impl_desc_at(k)->mode, mode) != 0)
+            fail(ps->e, path, items[i], "belongs to mode \"%s\", the config's mode is \"%s\" (allowed: %s)",
+                 mok_impl_desc_at(k)->mode, mode, allowed);
         else if (dup)
             fail(ps->e, path, items[i], "duplicate value");
         else /* only valid names are kept, so tune can look them up */
@@ -561,6 +571,8 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->iters = 20;
     cfg->check_enabled = true;
     cfg->rtol = 0.01;
+    cfg->capacity_factor = 2.0;
+    get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor);
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "results/local");
     default_output_name(cfg->source, cfg->output_name);
 
@@ -656,6 +668,13 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
         cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);
     }
+    /* mode first: it decides which implementations are allowed and which are the default */
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "mode");
+    int mode[2] = {0, 0};
+    if (mv && !cJSON_IsString(mv))
+        fail(errs, "mode", mv, "must be one string: \"layer\" or \"comm\"");
+    else if (parse_names(errs, mv, "mode", mode_names, 2, 2, mode) == 1)
+        cfg->mode = (enum mok_mode)mode[0];
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
     parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));
     parse_scalars(&ps, root);
@@ -784,6 +803,8 @@ char *mok_config_to_json(const struct mok_config *cfg)
                                                          : cJSON_CreateIntArray(v, cfg->tune[i].nvalues[k]));
         }
     }
+    cJSON_AddStringToObject(root, "mode", mok_mode_name(cfg->mode));
+    add_exact(root, "capacity_factor", cfg->capacity_factor);
     cJSON *o = cJSON_AddObjectToObject(root, "timing");
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
     cJSON_AddNumberToObject(o, "iters", cfg->iters);
@@ -812,6 +833,8 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
     }
     int i = index; /* mixed-radix digits, pass fastest, model slowest */
     out->index = index;
+    out->mode = cfg->mode;
+    out->capacity_factor = cfg->capacity_factor;
     out->pass = cfg->passes[i % cfg->npasses];
     i /= cfg->npasses;
     out->dtype = cfg->dtypes[i % cfg->ndtypes];
@@ -825,6 +848,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 
 const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? dtype_names[d] : "?"; }
 const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < 2 ? pass_names[p] : "?"; }
+const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 2 ? mode_names[m] : "?"; }
 const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? dist_names[d] : "?"; }
 
 const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len)

@@ -34,6 +34,9 @@
 enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1 };
 enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
+/* layer: the whole MoE layer forward; comm: dispatch + combine only (no expert compute: experts return their
+ * input), to measure the communication path on its own. */
+enum mok_mode { MOK_MODE_LAYER = 0, MOK_MODE_COMM = 1 };
 
 struct mok_model {
     char name[MOK_NAME_LEN]; /* free text, for reports; defaults to "HxIxEkK" */
@@ -61,6 +64,8 @@ struct mok_tune {
 
 struct mok_config {
     char source[MOK_PATH_LEN]; /* file name, for messages and reports */
+    enum mok_mode mode;
+    double capacity_factor; /* receive buffers hold factor x (tokens x topk) rows per rank, plus tile padding */
 
     int nmodels;
     struct mok_model models[MOK_MAX_MODELS];
@@ -89,6 +94,8 @@ struct mok_config {
 /* One point of the cartesian product model x tokens x routing x dtype x pass. */
 struct mok_problem_spec {
     int index;
+    enum mok_mode mode;
+    double capacity_factor;
     struct mok_model model;
     int tokens_per_rank;
     struct mok_routing routing;
@@ -114,6 +121,7 @@ int mok_config_problem_count(const struct mok_config *cfg);
 void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_problem_spec *out);
 
 const char *mok_dtype_name(enum mok_dtype d);
+const char *mok_mode_name(enum mok_mode m);
 const char *mok_pass_name(enum mok_pass p);
 const char *mok_routing_dist_name(enum mok_routing_dist d);
 /* "uniform", "zipf(s=1.2)", "hot(f=0.3,e=0)", written into buf. */

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "mok_build.h"
 #include "plan.h"
+#include "probe.h"
 #include "version.h"
 
 #define MAX_CONFIG_BYTES (1 << 20)
@@ -67,6 +68,36 @@ static int finish(int code)
     return code;
 }
 
+/* Ceilings of this machine, measured now; they go into cl->env (report header, JSON, fractions). */
+static int run_probe(struct mok_cluster *cl)
+{
+    struct mok_probe pr;
+    char err[512];
+    if (mok_probe_run(cl, &pr, err, sizeof(err))) {
+        fprintf(stderr, "mok-bench: --probe: %s\n", err);
+        return -1;
+    }
+    cl->env.probe_push_gbps = pr.push_gbps;
+    cl->env.probe_pull_gbps = pr.pull_gbps;
+    cl->env.probe_bidir_gbps = pr.bidir_push_gbps;
+    cl->env.probe_gemm_tflops = pr.gemm_bf16_tflops;
+    if (cl->rank == 0)
+        mok_probe_print(stdout, &pr);
+    return 0;
+}
+
+static int finish_probe_only(struct mok_cluster *cl)
+{
+    char err[512];
+    if (mok_cluster_init_gpu(cl, err, sizeof(err))) {
+        fprintf(stderr, "mok-bench: %s\n", err);
+        return finish(1);
+    }
+    int rc = run_probe(cl) ? 1 : 0;
+    mok_cluster_finalize(cl);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct mok_cli cli;
@@ -94,6 +125,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mok-bench: MPI_Init failed\n");
         return 1;
     }
+    if (!cli.config_path) /* --probe alone: measure the ceilings and stop */
+        return finish_probe_only(&cl);
     char *text = read_and_broadcast(&cl, cli.config_path, &errs);
     static struct mok_config cfg;
     if (text) {
@@ -145,6 +178,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mok-bench: %s\n", err);
         free(config_json);
         return finish(1);
+    }
+    if (cli.probe && run_probe(&cl)) {
+        free(config_json);
+        mok_cluster_finalize(&cl);
+        return 1;
     }
     int rc = mok_bench_run(&cfg, config_json, &cl, argc, argv);
     free(config_json);

@@ -1,6 +1,7 @@
 /* plan: the dry-run view of a config (see plan.h). */
 #include "plan.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     const struct mok_model *m = &s->model;
     double t = s->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
     double el = (double)m->experts / nranks;
-    double set = t * h * 2 + el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2;
+    bool comm = s->mode == MOK_MODE_COMM; /* no weights, and a reference of one fp32 tensor */
+    double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2);
     int sets = (int)((2.0 * (double)l2 + set - 1) / set);
     sets = sets < 1 ? 1 : sets > 16 ? 16 : sets;
     *sets_out = sets;
@@ -21,12 +23,11 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double rows = t * k > t ? t * k : t;
     double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
                  (m->shared_experts ? t * h * 4 : 0);
-    return sets * set + t * h * 2 + t * k * 8 + ref;
+    return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
 }
 
 double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params)
 {
-    (void)params;
     const struct mok_model *m = &spec->model;
     double t = spec->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
     if (!strcmp(impl, "nccl") || !strcmp(impl, "nccl-overlap")) {
@@ -36,6 +37,13 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         double shared = m->shared_experts ? t * (3 * m->shared_experts * i + h) * 2 : 0;
         double a2a = 2 * t * k * h * 2 * (nranks > 1 ? 1 : 0);
         return sym + work + shared + a2a;
+    }
+    if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
+        return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);
+    if (!strcmp(impl, "lsa")) { /* window: x per set, rows back; local: received rows at the capacity */
+        double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
+        double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
+        return t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4;
     }
     return 0;
 }

@@ -28,6 +28,8 @@ static float weight_scale(int k) { return 3.0f / sqrtf((float)k); }
 double mok_problem_flops(const struct mok_problem_spec *s)
 {
     const struct mok_model *m = &s->model;
+    if (s->mode == MOK_MODE_COMM)
+        return 0.0; /* no expert compute */
     double per_token = 2.0 * 3.0 * m->hidden * (double)m->intermediate;
     return (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
 }
@@ -37,6 +39,8 @@ static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
     const struct mok_model *m = &s->model;
     size_t el = (size_t)(m->experts / nranks);
     size_t xb = (size_t)s->tokens_per_rank * m->hidden * 2;
+    if (s->mode == MOK_MODE_COMM)
+        return xb; /* comm mode has no expert weights */
     size_t wb = el * 3 * (size_t)m->hidden * m->intermediate * 2;
     size_t sb = (size_t)m->shared_experts * 3 * (size_t)m->hidden * m->intermediate * 2;
     return xb + wb + sb;
@@ -230,6 +234,14 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     uint64_t seed = spec->routing.seed;
     for (int s = 0; s < p->sets; s++) {
         CK(cudaMalloc((void **)&p->x[s], T * H * 2 + 16));
+        if (spec->mode == MOK_MODE_COMM) { /* experts return their input: no weights */
+            if (s == 0)
+                CKK(mok_fill_uniform_bf16(p->x[0], T * H, seed, tensor_id(MOK_T_X, (uint64_t)cl->rank), 1.0f,
+                                          (mok_stream_t)st));
+            else
+                CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
+            continue;
+        }
         CK(cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16));
         CK(cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16));
         if (s == 0) {
@@ -262,8 +274,13 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         }
     }
     CK(cudaStreamSynchronize(st));
-    if (with_reference && build_reference(p, st, err, err_len))
+    if (with_reference && spec->mode == MOK_MODE_COMM) {
+        CK(cudaMalloc((void **)&p->y_ref, T * H * 4));
+        CKK(mok_ref_comm_f32(p->x[0], p->w, p->tokens, p->topk, p->hidden, p->y_ref, (mok_stream_t)st));
+        CK(cudaStreamSynchronize(st));
+    } else if (with_reference && build_reference(p, st, err, err_len)) {
         goto fail;
+    }
     p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
     return 0;
 fail:

@@ -37,7 +37,7 @@ static const struct field fields[] = {
     FS(disposition), FD(max_rel_err), FD(norm_rel_err), FLD(bad_count, F_LL, 0), FLD(nan_count, F_LL, 0),
     FI(iters), FLD(time_med_us, F_DBL, 1), FD(time_p10_us), FD(time_p90_us), FD(flops), FD(tflops),
     FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
-    FD(dispatch_gbps), FD(dispatch_alone_us), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
+    FD(dispatch_gbps), FD(dispatch_alone_us), FD(combine_us), FD(comm_sms), FD(peer_frac), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
 };
 #define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
 #define FIELD_PTR(row, f) ((char *)(row) + (f)->off)
@@ -123,6 +123,10 @@ void mok_report_print_header(FILE *out, const struct mok_env *env, const char *c
         fprintf(out, "# ranks %d | LSA team size %d\n", env->nranks, env->lsa_size);
     else
         fprintf(out, "# ranks %d | LSA team size unknown\n", env->nranks);
+    if (env->probe_bidir_gbps > 0 || env->probe_gemm_tflops > 0)
+        fprintf(out, "# probe (this run): peer push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per "
+                     "direction; dense bf16 GEMM %.0f TFLOP/s\n",
+                env->probe_push_gbps, env->probe_pull_gbps, env->probe_bidir_gbps, env->probe_gemm_tflops);
     int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
     for (int i = 0; i < n; i++) {
         const struct mok_rank_info *r = &env->ranks[i];
@@ -598,6 +602,14 @@ static cJSON *env_json(const struct mok_env *env, int *ok)
     jadd(e, "sm_count", cJSON_CreateNumber(env->sm_count), ok);
     jadd(e, "nranks", cJSON_CreateNumber(env->nranks), ok); /* "ranks" is the per-rank list below */
     jadd(e, "lsa_size", cJSON_CreateNumber(env->lsa_size), ok);
+    if (env->probe_bidir_gbps > 0 || env->probe_gemm_tflops > 0) { /* ceilings of this run, from --probe */
+        cJSON *pr = cJSON_CreateObject();
+        jadd(pr, "peer_push_gbps", cJSON_CreateNumber(env->probe_push_gbps), ok);
+        jadd(pr, "peer_pull_gbps", cJSON_CreateNumber(env->probe_pull_gbps), ok);
+        jadd(pr, "peer_bidir_gbps_per_direction", cJSON_CreateNumber(env->probe_bidir_gbps), ok);
+        jadd(pr, "gemm_bf16_tflops", cJSON_CreateNumber(env->probe_gemm_tflops), ok);
+        jadd(e, "probe", pr, ok);
+    }
     cJSON *ranks = cJSON_CreateArray();
     int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
     for (int i = 0; i < n && ranks; i++) {

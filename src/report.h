@@ -30,6 +30,8 @@ struct mok_env {
     int sm_count;
     int nranks;
     int lsa_size; /* ranks reachable by load/store (NCCL LSA team), 0 when unknown */
+    /* ceilings measured by --probe in this run (0 when it did not run): GB/s per direction, TFLOP/s */
+    double probe_push_gbps, probe_pull_gbps, probe_bidir_gbps, probe_gemm_tflops;
     int nrank_info;
     struct mok_rank_info ranks[MOK_MAX_RANKS];
 };
@@ -73,6 +75,9 @@ struct mok_row {
     double dispatch_us;   /* dispatch a2a alone (inside the layer) */
     double dispatch_gbps; /* dispatch_bytes / dispatch_us */
     double dispatch_alone_us; /* the same dispatch (all stages, same messages) timed alone, without GEMMs beside it */
+    double combine_us;    /* combine inside the layer (transfers and the owner's weighted sum) */
+    double comm_sms;      /* SMs the communication kernels use (LSA path), NaN for NCCL's own choice */
+    double peer_frac;     /* comm_gbps / the peer ceiling --probe measured in this run */
     double gemm_us;       /* expert GEMMs + SwiGLU inside the layer (summed over chunks) */
     double gemm_alone_us; /* the same GEMM calls on the same data, timed alone */
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */

@@ -1,12 +1,13 @@
 #!/bin/sh
-# gpu: small problems through every implementation, check on; any incorrect row fails the test.
+# gpu: small problems through every implementation of a config (default tests/gpu_small.json), check on; any
+# incorrect row fails the test.
 set -u
-BIN=$1; SRC=$2; SCRATCH=$3
+BIN=$1; SRC=$2; SCRATCH=$3; CONFIG=${4:-$SRC/tests/gpu_small.json}
 . "$SRC/tests/common.sh"
 if ! have_gpu; then echo "SKIP: no GPU on this machine (gpu suite needs one)"; exit 77; fi
 n=$(gpu_count); [ "$n" -ge 2 ] && n=2
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-$MPIRUN -np "$n" "$BIN" -o "$SCRATCH" "$SRC/tests/gpu_small.json"; rc=$?
+$MPIRUN -np "$n" "$BIN" -o "$SCRATCH" "$CONFIG"; rc=$?
 [ $rc -eq 0 ] || fail "mok-bench exit $rc"
 csv=$(ls "$SCRATCH"/*.csv) || fail "no CSV report"
 grep -q ",incorrect," "$csv" && fail "an implementation is incorrect"

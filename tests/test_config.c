@@ -171,7 +171,12 @@ static void test_values(const char *dir)
     CHECK(cfg.check_enabled && cfg.rtol == 0.01, "check");
     CHECK(strcmp(cfg.output_dir, "results/local") == 0, "dir %s", cfg.output_dir);
     CHECK(strcmp(cfg.output_name, "minimal") == 0, "name %s", cfg.output_name);
-    CHECK(cfg.nimpls == mok_impl_desc_count(), "nimpls %d", cfg.nimpls);
+    /* default: every implementation of the default mode ("layer"), in registry order */
+    int layer_impls = 0;
+    for (int i = 0; i < mok_impl_desc_count(); i++)
+        layer_impls += strcmp(mok_impl_desc_at(i)->mode, "layer") == 0;
+    CHECK(cfg.mode == MOK_MODE_LAYER && cfg.capacity_factor == 2.0, "mode and capacity_factor defaults");
+    CHECK(cfg.nimpls == layer_impls, "nimpls %d", cfg.nimpls);
     for (int i = 0; i < cfg.nimpls; i++) {
         const struct mok_impl_desc *d = mok_impl_desc_at(i);
         CHECK(strcmp(cfg.impls[i], d->name) == 0, "impl %d %s", i, cfg.impls[i]);

@@ -18,6 +18,9 @@ for step in $STEPS; do
   case $step in
     symmem) sh tests/gpu_run.sh .dev/bin/test_gpu_symmem; echo "rc=$?";;
     small) sh tests/gpu_impls.sh $BIN . "$R/gpu-small"; echo "rc=$?";;
+    commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
+    comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
+    probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
     quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;
     deepseek) $MPIRUN -np 2 $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
     qwen) $MPIRUN -np 2 $BIN -o "$R" configs/qwen3-235b.json; echo "rc=$?";;

@@ -22,12 +22,29 @@ static const struct mok_param_def nccl_overlap_params[] = {
     {"reserve_sms", "SMs cuBLAS leaves free for NCCL's kernels (cublasSetSmCountTarget); 0: none", NULL, 0, 0, 128, 0},
 };
 
+static const char *const combine_choices[] = {"per_route", "per_rank"};
+
+/* The LSA path's knobs: how many SMs move data, how combine sends (a row per route, or one fp32-summed partial
+ * per token and rank, which moves fewer bytes), the GEMM tile the schedule pads each expert to, and the rows
+ * per ready counter (the overlap granularity a consumer waits on). */
+static const struct mok_param_def lsa_params[] = {
+    {"sms", "blocks (SMs) of 1024 threads that run dispatch and combine", NULL, 0, 1, 132, 16},
+    {"combine", "combine sends one row per (token, k) or one partial sum per (token, rank)", combine_choices, 2, 0,
+     1, 1},
+    {"tile_rows", "each expert's rows are padded to a multiple of this (the GEMM's M tile)", NULL, 0, 1, 1024, 128},
+    {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256},
+};
+
 static const struct mok_impl_desc impl_descs[] = {
-    {"nccl", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
+    {"nccl", "layer", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
-    {"nccl-overlap",
+    {"nccl-overlap", "layer",
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
+    {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
+     "sync", 4, lsa_params},
+    {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
+     0, NULL},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -17,6 +17,7 @@ struct mok_param_def {
 
 struct mok_impl_desc {
     const char *name;
+    const char *mode; /* the config mode it belongs to: "layer" or "comm" */
     const char *summary;
     int nparams;
     const struct mok_param_def *params;

@@ -33,8 +33,9 @@ static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *c
         return -1;
     }
     *state = s;
-    return mok_nccl_pipe_setup(s, p, cl, 1, 1, false, (enum mok_gemm_mode)params[PARAM_GEMM],
-                               params[PARAM_GEMM_STREAMS], 0, max_slots, err, err_len);
+    struct mok_nccl_opts opts = {.chunks = 1, .expert_groups = 1, .gemm = (enum mok_gemm_mode)params[PARAM_GEMM],
+                                 .gemm_streams = params[PARAM_GEMM_STREAMS]};
+    return mok_nccl_pipe_setup(s, p, cl, &opts, max_slots, err, err_len);
 }
 
 static int nccl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)

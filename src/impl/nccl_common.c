@@ -61,13 +61,17 @@ static int count_and_sync(struct mok_nccl_pipe *s, char *err, int err_len)
     return 0;
 }
 
-int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams,
-                        int reserve_sms, int max_slots, char *err, int err_len)
+int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl,
+                        const struct mok_nccl_opts *opts, int max_slots, char *err, int err_len)
 {
     memset(s, 0, sizeof(*s));
     s->p = p;
     s->cl = cl;
+    int chunks = opts->chunks, expert_groups = opts->expert_groups, gemm_streams = opts->gemm_streams;
+    int reserve_sms = opts->reserve_sms;
+    bool overlap = opts->overlap;
+    enum mok_gemm_mode mode = opts->gemm;
+    s->no_compute = opts->no_compute;
     chunks = chunks < 1 ? 1 : chunks > p->tokens ? p->tokens : chunks;
     s->chunk_tokens = (p->tokens + chunks - 1) / chunks;
     if (s->chunk_tokens < 1)
@@ -174,7 +178,9 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     int P = sp->nranks;
     size_t H = (size_t)s->p->hidden;
     /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
-    uint16_t *src = dispatch ? s->send.ptr : s->ret.ptr, *dst = dispatch ? s->recv.ptr : s->comb.ptr;
+    /* without compute the experts "return" their input: combine sends the received rows straight back */
+    uint16_t *back = s->no_compute ? s->recv.ptr : s->ret.ptr;
+    uint16_t *src = dispatch ? s->send.ptr : back, *dst = dispatch ? s->recv.ptr : s->comb.ptr;
     const int *src_off = dispatch ? sp->send_offset : sp->recv_offset;
     const int *src_cnt = dispatch ? sp->send_count : sp->recv_count;
     const int *dst_off = dispatch ? sp->recv_offset : sp->send_offset;
@@ -253,14 +259,16 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
             CUDA(cudaEventRecord(s->dispatched[c], s->comm));
             CUDA(cudaStreamWaitEvent(s->compute, s->dispatched[c], 0));
             int base = sp->stage_base[c], rows = sp->stage_base[c + 1] - base;
-            KERN(mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden, s->em_in + (size_t)base * H,
-                                 (mok_stream_t)s->compute));
-            KERN(mark(s, slot, c, 2, s->compute));
-            if (run_gemms(s, set, c, err, err_len))
-                return -1;
-            KERN(mark(s, slot, c, 3, s->compute));
-            KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden, (uint16_t *)s->ret.ptr + (size_t)base * H,
-                                 (mok_stream_t)s->compute));
+            if (!s->no_compute) { /* comm mode skips the experts: combine sends the received rows back */
+                KERN(mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
+                                     s->em_in + (size_t)base * H, (mok_stream_t)s->compute));
+                KERN(mark(s, slot, c, 2, s->compute));
+                if (run_gemms(s, set, c, err, err_len))
+                    return -1;
+                KERN(mark(s, slot, c, 3, s->compute));
+                KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden,
+                                     (uint16_t *)s->ret.ptr + (size_t)base * H, (mok_stream_t)s->compute));
+            }
             CUDA(cudaEventRecord(s->gemmed[c], s->compute));
         }
         if (step >= 1) {
@@ -422,11 +430,14 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
     }
     for (int it = -2; it < iters; it++) {
         cudaEventRecord(a, st);
-        for (int stage = 0; stage < s->stages; stage++)
-            if (count[stage] && ncclAlltoAll(in.ptr, out.ptr, count[stage], ncclBfloat16, s->cl->nccl, st) != ncclSuccess) {
-                snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
-                goto done;
-            }
+        /* comm mode compares with dispatch + combine: the same rows there and back */
+        for (int way = 0; way < (s->no_compute ? 2 : 1); way++)
+            for (int stage = 0; stage < s->stages; stage++)
+                if (count[stage] && ncclAlltoAll(way ? out.ptr : in.ptr, way ? in.ptr : out.ptr, count[stage],
+                                                 ncclBfloat16, s->cl->nccl, st) != ncclSuccess) {
+                    snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
+                    goto done;
+                }
         cudaEventRecord(b, st);
         if (cudaEventSynchronize(b) != cudaSuccess) {
             snprintf(err, (size_t)err_len, "a2a reference: %s", cudaGetErrorString(cudaGetLastError()));
@@ -438,7 +449,7 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
             ms[it] = f;
     }
     *out_ms = median_max_over_ranks(ms, iters);
-    *remote_bytes = bytes;
+    *remote_bytes = bytes * (s->no_compute ? 2 : 1);
     rc = 0;
 done:
     free(ms);
@@ -458,7 +469,7 @@ int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters
     row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * hb;
     row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
     double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
-    if (time_gemms_alone(s, iters, &gemm_ms, err, err_len))
+    if (!s->no_compute && time_gemms_alone(s, iters, &gemm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = gemm_ms * 1e3;
     double dispatch_ms = NAN;

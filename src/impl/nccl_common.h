@@ -23,7 +23,7 @@ struct mok_nccl_pipe {
     struct mok_problem *p;
     struct mok_cluster *cl;
     int chunks, chunk_tokens, expert_groups, stages;
-    bool overlap;
+    bool overlap, no_compute;
     cudaStream_t comm, compute; /* == cl->stream for `nccl` */
     struct mok_expert_gemms gemms;
     cublasHandle_t shared_cublas;
@@ -47,9 +47,16 @@ struct mok_nccl_pipe {
     cudaEvent_t *dispatched, *gemmed; /* [stages] */
 };
 
-int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl, int chunks,
-                        int expert_groups, bool overlap, enum mok_gemm_mode mode, int gemm_streams,
-                        int reserve_sms, int max_slots, char *err, int err_len);
+struct mok_nccl_opts {
+    int chunks, expert_groups;  /* stages = chunks x expert_groups */
+    bool overlap;               /* comm and compute streams (nccl-overlap) or one stream (nccl) */
+    bool no_compute;            /* comm mode: experts return their input rows, no GEMMs, no permutations */
+    enum mok_gemm_mode gemm;
+    int gemm_streams, reserve_sms;
+};
+
+int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl,
+                        const struct mok_nccl_opts *opts, int max_slots, char *err, int err_len);
 int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote

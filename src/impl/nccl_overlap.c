@@ -49,9 +49,10 @@ static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster
         return -1;
     }
     *state = s;
-    return mok_nccl_pipe_setup(s, p, cl, params[PARAM_CHUNKS], params[PARAM_EXPERT_GROUPS], true,
-                               (enum mok_gemm_mode)params[PARAM_GEMM], params[PARAM_GEMM_STREAMS],
-                               params[PARAM_RESERVE_SMS], max_slots, err, err_len);
+    struct mok_nccl_opts opts = {.chunks = params[PARAM_CHUNKS], .expert_groups = params[PARAM_EXPERT_GROUPS],
+                                 .overlap = true, .gemm = (enum mok_gemm_mode)params[PARAM_GEMM],
+                                 .gemm_streams = params[PARAM_GEMM_STREAMS], .reserve_sms = params[PARAM_RESERVE_SMS]};
+    return mok_nccl_pipe_setup(s, p, cl, &opts, max_slots, err, err_len);
 }
 
 static int overlap_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)

@@ -1,0 +1,217 @@
+/* lsa_schedule: publishing routing tables in the symmetric window, pulling every peer's, and building the
+ * global schedule on the GPU. Deterministic by construction: each block owns a fixed range of one source rank's
+ * routes, block offsets come from an in-order scan, and inside a block one warp ranks routes 32 at a time with
+ * __match_any_sync, so slots follow (source rank, token, k) order whatever the timing. */
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include "common.cuh"
+#include "lsa_sync.cuh"
+
+#define SCHED_THREADS 256
+
+__device__ __forceinline__ uint64_t *flag_slot(const mok_lsa_args &a, int peer, int kind, int source)
+{
+    size_t off = a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + source) * sizeof(uint64_t);
+    return (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, peer);
+}
+
+__device__ __forceinline__ int32_t *table_tokens(const mok_lsa_args &a, int peer)
+{
+    return (int32_t *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_table, peer);
+}
+
+/* One block: epoch + 1, my routing into my window, then a release flag in every peer's window (mine included). */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args a)
+{
+    __shared__ uint64_t epoch;
+    if (threadIdx.x == 0)
+        epoch = ++a.epoch[0];
+    int32_t *tab = table_tokens(a, a.rank);
+    int32_t *ids = tab + 1;
+    float *w = (float *)(ids + (size_t)a.t_max * a.topk);
+    int n = a.my_tokens * a.topk;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        ids[i] = a.my_ids[i];
+        w[i] = a.my_w[i];
+    }
+    if (threadIdx.x == 0)
+        tab[0] = a.my_tokens;
+    __syncthreads();
+    if (threadIdx.x < a.nranks) {
+        __threadfence_system();
+        mok_st_release_sys(flag_slot(a, threadIdx.x, 0, a.rank), epoch);
+    }
+}
+
+/* grid (blocks, P): wait for source p's table of this epoch, copy it into local memory. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_pull_tables_kernel(mok_lsa_args a)
+{
+    int p = blockIdx.y;
+    if (threadIdx.x == 0) {
+        uint64_t *mine = (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                       a.off_flags + (size_t)p * sizeof(uint64_t), a.rank);
+        mok_wait_geq_sys(mine, a.epoch[0], a.rank, "schedule", "published", p);
+    }
+    __syncthreads();
+    const int32_t *tab = table_tokens(a, p);
+    int tokens = tab[0];
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        a.all_tokens[p] = tokens;
+    const int32_t *ids = tab + 1;
+    const float *w = (const float *)(ids + (size_t)a.t_max * a.topk);
+    int n = tokens * a.topk;
+    size_t base = (size_t)p * a.t_max * a.topk;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        a.all_ids[base + i] = ids[i];
+        a.all_w[base + i] = w[i];
+    }
+}
+
+__device__ __forceinline__ int routes_per_block(const mok_lsa_args &a)
+{
+    return (a.t_max * a.topk + a.sched_blocks - 1) / a.sched_blocks;
+}
+
+/* grid (sched_blocks, P): per-block histogram of routes into each of my local experts. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_count_kernel(mok_lsa_args a)
+{
+    extern __shared__ int32_t hist[];
+    int p = blockIdx.y, b = blockIdx.x;
+    for (int i = threadIdx.x; i < a.local_experts; i += blockDim.x)
+        hist[i] = 0;
+    __syncthreads();
+    int per = routes_per_block(a), n = a.all_tokens[p] * a.topk;
+    int begin = b * per, end = min(begin + per, n);
+    int first = a.rank * a.local_experts;
+    const int32_t *ids = a.all_ids + (size_t)p * a.t_max * a.topk;
+    for (int r = begin + threadIdx.x; r < end; r += blockDim.x) {
+        int le = ids[r] - first;
+        if (le >= 0 && le < a.local_experts)
+            atomicAdd(&hist[le], 1);
+    }
+    __syncthreads();
+    int32_t *out = a.block_off + ((size_t)p * a.sched_blocks + b) * a.local_experts;
+    for (int i = threadIdx.x; i < a.local_experts; i += blockDim.x)
+        out[i] = hist[i];
+}
+
+/* One block: rows per expert, padded offsets, block offsets (in place), overflow check, chunk targets. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_scan_kernel(mok_lsa_args a)
+{
+    int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
+    for (int le = threadIdx.x; le < EL; le += blockDim.x) {
+        int run = 0;
+        for (int i = 0; i < nb; i++) { /* (p, b) in order: p-major, as routes are ordered */
+            int32_t *cell = a.block_off + (size_t)i * EL + le;
+            int c = *cell;
+            *cell = run;
+            run += c;
+        }
+        a.rows[le] = run;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int off = 0, overflow = -1, need = 0;
+        for (int le = 0; le < EL; le++) {
+            a.offset[le] = off;
+            int padded = (a.rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+            if (overflow < 0 && off + a.rows[le] > a.capacity) {
+                overflow = le;
+                need = off + a.rows[le];
+            }
+            off += padded;
+        }
+        a.offset[EL] = off;
+        if (overflow >= 0 && a.status[0] == 0) { /* sticky: the first overflow is what the host reports */
+            a.status[1] = a.rank * EL + overflow;
+            a.status[2] = need;
+            a.status[3] = a.capacity;
+            __threadfence();
+            a.status[0] = 1;
+        }
+    }
+    __syncthreads();
+    for (int le = threadIdx.x; le < EL; le += blockDim.x)
+        for (int i = 0; i < nb; i++)
+            a.block_off[(size_t)i * EL + le] += a.offset[le];
+    /* chunk c covers slots [c*chunk_rows, (c+1)*chunk_rows): its target is the real (non-padding) rows there */
+    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    for (int c = threadIdx.x; c < nchunks; c += blockDim.x) {
+        int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
+        for (int le = 0; le < EL; le++) {
+            int b0 = max(lo, a.offset[le]), b1 = min(hi, a.offset[le] + a.rows[le]);
+            n += b1 > b0 ? b1 - b0 : 0;
+        }
+        a.chunk_target[c] = n;
+        a.ready[c] = 0;
+    }
+}
+
+/* grid (sched_blocks, P), one warp: stable placement of the block's routes, 32 at a time. */
+__global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
+{
+    extern __shared__ int32_t next[];
+    int p = blockIdx.y, b = blockIdx.x, lane = threadIdx.x;
+    const int32_t *start = a.block_off + ((size_t)p * a.sched_blocks + b) * a.local_experts;
+    for (int i = lane; i < a.local_experts; i += 32)
+        next[i] = start[i];
+    __syncwarp();
+    int per = routes_per_block(a), n = a.all_tokens[p] * a.topk;
+    int begin = b * per, end = min(begin + per, n);
+    int first = a.rank * a.local_experts;
+    size_t base = (size_t)p * a.t_max * a.topk;
+    for (int r0 = begin; r0 < end; r0 += 32) {
+        int r = r0 + lane;
+        int le = r < end ? a.all_ids[base + r] - first : -1;
+        bool mine = le >= 0 && le < a.local_experts;
+        int key = mine ? le : -1 - lane; /* lanes not routed here never match each other */
+        unsigned same = __match_any_sync(0xffffffffu, key);
+        int slot = -1;
+        if (mine) {
+            int before = __popc(same & ((1u << lane) - 1));
+            slot = next[le] + before;
+            if (slot >= a.capacity)
+                slot = -1; /* overflow: reported by the scan, never written out of bounds */
+        }
+        __syncwarp();
+        if (mine && (same & ((1u << lane) - 1)) == 0) /* the first lane of each expert group advances it */
+            next[le] += __popc(same);
+        __syncwarp();
+        if (r < end) {
+            a.route_slot[base + r] = slot;
+            if (slot >= 0)
+                a.entry[slot] = (int32_t)(((uint32_t)p << 25) | ((uint32_t)(r / a.topk) << 5) | (uint32_t)(r % a.topk));
+        }
+    }
+}
+
+extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream)
+{
+    if (a->nranks > MOK_LSA_MAX_RANKS || a->nranks > SCHED_THREADS)
+        return (int)cudaErrorInvalidValue;
+    lsa_publish_kernel<<<1, SCHED_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t stream)
+{
+    cudaStream_t s = mok_cuda_stream(stream);
+    int err;
+    dim3 grid_pull(8, a->nranks);
+    lsa_pull_tables_kernel<<<grid_pull, SCHED_THREADS, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    if ((err = (int)cudaMemsetAsync(a->entry, 0xFF, sizeof(int32_t) * (size_t)a->capacity, s)))
+        return err;
+    dim3 grid(a->sched_blocks, a->nranks);
+    size_t shm = sizeof(int32_t) * (size_t)a->local_experts;
+    lsa_count_kernel<<<grid, SCHED_THREADS, shm, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_scan_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_place_kernel<<<grid, 32, shm, s>>>(*a);
+    return MOK_LAUNCH_RESULT();
+}

@@ -1,0 +1,290 @@
+/* lsa: mok's own dispatch and combine (comm mode): device-built schedule, NVLink loads and stores through NCCL
+ * LSA pointers into symmetric windows, epoch flags instead of host synchronization (kernels/lsa_*.cu). The host
+ * never sees a split size on the timed path; it rebuilds the schedule from the gathered routing only to check the
+ * device's and to count the bytes that crossed NVLink for the report. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "impl.h"
+#include "mok_kernels.h"
+#include "schedule.h"
+
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3 };
+#define ALIGN(x) (((x) + 255) & ~(size_t)255)
+#define ROUTES_PER_SCHED_BLOCK 2048
+
+struct lsa_state {
+    struct mok_problem *p;
+    struct mok_cluster *cl;
+    struct mok_symmem win;
+    struct mok_lsa_args a;
+    int sms, nchunks, max_slots;
+    cudaEvent_t *ev; /* [slots][3]: start, dispatched, combined */
+    struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
+    int32_t *gathered_ids;    /* [P][t_max*k] */
+};
+
+#define FAIL(...)                                                                                             \
+    do {                                                                                                      \
+        snprintf(err, (size_t)err_len, __VA_ARGS__);                                                          \
+        return -1;                                                                                            \
+    } while (0)
+#define CUDA(call)                                                                                            \
+    do {                                                                                                      \
+        cudaError_t e_ = (cudaError_t)(call);                                                                 \
+        if (e_ != cudaSuccess)                                                                                \
+            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                         \
+    } while (0)
+
+static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
+                        int why_len)
+{
+    if (cl->lsa_size != cl->nranks) {
+        snprintf(why, (size_t)why_len, "needs every rank in one NVLink (LSA) domain: LSA team %d of %d ranks",
+                 cl->lsa_size, cl->nranks);
+        return 0;
+    }
+    if (cl->nranks > MOK_LSA_MAX_RANKS || p->topk > 32 || p->tokens >= MOK_SCHED_MAX_TOKENS) {
+        snprintf(why, (size_t)why_len, "at most %d ranks, top-32 and 2^20 tokens", MOK_LSA_MAX_RANKS);
+        return 0;
+    }
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
+    if (params[P_SMS] > sms) {
+        snprintf(why, (size_t)why_len, "sms %d > the GPU's %d SMs", params[P_SMS], sms);
+        return 0;
+    }
+    return 1;
+}
+
+/* The host copy of the schedule: every rank's routing gathered over MPI (outside the timed path). */
+static int build_host_schedule(struct lsa_state *s, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    int P = p->nranks, k = p->topk, tmax = s->a.t_max;
+    s->gathered_ids = calloc((size_t)P * tmax * k + 1, sizeof(int32_t));
+    int *tokens = calloc((size_t)P, sizeof(int));
+    const int32_t **ids = calloc((size_t)P, sizeof(int32_t *));
+    int32_t *mine = calloc((size_t)tmax * k + 1, sizeof(int32_t));
+    if (!s->gathered_ids || !tokens || !ids || !mine)
+        FAIL("out of host memory");
+    memcpy(mine, p->h_ids, sizeof(int32_t) * (size_t)p->tokens * k);
+    MPI_Allgather(mine, tmax * k, MPI_INT32_T, s->gathered_ids, tmax * k, MPI_INT32_T, MPI_COMM_WORLD);
+    MPI_Allgather(&p->tokens, 1, MPI_INT, tokens, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int q = 0; q < P; q++)
+        ids[q] = s->gathered_ids + (size_t)q * tmax * k;
+    int rc = mok_schedule_build(&s->host, P, p->rank, p->experts, k, tmax, tokens, ids, s->a.tile_rows,
+                                s->a.chunk_rows, s->a.capacity);
+    free(tokens);
+    free(ids);
+    free(mine);
+    if (rc)
+        FAIL("host schedule: invalid routing");
+    return 0;
+}
+
+static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
+                     char *err, int err_len)
+{
+    struct lsa_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        FAIL("out of host memory");
+    *state = s;
+    s->p = p;
+    s->cl = cl;
+    s->sms = params[P_SMS];
+    struct mok_lsa_args *a = &s->a;
+    int P = p->nranks, k = p->topk, H = p->hidden, EL = p->local_experts;
+    int tmax = (int)mok_allreduce_max_ll(p->tokens);
+    *a = (struct mok_lsa_args){.rank = p->rank, .nranks = P, .experts = p->experts, .local_experts = EL, .topk = k,
+                               .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
+                               .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE]};
+    a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
+    if (a->capacity < 1)
+        FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
+    a->sched_blocks = (tmax * k + ROUTES_PER_SCHED_BLOCK - 1) / ROUTES_PER_SCHED_BLOCK;
+    if (a->sched_blocks < 1)
+        a->sched_blocks = 1;
+    s->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
+
+    /* window: flags | routing table | token rows of every input set | rows pushed back */
+    size_t row = (size_t)H * 2;
+    a->off_flags = 0;
+    a->off_table = ALIGN(sizeof(uint64_t) * 2 * MOK_LSA_MAX_RANKS);
+    a->off_x = a->off_table + ALIGN(sizeof(int32_t) + (size_t)tmax * k * 8);
+    a->x_set_bytes = ALIGN((size_t)tmax * row);
+    a->off_comb = a->off_x + (size_t)p->sets * a->x_set_bytes;
+    size_t comb_rows = a->combine_per_rank ? (size_t)tmax * P : (size_t)tmax * k;
+    if (mok_symmem_alloc(cl, a->off_comb + ALIGN(comb_rows * row), &s->win, err, err_len))
+        return -1;
+    a->window = s->win.window;
+    CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags and table start at zero */
+    for (int set = 0; set < p->sets; set++)
+        CUDA(cudaMemcpy((char *)s->win.ptr + a->off_x + set * a->x_set_bytes, p->x[set], (size_t)p->tokens * row,
+                        cudaMemcpyDeviceToDevice));
+
+    size_t routes = (size_t)P * tmax * k;
+    CUDA(cudaMalloc((void **)&a->epoch, 2 * sizeof(uint64_t)));
+    CUDA(cudaMemset(a->epoch, 0, 2 * sizeof(uint64_t)));
+    CUDA(cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * P));
+    CUDA(cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16));
+    CUDA(cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16));
+    CUDA(cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL));
+    CUDA(cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)));
+    CUDA(cudaMalloc((void **)&a->entry, sizeof(int32_t) * a->capacity));
+    CUDA(cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16));
+    CUDA(cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)P * a->sched_blocks * EL));
+    CUDA(cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * s->nchunks));
+    CUDA(cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks));
+    CUDA(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
+    CUDA(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
+    CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
+    a->expert_out = a->xin; /* comm mode: experts return their input */
+    a->my_ids = p->ids;
+    a->my_w = p->w;
+    a->my_tokens = p->tokens;
+
+    s->max_slots = max_slots;
+    s->ev = calloc((size_t)max_slots * 3 + 1, sizeof(cudaEvent_t));
+    if (!s->ev)
+        FAIL("out of host memory");
+    for (int i = 0; i < max_slots * 3; i++)
+        CUDA(cudaEventCreate(&s->ev[i]));
+    if (build_host_schedule(s, err, err_len))
+        return -1;
+    CUDA(cudaDeviceSynchronize());
+    MPI_Barrier(MPI_COMM_WORLD); /* every window is zeroed before anyone flags into it */
+    return 0;
+}
+
+static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    struct lsa_state *s = state;
+    cudaStream_t st = s->cl->stream;
+    s->a.set = set;
+    s->a.y = y;
+    bool timed = slot >= 0 && slot < s->max_slots;
+    if (timed)
+        CUDA(cudaEventRecord(s->ev[slot * 3 + 0], st));
+    CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
+    CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+    CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
+    if (timed)
+        CUDA(cudaEventRecord(s->ev[slot * 3 + 1], st));
+    CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
+    if (timed)
+        CUDA(cudaEventRecord(s->ev[slot * 3 + 2], st));
+    return 0;
+}
+
+static void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
+{
+    struct lsa_state *s = state;
+    out[MOK_PHASE_DISPATCH] = out[MOK_PHASE_GEMM] = out[MOK_PHASE_COMBINE] = NAN;
+    if (slot < 0 || slot >= s->max_slots)
+        return;
+    float d = 0, c = 0;
+    if (cudaEventElapsedTime(&d, s->ev[slot * 3], s->ev[slot * 3 + 1]) == cudaSuccess &&
+        cudaEventElapsedTime(&c, s->ev[slot * 3 + 1], s->ev[slot * 3 + 2]) == cudaSuccess) {
+        out[MOK_PHASE_DISPATCH] = d;
+        out[MOK_PHASE_COMBINE] = c;
+    }
+}
+
+/* After the timed runs: overflow status, the device schedule against the host's, every chunk counter at its
+ * target, and the bytes that crossed NVLink. */
+static int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    (void)iters;
+    struct lsa_state *s = state;
+    struct mok_lsa_args *a = &s->a;
+    const struct mok_schedule *h = &s->host;
+    int32_t status[4];
+    CUDA(cudaMemcpy(status, a->status, sizeof(status), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    char msg[512] = "";
+    if (status[0]) {
+        snprintf(msg, sizeof msg, "rank %d: schedule overflow: expert %d needs %d rows but the capacity is %d "
+                 "(capacity_factor %g is too small for this routing)", a->rank, status[1], status[2], status[3],
+                 s->p->spec.capacity_factor);
+        bad = 1;
+    } else {
+        int EL = a->local_experts, used = h->offset[EL];
+        int32_t *rows = malloc(sizeof(int32_t) * EL), *offset = malloc(sizeof(int32_t) * (EL + 1));
+        int32_t *entry = malloc(sizeof(int32_t) * (size_t)a->capacity);
+        int32_t *ready = malloc(sizeof(int32_t) * s->nchunks), *target = malloc(sizeof(int32_t) * s->nchunks);
+        if (!rows || !offset || !entry || !ready || !target)
+            FAIL("out of host memory");
+        CUDA(cudaMemcpy(rows, a->rows, sizeof(int32_t) * EL, cudaMemcpyDeviceToHost));
+        CUDA(cudaMemcpy(offset, a->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost));
+        CUDA(cudaMemcpy(entry, a->entry, sizeof(int32_t) * (size_t)a->capacity, cudaMemcpyDeviceToHost));
+        CUDA(cudaMemcpy(ready, a->ready, sizeof(int32_t) * s->nchunks, cudaMemcpyDeviceToHost));
+        CUDA(cudaMemcpy(target, a->chunk_target, sizeof(int32_t) * s->nchunks, cudaMemcpyDeviceToHost));
+        for (int le = 0; le < EL && !bad; le++)
+            if (rows[le] != h->rows[le] || offset[le] != h->offset[le])
+                bad = snprintf(msg, sizeof msg, "rank %d: device schedule differs from the host's at expert %d: "
+                               "rows %d vs %d, offset %d vs %d", a->rank, le, rows[le], h->rows[le], offset[le],
+                               h->offset[le]) > 0;
+        for (int i = 0; i < used && i < a->capacity && !bad; i++)
+            if (entry[i] != h->entry[i])
+                bad = snprintf(msg, sizeof msg, "rank %d: device schedule slot %d holds %08x, host %08x", a->rank,
+                               i, (unsigned)entry[i], (unsigned)h->entry[i]) > 0;
+        for (int c = 0; c < s->nchunks && !bad; c++)
+            if (ready[c] != target[c] || (c < h->nchunks && target[c] != h->chunk_rows_valid[c]))
+                bad = snprintf(msg, sizeof msg, "rank %d: chunk %d ready %d, target %d, host target %d", a->rank, c,
+                               ready[c], target[c], c < h->nchunks ? h->chunk_rows_valid[c] : -1) > 0;
+        free(rows), free(offset), free(entry), free(ready), free(target);
+    }
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+        FAIL("%s", bad ? msg : "another rank's schedule check failed");
+    double rowb = (double)a->hidden * 2;
+    long long local_routes = 0; /* routes of my own tokens to my own experts never cross NVLink */
+    for (int t = 0; t < s->p->tokens; t++)
+        for (int j = 0; j < a->topk; j++)
+            local_routes += s->p->h_ids[t * a->topk + j] / a->local_experts == a->rank;
+    row->dispatch_bytes = (double)mok_allreduce_max_ll(h->remote_tokens_in) * rowb;
+    row->combine_bytes = (double)mok_allreduce_max_ll(a->combine_per_rank ? h->remote_tokens_in
+                                                                          : h->routes_in - local_routes) * rowb;
+    row->comm_sms = s->sms;
+    snprintf(row->note, sizeof row->note, "capacity=%d used=%d rows_in=%lld remote_tokens_in=%lld", a->capacity,
+             h->offset[a->local_experts], h->routes_in, h->remote_tokens_in);
+    return 0;
+}
+
+static void lsa_teardown(void *state)
+{
+    struct lsa_state *s = state;
+    if (!s)
+        return;
+    cudaDeviceSynchronize();
+    struct mok_lsa_args *a = &s->a;
+    void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
+                   a->block_off, a->chunk_target, a->ready, a->status, a->xin};
+    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+        cudaFree(dev[i]);
+    for (int i = 0; s->ev && i < s->max_slots * 3; i++)
+        if (s->ev[i])
+            cudaEventDestroy(s->ev[i]);
+    free(s->ev);
+    /* peers may still read my window until they finished their forward: wait for everyone first */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (s->win.ptr)
+        mok_symmem_free(s->cl, &s->win);
+    mok_schedule_free(&s->host);
+    free(s->gathered_ids);
+    free(s);
+}
+
+const struct mok_impl_ops mok_impl_lsa = {
+    .name = "lsa",
+    .supports = lsa_supports,
+    .setup = lsa_setup,
+    .run = lsa_run,
+    .phase_ms = lsa_phase_ms,
+    .extras = lsa_extras,
+    .teardown = lsa_teardown,
+};

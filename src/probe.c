@@ -1,0 +1,249 @@
+/* probe: NVLink peer bandwidth with every SM and the cuBLAS dense bf16 GEMM rate, measured in the run itself
+ * (see probe.h). Every collective step is reached by every rank: a rank that fails locally keeps taking part in
+ * the MPI calls, and each phase ends with an all-rank agreement on failure, so one rank's error never leaves the
+ * others blocked in a barrier or in NCCL. */
+#include "probe.h"
+
+#include <cublas_v2.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "stats.h"
+
+#define PROBE_BYTES ((size_t)1 << 30) /* per copy: far beyond the 50 MB L2, so the link is what is measured */
+#define PROBE_WARMUP 2
+#define PROBE_ITERS 10
+#define PROBE_THREADS 512
+#define PROBE_BLOCKS_PER_SM 4 /* 4 x 512 = 2048 threads: a full SM, the most loads in flight for the pull */
+#define GEMM_N 8192
+#define GEMM_WARMUP 3
+#define GEMM_ITERS 20
+#define PROBE_SEED 0x70726F6265ull /* "probe"; tensor ids below keep its tensors apart from the problems' */
+
+#define PROBE_FAIL(...)                                                                                            \
+    do {                                                                                                           \
+        snprintf(err, (size_t)err_len, __VA_ARGS__);                                                               \
+        goto fail;                                                                                                 \
+    } while (0)
+/* Launchers return cudaError_t as int; the message names this file and line. */
+#define CK_CUDA(call)                                                                                              \
+    do {                                                                                                           \
+        cudaError_t e_ = (cudaError_t)(call);                                                                      \
+        if (e_ != cudaSuccess)                                                                                     \
+            PROBE_FAIL("rank %d: %s:%d: %s: %s", cl->rank, __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
+    } while (0)
+#define CK_CUBLAS(call)                                                                                            \
+    do {                                                                                                           \
+        cublasStatus_t s_ = (call);                                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                           \
+            PROBE_FAIL("rank %d: %s:%d: %s: %s", cl->rank, __FILE__, __LINE__, #call, cublasGetStatusString(s_));  \
+    } while (0)
+
+/* Barrier and failure agreement in one: nobody leaves before every rank arrived, and all leave with the same
+ * answer, so all take the same branch afterwards. */
+static int any_failed(int fail)
+{
+    int any = 0;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+/* Median over iterations of the per-iteration max over ranks (ms); ms[] is overwritten. Collective. */
+static double median_of_max(double *ms, int n)
+{
+    struct mok_stats st;
+    MPI_Allreduce(MPI_IN_PLACE, ms, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    mok_stats_compute(ms, n, &st);
+    return st.median;
+}
+
+/* One copy between events on the cluster stream, waited for (the next iteration starts from a barrier). */
+static int copy_once(struct mok_cluster *cl, void *dst, const void *src, const struct mok_probe *p, cudaEvent_t ev[2],
+                     double *ms, char *err, int err_len)
+{
+    float t = 0;
+    CK_CUDA(cudaEventRecord(ev[0], cl->stream));
+    CK_CUDA(mok_probe_copy(dst, src, (size_t)p->bytes, p->blocks, p->threads, (mok_stream_t)cl->stream));
+    CK_CUDA(cudaEventRecord(ev[1], cl->stream));
+    CK_CUDA(cudaEventSynchronize(ev[1]));
+    CK_CUDA(cudaEventElapsedTime(&t, ev[0], ev[1]));
+    *ms = t;
+    return 0;
+fail:
+    return -1;
+}
+
+/* GB/s of one copy. Collective: every iteration starts from a barrier, so when several ranks are active their
+ * copies overlap (the bidirectional case); inactive ranks only take part in the collectives and contribute 0,
+ * so the active rank's time is the result. NAN on failure (then *fail is set on every rank). */
+static double time_copy(struct mok_cluster *cl, bool active, void *dst, const void *src, const struct mok_probe *p,
+                        cudaEvent_t ev[2], int *fail, char *err, int err_len)
+{
+    double ms[PROBE_ITERS] = {0};
+    for (int it = 0; it < PROBE_WARMUP + PROBE_ITERS; it++) {
+        if (any_failed(*fail))
+            break; /* every rank breaks at the same iteration */
+        double t = 0;
+        if (active)
+            *fail = copy_once(cl, dst, src, p, ev, &t, err, err_len);
+        if (it >= PROBE_WARMUP)
+            ms[it - PROBE_WARMUP] = t;
+    }
+    *fail = any_failed(*fail);
+    if (*fail)
+        return NAN;
+    return p->bytes / (median_of_max(ms, PROBE_ITERS) * 1e-3) / 1e9;
+}
+
+/* Symmetric 2 GiB window: [0, 1 GiB) source, [1 GiB, 2 GiB) destination. Push: my source -> peer's destination
+ * (SM stores over NVLink); pull: peer's source -> my destination (SM loads over NVLink). The peer is the next GPU
+ * in this rank's LSA team. Collective; needs lsa_size >= 2 on every rank. */
+static void probe_links(struct mok_cluster *cl, struct mok_probe *out, cudaEvent_t ev[2], int *fail, char *err,
+                        int err_len)
+{
+    struct mok_symmem win = {0};
+    void **slot = NULL;
+    char *peer_base = NULL, *mine = NULL;
+    bool ok = false;
+    int lsa_rank = -1, peer = -1;
+    if (mok_symmem_alloc(cl, 2 * PROBE_BYTES, &win, err, err_len))
+        *fail = 1;
+    if (any_failed(*fail))
+        goto done;
+    lsa_rank = mok_probe_lsa_rank(cl->nccl);
+    if (lsa_rank < 0 || lsa_rank >= cl->lsa_size)
+        PROBE_FAIL("rank %d: %s:%d: LSA rank %d outside a team of %d", cl->rank, __FILE__, __LINE__, lsa_rank,
+                   cl->lsa_size);
+    peer = (lsa_rank + 1) % cl->lsa_size;
+    /* The peer's part of the window as an address of this process: only a kernel can read the window's layout */
+    CK_CUDA(cudaMalloc((void **)&slot, sizeof(void *)));
+    CK_CUDA(mok_probe_lsa_base((void *)win.window, peer, slot, (mok_stream_t)cl->stream));
+    CK_CUDA(cudaMemcpyAsync(&peer_base, slot, sizeof(void *), cudaMemcpyDeviceToHost, cl->stream));
+    /* random source bits (never zeros), then wait: the peer may pull them right after the next barrier */
+    CK_CUDA(mok_fill_uniform_bf16((uint16_t *)win.ptr, PROBE_BYTES / 2, PROBE_SEED, 0x100u + (unsigned)cl->rank, 1.0f,
+                                  (mok_stream_t)cl->stream));
+    CK_CUDA(cudaStreamSynchronize(cl->stream));
+    if (!peer_base)
+        PROBE_FAIL("rank %d: %s:%d: ncclGetLsaPointer gave NULL for LSA peer %d", cl->rank, __FILE__, __LINE__, peer);
+    mine = (char *)win.ptr;
+    ok = true;
+fail:
+    if (!ok) { /* this rank only: the first barrier in time_copy stops every rank before any copy */
+        *fail = 1;
+        peer_base = mine = NULL;
+    }
+    {
+        char *peer_dst = ok ? peer_base + PROBE_BYTES : NULL, *my_dst = ok ? mine + PROBE_BYTES : NULL;
+        /* alone: rank 0 only, the others wait in the barriers; both ways: every rank pushes at once */
+        out->push_gbps = time_copy(cl, cl->rank == 0, peer_dst, mine, out, ev, fail, err, err_len);
+        if (!*fail)
+            out->pull_gbps = time_copy(cl, cl->rank == 0, my_dst, peer_base, out, ev, fail, err, err_len);
+        if (!*fail)
+            out->bidir_push_gbps = time_copy(cl, true, peer_dst, mine, out, ev, fail, err, err_len);
+    }
+done:
+    /* No peer may still be writing into a window that is about to be deregistered */
+    cudaStreamSynchronize(cl->stream);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (slot)
+        cudaFree(slot);
+    if (win.ptr)
+        mok_symmem_free(cl, &win);
+}
+
+/* Per-rank times of GEMM_ITERS back-to-back TN GEMMs C = A^T B (bf16 in/out, fp32 accumulate, the same call the
+ * baselines make), events between them so the stream timeline is measured without gaps. Local. */
+static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
+{
+    const size_t n2 = (size_t)GEMM_N * GEMM_N;
+    const float one = 1.0f, zero = 0.0f;
+    cublasHandle_t h = NULL;
+    uint16_t *buf = NULL;
+    cudaEvent_t ev[GEMM_ITERS + 1] = {0};
+    int rc = -1;
+    CK_CUDA(cudaMalloc((void **)&buf, 3 * n2 * sizeof(uint16_t)));
+    for (int i = 0; i < 3; i++) /* A, B and C random at scale 1: zeros would flatter the tensor cores' power */
+        CK_CUDA(mok_fill_uniform_bf16(buf + i * n2, n2, PROBE_SEED, 0x200u + (unsigned)i, 1.0f,
+                                      (mok_stream_t)cl->stream));
+    CK_CUBLAS(cublasCreate(&h));
+    CK_CUBLAS(cublasSetStream(h, cl->stream));
+    for (int i = 0; i <= GEMM_ITERS; i++)
+        CK_CUDA(cudaEventCreate(&ev[i]));
+    for (int it = 0; it < GEMM_WARMUP + GEMM_ITERS; it++) {
+        if (it == GEMM_WARMUP)
+            CK_CUDA(cudaEventRecord(ev[0], cl->stream));
+        CK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf, CUDA_R_16BF, GEMM_N,
+                               buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2, CUDA_R_16BF, GEMM_N,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        if (it >= GEMM_WARMUP)
+            CK_CUDA(cudaEventRecord(ev[it - GEMM_WARMUP + 1], cl->stream));
+    }
+    CK_CUDA(cudaEventSynchronize(ev[GEMM_ITERS]));
+    for (int i = 0; i < GEMM_ITERS; i++) {
+        float t = 0;
+        CK_CUDA(cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
+        ms[i] = t;
+    }
+    rc = 0;
+fail:
+    for (int i = 0; i <= GEMM_ITERS; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (h)
+        cublasDestroy(h); /* synchronizes the device, so buf is idle below */
+    if (buf)
+        cudaFree(buf);
+    return rc;
+}
+
+int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int err_len)
+{
+    cudaEvent_t ev[2] = {NULL, NULL};
+    double gemm_ms[GEMM_ITERS] = {0};
+    int fail = 1, sms = 0, lsa_min = cl->lsa_size;
+    err[0] = '\0';
+    memset(out, 0, sizeof(*out));
+    out->push_gbps = out->pull_gbps = out->bidir_push_gbps = out->gemm_bf16_tflops = NAN;
+    out->threads = PROBE_THREADS;
+    out->bytes = (double)PROBE_BYTES;
+
+    CK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device));
+    out->blocks = sms * PROBE_BLOCKS_PER_SM;
+    CK_CUDA(cudaEventCreate(&ev[0]));
+    CK_CUDA(cudaEventCreate(&ev[1]));
+    fail = 0;
+fail:
+    /* the smallest LSA team decides for everyone, so every rank takes the same collective path */
+    MPI_Allreduce(MPI_IN_PLACE, &lsa_min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!any_failed(fail) && lsa_min >= 2)
+        probe_links(cl, out, ev, &fail, err, err_len);
+    fail = any_failed(fail);
+    if (!fail)
+        fail = time_gemm(cl, gemm_ms, err, err_len);
+    if (!any_failed(fail))
+        out->gemm_bf16_tflops = 2.0 * GEMM_N * GEMM_N * (double)GEMM_N / (median_of_max(gemm_ms, GEMM_ITERS) * 1e-3)
+                                / 1e12;
+    else
+        fail = 1;
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (fail && !err[0])
+        snprintf(err, (size_t)err_len, "rank %d: probe stopped: another rank failed", cl->rank);
+    return fail ? -1 : 0;
+}
+
+void mok_probe_print(FILE *out, const struct mok_probe *p)
+{
+    if (isnan(p->push_gbps))
+        fprintf(out, "# probe: peer bandwidth n/a (no peer GPU in the LSA team)");
+    else
+        fprintf(out,
+                "# probe: push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per direction (%g GiB, %d blocks x "
+                "%d threads)",
+                p->push_gbps, p->pull_gbps, p->bidir_push_gbps, p->bytes / (double)(1u << 30), p->blocks, p->threads);
+    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS)\n", GEMM_N, p->gemm_bf16_tflops);
+}
