@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_scan_kernel(mok_lsa_args a)
         for (int le = 0; le < EL; le++) {
             a.offset[le] = off;
             int padded = (a.rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-            if (overflow < 0 && off + a.rows[le] > a.capacity) {
+            if (overflow < 0 && off + padded > a.capacity) { /* a tile that does not fit is an overflow too */
                 overflow = le;
-                need = off + a.rows[le];
+                need = off + padded;
             }
             off += padded;
         }
