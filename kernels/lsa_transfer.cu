@@ -7,9 +7,9 @@
 #include <nccl_device.h>
 
 #include "common.cuh"
+#include "bulk.cuh"
 #include "lsa_sync.cuh"
 
-#define XFER_THREADS 1024
 #define COMBINE_THREADS 512 /* the fp32 partial sums need more registers than 1024 threads leave */
 #define UNROLL 4
 
@@ -26,75 +26,154 @@ __device__ __forceinline__ unsigned token_slots(const mok_lsa_args &a, int p, in
     return __ballot_sync(0xffffffffu, s >= 0);
 }
 
-/* One warp per (source rank, token): one NVLink read of the row, one local write per expert slot. */
-__global__ void __launch_bounds__(XFER_THREADS) lsa_dispatch_kernel(mok_lsa_args a)
+/* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
+ * Each warp owns a contiguous range of this rank's schedule slots and moves its items with the bulk copy engine:
+ * lane 0 keeps up to `stages` row loads in flight (global -> shared, completing on an mbarrier), stores each
+ * arrived row to its destinations (shared -> global), and reuses a stage once that row's stores are done; the
+ * other lanes look items up in parallel. Dispatch items are tokens (a row pulled once, stored to every local
+ * slot of that token); per-route combine items are slots (a row pushed to the token owner's window). */
+#define PIPE_WARPS 4
+#define MAX_STAGES 8
+
+struct pipe_smem {
+    uint64_t bar[MAX_STAGES];
+    int32_t p[MAX_STAGES], row[MAX_STAGES], nslots[MAX_STAGES];
+    int32_t slots[MAX_STAGES][32];
+};
+
+__host__ __device__ __forceinline__ size_t pipe_warp_bytes(int stages, int row_bytes)
+{
+    return sizeof(pipe_smem) + (size_t)stages * row_bytes;
+}
+
+/* The chunk counters of a dispatched token's slots: the bulk engine's writes completed (bulk wait), are made
+ * visible to generic readers, then released at GPU scope. */
+__device__ __forceinline__ void publish_item(const mok_lsa_args &a, const pipe_smem *ps, int stage)
+{
+    mok_fence_proxy_async_global();
+    __threadfence();
+    for (int i = 0; i < ps->nslots[stage]; i++)
+        atomicAdd(&a.ready[ps->slots[stage][i] / a.chunk_rows], 1);
+}
+
+/* Is the slot holding route e = (p, t, j) the first of its token's routes into this rank? Then it stands for
+ * the token: the row is pulled once for all of them. */
+__device__ __forceinline__ bool primary_slot(const mok_lsa_args &a, int32_t e)
+{
+    if (e < 0)
+        return false;
+    int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+    const int32_t *rs = a.route_slot + ((size_t)p * a.t_max + t) * a.topk;
+    for (int i = 0; i < j; i++)
+        if (rs[i] >= 0)
+            return false;
+    return true;
+}
+
+template <bool DISPATCH>
+__device__ __forceinline__ void bulk_pipeline(const mok_lsa_args &a, pipe_smem *ps, char *buf, int stages)
 {
     int lane = threadIdx.x & 31;
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    int vecs = a.hidden / 8;
-    for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
-        int p = g / a.t_max, t = g % a.t_max;
-        if (t >= a.all_tokens[p])
-            continue;
-        int my_slot;
-        unsigned mask = token_slots(a, p, t, lane, &my_slot);
-        if (!mask)
-            continue;
-        const uint4 *src = (const uint4 *)ncclGetLsaPointer(
-            (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
-        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
-            uint4 val[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-            for (unsigned m = mask; m; m &= m - 1) {
-                int slot = __shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1);
-                uint4 *dst = (uint4 *)a.xin + (size_t)slot * vecs;
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
+    int gwarp = blockIdx.x * PIPE_WARPS + (threadIdx.x >> 5), nwarps = gridDim.x * PIPE_WARPS;
+    int used = min(a.offset[a.local_experts], a.capacity);
+    int per = (used + nwarps - 1) / nwarps, begin = gwarp * per, end = min(begin + per, used);
+    uint32_t row_bytes = (uint32_t)a.hidden * 2;
+    if (lane == 0) {
+        for (int i = 0; i < stages; i++)
+            mok_mbar_init(&ps->bar[i], 1);
+        mok_fence_mbar_init();
+    }
+    __syncwarp();
+    int loads = 0, done = 0, published = 0;
+    unsigned batch = 0; /* lanes of the current 32-slot window whose items are not loaded yet */
+    int window = begin - 32;
+    int32_t my_entry = -1;
+    for (;;) {
+        while (loads - done < stages) { /* issue loads while stages are free and items remain */
+            while (!batch && window + 32 < end) {
+                window += 32;
+                int s = window + lane;
+                my_entry = s < end ? a.entry[s] : -1;
+                bool item = DISPATCH ? primary_slot(a, my_entry) : my_entry >= 0;
+                batch = __ballot_sync(0xffffffffu, item);
             }
+            if (!batch)
+                break;
+            int src_lane = __ffs(batch) - 1;
+            batch &= batch - 1;
+            int32_t e = __shfl_sync(0xffffffffu, my_entry, src_lane);
+            int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF;
+            int stage = loads % stages;
+            if (loads >= stages) { /* reuse: the item that last used this stage must have finished its stores */
+                if (lane == 0) {
+                    mok_bulk_wait(done - 1 - (loads - stages));
+                    if (DISPATCH)
+                        for (; published <= loads - stages; published++)
+                            publish_item(a, ps, published % stages);
+                }
+                __syncwarp();
+            }
+            if (DISPATCH) { /* every local slot this token goes to */
+                int sl = lane < a.topk ? a.route_slot[((size_t)p * a.t_max + t) * a.topk + lane] : -1;
+                unsigned m = __ballot_sync(0xffffffffu, sl >= 0);
+                if (sl >= 0)
+                    ps->slots[stage][__popc(m & ((1u << lane) - 1))] = sl;
+                if (lane == 0)
+                    ps->nslots[stage] = __popc(m);
+            }
+            if (lane == 0) {
+                ps->p[stage] = p;
+                ps->row[stage] = t * a.topk + (e & 31); /* combine: the owner's row of this route */
+                const void *src =
+                    DISPATCH ? ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                 a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * row_bytes, p)
+                             : (const void *)(a.expert_out + (size_t)(window + src_lane) * a.hidden);
+                mok_mbar_expect_tx(&ps->bar[stage], row_bytes);
+                mok_bulk_load(buf + (size_t)stage * row_bytes, src, row_bytes, &ps->bar[stage]);
+            }
+            __syncwarp();
+            loads++;
         }
-        /* every lane's stores of this row, then one release per slot: a consumer that sees the count sees the row */
-        __threadfence();
+        if (done == loads)
+            break;
+        int stage = done % stages; /* the oldest load: wait for it, store it everywhere it goes */
+        if (lane == 0) {
+            mok_mbar_wait(&ps->bar[stage], (uint32_t)((done / stages) & 1));
+            const char *row = buf + (size_t)stage * row_bytes;
+            if (DISPATCH) {
+                for (int i = 0; i < ps->nslots[stage]; i++)
+                    mok_bulk_store(a.xin + (size_t)ps->slots[stage][i] * a.hidden, row, row_bytes);
+            } else {
+                void *dst = ncclGetLsaPointer((ncclWindow_t)a.window,
+                                              a.off_comb + (size_t)ps->row[stage] * row_bytes, ps->p[stage]);
+                mok_bulk_store(dst, row, row_bytes);
+            }
+            mok_bulk_commit();
+        }
         __syncwarp();
-        if (lane < a.topk && my_slot >= 0)
-            atomicAdd(&a.ready[my_slot / a.chunk_rows], 1);
+        done++;
     }
+    if (lane == 0) {
+        mok_bulk_wait(0);
+        if (DISPATCH)
+            for (; published < done; published++)
+                publish_item(a, ps, published % stages);
+        mok_fence_proxy_async_global();
+    }
+    __syncwarp();
 }
 
-/* Per route: one warp per slot, expert_out row -> owner's comb[t*k + j]. */
-__device__ __forceinline__ void combine_per_route(const mok_lsa_args &a, int warp, int nwarps, int lane)
+__global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_args a, int stages)
 {
-    int vecs = a.hidden / 8, used = a.offset[a.local_experts];
-    if (used > a.capacity)
-        used = a.capacity;
-    for (int s = warp; s < used; s += nwarps) {
-        int32_t e = a.entry[s];
-        if (e < 0)
-            continue;
-        int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
-        uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
-        const uint4 *src = (const uint4 *)a.expert_out + (size_t)s * vecs;
-        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
-            uint4 val[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    dst[v0 + u * 32] = val[u];
-        }
-    }
+    extern __shared__ __align__(128) char smem[];
+    size_t per_warp = pipe_warp_bytes(stages, a.hidden * 2);
+    pipe_smem *ps = (pipe_smem *)(smem + (threadIdx.x >> 5) * per_warp);
+    bulk_pipeline<true>(a, ps, (char *)ps + sizeof(pipe_smem), stages);
 }
 
-/* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to the
- * owner's comb[t][my rank]. */
+/* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to
+ * the owner's comb[t][my rank]. Four 16-byte vectors per lane and slot in flight. */
+#define RANK_UNROLL 4
 __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     int vecs = a.hidden / 8;
@@ -109,36 +188,45 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
         float my_w = lane < a.topk ? a.all_w[((size_t)p * a.t_max + t) * a.topk + lane] : 0.0f;
         uint4 *dst = (uint4 *)ncclGetLsaPointer(
             (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-        for (int v = lane; v < vecs; v += 32) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v0 = lane; v0 < vecs; v0 += 32 * RANK_UNROLL) {
+            float acc[RANK_UNROLL][8];
+#pragma unroll
+            for (int u = 0; u < RANK_UNROLL; u++)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[u][i] = 0.0f;
             for (unsigned m = mask; m; m &= m - 1) {
                 int j = __ffs(m) - 1;
                 int slot = __shfl_sync(0xffffffffu, my_slot, j);
                 float w = __shfl_sync(0xffffffffu, my_w, j);
-                vec8 in;
-                in.v = ((const uint4 *)a.expert_out)[(size_t)slot * vecs + v];
+                const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
+                vec8 in[RANK_UNROLL];
 #pragma unroll
-                for (int i = 0; i < 8; i++)
-                    acc[i] += w * mok_bf16_to_f32(in.h[i]);
+                for (int u = 0; u < RANK_UNROLL; u++)
+                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int u = 0; u < RANK_UNROLL; u++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        acc[u][i] += w * mok_bf16_to_f32(in[u].h[i]);
             }
-            vec8 out;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                out.h[i] = mok_f32_to_bf16(acc[i]);
-            dst[v] = out.v;
+            for (int u = 0; u < RANK_UNROLL; u++)
+                if (v0 + u * 32 < vecs) {
+                    vec8 out;
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        out.h[i] = mok_f32_to_bf16(acc[u][i]);
+                    dst[v0 + u * 32] = out.v;
+                }
         }
     }
 }
 
-__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_kernel(mok_lsa_args a)
+/* The last block of a combine kernel to finish tells every owner that this rank's rows of this epoch are in
+ * place: each block's writes are fenced at system scope before it counts itself. */
+__device__ __forceinline__ void signal_done(const mok_lsa_args &a)
 {
-    int lane = threadIdx.x & 31;
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    if (a.combine_per_rank)
-        combine_per_rank(a, warp, nwarps, lane);
-    else
-        combine_per_route(a, warp, nwarps, lane);
-    /* the last block to finish tells every owner that this rank's rows of this epoch are all in place */
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence_system();
@@ -154,6 +242,24 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_kernel(mok_lsa_ar
             }
         }
     }
+}
+
+__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_kernel(mok_lsa_args a)
+{
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+    combine_per_rank(a, warp, nwarps, lane);
+    signal_done(a);
+}
+
+__global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_combine_route_kernel(mok_lsa_args a, int stages)
+{
+    extern __shared__ __align__(128) char smem[];
+    size_t per_warp = pipe_warp_bytes(stages, a.hidden * 2);
+    pipe_smem *ps = (pipe_smem *)(smem + (threadIdx.x >> 5) * per_warp);
+    bulk_pipeline<false>(a, ps, (char *)ps + sizeof(pipe_smem), stages);
+    __threadfence_system(); /* lane 0 already ordered its bulk writes before this */
+    signal_done(a);
 }
 
 /* The owner's fixed-order sum: one block per token (grid-stride), after every rank's done flag. */
@@ -241,11 +347,27 @@ __global__ void lsa_reference_kernel(const uint4 *x, const int32_t *ids, const f
         }
 }
 
+/* As many row stages per warp as fit in the shared memory a block may use (227 KiB on Hopper). */
+static int pipe_stages(int hidden, size_t *smem_bytes)
+{
+    int dev = 0, max_smem = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int stages = MAX_STAGES;
+    while (stages > 1 && PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2) > (size_t)max_smem)
+        stages--;
+    *smem_bytes = PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2);
+    return stages;
+}
+
 extern "C" int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
 {
     if (a->hidden % 8 || a->topk > 32)
         return (int)cudaErrorInvalidValue;
-    lsa_dispatch_kernel<<<blocks, XFER_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
+    size_t smem;
+    int stages = pipe_stages(a->hidden, &smem);
+    cudaFuncSetAttribute(lsa_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    lsa_dispatch_kernel<<<blocks, PIPE_WARPS * 32, smem, mok_cuda_stream(stream)>>>(*a, stages);
     return MOK_LAUNCH_RESULT();
 }
 
@@ -254,7 +376,14 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
-    lsa_combine_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+    if (a->combine_per_rank) {
+        lsa_combine_rank_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+    } else {
+        size_t smem;
+        int stages = pipe_stages(a->hidden, &smem);
+        cudaFuncSetAttribute(lsa_combine_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        lsa_combine_route_kernel<<<blocks, PIPE_WARPS * 32, smem, s>>>(*a, stages);
+    }
     int err = MOK_LAUNCH_RESULT();
     if (err)
         return err;

@@ -13,7 +13,7 @@
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
-#define ROUTES_PER_SCHED_BLOCK 2048
+#define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
 struct lsa_state {
     struct mok_problem *p;
