@@ -32,8 +32,11 @@ __device__ __forceinline__ unsigned token_slots(const mok_lsa_args &a, int p, in
  * arrived row to its destinations (shared -> global), and reuses a stage once that row's stores are done; the
  * other lanes look items up in parallel. Dispatch items are tokens (a row pulled once, stored to every local
  * slot of that token); per-route combine items are slots (a row pushed to the token owner's window). */
-#define PIPE_WARPS 4
+#define PIPE_WARPS 2
 #define MAX_STAGES 8
+/* A stage is reused LAG rows after its row's stores were issued, so the wait for those stores rarely blocks:
+ * at most stages - LAG loads are in flight. */
+#define LAG 2
 
 struct pipe_smem {
     uint64_t bar[MAX_STAGES];
@@ -89,7 +92,7 @@ __device__ __forceinline__ void bulk_pipeline(const mok_lsa_args &a, pipe_smem *
     int window = begin - 32;
     int32_t my_entry = -1;
     for (;;) {
-        while (loads - done < stages) { /* issue loads while stages are free and items remain */
+        while (loads - done < stages - LAG) { /* issue loads while stages are free and items remain */
             while (!batch && window + 32 < end) {
                 window += 32;
                 int s = window + lane;
@@ -106,7 +109,7 @@ __device__ __forceinline__ void bulk_pipeline(const mok_lsa_args &a, pipe_smem *
             int stage = loads % stages;
             if (loads >= stages) { /* reuse: the item that last used this stage must have finished its stores */
                 if (lane == 0) {
-                    mok_bulk_wait(done - 1 - (loads - stages));
+                    mok_bulk_wait(done - 1 - (loads - stages)); /* == LAG in steady state */
                     if (DISPATCH)
                         for (; published <= loads - stages; published++)
                             publish_item(a, ps, published % stages);
@@ -172,8 +175,8 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_a
 }
 
 /* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to
- * the owner's comb[t][my rank]. Four 16-byte vectors per lane and slot in flight. */
-#define RANK_UNROLL 4
+ * the owner's comb[t][my rank]. Eight 16-byte vectors per lane and slot in flight. */
+#define RANK_UNROLL 8
 __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     int vecs = a.hidden / 8;
@@ -354,7 +357,7 @@ static int pipe_stages(int hidden, size_t *smem_bytes)
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     int stages = MAX_STAGES;
-    while (stages > 1 && PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2) > (size_t)max_smem)
+    while (stages > LAG + 1 && PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2) > (size_t)max_smem)
         stages--;
     *smem_bytes = PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2);
     return stages;
