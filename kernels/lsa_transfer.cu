@@ -10,6 +10,7 @@
 #include "bulk.cuh"
 #include "lsa_sync.cuh"
 
+#define WARP_COPY_THREADS 1024
 #define COMBINE_THREADS 512 /* the fp32 partial sums need more registers than 1024 threads leave */
 #define UNROLL 4
 
@@ -350,6 +351,78 @@ __global__ void lsa_reference_kernel(const uint4 *x, const int32_t *ids, const f
         }
 }
 
+/* ---- warp copies: the other copy engine ---------------------------------------------------------------
+ * One warp per (source rank, token): one NVLink read of the row (16-byte vectors, UNROLL in flight per lane),
+ * one local write per expert slot, then the slots' chunk counters. */
+__global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mok_lsa_args a)
+{
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+    int vecs = a.hidden / 8;
+    for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
+        int p = g / a.t_max, t = g % a.t_max;
+        if (t >= a.all_tokens[p])
+            continue;
+        int my_slot;
+        unsigned mask = token_slots(a, p, t, lane, &my_slot);
+        if (!mask)
+            continue;
+        const uint4 *src = (const uint4 *)ncclGetLsaPointer(
+            (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
+        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
+            uint4 val[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+                if (v0 + u * 32 < vecs)
+                    val[u] = src[v0 + u * 32];
+            for (unsigned m = mask; m; m &= m - 1) {
+                int slot = __shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1);
+                uint4 *dst = (uint4 *)a.xin + (size_t)slot * vecs;
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    if (v0 + u * 32 < vecs)
+                        dst[v0 + u * 32] = val[u];
+            }
+        }
+        /* every lane's stores of this row, then one release per slot: a consumer that sees the count sees the row */
+        __threadfence();
+        __syncwarp();
+        if (lane < a.topk && my_slot >= 0)
+            atomicAdd(&a.ready[my_slot / a.chunk_rows], 1);
+    }
+}
+
+/* Per route: one warp per slot, expert_out row -> owner's comb[t*k + j]; then the done signal. */
+__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel(mok_lsa_args a)
+{
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+    int vecs = a.hidden / 8, used = a.offset[a.local_experts];
+    if (used > a.capacity)
+        used = a.capacity;
+    for (int s = warp; s < used; s += nwarps) {
+        int32_t e = a.entry[s];
+        if (e < 0)
+            continue;
+        int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+        uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
+        const uint4 *src = (const uint4 *)a.expert_out + (size_t)s * vecs;
+        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
+            uint4 val[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+                if (v0 + u * 32 < vecs)
+                    val[u] = src[v0 + u * 32];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+                if (v0 + u * 32 < vecs)
+                    dst[v0 + u * 32] = val[u];
+        }
+    }
+    signal_done(a);
+}
+
 /* As many row stages per warp as fit in the shared memory a block may use (227 KiB on Hopper). */
 static int pipe_stages(int hidden, size_t *smem_bytes)
 {
@@ -367,6 +440,10 @@ extern "C" int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_st
 {
     if (a->hidden % 8 || a->topk > 32)
         return (int)cudaErrorInvalidValue;
+    if (!a->bulk_copies) {
+        lsa_dispatch_warp_kernel<<<blocks, WARP_COPY_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     size_t smem;
     int stages = pipe_stages(a->hidden, &smem);
     cudaFuncSetAttribute(lsa_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -381,6 +458,8 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     cudaStream_t s = mok_cuda_stream(stream);
     if (a->combine_per_rank) {
         lsa_combine_rank_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+    } else if (!a->bulk_copies) {
+        lsa_combine_route_warp_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
     } else {
         size_t smem;
         int stages = pipe_stages(a->hidden, &smem);

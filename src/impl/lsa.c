@@ -11,7 +11,7 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3 };
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
@@ -100,7 +100,8 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     int tmax = (int)mok_allreduce_max_ll(p->tokens);
     *a = (struct mok_lsa_args){.rank = p->rank, .nranks = P, .experts = p->experts, .local_experts = EL, .topk = k,
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
-                               .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE]};
+                               .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
+                               .bulk_copies = params[P_COPY]};
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
