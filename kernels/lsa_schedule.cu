@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_pull_tables_kernel(mok_lsa_
     if (threadIdx.x == 0) {
         uint64_t *mine = (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
                                                        a.off_flags + (size_t)p * sizeof(uint64_t), a.rank);
-        mok_wait_geq_sys(mine, a.epoch[0], a.rank, "schedule", "published", p);
+        mok_wait_geq_sys(mine, a.epoch[0], a.rank, "schedule", "published", p, a.timeout_cycles);
     }
     __syncthreads();
     const int32_t *tab = table_tokens(a, p);

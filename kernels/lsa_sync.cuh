@@ -28,14 +28,15 @@ __device__ __forceinline__ int mok_ld_acquire_gpu(const int *p)
     return v;
 }
 
-/* Spins until *flag >= target. One thread per block should call it, then __syncthreads(). */
+/* Spins until *flag >= target. One thread per block should call it, then __syncthreads(). budget: clock64 cycles
+ * before giving up (0: MOK_SPIN_TIMEOUT_CYCLES). */
 __device__ __forceinline__ void mok_wait_geq_sys(const uint64_t *flag, uint64_t target, int rank, const char *phase,
-                                                 const char *what, int index)
+                                                 const char *what, int index, long long budget = 0)
 {
-    long long start = clock64();
+    long long start = clock64(), limit = budget > 0 ? budget : MOK_SPIN_TIMEOUT_CYCLES;
     uint64_t seen;
     while ((seen = mok_ld_acquire_sys(flag)) < target) {
-        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
+        if (clock64() - start > limit) {
             printf("mok-bench: TIMEOUT rank %d block %d phase %s: waited for %s[%d] >= %llu, saw %llu\n", rank,
                    (int)blockIdx.x, phase, what, index, (unsigned long long)target, (unsigned long long)seen);
             __trap();

@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
         const uint64_t *flag = (const uint64_t *)ncclGetLsaPointer(
             (ncclWindow_t)a.window, a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t),
             a.rank);
-        mok_wait_geq_sys(flag, a.epoch[0], a.rank, "combine", "done", threadIdx.x);
+        mok_wait_geq_sys(flag, a.epoch[0], a.rank, "combine", "done", threadIdx.x, a.timeout_cycles);
     }
     __syncthreads();
     int vecs = a.hidden / 8;

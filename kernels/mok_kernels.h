@@ -115,6 +115,7 @@ struct mok_lsa_args {
     int set;               /* which x copy this forward reads */
     int combine_per_rank;  /* 0: one row per (token, k); 1: one partial per (token, rank) */
     int bulk_copies;       /* rows move through the bulk copy engine (cp.async.bulk) instead of warp loads/stores */
+    long long timeout_cycles; /* spin-wait budget in clock64 cycles; 0: MOK_SPIN_TIMEOUT_CYCLES (about 10 s) */
     /* local device memory */
     uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done (reset by the last one) */
     int32_t *all_tokens;   /* [P] */

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
-cp build/mok-bench build/tests/test_gpu_symmem .dev/bin/
+cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa .dev/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
 git rev-parse --short=12 HEAD > .dev/commit
 git status --porcelain | grep -q . && echo dirty >> .dev/commit || true

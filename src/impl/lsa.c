@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "impl.h"
+#include "lsa.h"
 #include "mok_kernels.h"
 #include "schedule.h"
 
@@ -289,3 +290,7 @@ const struct mok_impl_ops mok_impl_lsa = {
     .extras = lsa_extras,
     .teardown = lsa_teardown,
 };
+
+const struct mok_lsa_args *mok_lsa_state_args(const void *state) { return &((const struct lsa_state *)state)->a; }
+
+void mok_lsa_state_set_timeout(void *state, long long cycles) { ((struct lsa_state *)state)->a.timeout_cycles = cycles; }
