@@ -27,6 +27,16 @@ __device__ __forceinline__ unsigned token_slots(const mok_lsa_args &a, int p, in
     return __ballot_sync(0xffffffffu, s >= 0);
 }
 
+/* Landing layout: where the row of token t of rank p lives on this rank. */
+__device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p, int t)
+{
+    if (p == a.rank)
+        return (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2,
+                                                a.rank);
+    return (const uint4 *)(a.land + ((size_t)p * a.t_max + t) * a.hidden);
+}
+
 /* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
  * Each warp owns a contiguous range of this rank's schedule slots and moves its items with the bulk copy engine:
  * lane 0 keeps up to `stages` row loads in flight (global -> shared, completing on an mbarrier), stores each
@@ -203,7 +213,7 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
                 int j = __ffs(m) - 1;
                 int slot = __shfl_sync(0xffffffffu, my_slot, j);
                 float w = __shfl_sync(0xffffffffu, my_w, j);
-                const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
+                const uint4 *src = a.landing ? landed_row(a, p, t) : (const uint4 *)a.expert_out + (size_t)slot * vecs;
                 vec8 in[RANK_UNROLL];
 #pragma unroll
                 for (int u = 0; u < RANK_UNROLL; u++)
@@ -369,12 +379,21 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mo
             continue;
         const uint4 *src = (const uint4 *)ncclGetLsaPointer(
             (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
-        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
+        bool stays = a.landing && p == a.rank; /* landing: own tokens are read where they are */
+        for (int v0 = lane; v0 < vecs && !stays; v0 += 32 * UNROLL) {
             uint4 val[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)
                 if (v0 + u * 32 < vecs)
                     val[u] = src[v0 + u * 32];
+            if (a.landing) { /* one landing row for all of this token's slots */
+                uint4 *dst = (uint4 *)a.land + ((size_t)p * a.t_max + t) * vecs;
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    if (v0 + u * 32 < vecs)
+                        dst[v0 + u * 32] = val[u];
+                continue;
+            }
             for (unsigned m = mask; m; m &= m - 1) {
                 int slot = __shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1);
                 uint4 *dst = (uint4 *)a.xin + (size_t)slot * vecs;
@@ -407,7 +426,7 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel
         int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
         uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
                                                 a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
-        const uint4 *src = (const uint4 *)a.expert_out + (size_t)s * vecs;
+        const uint4 *src = a.landing ? landed_row(a, p, t) : (const uint4 *)a.expert_out + (size_t)s * vecs;
         for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
             uint4 val[UNROLL];
 #pragma unroll

@@ -116,6 +116,11 @@ struct mok_lsa_args {
     int combine_per_rank;  /* 0: one row per (token, k); 1: one partial per (token, rank) */
     int bulk_copies;       /* rows move through the bulk copy engine (cp.async.bulk) instead of warp loads/stores */
     long long timeout_cycles; /* spin-wait budget in clock64 cycles; 0: MOK_SPIN_TIMEOUT_CYCLES (about 10 s) */
+    /* landing layout: a token's row lands once per rank in land[p][t] (own tokens stay in the window) and every
+     * slot of that token reads it there, instead of a copy per slot in xin: local traffic drops from one row
+     * per route to one per token. Warp copies only. */
+    int landing;
+    uint16_t *land;        /* [P][t_max][H] */
     /* local device memory */
     uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done (reset by the last one) */
     int32_t *all_tokens;   /* [P] */

@@ -12,7 +12,7 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4 };
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
@@ -49,6 +49,10 @@ static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *c
     }
     if (cl->nranks > MOK_LSA_MAX_RANKS || p->topk > 32 || p->tokens >= MOK_SCHED_MAX_TOKENS) {
         snprintf(why, (size_t)why_len, "at most %d ranks, top-32 and 2^20 tokens", MOK_LSA_MAX_RANKS);
+        return 0;
+    }
+    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1) {
+        snprintf(why, (size_t)why_len, "layout=landing moves rows with warp copies only (copy=warp)");
         return 0;
     }
     int sms = 0;
@@ -102,7 +106,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     *a = (struct mok_lsa_args){.rank = p->rank, .nranks = P, .experts = p->experts, .local_experts = EL, .topk = k,
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
-                               .bulk_copies = params[P_COPY]};
+                               .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT]};
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
@@ -142,7 +146,10 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     CUDA(cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks));
     CUDA(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
     CUDA(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
-    CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
+    if (a->landing) /* one row per (rank, token); xin stays empty: slots read the landed rows */
+        CUDA(cudaMalloc((void **)&a->land, (size_t)P * tmax * row + 16));
+    else
+        CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
     a->expert_out = a->xin; /* comm mode: experts return their input */
     a->my_ids = p->ids;
     a->my_w = p->w;
@@ -265,7 +272,7 @@ static void lsa_teardown(void *state)
     cudaDeviceSynchronize();
     struct mok_lsa_args *a = &s->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
-                   a->block_off, a->chunk_target, a->ready, a->status, a->xin};
+                   a->block_off, a->chunk_target, a->ready, a->status, a->xin, a->land};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     for (int i = 0; s->ev && i < s->max_slots * 3; i++)
