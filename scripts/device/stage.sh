@@ -4,7 +4,13 @@
 # system NCCL (2.28.3) differs from the 2.28.9 we build against, so run there with the python wheel's NCCL.
 set -eu
 cd "$(dirname "$0")/../.."
-# rebuild first so the commit label baked into the binary (vcs_tag) is the tree's current state
+# rebuild first so the commit label baked into the binary (vcs_tag) is the tree's current state. Meson does
+# not track the headers nvcc includes (no depfiles for CUDA here): recompile every .cu when a kernel header is
+# newer than the kernels library, or a stale object reads a struct with the old layout.
+lib=build/libmokkernels.a
+if [ -f "$lib" ] && [ -n "$(find kernels -name '*.h' -newer "$lib" -o -name '*.cuh' -newer "$lib")" ]; then
+  touch kernels/*.cu
+fi
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
