@@ -34,7 +34,8 @@ __device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p,
         return (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
                                                 a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2,
                                                 a.rank);
-    return (const uint4 *)(a.land + ((size_t)p * a.t_max + t) * a.hidden);
+    return (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                            a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2, a.rank);
 }
 
 /* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
@@ -239,23 +240,72 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
 
 /* The last block of a combine kernel to finish tells every owner that this rank's rows of this epoch are in
  * place: each block's writes are fenced at system scope before it counts itself. */
-__device__ __forceinline__ void signal_done(const mok_lsa_args &a)
+__device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence_system();
-        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[1], 1ull);
+        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[kind], 1ull);
         if (prev == gridDim.x - 1) {
-            a.epoch[1] = 0;
+            a.epoch[kind] = 0;
             __threadfence_system();
             uint64_t epoch = a.epoch[0];
             for (int q = 0; q < a.nranks; q++) {
                 uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window, a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t), q);
+                    (ncclWindow_t)a.window,
+                    a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t), q);
                 mok_st_release_sys(flag, epoch);
             }
         }
     }
+}
+
+/* Push dispatch: one warp per own token; the row goes by NVLink stores into the landing row [my rank][t] of
+ * every other rank one of its experts lives on; then the last block flags "landed" in every window. */
+__global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_push_kernel(mok_lsa_args a)
+{
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+    int vecs = a.hidden / 8;
+    for (int t = warp; t < a.my_tokens; t += nwarps) {
+        unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
+        unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
+        if (!ranks)
+            continue;
+        const uint4 *src = landed_row(a, a.rank, t); /* my own row, in my window */
+        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
+            uint4 val[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+                if (v0 + u * 32 < vecs)
+                    val[u] = src[v0 + u * 32];
+            for (unsigned m = ranks; m; m &= m - 1) {
+                int q = __ffs(m) - 1;
+                uint4 *dst = (uint4 *)ncclGetLsaPointer(
+                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * a.hidden * 2, q);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    if (v0 + u * 32 < vecs)
+                        dst[v0 + u * 32] = val[u];
+            }
+        }
+    }
+    signal_done(a, 2);
+}
+
+/* Push dispatch, receiving side: every source's rows landed (its flag), so every chunk is ready at once. */
+__global__ void __launch_bounds__(256) lsa_landed_kernel(mok_lsa_args a)
+{
+    if (threadIdx.x < a.nranks && threadIdx.x != a.rank) {
+        const uint64_t *flag = (const uint64_t *)ncclGetLsaPointer(
+            (ncclWindow_t)a.window, a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t),
+            a.rank);
+        mok_wait_geq_sys(flag, a.epoch[0], a.rank, "dispatch", "landed", threadIdx.x, a.timeout_cycles);
+    }
+    __syncthreads();
+    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    for (int c = threadIdx.x; c < nchunks; c += blockDim.x)
+        a.ready[c] = a.chunk_target[c];
 }
 
 __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_kernel(mok_lsa_args a)
@@ -387,7 +437,7 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mo
                 if (v0 + u * 32 < vecs)
                     val[u] = src[v0 + u * 32];
             if (a.landing) { /* one landing row for all of this token's slots */
-                uint4 *dst = (uint4 *)a.land + ((size_t)p * a.t_max + t) * vecs;
+                uint4 *dst = (uint4 *)landed_row(a, p, t);
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++)
                     if (v0 + u * 32 < vecs)
@@ -459,6 +509,10 @@ extern "C" int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_st
 {
     if (a->hidden % 8 || a->topk > 32)
         return (int)cudaErrorInvalidValue;
+    if (a->push) {
+        lsa_landed_kernel<<<1, 256, 0, mok_cuda_stream(stream)>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     if (!a->bulk_copies) {
         lsa_dispatch_warp_kernel<<<blocks, WARP_COPY_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
         return MOK_LAUNCH_RESULT();
@@ -467,6 +521,16 @@ extern "C" int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_st
     int stages = pipe_stages(a->hidden, &smem);
     cudaFuncSetAttribute(lsa_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     lsa_dispatch_kernel<<<blocks, PIPE_WARPS * 32, smem, mok_cuda_stream(stream)>>>(*a, stages);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_lsa_push(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
+{
+    if (!a->push)
+        return 0;
+    if (a->hidden % 8 || a->topk > 32 || !a->landing)
+        return (int)cudaErrorInvalidValue;
+    lsa_push_kernel<<<blocks, WARP_COPY_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
     return MOK_LAUNCH_RESULT();
 }
 

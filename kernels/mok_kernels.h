@@ -105,7 +105,7 @@ int mok_lsa_write_peer(void *window, size_t offset_bytes, int lsa_peer, uint32_t
 
 struct mok_lsa_args {
     void *window;          /* ncclWindow_t of this rank's symmetric buffer (same layout on every rank) */
-    size_t off_flags;      /* uint64 [2][MOK_LSA_MAX_RANKS]: published epoch, combine-done epoch, per source */
+    size_t off_flags;      /* uint64 [3][MOK_LSA_MAX_RANKS]: published, combine-done, rows-landed epochs, per source */
     size_t off_table;      /* int32 T, then int32 ids [t_max*k], then float w [t_max*k] */
     size_t off_x;          /* bf16 [sets][t_max][H]: token rows peers pull */
     size_t x_set_bytes;
@@ -120,9 +120,11 @@ struct mok_lsa_args {
      * slot of that token reads it there, instead of a copy per slot in xin: local traffic drops from one row
      * per route to one per token. Warp copies only. */
     int landing;
-    uint16_t *land;        /* [P][t_max][H] */
+    int push;              /* landing only: owners store their rows into the destinations' windows (NVLink stores
+                            * need few SMs; loads need many bytes in flight) instead of destinations pulling */
+    size_t off_land;       /* window: bf16 [P][t_max][H] landed rows, by source rank and token */
     /* local device memory */
-    uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done (reset by the last one) */
+    uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done, [2] push blocks done (reset by the last) */
     int32_t *all_tokens;   /* [P] */
     int32_t *all_ids;      /* [P][t_max*k] */
     float *all_w;          /* [P][t_max*k] */
@@ -146,8 +148,10 @@ struct mok_lsa_args {
 int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream);
 /* Kernels 2-5: wait for every peer's table and pull it; build the schedule (deterministic); chunk targets. */
 int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t stream);
-/* Pull rows, blocks x 1024 threads (the SMs dispatch may use). */
+/* Pull rows, blocks x 1024 threads (the SMs dispatch may use). With push, mok_lsa_push runs right after publish
+ * (it needs no schedule) and this only waits for every source's rows and marks all chunks ready. */
 int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+int mok_lsa_push(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Push rows back and signal done (blocks x 1024 threads), then the owner's fixed-order weighted sum into y. */
 int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order

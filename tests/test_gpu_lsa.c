@@ -60,8 +60,14 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
     MPI_Allgather(mine, (int)(a->t_max * row), MPI_BYTE, all_x, (int)(a->t_max * row), MPI_BYTE, MPI_COMM_WORLD);
     int32_t *entry = (int32_t *)to_host(a->entry, sizeof(int32_t) * (size_t)a->capacity);
     /* slots layout: every slot holds its row; landing layout: every remote token's row landed once */
-    uint16_t *xin = a->landing ? to_host(a->land, (size_t)a->nranks * a->t_max * row)
-                               : to_host(a->xin, (size_t)a->capacity * row);
+    uint16_t *xin = NULL;
+    if (a->landing) { /* the landing rows live in this rank's window */
+        xin = malloc((size_t)a->nranks * a->t_max * row + 16);
+        cudaMemcpy(xin, (char *)mok_lsa_state_window_base(a) + a->off_land, (size_t)a->nranks * a->t_max * row,
+                   cudaMemcpyDeviceToHost);
+    } else {
+        xin = to_host(a->xin, (size_t)a->capacity * row);
+    }
     int32_t offset_end;
     cudaMemcpy(&offset_end, a->offset + a->local_experts, sizeof(int32_t), cudaMemcpyDeviceToHost);
     int checked = 0;
@@ -86,7 +92,7 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
     free(all_x), free(mine), free(entry), free(xin), free(ready), free(target);
 }
 
-static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing)
+static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push)
 {
     struct mok_problem_spec spec = comm_spec(300, 512, 16, 4, 4.0);
     struct mok_problem p;
@@ -96,7 +102,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
         return;
     }
     const struct mok_impl_ops *ops = mok_impl_find("lsa");
-    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing}; /* sms combine tile chunk copy layout */
+    /* sms combine tile chunk copy layout dispatch */
+    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push};
     void *st = NULL;
     if (ops->setup(&st, &p, cl, params, 4, err, sizeof(err))) {
         EXPECT(0, "setup: %s", err);
@@ -112,8 +119,9 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     EXPECT(cudaStreamSynchronize(cl->stream) == cudaSuccess, "sync: %s", cudaGetErrorString(cudaGetLastError()));
     check_dispatched_rows(mok_lsa_state_args(st), &p);
     uint16_t *h_ref = to_host(ref, ybytes), *first = to_host(p.y, ybytes);
-    EXPECT(memcmp(first, h_ref, ybytes) == 0, "combine (per_rank=%d bulk=%d landing=%d) differs from the reference",
-           combine_per_rank, bulk, landing);
+    EXPECT(memcmp(first, h_ref, ybytes) == 0,
+           "combine (per_rank=%d bulk=%d landing=%d push=%d) differs from the reference", combine_per_rank, bulk,
+           landing, push);
     for (int rep = 0; rep < 3; rep++) { /* repeated runs: bitwise identical */
         mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
         ops->run(st, 0, p.y, -1, err, sizeof(err));
@@ -225,8 +233,9 @@ int main(int argc, char **argv)
         return run_timeout(&cl);
     for (int per_rank = 0; per_rank < 2; per_rank++) {
         for (int bulk = 0; bulk < 2; bulk++)
-            run_variant(&cl, per_rank, bulk, 0);
-        run_variant(&cl, per_rank, 0, 1);
+            run_variant(&cl, per_rank, bulk, 0, 0);
+        run_variant(&cl, per_rank, 0, 1, 0);
+        run_variant(&cl, per_rank, 0, 1, 1);
     }
     run_overflow(&cl);
     int total = 0;

@@ -25,6 +25,7 @@ static const struct mok_param_def nccl_overlap_params[] = {
 static const char *const combine_choices[] = {"per_route", "per_rank"};
 static const char *const copy_choices[] = {"warp", "bulk"};
 static const char *const layout_choices[] = {"slots", "landing"};
+static const char *const dispatch_choices[] = {"pull", "push"};
 
 /* The LSA path's knobs: how many SMs move data, how combine sends (a row per route, or one fp32-summed partial
  * per token and rank, which moves fewer bytes), the GEMM tile the schedule pads each expert to, and the rows
@@ -39,6 +40,8 @@ static const struct mok_param_def lsa_params[] = {
      copy_choices, 2, 0, 1, 0},
     {"layout", "slots: a copy of the row per expert slot; landing: one row per token and rank, slots read it there",
      layout_choices, 2, 0, 1, 0},
+    {"dispatch", "pull: destinations load rows from the owners; push: owners store rows into the destinations",
+     dispatch_choices, 2, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -48,7 +51,7 @@ static const struct mok_impl_desc impl_descs[] = {
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
     {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
-     "sync", 6, lsa_params},
+     "sync", 7, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
 };

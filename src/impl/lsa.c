@@ -3,6 +3,7 @@
  * never sees a split size on the timed path; it rebuilds the schedule from the gathered routing only to check the
  * device's and to count the bytes that crossed NVLink for the report. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5 };
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
@@ -49,6 +50,10 @@ static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *c
     }
     if (cl->nranks > MOK_LSA_MAX_RANKS || p->topk > 32 || p->tokens >= MOK_SCHED_MAX_TOKENS) {
         snprintf(why, (size_t)why_len, "at most %d ranks, top-32 and 2^20 tokens", MOK_LSA_MAX_RANKS);
+        return 0;
+    }
+    if (params[P_DISPATCH] == 1 && params[P_LAYOUT] != 1) {
+        snprintf(why, (size_t)why_len, "dispatch=push needs layout=landing (the owner does not know the slots)");
         return 0;
     }
     if (params[P_LAYOUT] == 1 && params[P_COPY] == 1) {
@@ -106,7 +111,8 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     *a = (struct mok_lsa_args){.rank = p->rank, .nranks = P, .experts = p->experts, .local_experts = EL, .topk = k,
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
-                               .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT]};
+                               .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
+                               .push = params[P_DISPATCH]};
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
@@ -118,12 +124,14 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     /* window: flags | routing table | token rows of every input set | rows pushed back */
     size_t row = (size_t)H * 2;
     a->off_flags = 0;
-    a->off_table = ALIGN(sizeof(uint64_t) * 2 * MOK_LSA_MAX_RANKS);
+    a->off_table = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
     a->off_x = a->off_table + ALIGN(sizeof(int32_t) + (size_t)tmax * k * 8);
     a->x_set_bytes = ALIGN((size_t)tmax * row);
     a->off_comb = a->off_x + (size_t)p->sets * a->x_set_bytes;
     size_t comb_rows = a->combine_per_rank ? (size_t)tmax * P : (size_t)tmax * k;
-    if (mok_symmem_alloc(cl, a->off_comb + ALIGN(comb_rows * row), &s->win, err, err_len))
+    a->off_land = a->off_comb + ALIGN(comb_rows * row);
+    size_t land_bytes = a->landing ? ALIGN((size_t)P * tmax * row) : 0;
+    if (mok_symmem_alloc(cl, a->off_land + land_bytes, &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
     CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags and table start at zero */
@@ -132,8 +140,8 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
                         cudaMemcpyDeviceToDevice));
 
     size_t routes = (size_t)P * tmax * k;
-    CUDA(cudaMalloc((void **)&a->epoch, 2 * sizeof(uint64_t)));
-    CUDA(cudaMemset(a->epoch, 0, 2 * sizeof(uint64_t)));
+    CUDA(cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)));
+    CUDA(cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)));
     CUDA(cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * P));
     CUDA(cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16));
     CUDA(cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16));
@@ -146,9 +154,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     CUDA(cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks));
     CUDA(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
     CUDA(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
-    if (a->landing) /* one row per (rank, token); xin stays empty: slots read the landed rows */
-        CUDA(cudaMalloc((void **)&a->land, (size_t)P * tmax * row + 16));
-    else
+    if (!a->landing) /* landing: rows land in the window, one per (rank, token), and slots read them there */
         CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
     a->expert_out = a->xin; /* comm mode: experts return their input */
     a->my_ids = p->ids;
@@ -178,6 +184,7 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
     if (timed)
         CUDA(cudaEventRecord(s->ev[slot * 3 + 0], st));
     CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
+    CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st)); /* push: rows go out before any schedule exists */
     CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
     CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
     if (timed)
@@ -272,7 +279,7 @@ static void lsa_teardown(void *state)
     cudaDeviceSynchronize();
     struct mok_lsa_args *a = &s->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
-                   a->block_off, a->chunk_target, a->ready, a->status, a->xin, a->land};
+                   a->block_off, a->chunk_target, a->ready, a->status, a->xin};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     for (int i = 0; s->ev && i < s->max_slots * 3; i++)
@@ -301,3 +308,10 @@ const struct mok_impl_ops mok_impl_lsa = {
 const struct mok_lsa_args *mok_lsa_state_args(const void *state) { return &((const struct lsa_state *)state)->a; }
 
 void mok_lsa_state_set_timeout(void *state, long long cycles) { ((struct lsa_state *)state)->a.timeout_cycles = cycles; }
+
+void *mok_lsa_state_window_base(const struct mok_lsa_args *a)
+{
+    /* the args sit inside the state: recover it to reach the window's local pointer */
+    const struct lsa_state *s = (const struct lsa_state *)((const char *)a - offsetof(struct lsa_state, a));
+    return s->win.ptr;
+}
