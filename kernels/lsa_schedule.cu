@@ -91,26 +91,57 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_count_kernel(mok_lsa_args a
             atomicAdd(&hist[le], 1);
     }
     __syncthreads();
-    int32_t *out = a.block_off + ((size_t)p * a.sched_blocks + b) * a.local_experts;
+    /* [expert][cell], cell = p * sched_blocks + b: one expert's cells are contiguous for its scan */
+    int cells = a.nranks * a.sched_blocks, cell = p * a.sched_blocks + b;
     for (int i = threadIdx.x; i < a.local_experts; i += blockDim.x)
-        out[i] = hist[i];
+        a.block_off[(size_t)i * cells + cell] = hist[i];
 }
 
-/* One block: rows per expert, padded offsets, block offsets (in place), overflow check, chunk targets. */
+/* One block per local expert: exclusive scan of its cells (in (p, b) order, as routes are ordered) and its rows.
+ * Each thread sums a contiguous run of cells, the run sums are scanned with warp shuffles, then written back. */
+__global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
+{
+    __shared__ int32_t warp_sums[32];
+    int le = blockIdx.x, cells = a.nranks * a.sched_blocks;
+    int32_t *row = a.block_off + (size_t)le * cells;
+    int per = (cells + blockDim.x - 1) / blockDim.x, begin = threadIdx.x * per, end = min(begin + per, cells);
+    int32_t sum = 0;
+    for (int i = begin; i < end; i++)
+        sum += row[i];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int32_t inc = sum; /* inclusive scan inside the warp */
+    for (int off = 1; off < 32; off <<= 1) {
+        int32_t v = __shfl_up_sync(0xffffffffu, inc, off);
+        if (lane >= off)
+            inc += v;
+    }
+    if (lane == 31)
+        warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int32_t w = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0, winc = w;
+        for (int off = 1; off < 32; off <<= 1) {
+            int32_t v = __shfl_up_sync(0xffffffffu, winc, off);
+            if (lane >= off)
+                winc += v;
+        }
+        warp_sums[lane] = winc - w; /* exclusive prefix of each warp */
+    }
+    __syncthreads();
+    int32_t run = warp_sums[warp] + inc - sum;
+    for (int i = begin; i < end; i++) {
+        int32_t c = row[i];
+        row[i] = run;
+        run += c;
+    }
+    if (threadIdx.x == blockDim.x - 1)
+        a.rows[le] = run;
+}
+
+/* One block: padded offsets, block offsets made absolute (in place), overflow check, chunk targets. */
 __global__ void __launch_bounds__(SCHED_THREADS) lsa_scan_kernel(mok_lsa_args a)
 {
     int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
-    for (int le = threadIdx.x; le < EL; le += blockDim.x) {
-        int run = 0;
-        for (int i = 0; i < nb; i++) { /* (p, b) in order: p-major, as routes are ordered */
-            int32_t *cell = a.block_off + (size_t)i * EL + le;
-            int c = *cell;
-            *cell = run;
-            run += c;
-        }
-        a.rows[le] = run;
-    }
-    __syncthreads();
     if (threadIdx.x == 0) {
         int off = 0, overflow = -1, need = 0;
         for (int le = 0; le < EL; le++) {
@@ -132,9 +163,8 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_scan_kernel(mok_lsa_args a)
         }
     }
     __syncthreads();
-    for (int le = threadIdx.x; le < EL; le += blockDim.x)
-        for (int i = 0; i < nb; i++)
-            a.block_off[(size_t)i * EL + le] += a.offset[le];
+    for (int i = threadIdx.x; i < EL * nb; i += blockDim.x)
+        a.block_off[i] += a.offset[i / nb];
     /* chunk c covers slots [c*chunk_rows, (c+1)*chunk_rows): its target is the real (non-padding) rows there */
     int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
     for (int c = threadIdx.x; c < nchunks; c += blockDim.x) {
@@ -153,9 +183,9 @@ __global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
 {
     extern __shared__ int32_t next[];
     int p = blockIdx.y, b = blockIdx.x, lane = threadIdx.x;
-    const int32_t *start = a.block_off + ((size_t)p * a.sched_blocks + b) * a.local_experts;
+    int cells = a.nranks * a.sched_blocks, cell = p * a.sched_blocks + b;
     for (int i = lane; i < a.local_experts; i += 32)
-        next[i] = start[i];
+        next[i] = a.block_off[(size_t)i * cells + cell];
     __syncwarp();
     int per = routes_per_block(a), n = a.all_tokens[p] * a.topk;
     int begin = b * per, end = min(begin + per, n);
@@ -207,6 +237,9 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
     dim3 grid(a->sched_blocks, a->nranks);
     size_t shm = sizeof(int32_t) * (size_t)a->local_experts;
     lsa_count_kernel<<<grid, SCHED_THREADS, shm, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_expert_scan_kernel<<<a->local_experts, 1024, 0, s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
     lsa_scan_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);

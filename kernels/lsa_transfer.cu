@@ -210,15 +210,23 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
 #pragma unroll
                 for (int i = 0; i < 8; i++)
                     acc[u][i] = 0.0f;
+            vec8 in[RANK_UNROLL];
+            if (a.landing) { /* comm mode, landing: every slot of the token is the same landed row: load it once */
+                const uint4 *src = landed_row(a, p, t);
+#pragma unroll
+                for (int u = 0; u < RANK_UNROLL; u++)
+                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
+            }
             for (unsigned m = mask; m; m &= m - 1) {
                 int j = __ffs(m) - 1;
                 int slot = __shfl_sync(0xffffffffu, my_slot, j);
                 float w = __shfl_sync(0xffffffffu, my_w, j);
-                const uint4 *src = a.landing ? landed_row(a, p, t) : (const uint4 *)a.expert_out + (size_t)slot * vecs;
-                vec8 in[RANK_UNROLL];
+                if (!a.landing) {
+                    const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
 #pragma unroll
-                for (int u = 0; u < RANK_UNROLL; u++)
-                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
+                    for (int u = 0; u < RANK_UNROLL; u++)
+                        in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
+                }
 #pragma unroll
                 for (int u = 0; u < RANK_UNROLL; u++)
 #pragma unroll
