@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_a
 }
 
 /* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to
- * the owner's comb[t][my rank]. Eight 16-byte vectors per lane and slot in flight. */
-#define RANK_UNROLL 8
+ * the owner's comb[t][my rank]. Four 16-byte vectors per lane and slot in flight (eight spill). */
+#define RANK_UNROLL 4
 __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     int vecs = a.hidden / 8;
