@@ -529,3 +529,32 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
     }
     memset(s, 0, sizeof(*s));
 }
+
+int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const struct mok_nccl_opts *opts,
+                        int max_slots, char *err, int err_len)
+{
+    struct mok_nccl_pipe *s = calloc(1, sizeof(*s));
+    if (!s)
+        FAIL("out of host memory");
+    *state = s;
+    return mok_nccl_pipe_setup(s, p, cl, opts, max_slots, err, err_len);
+}
+
+int mok_nccl_impl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    return mok_nccl_pipe_run(state, set, y, slot, err, err_len);
+}
+
+void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]) { mok_nccl_pipe_phase_ms(state, slot, out); }
+
+int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    return mok_nccl_pipe_extras(state, row, iters, err, err_len);
+}
+
+void mok_nccl_impl_teardown(void *state)
+{
+    if (state)
+        mok_nccl_pipe_teardown(state);
+    free(state);
+}

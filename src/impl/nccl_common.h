@@ -64,4 +64,13 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
 void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 
+/* The mok_impl_ops entries all three NCCL implementations share; each file adds its supports() and a setup
+ * that picks its mok_nccl_opts and calls mok_nccl_impl_setup. */
+int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const struct mok_nccl_opts *opts,
+                        int max_slots, char *err, int err_len);
+int mok_nccl_impl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len);
+void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
+int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
+void mok_nccl_impl_teardown(void *state);
+
 #endif

@@ -1,7 +1,6 @@
 /* nccl-overlap: the NCCL baseline in stages (token chunks x local expert groups) over a comm and a compute
  * stream, so the all-to-all of one stage overlaps the GEMMs of another (Megatron-style overlap; nccl_common.h). */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "nccl_common.h"
 
@@ -43,46 +42,18 @@ static int overlap_supports(const struct mok_problem *p, const struct mok_cluste
 static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params,
                          int max_slots, char *err, int err_len)
 {
-    struct mok_nccl_pipe *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, (size_t)err_len, "out of host memory");
-        return -1;
-    }
-    *state = s;
     struct mok_nccl_opts opts = {.chunks = params[PARAM_CHUNKS], .expert_groups = params[PARAM_EXPERT_GROUPS],
                                  .overlap = true, .gemm = (enum mok_gemm_mode)params[PARAM_GEMM],
                                  .gemm_streams = params[PARAM_GEMM_STREAMS], .reserve_sms = params[PARAM_RESERVE_SMS]};
-    return mok_nccl_pipe_setup(s, p, cl, &opts, max_slots, err, err_len);
-}
-
-static int overlap_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
-{
-    return mok_nccl_pipe_run(state, set, y, slot, err, err_len);
-}
-
-static void overlap_phase_ms(void *state, int slot, double out[MOK_NPHASES])
-{
-    mok_nccl_pipe_phase_ms(state, slot, out);
-}
-
-static int overlap_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
-{
-    return mok_nccl_pipe_extras(state, row, iters, err, err_len);
-}
-
-static void overlap_teardown(void *state)
-{
-    if (state)
-        mok_nccl_pipe_teardown(state);
-    free(state);
+    return mok_nccl_impl_setup(state, p, cl, &opts, max_slots, err, err_len);
 }
 
 const struct mok_impl_ops mok_impl_nccl_overlap = {
     .name = "nccl-overlap",
     .supports = overlap_supports,
     .setup = overlap_setup,
-    .run = overlap_run,
-    .phase_ms = overlap_phase_ms,
-    .extras = overlap_extras,
-    .teardown = overlap_teardown,
+    .run = mok_nccl_impl_run,
+    .phase_ms = mok_nccl_impl_phase_ms,
+    .extras = mok_nccl_impl_extras,
+    .teardown = mok_nccl_impl_teardown,
 };
