@@ -22,6 +22,9 @@ for step in $STEPS; do
     sanitize) for tool in memcheck racecheck; do
         $MPIRUN -np 2 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 .dev/bin/mok-bench -w 0 -n 1 -o "$R/san-$tool" tests/gpu_sanitize.json > "$R/sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/sanitize-$tool.log" | sort | uniq -c | head; done;;
+    profile) $MPIRUN -np 2 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
+        -k regex:lsa_ --launch-skip 20 --launch-count 20 .dev/bin/mok-bench -o "$R/profile" configs/profile-comm.json \
+        2>&1 | grep -E "lsa_|gpu__time_duration" | paste - - | awk '{print $1, $(NF)}' | head -60; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
