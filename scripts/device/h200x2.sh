@@ -24,7 +24,8 @@ for step in $STEPS; do
         echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/sanitize-$tool.log" | sort | uniq -c | head; done;;
     profile) $MPIRUN -np 2 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
         -k regex:lsa_ --launch-skip 20 --launch-count 20 .dev/bin/mok-bench -o "$R/profile" configs/profile-comm.json \
-        2>&1 | grep -E "lsa_|gpu__time_duration" | paste - - | awk '{print $1, $(NF)}' | head -60; echo "rc=$?";;
+        > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
+        sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
