@@ -21,22 +21,27 @@ __device__ __forceinline__ int32_t *table_tokens(const mok_lsa_args &a, int peer
     return (int32_t *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_table, peer);
 }
 
-/* One block: epoch + 1, my routing into my window, then a release flag in every peer's window (mine included). */
+/* Many blocks: my routing into my window (one block took 200-300 us at 8192 tokens: latency-bound). */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_table_kernel(mok_lsa_args a)
+{
+    int32_t *tab = table_tokens(a, a.rank);
+    int32_t *ids = tab + 1;
+    float *w = (float *)(ids + (size_t)a.t_max * a.topk);
+    int n = a.my_tokens * a.topk;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        ids[i] = a.my_ids[i];
+        w[i] = a.my_w[i];
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        tab[0] = a.my_tokens;
+}
+
+/* One block, after the table: epoch + 1 and a release flag in every peer's window (mine included). */
 __global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args a)
 {
     __shared__ uint64_t epoch;
     if (threadIdx.x == 0)
         epoch = ++a.epoch[0];
-    int32_t *tab = table_tokens(a, a.rank);
-    int32_t *ids = tab + 1;
-    float *w = (float *)(ids + (size_t)a.t_max * a.topk);
-    int n = a.my_tokens * a.topk;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        ids[i] = a.my_ids[i];
-        w[i] = a.my_w[i];
-    }
-    if (threadIdx.x == 0)
-        tab[0] = a.my_tokens;
     __syncthreads();
     if (threadIdx.x < a.nranks) {
         __threadfence_system();
@@ -138,36 +143,38 @@ __global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
         a.rows[le] = run;
 }
 
-/* One block: padded offsets, block offsets made absolute (in place), overflow check, chunk targets. */
-__global__ void __launch_bounds__(SCHED_THREADS) lsa_scan_kernel(mok_lsa_args a)
+/* One thread: padded offsets of the experts and the overflow check (EL steps). */
+__global__ void lsa_offsets_kernel(mok_lsa_args a)
+{
+    int EL = a.local_experts, off = 0, overflow = -1, need = 0;
+    for (int le = 0; le < EL; le++) {
+        a.offset[le] = off;
+        int padded = (a.rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        if (overflow < 0 && off + padded > a.capacity) { /* a tile that does not fit is an overflow too */
+            overflow = le;
+            need = off + padded;
+        }
+        off += padded;
+    }
+    a.offset[EL] = off;
+    if (overflow >= 0 && a.status[0] == 0) { /* sticky: the first overflow is what the host reports */
+        a.status[1] = a.rank * EL + overflow;
+        a.status[2] = need;
+        a.status[3] = a.capacity;
+        __threadfence();
+        a.status[0] = 1;
+    }
+}
+
+/* Many blocks: block offsets made absolute, then chunk targets (the real, non-padding rows of each chunk). */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_absolute_kernel(mok_lsa_args a)
 {
     int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
-    if (threadIdx.x == 0) {
-        int off = 0, overflow = -1, need = 0;
-        for (int le = 0; le < EL; le++) {
-            a.offset[le] = off;
-            int padded = (a.rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-            if (overflow < 0 && off + padded > a.capacity) { /* a tile that does not fit is an overflow too */
-                overflow = le;
-                need = off + padded;
-            }
-            off += padded;
-        }
-        a.offset[EL] = off;
-        if (overflow >= 0 && a.status[0] == 0) { /* sticky: the first overflow is what the host reports */
-            a.status[1] = a.rank * EL + overflow;
-            a.status[2] = need;
-            a.status[3] = a.capacity;
-            __threadfence();
-            a.status[0] = 1;
-        }
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < EL * nb; i += blockDim.x)
+    int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+    for (int i = i0; i < EL * nb; i += stride)
         a.block_off[i] += a.offset[i / nb];
-    /* chunk c covers slots [c*chunk_rows, (c+1)*chunk_rows): its target is the real (non-padding) rows there */
     int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    for (int c = threadIdx.x; c < nchunks; c += blockDim.x) {
+    for (int c = i0; c < nchunks; c += stride) {
         int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
         for (int le = 0; le < EL; le++) {
             int b0 = max(lo, a.offset[le]), b1 = min(hi, a.offset[le] + a.rows[le]);
@@ -220,7 +227,13 @@ extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream
 {
     if (a->nranks > MOK_LSA_MAX_RANKS || a->nranks > SCHED_THREADS)
         return (int)cudaErrorInvalidValue;
-    lsa_publish_kernel<<<1, SCHED_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
+    cudaStream_t s = mok_cuda_stream(stream);
+    int n = a->my_tokens * a->topk, blocks = (n + SCHED_THREADS - 1) / SCHED_THREADS;
+    lsa_table_kernel<<<blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks, SCHED_THREADS, 0, s>>>(*a);
+    int err = MOK_LAUNCH_RESULT();
+    if (err)
+        return err;
+    lsa_publish_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);
     return MOK_LAUNCH_RESULT();
 }
 
@@ -228,7 +241,8 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
 {
     cudaStream_t s = mok_cuda_stream(stream);
     int err;
-    dim3 grid_pull(8, a->nranks);
+    int pull_blocks = (a->t_max * a->topk + SCHED_THREADS - 1) / SCHED_THREADS;
+    dim3 grid_pull(pull_blocks < 1 ? 1 : pull_blocks > 256 ? 256 : pull_blocks, a->nranks);
     lsa_pull_tables_kernel<<<grid_pull, SCHED_THREADS, 0, s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
@@ -242,7 +256,13 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
     lsa_expert_scan_kernel<<<a->local_experts, 1024, 0, s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
-    lsa_scan_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);
+    lsa_offsets_kernel<<<1, 1, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    int cells = a->local_experts * a->sched_blocks * a->nranks;
+    int nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
+    int work = cells > nchunks ? cells : nchunks, abs_blocks = (work + SCHED_THREADS - 1) / SCHED_THREADS;
+    lsa_absolute_kernel<<<abs_blocks < 1 ? 1 : abs_blocks > 1024 ? 1024 : abs_blocks, SCHED_THREADS, 0, s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
     lsa_place_kernel<<<grid, 32, shm, s>>>(*a);

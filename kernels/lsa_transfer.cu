@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_a
 /* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to
  * the owner's comb[t][my rank]. Four 16-byte vectors per lane and slot in flight (eight spill). */
 #define RANK_UNROLL 4
+#define LANDED_UNROLL 8 /* the landing path holds no accumulators across vectors: more loads in flight */
 __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     int vecs = a.hidden / 8;
@@ -203,6 +204,34 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
         float my_w = lane < a.topk ? a.all_w[((size_t)p * a.t_max + t) * a.topk + lane] : 0.0f;
         uint4 *dst = (uint4 *)ncclGetLsaPointer(
             (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
+        if (a.landing) { /* comm mode, landing: all slots of the token are the same landed row: stream it once */
+            const uint4 *src = landed_row(a, p, t);
+            for (int v0 = lane; v0 < vecs; v0 += 32 * LANDED_UNROLL) {
+                vec8 in[LANDED_UNROLL];
+#pragma unroll
+                for (int u = 0; u < LANDED_UNROLL; u++)
+                    if (v0 + u * 32 < vecs)
+                        in[u].v = src[v0 + u * 32];
+#pragma unroll
+                for (int u = 0; u < LANDED_UNROLL; u++) {
+                    if (v0 + u * 32 >= vecs)
+                        continue;
+                    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    for (unsigned m = mask; m; m &= m - 1) { /* ascending j, as the reference */
+                        float w = __shfl_sync(0xffffffffu, my_w, __ffs(m) - 1);
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += w * mok_bf16_to_f32(in[u].h[i]);
+                    }
+                    vec8 out;
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        out.h[i] = mok_f32_to_bf16(acc[i]);
+                    dst[v0 + u * 32] = out.v;
+                }
+            }
+            continue;
+        }
         for (int v0 = lane; v0 < vecs; v0 += 32 * RANK_UNROLL) {
             float acc[RANK_UNROLL][8];
 #pragma unroll
@@ -211,22 +240,14 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
                 for (int i = 0; i < 8; i++)
                     acc[u][i] = 0.0f;
             vec8 in[RANK_UNROLL];
-            if (a.landing) { /* comm mode, landing: every slot of the token is the same landed row: load it once */
-                const uint4 *src = landed_row(a, p, t);
-#pragma unroll
-                for (int u = 0; u < RANK_UNROLL; u++)
-                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
-            }
             for (unsigned m = mask; m; m &= m - 1) {
                 int j = __ffs(m) - 1;
                 int slot = __shfl_sync(0xffffffffu, my_slot, j);
                 float w = __shfl_sync(0xffffffffu, my_w, j);
-                if (!a.landing) {
-                    const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
+                const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
 #pragma unroll
-                    for (int u = 0; u < RANK_UNROLL; u++)
-                        in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
-                }
+                for (int u = 0; u < RANK_UNROLL; u++)
+                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
 #pragma unroll
                 for (int u = 0; u < RANK_UNROLL; u++)
 #pragma unroll
