@@ -1,8 +1,11 @@
-/* lsa_transfer: the data movement of the LSA path. Dispatch pulls each (source rank, token) row once through an
- * LSA pointer (NVLink load) and stores it into every local expert slot that token routes to, then releases the
- * chunk counters of those slots. Combine pushes rows (or fp32-summed per-rank partials) into the token owner's
- * window, signals completion with an epoch flag, and the owner sums in a fixed order. Warps move rows with
- * 16-byte vectors, several loads in flight per lane, so a handful of SMs keeps NVLink busy. */
+/* lsa_transfer: the data movement of the LSA path, in the variants the `lsa` tuning parameters select.
+ * Dispatch moves each (source rank, token) row across NVLink once per destination rank: pulled by the
+ * destination (LSA loads) or pushed by the owner (LSA stores), into a copy per local expert slot (layout=slots)
+ * or into one landing row the slots read (layout=landing), then releases the chunk counters of those slots.
+ * Combine pushes rows (per route) or fp32-summed partials (per rank) into the token owner's window, signals
+ * completion with an epoch flag, and the owner sums in a fixed order, so y is bitwise reproducible. Rows move by
+ * warps with 16-byte vectors and several loads in flight per lane (copy=warp) or by the bulk copy engine through
+ * shared memory (copy=bulk). */
 #include <nccl.h>
 #include <nccl_device.h>
 

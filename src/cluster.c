@@ -9,9 +9,14 @@
 #include "mok_kernels.h"
 #include "version.h"
 
+/* Truncating copy (library version strings can be longer than our fields; a cut name is fine there). */
 static void copy_str(char *dst, size_t len, const char *src)
 {
-    snprintf(dst, len, "%s", src ? src : "");
+    size_t n = src ? strlen(src) : 0;
+    if (n >= len)
+        n = len - 1;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
 }
 
 int mok_cluster_init_mpi(int *argc, char ***argv, struct mok_cluster *cl)
