@@ -148,7 +148,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     ops->teardown(state);
 
     row->flops = p->flops;
-    row->tflops = p->flops / (row->time_med_us * 1e-6) / 1e12;
+    row->tflops = p->flops > 0 ? p->flops / (row->time_med_us * 1e-6) / 1e12 : NAN; /* comm mode: no FLOPs */
     row->comm_gbps = (row->dispatch_bytes + row->combine_bytes) / (row->time_med_us * 1e-6) / 1e9;
     row->dispatch_gbps = row->dispatch_bytes / (row->dispatch_us * 1e-6) / 1e9;
     /* every rank sends at once, so the ceiling is the both-directions peer bandwidth --probe measured */
