@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-PKGS="meson ninja-build pkg-config libcjson-dev libopenmpi-dev openmpi-bin"
+PKGS="meson ninja-build pkg-config libcjson-dev libopenmpi-dev openmpi-bin python3-matplotlib"
 missing=""
 for p in $PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
