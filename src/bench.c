@@ -232,7 +232,7 @@ int mok_bench_run(const struct mok_config *cfg, const char *config_json, struct 
         if (mok_report_choose_paths(cfg->output_dir, cfg->output_name, csv, json, (int)sizeof(csv), err,
                                     sizeof(err)) ||
             mok_report_write_csv(csv, &cl->env, rows, nrows, err, sizeof(err)) ||
-            mok_report_write_json(json, argc, argv, config_json, &cl->env, rows, nrows, err, sizeof(err))) {
+            mok_report_write_json(json, argc, argv, config_json, &cl->env, rows, nrows, NULL, err, sizeof(err))) {
             fprintf(stderr, "mok-bench: report: %s\n", err);
             rc = 1;
         } else {

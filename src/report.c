@@ -191,7 +191,7 @@ void mok_report_print_row(FILE *out, const struct mok_row *row)
 
 /* ---- output paths and atomic writes ------------------------------------------------------------------ */
 
-static int mkdir_p(const char *dir, char *err, int err_len)
+int mok_mkdir_p(const char *dir, char *err, int err_len)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
@@ -232,7 +232,7 @@ int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, c
         dir = ".";
     if (!name || !name[0] || strchr(name, '/'))
         return set_err(err, err_len, "invalid output name '%s': must be non-empty, without '/'", name ? name : "");
-    if (mkdir_p(dir, err, err_len) != 0)
+    if (mok_mkdir_p(dir, err, err_len) != 0)
         return -1;
     int dlen = (int)strlen(dir);
     while (dlen > 1 && dir[dlen - 1] == '/') /* "out/" + "x.csv" reads better as "out/x.csv" */
@@ -356,19 +356,19 @@ static void csv_field(struct sbuf *b, const struct mok_row *row, const struct fi
     sb_puts(b, buf);
 }
 
-int mok_report_write_csv(const char *path, const struct mok_env *env, const struct mok_row *rows, int nrows,
-                         char *err, int err_len)
+char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int with_header)
 {
     static const struct mok_env no_env;
     if (!env)
         env = &no_env;
     struct sbuf b = {0};
-    for (int i = 0; i < NFIELDS; i++) {
-        sb_puts(&b, fields[i].name);
-        sb_putn(&b, ",", 1);
+    if (with_header) {
+        for (int i = 0; i < NFIELDS; i++) {
+            sb_puts(&b, fields[i].name);
+            sb_putn(&b, ",", 1);
+        }
+        sb_puts(&b, "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n");
     }
-    sb_puts(&b, "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n");
-
     /* The environment repeats on every row so rows from many runs can be concatenated and still compared. */
     char ints[48];
     snprintf(ints, sizeof ints, ",%d,%d,%d", env->sm_count, env->nranks, env->lsa_size);
@@ -386,7 +386,24 @@ int mok_report_write_csv(const char *path, const struct mok_env *env, const stru
         }
         sb_putn(&b, "\n", 1);
     }
-    return write_sbuf(path, &b, err, err_len);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    if (!b.p) /* nothing written: an empty string, not NULL */
+        return calloc(1, 1);
+    return b.p;
+}
+
+int mok_report_write_csv(const char *path, const struct mok_env *env, const struct mok_row *rows, int nrows,
+                         char *err, int err_len)
+{
+    char *text = mok_report_csv_text(env, rows, nrows, 1);
+    if (!text)
+        return set_err(err, err_len, "%s: out of memory", path);
+    int rc = mok_write_file_atomic(path, text, strlen(text), err, err_len);
+    free(text);
+    return rc;
 }
 
 static char *read_file(const char *path, size_t *len_out, char *err, int err_len)
@@ -658,8 +675,8 @@ static cJSON *row_json(const struct mok_row *row, int *ok)
 }
 
 int mok_report_write_json(const char *path, int argc, char **argv, const char *config_json,
-                          const struct mok_env *env, const struct mok_row *rows, int nrows, char *err,
-                          int err_len)
+                          const struct mok_env *env, const struct mok_row *rows, int nrows, const char *summary_json,
+                          char *err, int err_len)
 {
     static const struct mok_env no_env;
     int ok = 1;
@@ -681,6 +698,10 @@ int mok_report_write_json(const char *path, int argc, char **argv, const char *c
     for (int r = 0; r < nrows && arr; r++)
         jadd(arr, NULL, row_json(&rows[r], &ok), &ok);
     jadd(root, "rows", arr, &ok);
+    if (summary_json) { /* the capacity-planning summary, built by summary.c */
+        cJSON *sum = cJSON_Parse(summary_json);
+        jadd(root, "summary", sum ? sum : cJSON_CreateString(summary_json), &ok);
+    }
     char stamp[32] = "";
     time_t now = time(NULL);
     struct tm tm;

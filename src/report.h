@@ -98,13 +98,20 @@ void mok_report_print_row(FILE *out, const struct mok_row *row);
 int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, char *json_path, int path_len,
                             char *err, int err_len);
 
+/* The CSV text of rows (with the header line when with_header), malloc'ed; NULL when out of memory. The journal
+ * appends rows with it as they finish. */
+char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int with_header);
+/* mkdir -p; 0, or -1 with a message. */
+int mok_mkdir_p(const char *dir, char *err, int err_len);
+
 /* Writes atomically; fail (returning -1 with a message in err) if the path exists. */
 int mok_report_write_csv(const char *path, const struct mok_env *env, const struct mok_row *rows, int nrows,
                          char *err, int err_len);
-/* argv: the command line; config_json: the canonical config echo (a JSON text). */
+/* argv: the command line; config_json: the canonical config echo (a JSON text); summary_json: the
+ * capacity-planning summary (a JSON text) or NULL. */
 int mok_report_write_json(const char *path, int argc, char **argv, const char *config_json,
-                          const struct mok_env *env, const struct mok_row *rows, int nrows, char *err,
-                          int err_len);
+                          const struct mok_env *env, const struct mok_row *rows, int nrows, const char *summary_json,
+                          char *err, int err_len);
 
 /* Readers, for the round-trip test and later tools (resume, plot). Return the row count, or -1 with err. */
 int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len);

@@ -234,7 +234,36 @@ static void test_round_trip(const char *dir)
     const char *cfg = "{\"iters\": 20, \"model\": [{\"hidden\": 7168}]}";
     CHECK(setenv("NCCL_TEST_VAR", "x", 1) == 0, "setenv");
     CHECK(mok_report_write_csv(csv, &env, rows, 3, err, sizeof err) == 0, "write_csv: %s", err);
-    CHECK(mok_report_write_json(json, 3, argv, cfg, &env, rows, 3, err, sizeof err) == 0, "write_json: %s", err);
+    CHECK(mok_report_write_json(json, 3, argv, cfg, &env, rows, 3, "{\"items\": []}", err, sizeof err) == 0,
+          "write_json: %s", err);
+    { /* the summary is embedded as an object */
+        FILE *f = fopen(json, "r");
+        char text[65536] = "";
+        size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[got] = '\0';
+        CHECK(strstr(text, "\"summary\"") && strstr(text, "\"items\""), "summary not in the JSON report");
+    }
+    { /* header once, then rows appended one by one (the journal's way) read back as one CSV */
+        char *head = mok_report_csv_text(&env, rows, 0, 1), *r0 = mok_report_csv_text(&env, rows, 1, 0);
+        char *r1 = mok_report_csv_text(&env, rows + 1, 1, 0), path3[PATH_MAX];
+        snprintf(path3, sizeof path3, "%s/appended.csv", dir);
+        FILE *f = fopen(path3, "w");
+        CHECK(head && r0 && r1 && f, "csv_text");
+        if (head && r0 && r1 && f) {
+            fputs(head, f), fputs(r0, f), fputs(r1, f);
+            fclose(f);
+            int m = mok_report_read_csv(path3, back, 4, err, sizeof err);
+            CHECK(m == 2, "appended rows read back: %d %s", m, err);
+            if (m == 2) {
+                compare_rows("appended", 0, &rows[0], &back[0]);
+                compare_rows("appended", 1, &rows[1], &back[1]);
+            }
+            unlink(path3);
+        }
+        free(head), free(r0), free(r1);
+    }
 
     int n = mok_report_read_csv(csv, back, 4, err, sizeof err);
     CHECK(n == 3, "read_csv returned %d: %s", n, err);
@@ -296,7 +325,7 @@ static void test_round_trip(const char *dir)
     /* A config text that is not JSON is kept as a string. */
     char json2[PATH_MAX + 16];
     join(json2, sizeof json2, dir, "/badcfg.json");
-    CHECK(mok_report_write_json(json2, 0, NULL, "{not json", &env, rows, 1, err, sizeof err) == 0, "write: %s",
+    CHECK(mok_report_write_json(json2, 0, NULL, "{not json", &env, rows, 1, NULL, err, sizeof err) == 0, "write: %s",
           err);
     text = slurp(json2);
     root = text ? cJSON_Parse(text) : NULL;
@@ -379,7 +408,7 @@ static void test_no_overwrite(const char *dir)
     err[0] = '\0';
     CHECK(mok_report_write_csv(path, NULL, &row, 1, err, sizeof err) == -1 && strstr(err, "refusing"),
           "write_csv over an existing file: [%s]", err);
-    CHECK(mok_report_write_json(path, 0, NULL, "{}", NULL, &row, 1, err, sizeof err) == -1 &&
+    CHECK(mok_report_write_json(path, 0, NULL, "{}", NULL, &row, 1, NULL, err, sizeof err) == -1 &&
               strstr(err, "refusing"),
           "write_json over an existing file: [%s]", err);
     text = slurp(path);

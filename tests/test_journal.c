@@ -1,0 +1,129 @@
+/* test_journal: the resume journal (append, reopen, identity, torn lines) and the capacity-planning summary. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal.h"
+#include "summary.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                                      \
+    do {                                                                                                      \
+        if (!(cond)) {                                                                                        \
+            failures++;                                                                                       \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            printf(__VA_ARGS__);                                                                              \
+            printf("\n");                                                                                     \
+        }                                                                                                     \
+    } while (0)
+
+static struct mok_row make_row(int problem, const char *impl, const char *params, double t, const char *disp)
+{
+    struct mok_row r;
+    mok_row_init(&r);
+    r.problem = problem;
+    snprintf(r.model, sizeof r.model, "m");
+    r.hidden = 256, r.intermediate = 128, r.experts = 8, r.topk = 2, r.tokens_per_rank = 1000 * (problem + 1);
+    snprintf(r.routing, sizeof r.routing, "uniform");
+    snprintf(r.dtype, sizeof r.dtype, "bf16");
+    snprintf(r.pass, sizeof r.pass, "fwd");
+    snprintf(r.impl, sizeof r.impl, "%s", impl);
+    snprintf(r.params, sizeof r.params, "%s", params);
+    snprintf(r.disposition, sizeof r.disposition, "%s", disp);
+    r.time_med_us = t;
+    return r;
+}
+
+static void test_journal(const char *dir)
+{
+    struct mok_env env;
+    memset(&env, 0, sizeof env);
+    snprintf(env.gpu, sizeof env.gpu, "NVIDIA H200");
+    struct mok_journal j;
+    struct mok_row *back = NULL;
+    int n = 0;
+    char note[256], err[512];
+    struct mok_row a = make_row(0, "nccl", "gemm=per_expert,gemm_streams=4", 123.5, "passed");
+    struct mok_row b = make_row(1, "lsa", "sms=16,combine=per_rank", 77.25, "incorrect");
+    CHECK(mok_journal_open(&j, dir, "run", "config=1 gpu=x", false, &env, &back, &n, note, sizeof note, err,
+                           sizeof err) == 0 && n == 0, "open fresh: %s", err);
+    CHECK(mok_journal_append(&j, &env, &a, err, sizeof err) == 0, "append a: %s", err);
+    CHECK(mok_journal_append(&j, &env, &b, err, sizeof err) == 0, "append b: %s", err);
+    mok_journal_close(&j);
+
+    CHECK(mok_journal_open(&j, dir, "run", "config=1 gpu=x", true, &env, &back, &n, note, sizeof note, err,
+                           sizeof err) == 0, "reopen: %s", err);
+    CHECK(n == 2 && back && mok_row_same_candidate(&back[0], &a) && mok_row_same_candidate(&back[1], &b) &&
+              back[0].time_med_us == 123.5 && !strcmp(back[1].disposition, "incorrect"),
+          "resumed rows differ (n=%d) [%s]", n, note);
+    CHECK(!mok_row_same_candidate(&a, &b), "different candidates compare equal");
+    struct mok_row c = make_row(2, "lsa", "sms=8", 50, "passed");
+    CHECK(mok_journal_append(&j, &env, &c, err, sizeof err) == 0, "append after resume: %s", err);
+    mok_journal_close(&j);
+    free(back);
+
+    /* another config or machine: nothing is reused, and the journal restarts */
+    CHECK(mok_journal_open(&j, dir, "run", "config=2 gpu=x", true, &env, &back, &n, note, sizeof note, err,
+                           sizeof err) == 0 && n == 0 && strstr(note, "measuring everything"),
+          "identity mismatch must not resume (n=%d, %s)", n, note);
+    mok_journal_close(&j);
+    free(back);
+
+    /* a torn last line (killed while writing) is reported, not trusted */
+    CHECK(mok_journal_open(&j, dir, "torn", "id", false, &env, &back, &n, note, sizeof note, err, sizeof err) == 0,
+          "open torn");
+    mok_journal_append(&j, &env, &a, err, sizeof err);
+    fputs("0,m,256,12", j.f);
+    mok_journal_close(&j);
+    CHECK(mok_journal_open(&j, dir, "torn", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
+              n == 0 && strstr(note, "unreadable"),
+          "torn journal: n=%d note=%s", n, note);
+    mok_journal_close(&j);
+    free(back);
+    char path[700];
+    const char *names[] = {"run.journal.csv", "run.journal.id", "torn.journal.csv", "torn.journal.id"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void test_summary(void)
+{
+    struct mok_row rows[] = {
+        make_row(0, "nccl", "gemm=grouped", 2000, "passed"),
+        make_row(0, "nccl", "gemm=per_expert", 1000, "passed"),
+        make_row(0, "nccl-overlap", "chunks=1", 800, "passed"),
+        make_row(0, "nccl-overlap", "chunks=2", 100, "incorrect"), /* fastest but wrong: never chosen */
+        make_row(1, "nccl", "gemm=per_expert", 4000, "passed"),
+        make_row(1, "nccl-overlap", "chunks=1", 0, "not_supported"),
+    };
+    struct mok_summary_item items[8];
+    int n = mok_summary_build(rows, 6, "nccl", 61, items, 8);
+    CHECK(n == 3, "items %d", n);
+    CHECK(items[0].best == &rows[1] && items[0].speedup == 1.0, "best nccl of problem 0");
+    CHECK(items[1].best == &rows[2] && fabs(items[1].speedup - 1.25) < 1e-12, "overlap speedup %g", items[1].speedup);
+    CHECK(fabs(items[1].ms_per_layer - 0.8) < 1e-12 && fabs(items[1].ms_per_step - 61 * 0.8) < 1e-9,
+          "ms per layer/step");
+    CHECK(fabs(items[0].tokens_per_s_per_gpu - 1000 / 1e-3) < 1e-6, "tokens/s %g", items[0].tokens_per_s_per_gpu);
+    CHECK(items[2].problem == 1 && items[2].best == &rows[4], "problem 1 has only nccl");
+    char *json = mok_summary_json(items, n, 61);
+    CHECK(json && strstr(json, "\"moe_layers\":61") && strstr(json, "\"speedup_vs_baseline\":1.25"), "json %s",
+          json ? json : "(null)");
+    free(json);
+    mok_summary_print(stdout, items, n, 61);
+}
+
+int main(int argc, char **argv)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/journal-%d", argc > 1 ? argv[1] : "/tmp", (int)getpid());
+    test_journal(dir);
+    test_summary();
+    printf("test_journal: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
+    return failures ? 1 : 0;
+}
