@@ -5,9 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "impl.h"
+#include "journal.h"
+#include "search.h"
+#include "summary.h"
+#include "tunedb.h"
 #include "mok_kernels.h"
 #include "sweep.h"
 #include "timing.h"
@@ -161,25 +167,257 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     return verdict == 1 ? 0 : 1;
 }
 
-int mok_bench_run(const struct mok_config *cfg, const char *config_json, struct mok_cluster *cl, int argc,
-                  char **argv)
+/* ---- the sweep: rank 0 decides every candidate and broadcasts it; the others follow ----------------------- */
+
+#define MSG_STOP 0
+#define MSG_RUN 1
+
+struct bench_state {
+    const struct mok_config *cfg;
+    const struct mok_bench_opts *opts;
+    struct mok_cluster *cl;
+    struct mok_checker checker;
+    struct mok_row *rows;
+    int nrows, cap_rows, failures;
+    struct mok_journal journal;
+    struct mok_row *resumed;
+    int nresumed;
+    struct mok_tunedb db;
+    long long done, total;
+    double t0;
+    const char *baseline; /* "nccl" or "nccl-p2p": speedups are over its best candidate of the problem */
+    double best_base_us;  /* so far in the current problem */
+};
+
+/* One problem x implementation on its way through a search. */
+struct impl_ctx {
+    struct bench_state *b;
+    struct mok_problem *prob;
+    const struct mok_impl_desc *desc;
+    const struct mok_impl_ops *ops;
+    const struct mok_tune *tune;
+    const char *note; /* appended to each row's note ("tuned"), or NULL */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* On a terminal, a progress line on stderr (candidates done / planned, elapsed, estimated time left); elsewhere
+ * the rows themselves are the one plain line per candidate. */
+static void progress(struct bench_state *b)
+{
+    if (b->cl->rank != 0 || !isatty(2))
+        return;
+    double el = now_s() - b->t0, left = b->done ? el / b->done * (double)(b->total - b->done) : 0;
+    fprintf(stderr, "\r[%lld/%lld candidates] %02d:%02d elapsed, about %02d:%02d left   ", b->done, b->total,
+            (int)el / 60, (int)el % 60, (int)left / 60, (int)left % 60);
+    fflush(stderr);
+}
+
+static int row_result(const struct mok_row *row, double *time_us)
+{
+    if (!strcmp(row->disposition, MOK_DISPOSITION_NOT_SUPPORTED))
+        return MOK_MEASURE_UNSUPPORTED;
+    if (strcmp(row->disposition, MOK_DISPOSITION_PASSED) && strcmp(row->disposition, MOK_DISPOSITION_NOT_VERIFIED))
+        return MOK_MEASURE_FAILED;
+    *time_us = row->time_med_us;
+    return MOK_MEASURE_OK;
+}
+
+/* The row's speedup over the best baseline candidate measured so far in this problem (final values are set when
+ * the problem is done). */
+static void live_speedup(struct bench_state *b, struct mok_row *row)
+{
+    double t;
+    if (!strcmp(row->impl, b->baseline) && row_result(row, &t) == MOK_MEASURE_OK && !(t >= b->best_base_us))
+        b->best_base_us = t;
+    row->speedup_vs_nccl = b->best_base_us / row->time_med_us;
+}
+
+static struct mok_row *new_row(struct bench_state *b)
+{
+    if (b->nrows == b->cap_rows) {
+        int cap = b->cap_rows ? 2 * b->cap_rows : 64;
+        struct mok_row *r = realloc(b->rows, sizeof(*r) * (size_t)cap);
+        if (!r)
+            die(b->cl, "rows", "out of host memory");
+        b->rows = r;
+        b->cap_rows = cap;
+    }
+    return &b->rows[b->nrows++];
+}
+
+/* Runs one candidate with parameter values `params` on every rank; rank 0 records, journals and prints it. */
+static int measure_params(struct impl_ctx *ic, const int *params, double *time_us)
+{
+    struct bench_state *b = ic->b;
+    struct mok_row *row = new_row(b);
+    mok_row_init(row);
+    fill_problem_fields(row, &ic->prob->spec);
+    snprintf(row->impl, sizeof(row->impl), "%s", ic->desc->name);
+    mok_impl_params_label(ic->desc, params, row->params, sizeof(row->params));
+    if (b->cl->rank == 0) {
+        for (int i = 0; i < b->nresumed; i++) /* measured before an interruption: reuse it */
+            if (mok_row_same_candidate(&b->resumed[i], row)) {
+                int problem = row->problem;
+                *row = b->resumed[i];
+                row->problem = problem;
+                live_speedup(b, row);
+                mok_report_print_row(stdout, row);
+                b->done++;
+                progress(b);
+                int res = row_result(row, time_us);
+                b->failures += res == MOK_MEASURE_FAILED; /* a resumed failure still fails the run */
+                return res;
+            }
+        int msg[1 + MOK_MAX_PARAMS] = {MSG_RUN};
+        memcpy(msg + 1, params, sizeof(int) * MOK_MAX_PARAMS);
+        MPI_Bcast(msg, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    b->failures += run_candidate(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
+    if (ic->note && row->note[0] == '\0')
+        snprintf(row->note, sizeof(row->note), "%s", ic->note);
+    if (b->cl->rank == 0) {
+        char err[ERR_LEN];
+        live_speedup(b, row);
+        mok_report_print_row(stdout, row);
+        if (mok_journal_append(&b->journal, &b->cl->env, row, err, sizeof(err)))
+            fprintf(stderr, "mok-bench: %s (rows are still kept in memory)\n", err);
+        b->done++;
+        progress(b);
+    }
+    return row_result(row, time_us);
+}
+
+static int measure_index(void *vctx, const int *value_index, double *time_us)
+{
+    struct impl_ctx *ic = vctx;
+    int params[MOK_MAX_PARAMS] = {0};
+    for (int j = 0; j < ic->desc->nparams; j++)
+        params[j] = ic->tune->values[j][value_index[j]];
+    return measure_params(ic, params, time_us);
+}
+
+/* The tuning-database key of a problem on this machine. */
+static void tune_key(const struct bench_state *b, const struct mok_problem_spec *spec, struct mok_tune_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    const struct mok_env *env = &b->cl->env;
+    const struct mok_model *m = &spec->model;
+    snprintf(k->gpu, sizeof(k->gpu), "%s", env->gpu);
+    k->sm_count = env->sm_count, k->ranks = env->nranks, k->lsa_size = env->lsa_size;
+    k->hidden = m->hidden, k->intermediate = m->intermediate, k->experts = m->experts, k->topk = m->topk;
+    k->shared_experts = m->shared_experts, k->tokens_per_rank = spec->tokens_per_rank;
+    mok_routing_label(&spec->routing, k->routing, sizeof(k->routing));
+    snprintf(k->dtype, sizeof(k->dtype), "%s", mok_dtype_name(spec->dtype));
+    snprintf(k->pass, sizeof(k->pass), "%s", mok_pass_name(spec->pass));
+    snprintf(k->mode, sizeof(k->mode), "%s", mok_mode_name(spec->mode));
+}
+
+/* Rank 0: the stored best of this problem and implementation, or a search over the config's tune lists; the
+ * winner goes back into the database. */
+static void decide_impl(struct impl_ctx *ic)
+{
+    struct bench_state *b = ic->b;
+    struct mok_tune_key key;
+    tune_key(b, &ic->prob->spec, &key);
+    if (b->opts->tuned_path) {
+        const struct mok_tune_entry *e = mok_tunedb_find(&b->db, &key, ic->desc->name);
+        char why[256] = "";
+        int params[MOK_MAX_PARAMS] = {0};
+        if (e && mok_tunedb_check(e, why, sizeof(why)) == 0 &&
+            mok_tunedb_params_parse(ic->desc, e->params, params, why, sizeof(why)) == 0) {
+            double t;
+            ic->note = "tuned: from the database, no search";
+            if (measure_params(ic, params, &t) != MOK_MEASURE_OK)
+                printf("# tuned candidate %s %s no longer passes; it stays in the database as it was\n",
+                       ic->desc->name, e->params);
+            ic->note = NULL;
+            return;
+        }
+        if (e)
+            printf("# tuning database entry for %s ignored (stale: %s); searching\n", ic->desc->name, why);
+    }
+    struct mok_search_opts so = {.strategy = (enum mok_search_strategy)b->cfg->search_strategy,
+                                 .max_measurements = b->cfg->search_max_measurements,
+                                 .budget_s = b->cfg->search_budget_s, .seed = b->cfg->search_seed};
+    struct mok_search_result res;
+    if (mok_search_run(ic->desc->nparams, ic->tune->nvalues, &so, measure_index, ic, &res) != 0)
+        die(b->cl, "search", "invalid search space");
+    if (b->cfg->search_strategy != MOK_SEARCH_EXHAUSTIVE || res.stopped)
+        printf("# search %s for %s: %d of %d candidates measured (%d not supported, %d failed)%s\n",
+               mok_search_strategy_name(so.strategy), ic->desc->name, res.measured + res.failed, res.total,
+               res.unsupported, res.failed, res.stopped ? ", stopped by its budget" : "");
+    if (b->opts->tuned_path && res.found) {
+        struct mok_tune_entry e;
+        memset(&e, 0, sizeof(e));
+        e.key = key;
+        snprintf(e.impl, sizeof(e.impl), "%s", ic->desc->name);
+        int params[MOK_MAX_PARAMS] = {0};
+        for (int j = 0; j < ic->desc->nparams; j++)
+            params[j] = ic->tune->values[j][res.best[j]];
+        mok_impl_params_label(ic->desc, params, e.params, sizeof(e.params));
+        e.time_us = res.best_time_us;
+        time_t now = time(NULL);
+        struct tm tm;
+        if (gmtime_r(&now, &tm))
+            strftime(e.measured_utc, sizeof(e.measured_utc), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(e.commit, sizeof(e.commit), "%s", b->cl->env.commit);
+        mok_tunedb_put(&b->db, &e);
+    }
+}
+
+/* Ranks other than 0: run what rank 0 broadcasts until it says stop. */
+static void follow_impl(struct impl_ctx *ic)
+{
+    for (;;) {
+        int msg[1 + MOK_MAX_PARAMS];
+        MPI_Bcast(msg, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
+        if (msg[0] == MSG_STOP)
+            return;
+        double t;
+        measure_params(ic, msg + 1, &t);
+    }
+}
+
+static void open_journal_and_db(struct bench_state *b, const char *config_json)
+{
+    char err[ERR_LEN], note[ERR_LEN], identity[512];
+    const struct mok_env *env = &b->cl->env;
+    snprintf(identity, sizeof(identity), "config %016llx | %s | %d SMs | %d ranks | LSA %d",
+             (unsigned long long)mok_hash64(config_json, strlen(config_json)), env->gpu, env->sm_count,
+             env->nranks, env->lsa_size);
+    if (mok_journal_open(&b->journal, b->cfg->output_dir, b->cfg->output_name, identity, b->opts->resume, env,
+                         &b->resumed, &b->nresumed, note, sizeof(note), err, sizeof(err)))
+        fprintf(stderr, "mok-bench: %s (no journal: an interruption loses the rows)\n", err);
+    if (note[0])
+        printf("# %s\n", note);
+    if (b->opts->tuned_path && mok_tunedb_load(b->opts->tuned_path, &b->db, err, sizeof(err))) {
+        fprintf(stderr, "mok-bench: --tuned: %s\n", err);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
+                  struct mok_cluster *cl, int argc, char **argv)
 {
     bool root = cl->rank == 0;
     /* speedups are over the NCCL baseline of the mode: the whole layer, or its dispatch + combine alone */
     const char *baseline = cfg->mode == MOK_MODE_COMM ? "nccl-p2p" : "nccl";
     int nproblems = mok_config_problem_count(cfg);
-    long long total = mok_sweep_total(cfg);
-    struct mok_row *rows = calloc((size_t)(total > 0 ? total : 1), sizeof(*rows));
-    if (!rows)
-        die(cl, "start", "out of host memory");
-    int nrows = 0, failures = 0;
+    struct bench_state b = {.cfg = cfg, .opts = opts, .cl = cl, .total = mok_sweep_total(cfg), .t0 = now_s(),
+                            .baseline = baseline};
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, cl->device);
-    struct mok_checker checker;
-    if (mok_checker_init(&checker))
+    if (mok_checker_init(&b.checker))
         die(cl, "start", "cannot allocate the checker");
     if (root) {
         mok_report_print_header(stdout, &cl->env, cfg->source);
+        open_journal_and_db(&b, config_json);
         mok_report_print_table_head(stdout);
     }
     for (int pi = 0; pi < nproblems; pi++) {
@@ -193,54 +431,70 @@ int mok_bench_run(const struct mok_config *cfg, const char *config_json, struct 
         if (root)
             printf("# problem %d: %d input sets rotated (L2 %d MiB); reference %.1f ms\n", pi, prob.sets,
                    prop.l2CacheSize >> 20, prob.reference_ms);
-        int first_row = nrows;
-        double best_nccl_us = NAN;
+        int first_row = b.nrows;
+        b.best_base_us = NAN;
         for (int ii = 0; ii < cfg->nimpls; ii++) {
-            const struct mok_impl_desc *desc = mok_impl_desc_find(cfg->impls[ii]);
-            const struct mok_impl_ops *ops = mok_impl_find(cfg->impls[ii]);
-            if (!desc || !ops)
+            struct impl_ctx ic = {.b = &b, .prob = &prob, .desc = mok_impl_desc_find(cfg->impls[ii]),
+                                  .ops = mok_impl_find(cfg->impls[ii]), .tune = &cfg->tune[ii]};
+            if (!ic.desc || !ic.ops)
                 die(cl, "registry", cfg->impls[ii]);
-            int ncand = mok_sweep_count(desc, &cfg->tune[ii]);
-            for (int c = 0; c < ncand; c++) {
-                int params[MOK_MAX_PARAMS] = {0};
-                mok_sweep_at(desc, &cfg->tune[ii], c, params);
-                struct mok_row *row = &rows[nrows++];
-                mok_row_init(row);
-                fill_problem_fields(row, &spec);
-                snprintf(row->impl, sizeof(row->impl), "%s", desc->name);
-                mok_impl_params_label(desc, params, row->params, sizeof(row->params));
-                failures += run_candidate(cfg, cl, &prob, &checker, ops, params, row);
-                bool counted = !strcmp(row->disposition, MOK_DISPOSITION_PASSED) ||
-                               !strcmp(row->disposition, MOK_DISPOSITION_NOT_VERIFIED);
-                if (!strcmp(desc->name, baseline) && counted && !(row->time_med_us >= best_nccl_us))
-                    best_nccl_us = row->time_med_us;
-                row->speedup_vs_nccl = best_nccl_us / row->time_med_us;
-                if (root)
-                    mok_report_print_row(stdout, row);
+            if (root) {
+                decide_impl(&ic);
+                int stop[1 + MOK_MAX_PARAMS] = {MSG_STOP};
+                MPI_Bcast(stop, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
+            } else {
+                follow_impl(&ic);
             }
         }
-        /* final speedups against the best nccl candidate of this problem, measured in this run */
-        for (int r = first_row; r < nrows; r++)
-            rows[r].speedup_vs_nccl = best_nccl_us / rows[r].time_med_us;
+        /* speedups against the best baseline candidate of this problem, measured in this run */
+        double best_base_us = NAN;
+        for (int r = first_row; r < b.nrows; r++) {
+            double t;
+            if (!strcmp(b.rows[r].impl, baseline) && row_result(&b.rows[r], &t) == MOK_MEASURE_OK &&
+                !(t >= best_base_us))
+                best_base_us = t;
+        }
+        for (int r = first_row; r < b.nrows; r++)
+            b.rows[r].speedup_vs_nccl = best_base_us / b.rows[r].time_med_us;
         mok_problem_destroy(&prob);
     }
-    mok_checker_destroy(&checker);
+    mok_checker_destroy(&b.checker);
+    if (root && isatty(2))
+        fputc('\n', stderr);
 
-    int rc = failures ? 1 : 0;
+    int rc = b.failures ? 1 : 0;
     if (root) {
         char csv[MOK_PATH_LEN + 80], json[MOK_PATH_LEN + 80], err[ERR_LEN];
+        struct mok_summary_item *items = calloc((size_t)b.nrows + 1, sizeof(*items));
+        int nitems = items ? mok_summary_build(b.rows, b.nrows, baseline, cfg->moe_layers, items, b.nrows) : 0;
+        char *summary = items ? mok_summary_json(items, nitems, cfg->moe_layers) : NULL;
+        mok_summary_print(stdout, items, nitems, cfg->moe_layers);
         if (mok_report_choose_paths(cfg->output_dir, cfg->output_name, csv, json, (int)sizeof(csv), err,
                                     sizeof(err)) ||
-            mok_report_write_csv(csv, &cl->env, rows, nrows, err, sizeof(err)) ||
-            mok_report_write_json(json, argc, argv, config_json, &cl->env, rows, nrows, NULL, err, sizeof(err))) {
+            mok_report_write_csv(csv, &cl->env, b.rows, b.nrows, err, sizeof(err)) ||
+            mok_report_write_json(json, argc, argv, config_json, &cl->env, b.rows, b.nrows, summary, err,
+                                  sizeof(err))) {
             fprintf(stderr, "mok-bench: report: %s\n", err);
             rc = 1;
         } else {
             printf("# reports: %s %s\n", csv, json);
         }
-        printf("# %s: %d candidates, %d failed or incorrect\n", failures ? "FAILED" : "OK", nrows, failures);
+        if (opts->tuned_path) {
+            if (mok_tunedb_save(opts->tuned_path, &b.db, err, sizeof(err))) {
+                fprintf(stderr, "mok-bench: --tuned: %s\n", err);
+                rc = 1;
+            } else {
+                printf("# tuning database: %s (%d entries)\n", opts->tuned_path, b.db.n);
+            }
+        }
+        printf("# %s: %d candidates, %d failed or incorrect\n", b.failures ? "FAILED" : "OK", b.nrows, b.failures);
+        free(summary);
+        free(items);
+        mok_journal_close(&b.journal);
+        mok_tunedb_free(&b.db);
+        free(b.resumed);
     }
-    free(rows);
+    free(b.rows);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }

@@ -5,10 +5,17 @@
 #define MOK_BENCH_H
 
 #include "cluster.h"
+#include <stdbool.h>
+
 #include "config.h"
 
+struct mok_bench_opts {
+    const char *tuned_path; /* --tuned: tuning database to reuse and update, or NULL */
+    bool resume;            /* --resume: reuse rows from the journal of the same config and machine */
+};
+
 /* Returns the process exit code: 0 all rows passed (or not_supported / not_verified), 1 otherwise. */
-int mok_bench_run(const struct mok_config *cfg, const char *config_json, struct mok_cluster *cl, int argc,
-                  char **argv);
+int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
+                  struct mok_cluster *cl, int argc, char **argv);
 
 #endif

@@ -26,6 +26,10 @@ void mok_cli_usage(FILE *out)
             "      --no-check         skip the reference check (rows say not_verified)\n"
             "      --probe            first measure this machine's ceilings (peer NVLink bandwidth, dense bf16\n"
             "                         GEMM rate) and report fractions against them; CONFIG.json is then optional\n"
+            "  -t, --tuned FILE       tuning database: known problems run their stored best candidate (no search);\n"
+            "                         new bests are merged into FILE at the end\n"
+            "  -r, --resume           reuse the rows an interrupted run of the same config on the same machine\n"
+            "                         left in its journal (<output.dir>/<name>.journal.csv)\n"
             "\n"
             "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line or\n"
             "config (nothing is written).\n");
@@ -86,6 +90,15 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
             cli->no_check = true;
         else if (!strcmp(name, "--probe"))
             cli->probe = true;
+        else if (!strcmp(name, "-r") || !strcmp(name, "--resume"))
+            cli->resume = true;
+        else if (!strcmp(name, "-t") || !strcmp(name, "--tuned")) {
+            const char *v = TAKE_VALUE();
+            if (!v || !*v)
+                mok_errors_add(errs, "%s: needs a tuning database file", name);
+            else
+                cli->tuned_path = v;
+        }
         else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             const char *v = TAKE_VALUE();
             if (!v || !*v)

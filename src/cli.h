@@ -10,7 +10,8 @@
 
 struct mok_cli {
     const char *config_path;
-    bool help, version, dry_run, no_check, probe;
+    bool help, version, dry_run, no_check, probe, resume;
+    const char *tuned_path; /* --tuned FILE: tuning database to reuse and update */
     const char *output_dir; /* overrides config output.dir */
     int nonly;
     char only[MOK_MAX_IMPLS][MOK_NAME_LEN];

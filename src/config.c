@@ -19,8 +19,12 @@
 #define PATHLEN 256
 #define SHOWN_LEN 60 /* values longer than this are cut in messages, so a huge array cannot hide the reason */
 
-static const char *const top_keys[] = {"model", "tokens_per_rank", "routing", "dtype",           "pass",  "mode",
-                                       "impls", "tune",            "timing",  "capacity_factor", "check", "output"};
+static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "dtype",    "pass",
+                                       "mode",   "impls",           "tune",    "timing",   "capacity_factor",
+                                       "search", "planning",        "check",   "output"};
+static const char *const search_keys[] = {"strategy", "max_measurements", "budget_s", "seed"};
+static const char *const search_names[] = {"exhaustive", "coordinate", "halving"};
+static const char *const planning_keys[] = {"moe_layers"};
 static const char *const mode_names[] = {"layer", "comm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
@@ -573,6 +577,33 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->rtol = 0.01;
     cfg->capacity_factor = 2.0;
     get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor);
+    cfg->search_strategy = 0;
+    cfg->search_seed = 1;
+    cfg->moe_layers = 1;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "search");
+    if (sv && !cJSON_IsObject(sv)) {
+        fail(e, "search", sv, "must be an object");
+    } else if (sv) {
+        check_keys(e, sv, "search", search_keys, COUNT(search_keys));
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(sv, "strategy");
+        if (st) {
+            int k = choice(e, st, "search.strategy", search_names, COUNT(search_names), COUNT(search_names));
+            if (k >= 0)
+                cfg->search_strategy = k;
+        }
+        get_int(e, sv, "search", "max_measurements", false, 0, 1000000, 1, &cfg->search_max_measurements);
+        get_num(e, sv, "search", "budget_s", false, 0, false, 86400, &cfg->search_budget_s);
+        int seed = 1;
+        if (get_int(e, sv, "search", "seed", false, 0, 2147483647, 1, &seed))
+            cfg->search_seed = (uint64_t)seed;
+    }
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(root, "planning");
+    if (pv && !cJSON_IsObject(pv)) {
+        fail(e, "planning", pv, "must be an object");
+    } else if (pv) {
+        check_keys(e, pv, "planning", planning_keys, COUNT(planning_keys));
+        get_int(e, pv, "planning", "moe_layers", false, 1, 100000, 1, &cfg->moe_layers);
+    }
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "results/local");
     default_output_name(cfg->source, cfg->output_name);
 
@@ -805,7 +836,14 @@ char *mok_config_to_json(const struct mok_config *cfg)
     }
     cJSON_AddStringToObject(root, "mode", mok_mode_name(cfg->mode));
     add_exact(root, "capacity_factor", cfg->capacity_factor);
-    cJSON *o = cJSON_AddObjectToObject(root, "timing");
+    cJSON *o = cJSON_AddObjectToObject(root, "search");
+    cJSON_AddStringToObject(o, "strategy", search_names[cfg->search_strategy]);
+    cJSON_AddNumberToObject(o, "max_measurements", cfg->search_max_measurements);
+    add_exact(o, "budget_s", cfg->search_budget_s);
+    add_exact(o, "seed", (double)cfg->search_seed);
+    o = cJSON_AddObjectToObject(root, "planning");
+    cJSON_AddNumberToObject(o, "moe_layers", cfg->moe_layers);
+    o = cJSON_AddObjectToObject(root, "timing");
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
     cJSON_AddNumberToObject(o, "iters", cfg->iters);
     o = cJSON_AddObjectToObject(root, "check");

@@ -89,6 +89,13 @@ struct mok_config {
 
     char output_dir[MOK_PATH_LEN];
     char output_name[MOK_NAME_LEN];
+
+    /* how candidates are chosen per problem and implementation (search.h) */
+    int search_strategy;      /* enum mok_search_strategy: exhaustive (default), coordinate, halving */
+    int search_max_measurements; /* 0: no cap */
+    double search_budget_s;   /* 0: no wall-clock budget per problem and implementation */
+    uint64_t search_seed;
+    int moe_layers;           /* planning: MoE layers per training step in the summary (default 1) */
 };
 
 /* One point of the cartesian product model x tokens x routing x dtype x pass. */

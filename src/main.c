@@ -184,7 +184,8 @@ int main(int argc, char **argv)
         mok_cluster_finalize(&cl);
         return 1;
     }
-    int rc = mok_bench_run(&cfg, config_json, &cl, argc, argv);
+    struct mok_bench_opts bopts = {.tuned_path = cli.tuned_path, .resume = cli.resume};
+    int rc = mok_bench_run(&cfg, &bopts, config_json, &cl, argc, argv);
     free(config_json);
     mok_cluster_finalize(&cl);
     return rc;

@@ -69,6 +69,13 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
     fprintf(mem, "# plan: %d problems x %d implementations, %lld candidates, %d ranks, warmup %d, iters %d, check %s\n",
             nproblems, cfg->nimpls, mok_sweep_total(cfg), nranks, cfg->warmup, cfg->iters,
             cfg->check_enabled ? "on" : "off");
+    static const char *const strategies[] = {"exhaustive", "coordinate", "halving"};
+    fprintf(mem, "# search: %s", strategies[cfg->search_strategy % 3]);
+    if (cfg->search_max_measurements)
+        fprintf(mem, ", at most %d measurements per problem and implementation", cfg->search_max_measurements);
+    if (cfg->search_budget_s > 0)
+        fprintf(mem, ", %g s budget per problem and implementation", cfg->search_budget_s);
+    fprintf(mem, " (the candidates listed below are the space it searches)\n");
     double worst = 0;
     for (int pi = 0; pi < nproblems; pi++) {
         struct mok_problem_spec spec;

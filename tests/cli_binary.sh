@@ -10,7 +10,7 @@ rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
 
 "$BIN" --help > "$SCRATCH/help.txt" || fail "--help exit $?"
 for flag in "-h, --help" "-V, --version" "-d, --dry-run" "-o, --output DIR" "--only IMPL[,IMPL]" \
-            "-w, --warmup N" "-n, --iters N" "--no-check" "--probe"; do
+            "-w, --warmup N" "-n, --iters N" "--no-check" "--probe" "-t, --tuned FILE" "-r, --resume"; do
   grep -qF -- "$flag" "$SCRATCH/help.txt" || fail "--help lacks '$flag'"
   grep -qF -- "$flag" "$SRC/README.md" || fail "README's flag table lacks '$flag'"
 done

@@ -59,6 +59,13 @@ int main(void)
     EXPECT(parse(&cli, &e, 3, a9) == 1 && errors_contain(&e, "--bogus: unknown option"), "unknown option");
     char *a10[] = {"mok-bench", "a.json", "b.json"};
     EXPECT(parse(&cli, &e, 3, a10) == 1 && errors_contain(&e, "only one CONFIG.json"), "two configs");
+    char *a12[] = {"mok-bench", "-t", "db.json", "--resume", "c.json"};
+    EXPECT(parse(&cli, &e, 5, a12) == 0 && cli.tuned_path && !strcmp(cli.tuned_path, "db.json") && cli.resume,
+           "--tuned/--resume");
+    char *a13[] = {"mok-bench", "--tuned=x.json", "-r", "c.json"};
+    EXPECT(parse(&cli, &e, 4, a13) == 0 && !strcmp(cli.tuned_path, "x.json") && cli.resume, "--tuned=, -r");
+    char *a14[] = {"mok-bench", "--tuned"};
+    EXPECT(parse(&cli, &e, 2, a14) >= 1 && errors_contain(&e, "--tuned: needs a tuning database file"), "--tuned alone");
     char *a11[] = {"mok-bench", "-n"};
     EXPECT(parse(&cli, &e, 2, a11) >= 1 && errors_contain(&e, "-n = \"\""), "-n without value");
 

@@ -234,6 +234,9 @@ static void test_values(const char *dir)
           "output");
     CHECK(cfg.tune[0].values[0][0] == 1 && cfg.tune[1].values[0][0] == 16 && cfg.tune[1].nvalues[2] == 2, "tune");
     CHECK(mok_config_check_ranks(&cfg, 8, &e) == 0 && mok_config_check_ranks(&cfg, 256, &e) == 0, "ranks");
+    CHECK(cfg.search_strategy == 1 && cfg.search_max_measurements == 40 && cfg.search_budget_s == 120.5 &&
+              cfg.search_seed == 7 && cfg.moe_layers == 61,
+          "search and planning");
     CHECK(mok_config_check_ranks(&cfg, 0, &e) == 1, "nranks 0 must be an error");
 }
 
