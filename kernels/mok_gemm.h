@@ -1,0 +1,49 @@
+/* mok_gemm: the expert GEMMs of the megakernel, on their own (issue 4). Host C includes it next to mok_kernels.h.
+ *
+ * A grouped GEMM over expert-major rows whose group sizes are known only on the device:
+ *   C[r][n] = sum_k A[r][k] * B[g][n][k]  for rows r in [offset[g], offset[g+1]) of group g,
+ * bf16 in, fp32 accumulation, bf16 out. With swiglu set, B[g] holds 2*n_out rows (gate rows [0, n_out), then up
+ * rows [n_out, 2*n_out)) and C[r][j] = silu(gate_j) * up_j, j < n_out: GEMM1 with SwiGLU in its epilogue. Without
+ * it, n_out = N: GEMM2. Row-major everything, K contiguous in A and B. */
+#ifndef MOK_GEMM_H
+#define MOK_GEMM_H
+
+#include <stdint.h>
+
+#include "mok_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mok_gemm_args {
+    const uint16_t *a;          /* [rows][k] */
+    const uint16_t *b;          /* [groups][swiglu ? 2 * n_out : n_out][k] */
+    uint16_t *c;                /* [rows][n_out] */
+    const int32_t *offset;      /* device, [groups + 1]: first row of each group; offset[groups] = rows */
+    int groups, rows_capacity;  /* rows_capacity: rows allocated in a and c (>= offset[groups]) */
+    int n_out, k;
+    int swiglu;
+};
+
+/* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */
+struct mok_gemm_sm90_config {
+    int tile_m;  /* 128 (two consumer warpgroups of 64 rows) */
+    int tile_n;  /* output columns per tile before SwiGLU: 128 or 256 */
+    int stages;  /* shared-memory pipeline depth, 2..8 */
+    int sms;     /* persistent CTAs (0: every SM) */
+};
+
+/* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the
+ * reason in why. Checked before any launch. */
+int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, char *why,
+                           int why_len);
+/* wgmma + TMA, warp-specialized, persistent (sm_90a only; returns cudaErrorNotSupported elsewhere). */
+int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, mok_stream_t stream);
+/* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
+int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
