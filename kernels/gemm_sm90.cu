@@ -1,0 +1,549 @@
+/* gemm_sm90: the expert GEMMs (kernels/mok_gemm.h) on Hopper's own machinery: TMA loads into a shared-memory
+ * ring, wgmma from shared memory into fp32 register accumulators, a persistent grid, warp specialization.
+ *
+ * Work: for every group g (rows [offset[g], offset[g+1]) of A, weights B[g]) and every output column tile, one
+ * 128-row tile of C. The group sizes live only in device memory, so each CTA turns offset[] into a prefix of
+ * tile counts itself (shared memory, once at start) and then walks the tile indices t = blockIdx.x,
+ * t += gridDim.x, finding each tile's group by binary search in that prefix.
+ *
+ * Roles (384 threads = 3 warpgroups):
+ *   warpgroup 0  producer: one thread issues the TMA loads of A (128 rows x 64 K) and B (tile_n rows x 64 K)
+ *                for every (tile, k block) into slot s of the ring, after the slot's "empty" barrier says both
+ *                consumers are done with it; the "full" barrier completes when the bytes have landed.
+ *                Gives its registers away (setmaxnreg.dec 40).
+ *   warpgroups 1, 2  consumers: rows [0, 64) and [64, 128) of the tile. For each k block: wait "full", 4
+ *                wgmma m64nNk16 (N = tile_n) from shared memory, commit; then wait until only this group is in
+ *                flight, so the previous k block's wgmmas are done and its slot goes back ("empty"). After the
+ *                last k block: round to bf16 (SwiGLU when asked) and store straight to global, skipping rows past
+ *                the group's end. Take the registers (setmaxnreg.inc 232): tile_n = 256 holds 128 fp32
+ *                accumulators per thread.
+ *
+ * SwiGLU (GEMM1): B[g] has 2*n_out rows (gate, then up). A tile of tile_n accumulator columns is tile_n/2 gate
+ * rows followed by the matching tile_n/2 up rows of B, loaded as two TMA boxes that sit back to back in the
+ * slot, so one wgmma with N = tile_n computes both and the epilogue pairs column j with column j + tile_n/2.
+ *
+ * Rows of a tile past its group's end are loaded anyway (they belong to the next group, or lie outside A and
+ * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
+ *
+ * Every mbarrier wait gives up after ~10 s (clock64), and a bad offset[] is caught while building the prefix:
+ * either records block, thread, role, slot, parity, tile and k block in mapped host memory and traps; the host
+ * prints the record at exit or on the next launch (sm90_ptx.cuh, mok_sm90_fail, says why not printf).
+ *
+ * The kernel body exists only in the sm_90a device pass (MOK_SM90_DEVICE, from sm90_ptx.cuh); built for any
+ * other target it traps with a message, and the launcher reports cudaErrorNotSupported on a non-Hopper GPU or
+ * without a loadable image. */
+#include <cuda.h> /* CUtensorMap and its enums only: the encoder is fetched through the runtime, no -lcuda */
+#include <cudaTypedefs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "mok_gemm.h"
+#include "sm90_ptx.cuh"
+
+namespace {
+
+constexpr int kTileM = 128;               /* two consumer warpgroups of 64 rows */
+constexpr int kBlockK = 64;               /* bf16 per row of a box: 128 bytes, one 128B-swizzle row */
+constexpr int kRowBytes = kBlockK * 2;    /* 128 */
+constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
+constexpr int kThreads = 384;
+constexpr int kMaxGroups = 1024;
+constexpr int kMaxStages = 8;
+constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
+
+/* Dynamic shared memory: [align slack][A slots][B slots][full barriers][empty barriers][tile prefix]. The
+ * slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
+ * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. */
+size_t smem_bytes(int tile_n, int stages, int groups)
+{
+    return 1024 + (size_t)stages * (kSlotABytes + (size_t)tile_n * kRowBytes) + 2 * (size_t)stages * 8 +
+           (size_t)(groups + 1) * 4;
+}
+
+/* Where tile t lies. */
+struct TilePos {
+    int group;
+    int row0;    /* first row of A and C this tile covers: offset[group] + m * 128 */
+    int row_end; /* offset[group + 1]: rows from here on are another group's (or nobody's): never stored */
+    int n;       /* column tile index within the group */
+};
+
+#if MOK_SM90_DEVICE
+/* tile_start[g] = first tile of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
+ * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
+__device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
+                                            int n_tiles)
+{
+    int lo = 0, hi = groups - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (tile_start[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int local = t - tile_start[lo];
+    TilePos p;
+    p.group = lo;
+    p.row0 = offset[lo] + (local / n_tiles) * kTileM;
+    p.row_end = offset[lo + 1];
+    p.n = local % n_tiles;
+    return p;
+}
+
+/* The reference rounds GEMM1's output to bf16 before SwiGLU: so does this. */
+__device__ __forceinline__ float round_bf16(float v) { return mok_bf16_to_f32(mok_f32_to_bf16(v)); }
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
+{
+    return (uint32_t)mok_f32_to_bf16(lo) | ((uint32_t)mok_f32_to_bf16(hi) << 16);
+}
+
+__device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, float u1)
+{
+    g0 = round_bf16(g0);
+    u0 = round_bf16(u0);
+    g1 = round_bf16(g1);
+    u1 = round_bf16(u1);
+    return pack_bf16x2(mok_silu(g0) * u0, mok_silu(g1) * u1);
+}
+
+template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
+{
+    mok_wgmma_m64n128k16(acc, da, db);
+}
+template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], uint64_t da, uint64_t db)
+{
+    mok_wgmma_m64n256k16(acc, da, db);
+}
+#endif
+
+template <int TILE_N>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
+                     int n_out, int k, int swiglu, int stages, struct mok_sm90_diag *diag)
+{
+#if MOK_SM90_DEVICE
+    constexpr int kSlotBBytes = TILE_N * kRowBytes;
+    constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per consumer thread: 64 rows x TILE_N / 128 */
+    constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp, once */
+
+    extern __shared__ uint8_t smem_raw[];
+    /* round the shared-space address (what TMA and the descriptors see) up to 1024 */
+    uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;                                   /* stages x 16 KiB, each 1024-aligned */
+    uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;  /* stages x TILE_N*128 B, each 1024-aligned */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_b + (size_t)stages * kSlotBBytes);
+    uint64_t *empty = full + stages;
+    int *tile_start = reinterpret_cast<int *>(empty + stages);
+
+    const int cols_per_tile = swiglu ? TILE_N / 2 : TILE_N; /* output columns per tile */
+    const int n_tiles = n_out / cols_per_tile;
+    const int k_blocks = k / kBlockK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mok_mbar_init(&full[s], 1);               /* the producer's arrive.expect_tx; TMA adds the bytes */
+            mok_mbar_init(&empty[s], kConsumerWarps); /* one arrive per consumer warp */
+        }
+        mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
+        mok_tma_prefetch_map(&map_a);
+        mok_tma_prefetch_map(&map_b);
+    }
+    /* Tile prefix over the groups, one warp, 32 groups per step: tiles of g = ceil(rows_g / 128) * n_tiles.
+     * offset[] is validated here: a bad one would make tiles write outside C or into another group. */
+    if (warp == 0) {
+        int carry = 0;
+        for (int base = 0; base <= groups; base += 32) {
+            int g = base + lane, cnt = 0;
+            if (g < groups) {
+                int r0 = offset[g], r1 = offset[g + 1];
+                if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
+                    mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+                cnt = (r1 - r0 + kTileM - 1) / kTileM * n_tiles;
+            }
+            int v = cnt; /* inclusive warp scan */
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                int y = __shfl_up_sync(0xffffffffu, v, d);
+                if (lane >= d)
+                    v += y;
+            }
+            if (g <= groups)
+                tile_start[g] = carry + v - cnt;
+            carry += __shfl_sync(0xffffffffu, v, 31);
+        }
+    }
+    __syncthreads(); /* barriers initialized, prefix written: the last block-wide barrier of the kernel */
+    const int total_tiles = tile_start[groups];
+
+    if (warp < 4) {
+        /* ---------------- producer warpgroup ---------------- */
+        mok_setmaxnreg_dec<40>();
+        if (threadIdx.x != 0)
+            return; /* nothing for the other 127 threads; no block-wide barrier follows */
+        int slot = 0;
+        uint32_t phase = 0; /* parity of the ring pass: flips each time slot wraps to 0 */
+        for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles);
+            /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
+             * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
+            int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+            for (int kb = 0; kb < k_blocks; kb++) {
+                /* parity phase ^ 1: on the first pass that is the phase "before" a fresh barrier's first one,
+                 * which counts as complete, so the empty ring starts free */
+                mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, t, kb);
+                mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
+                uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
+                uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
+                int kc = kb * kBlockK;
+                mok_tma_load_2d(a_dst, &map_a, kc, p.row0, &full[slot]);
+                if (swiglu) {
+                    /* gate half then up half, adjacent: (TILE_N/2)*128 bytes is a whole number of 1024-byte
+                     * swizzle atoms, so the up half's swizzle lines up with what one descriptor expects */
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, &full[slot]);
+                    mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, &map_b, kc, b_row + n_out, &full[slot]);
+                } else {
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, &full[slot]);
+                }
+                if (++slot == stages) {
+                    slot = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+    } else {
+        /* ---------------- consumer warpgroups ---------------- */
+        mok_setmaxnreg_inc<232>();
+        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, 64), 1: rows [64, 128) */
+        const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of the 64 */
+        const int role = MOK_SM90_DIAG_CONSUMER + cwg;
+        float acc[kAcc];
+        int slot = 0;
+        uint32_t phase = 0;
+        for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles);
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                acc[i] = 0.0f;
+            int prev_slot = 0;
+            for (int kb = 0; kb < k_blocks; kb++) {
+                mok_sm90_wait(&full[slot], phase, diag, role, slot, t, kb);
+#pragma unroll
+                for (int i = 0; i < kAcc; i++)
+                    mok_reg_fence(acc[i]);
+                mok_wgmma_fence(); /* the zeroing (or nothing) before the wgmmas that read the accumulators */
+                /* This warpgroup's 64 rows of A: 64 * 128 B = 8 KiB into the slot, still 1024-aligned. */
+                uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotABytes + cwg * 64 * kRowBytes);
+                uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)slot * kSlotBBytes);
+#pragma unroll
+                for (int kk = 0; kk < kBlockK / 16; kk++) /* +32 bytes of K per k16 = +2 in the addr>>4 field */
+                    wgmma_k16<TILE_N>(acc, da + 2 * kk, db + 2 * kk);
+                mok_wgmma_commit();
+#pragma unroll
+                for (int i = 0; i < kAcc; i++)
+                    mok_reg_fence(acc[i]);
+                if (kb > 0) {
+                    /* at most this k block's group still in flight: the previous one has finished reading its
+                     * slot, which every warp of both consumer warpgroups must say before the producer refills */
+                    mok_wgmma_wait<1>();
+                    if (lane == 0)
+                        mok_mbar_arrive(&empty[prev_slot]);
+                }
+                prev_slot = slot;
+                if (++slot == stages) {
+                    slot = 0;
+                    phase ^= 1;
+                }
+            }
+            mok_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                mok_reg_fence(acc[i]); /* no accumulator read may move above the wait */
+            if (lane == 0)
+                mok_mbar_arrive(&empty[prev_slot]);
+
+            /* Epilogue. m64nNk16 accumulator fragment: thread (wq, lane) holds rows wq*16 + lane/4 (registers
+             * 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
+            const int ra = p.row0 + cwg * 64 + wq * 16 + lane / 4, rb = ra + 8;
+            const bool oka = ra < p.row_end, okb = rb < p.row_end;
+            const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
+            uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
+            uint32_t *cb = reinterpret_cast<uint32_t *>(c + (size_t)(okb ? rb : 0) * n_out + col0);
+            if (!swiglu) {
+#pragma unroll
+                for (int i = 0; i < TILE_N / 8; i++) {
+                    if (oka)
+                        ca[4 * i] = pack_bf16x2(acc[4 * i], acc[4 * i + 1]); /* 8 columns = 4 words */
+                    if (okb)
+                        cb[4 * i] = pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]);
+                }
+            } else {
+                /* gate column j is in register chunk j/8, its up column j + TILE_N/2 in chunk j/8 + TILE_N/16:
+                 * TILE_N/4 registers further on */
+                constexpr int kUp = TILE_N / 4;
+#pragma unroll
+                for (int i = 0; i < TILE_N / 16; i++) {
+                    if (oka)
+                        ca[4 * i] = swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]);
+                    if (okb)
+                        cb[4 * i] =
+                            swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3], acc[4 * i + 3 + kUp]);
+                }
+            }
+        }
+    }
+#else
+    /* Built for a target without wgmma/setmaxnreg (sm_90 without "a", Blackwell): never meant to run. */
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        printf("mok-bench: gemm_sm90 kernel not built for sm_90a on this target\n");
+    __trap();
+#endif
+}
+
+/* ---- host ------------------------------------------------------------------------------------------------ */
+
+void say(char *why, int why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void say(char *why, int why_len, const char *fmt, ...)
+{
+    if (!why || why_len <= 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, (size_t)why_len, fmt, ap);
+    va_end(ap);
+}
+
+const void *kernel_for(int tile_n)
+{
+    return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<256>)
+                         : reinterpret_cast<const void *>(&gemm_sm90_kernel<128>);
+}
+
+/* cudaSuccess, or cudaErrorNotSupported (not a Hopper GPU / no sm_90a image), or cudaErrorInvalidValue (the
+ * problem or configuration does not fit), with the reason in why. */
+int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, char *why, int why_len)
+{
+    say(why, why_len, "ok");
+    if (!g || !c) {
+        say(why, why_len, "null args or config");
+        return cudaErrorInvalidValue;
+    }
+    int dev = 0, major = 0, minor = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError(); /* do not leave the error for the next launch check to find */
+        say(why, why_len, "cannot query the current device");
+        return cudaErrorNotSupported;
+    }
+    if (major != 9) {
+        say(why, why_len, "sm_90a only (this GPU is sm_%d%d)", major, minor);
+        return cudaErrorNotSupported;
+    }
+    if (c->tile_n != 128 && c->tile_n != 256) {
+        say(why, why_len, "tile_n %d: 128 or 256 only", c->tile_n);
+        return cudaErrorInvalidValue;
+    }
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n)) != cudaSuccess) {
+        cudaGetLastError();
+        say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
+        return cudaErrorNotSupported;
+    }
+    if (c->tile_m != kTileM) {
+        say(why, why_len, "tile_m %d: 128 only (two consumer warpgroups of 64 rows)", c->tile_m);
+        return cudaErrorInvalidValue;
+    }
+    if (c->stages < 2 || c->stages > kMaxStages) {
+        say(why, why_len, "stages %d: 2..%d", c->stages, kMaxStages);
+        return cudaErrorInvalidValue;
+    }
+    if (c->sms < 0) {
+        say(why, why_len, "sms %d < 0", c->sms);
+        return cudaErrorInvalidValue;
+    }
+    if (g->groups < 1 || g->groups > kMaxGroups) {
+        say(why, why_len, "groups %d: 1..%d", g->groups, kMaxGroups);
+        return cudaErrorInvalidValue;
+    }
+    if (g->k < kBlockK || g->k % kBlockK) {
+        say(why, why_len, "k %d: a positive multiple of %d", g->k, kBlockK);
+        return cudaErrorInvalidValue;
+    }
+    int cols = g->swiglu ? c->tile_n / 2 : c->tile_n;
+    if (g->n_out < 1 || g->n_out % cols) {
+        say(why, why_len, "n_out %d: a positive multiple of %d (tile_n %d%s)", g->n_out, cols, c->tile_n,
+            g->swiglu ? ", SwiGLU halves it" : "");
+        return cudaErrorInvalidValue;
+    }
+    if (g->rows_capacity < 0) {
+        say(why, why_len, "rows_capacity %d < 0", g->rows_capacity);
+        return cudaErrorInvalidValue;
+    }
+    /* int32 coordinates and tile indices in the kernel */
+    long long b_rows = (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
+    long long max_tiles = ((long long)g->rows_capacity / kTileM + g->groups) * (g->n_out / cols);
+    if (b_rows >= (1ll << 31) || max_tiles >= (1ll << 31) || (long long)g->rows_capacity + kTileM >= (1ll << 31)) {
+        say(why, why_len, "problem too large for 32-bit tile coordinates");
+        return cudaErrorInvalidValue;
+    }
+    if (((uintptr_t)g->a | (uintptr_t)g->b) % 16 || (uintptr_t)g->c % 4) {
+        say(why, why_len, "a and b must be 16-byte aligned (TMA), c 4-byte aligned");
+        return cudaErrorInvalidValue;
+    }
+    size_t smem = smem_bytes(c->tile_n, c->stages, g->groups);
+    size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    if (smem > limit) {
+        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + prefix of %d groups)", smem, limit,
+            c->stages, (kSlotABytes + c->tile_n * kRowBytes) / 1024, g->groups);
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr; /* a benign race: every caller stores the same */
+    if (!fn) {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !p) {
+            cudaGetLastError();
+            return nullptr;
+        }
+        fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    }
+    return fn;
+}
+
+/* A row-major bf16 matrix [rows][k] read in boxes of box_rows x 64 (128 bytes of K), 128B swizzle: the layout
+ * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. */
+bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode)
+        return false;
+    cuuint64_t dims[2] = {k, rows};
+    cuuint64_t strides[1] = {k * 2}; /* bytes between rows; the innermost stride is implied */
+    cuuint32_t box[2] = {(cuuint32_t)kBlockK, box_rows};
+    cuuint32_t elem_strides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box,
+                        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for [%llu][%llu], box %u\n",
+                (int)r, (unsigned long long)rows, (unsigned long long)k, box_rows);
+        return false;
+    }
+    return true;
+}
+
+/* The failure record (mok_sm90_fail): mapped, pinned host memory, one per process, allocated on the first
+ * launch that is not being captured into a graph (an allocation during a global-mode capture would invalidate
+ * it). Printed at exit, and by the next launch if there is one: a trap leaves the context unusable, but host
+ * memory stays readable. */
+struct mok_sm90_diag *g_diag = nullptr, *g_diag_dev = nullptr;
+bool g_diag_tried = false;
+
+void diag_print()
+{
+    volatile struct mok_sm90_diag *d = g_diag;
+    if (!d || d->magic != MOK_SM90_DIAG_MAGIC)
+        return;
+    if (d->role == MOK_SM90_DIAG_OFFSETS)
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
+                "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
+    else {
+        bool producer = d->role == MOK_SM90_DIAG_PRODUCER;
+        const char *who = producer ? "producer" : d->role == MOK_SM90_DIAG_CONSUMER ? "consumer wg 1" : "consumer wg 2";
+        const char *hint = producer ? "the consumers never gave the slot back"
+                                    : "the TMA bytes never all arrived (expect_tx vs boxes, tensor map)";
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (%s) waited ~10 s on the %s barrier of "
+                "slot %d for the phase of parity %d (tile %d, k block %d): %s\n", d->block, d->thread, who,
+                producer ? "empty" : "full", d->slot, d->parity, d->tile, d->kb, hint);
+    }
+    fflush(stderr);
+    d->magic = 0;
+}
+
+struct mok_sm90_diag *diag_buffer(cudaStream_t s)
+{
+    if (g_diag_tried)
+        return g_diag_dev;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return nullptr; /* try again on a later, uncaptured launch */
+    }
+    g_diag_tried = true;
+    void *h = nullptr, *dptr = nullptr;
+    if (cudaHostAlloc(&h, sizeof(struct mok_sm90_diag), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
+        cudaHostGetDevicePointer(&dptr, h, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr; /* the kernel then traps without a record */
+    }
+    memset(h, 0, sizeof(struct mok_sm90_diag));
+    g_diag = static_cast<struct mok_sm90_diag *>(h);
+    g_diag_dev = static_cast<struct mok_sm90_diag *>(dptr);
+    atexit(diag_print);
+    return g_diag_dev;
+}
+
+} // namespace
+
+extern "C" int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, char *why,
+                                      int why_len)
+{
+    return check(g, c, why, why_len) == cudaSuccess;
+}
+
+extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, mok_stream_t stream)
+{
+    diag_print(); /* a failure of an earlier launch, if any */
+    char why[256];
+    int rc = check(g, c, why, sizeof why);
+    if (rc != cudaSuccess)
+        return rc;
+    if (g->rows_capacity == 0)
+        return cudaSuccess; /* no rows anywhere (and a tensor map cannot have a zero dimension) */
+
+    CUtensorMap map_a, map_b;
+    int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
+    if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, kTileM) ||
+        !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k,
+                    (uint32_t)(g->swiglu ? c->tile_n / 2 : c->tile_n)))
+        return cudaErrorInvalidValue;
+
+    int grid = c->sms;
+    if (grid <= 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return (int)cudaGetLastError();
+    }
+    size_t smem = smem_bytes(c->tile_n, c->stages, g->groups);
+    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return (int)e;
+    }
+    cudaStream_t s = mok_cuda_stream(stream);
+    struct mok_sm90_diag *diag = diag_buffer(s);
+    if (c->tile_n == 256)
+        gemm_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, diag);
+    else
+        gemm_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, diag);
+    return MOK_LAUNCH_RESULT();
+}

@@ -1,0 +1,251 @@
+/* sm90_ptx: the Hopper (sm_90a) instructions the expert GEMM (kernels/gemm_sm90.cu) is built from: the tensor
+ * memory accelerator (TMA, cp.async.bulk.tensor with a CUtensorMap), mbarrier waits that give up with a
+ * diagnostic, warpgroup MMA (wgmma.mma_async) and its shared-memory matrix descriptors, setmaxnreg.
+ *
+ * Everything here exists only in the sm_90a device pass (MOK_SM90_DEVICE): wgmma and setmaxnreg are "a"
+ * features, so the sm_100a pass and the host pass see none of it, and the kernel body that uses it is under
+ * the same macro. The plain mbarrier helpers (init, expect_tx, fence) come from bulk.cuh. */
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bulk.cuh"
+#include "lsa_sync.cuh" /* MOK_SPIN_TIMEOUT_CYCLES: the same ~10 s budget as the cross-GPU waits */
+
+/* What a failing gemm_sm90 kernel leaves in mapped host memory (see mok_sm90_fail). */
+#define MOK_SM90_DIAG_MAGIC 0x6d6f6b39 /* "mok9" */
+#define MOK_SM90_DIAG_PRODUCER 1        /* producer waited on an "empty" barrier */
+#define MOK_SM90_DIAG_CONSUMER 2        /* consumer warpgroup 1 (rows 0-63) waited on a "full" barrier; 3: wg 2 */
+#define MOK_SM90_DIAG_OFFSETS 4         /* offset[] invalid: tile = g, kb = offset[g], extra = offset[g + 1] */
+struct mok_sm90_diag {
+    int magic, block, thread, role, slot, parity, tile, kb, extra;
+};
+
+#ifndef MOK_GEMM_SM90_PRINTF
+#define MOK_GEMM_SM90_PRINTF 0
+#endif
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOK_SM90_DEVICE 1
+#else
+#define MOK_SM90_DEVICE 0
+#endif
+
+#if MOK_SM90_DEVICE
+
+/* ---- mbarrier ----------------------------------------------------------------------------------------- */
+
+/* One probe of the phase with this parity: true once it has completed. (try_wait may itself suspend the
+ * thread for a short, hardware-chosen time before answering false, so a loop of these is not a hot spin.) */
+__device__ __forceinline__ bool mok_mbar_try_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 " .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
+/* A stuck wait or a bad input: record who and what (MOK_SM90_DIAG_* in the role field), then trap.
+ *
+ * Why not printf, as kernels/lsa_sync.cuh does: printf is a function call, and ptxas serializes every wgmma
+ * of a kernel that contains any call at all (warning C7510, seen with CUDA 13.0 even for a printf before the
+ * first wgmma), and an out-of-line call also makes it drop setmaxnreg (C7507). So the record goes to mapped
+ * host memory (the launcher allocates it; the host prints it at exit, readable even after the trap has killed
+ * the context) with system-scope stores, fenced, before the trap. Build with -DMOK_GEMM_SM90_PRINTF=1 to get
+ * an immediate printf as well, at the cost of serialized wgmmas: for debugging only. */
+__device__ __forceinline__ void mok_sm90_fail(struct mok_sm90_diag *diag, int role, int slot, uint32_t parity,
+                                              int tile, int kb, int extra)
+{
+    if (diag) {
+        volatile struct mok_sm90_diag *d = diag;
+        if (d->magic == 0) { /* the first to fail (most likely) is the interesting one */
+            d->block = (int)blockIdx.x;
+            d->thread = (int)threadIdx.x;
+            d->role = role;
+            d->slot = slot;
+            d->parity = (int)parity;
+            d->tile = tile;
+            d->kb = kb;
+            d->extra = extra;
+            __threadfence_system();
+            d->magic = MOK_SM90_DIAG_MAGIC;
+            __threadfence_system();
+            /* let the posted writes reach host memory before the trap tears the context down */
+            long long t0 = clock64();
+            while (clock64() - t0 < 2000000) {
+            }
+        }
+    }
+#if MOK_GEMM_SM90_PRINTF
+    printf("mok-bench: gemm_sm90 FAIL block %d thread %d role %d slot %d parity %u tile %d kb %d extra %d\n",
+           (int)blockIdx.x, (int)threadIdx.x, role, slot, parity, tile, kb, extra);
+#endif
+    __trap();
+}
+
+/* Waits for the phase with this parity of bar; after MOK_SPIN_TIMEOUT_CYCLES (~10 s) records who waited for
+ * what and traps, so a pipeline bug becomes an error the host sees instead of a hang. The first probe is
+ * outside the timed loop: the common case (already complete) reads no clock. */
+__device__ __forceinline__ void mok_sm90_wait(uint64_t *bar, uint32_t parity, struct mok_sm90_diag *diag, int role,
+                                              int slot, int tile, int kb)
+{
+    uint32_t addr = mok_smem_addr(bar);
+    if (mok_mbar_try_wait(addr, parity))
+        return;
+    long long start = clock64();
+    while (!mok_mbar_try_wait(addr, parity)) {
+        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
+            mok_sm90_fail(diag, role, slot, parity, tile, kb, 0);
+    }
+}
+
+/* A plain arrive (count 1), no transaction bytes: a consumer warp hands a slot back to the producer. */
+__device__ __forceinline__ void mok_mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mok_smem_addr(bar)) : "memory");
+}
+
+/* ---- TMA ------------------------------------------------------------------------------------------------ */
+
+/* Pulls the tensor map (a __grid_constant__ kernel parameter) into the TMA unit's cache ahead of first use. */
+__device__ __forceinline__ void mok_tma_prefetch_map(const void *map)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+/* One box of a 2-D tensor map, global -> shared at dst (1024-byte aligned for the 128B swizzle), completing
+ * the box's bytes on bar (arrive.expect_tx first). c0 is the inner (K, element) coordinate, c1 the row.
+ * Elements outside the tensor are filled with zeros and still count toward the transaction bytes. */
+__device__ __forceinline__ void mok_tma_load_2d(void *dst, const void *map, int c0, int c1, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(mok_smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(mok_smem_addr(bar))
+                 : "memory");
+}
+
+/* ---- registers ------------------------------------------------------------------------------------------ */
+
+/* Per-warpgroup register budgets. Take effect only with a register cap at entry (__launch_bounds__(n, 1)) and
+ * with every warp of the warpgroup executing the same one. */
+template <int N> __device__ __forceinline__ void mok_setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void mok_setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+/* ---- wgmma -------------------------------------------------------------------------------------------- */
+
+/* Shared-memory matrix descriptor of a K-major operand tile in the 128-byte swizzle layout that TMA wrote
+ * (CU_TENSOR_MAP_SWIZZLE_128B, 64 bf16 = 128 bytes of K per row, rows 128 bytes apart):
+ *   bits  0-13  start address >> 4 (the tile must sit at a 1024-byte aligned address, plus the K offset below)
+ *   bits 16-29  leading dimension byte offset >> 4: unused for swizzled K-major layouts; 1 (16 bytes) by
+ *               convention
+ *   bits 32-45  stride dimension byte offset >> 4: from one group of 8 rows (8 x 128 B, one swizzle atom) to
+ *               the next = 1024 bytes
+ *   bits 49-51  base offset: 0, since every atom starts 1024-byte aligned
+ *   bits 62-63  layout: 1 = 128-byte swizzle
+ * Stepping along K by one k16 instruction (16 bf16 = 32 bytes) adds 32 bytes to the start address: the
+ * hardware applies the swizzle XOR to the address it forms, so the unswizzled offset is what goes here. */
+__device__ __forceinline__ uint64_t mok_wgmma_desc_sw128(const void *smem)
+{
+    uint64_t addr = mok_smem_addr(smem);
+    uint64_t desc = (addr & 0x3FFFFull) >> 4;
+    desc |= (uint64_t)(16 >> 4) << 16;
+    desc |= (uint64_t)(1024 >> 4) << 32;
+    desc |= (uint64_t)1 << 62;
+    return desc;
+}
+
+/* Orders this thread's earlier register accesses (zeroing, epilogue reads of the last tile) before the
+ * following wgmma reads and writes of the accumulators. */
+__device__ __forceinline__ void mok_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void mok_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+/* Waits until at most N of this warpgroup's committed wgmma groups are still in flight. */
+template <int N> __device__ __forceinline__ void mok_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Tells the compiler the register may change here: keeps it from moving accumulator reads or writes across a
+ * wgmma fence or wait (the wgmma itself runs asynchronously, which the compiler cannot see). */
+__device__ __forceinline__ void mok_reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/* Orders generic-proxy shared-memory accesses with later async-proxy ones (TMA, wgmma operand reads). */
+__device__ __forceinline__ void mok_fence_proxy_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* D[64 x 128] += A[64 x 16] * B[128 x 16]^T, both from shared memory (K-major), fp32 accumulators d[64]. */
+__device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n" /* scale-d = 1: D += A*B (accumulators zeroed per tile) */
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b));
+}
+
+/* D[64 x 256] += A[64 x 16] * B[256 x 16]^T, both from shared memory (K-major), fp32 accumulators d[128]. */
+__device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n" /* scale-d = 1: D += A*B (accumulators zeroed per tile) */
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),
+          "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),
+          "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b));
+}
+
+#endif /* MOK_SM90_DEVICE */
