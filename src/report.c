@@ -18,42 +18,34 @@
 
 extern char **environ;
 
-/* ---- the row fields, in CSV column order (a public format: append, never rename or reorder) ------------ */
+#include "report_fields.h"
 
-enum ftype { F_INT, F_LL, F_DBL, F_STR };
-struct field {
-    const char *name;
-    enum ftype type;
-    size_t off, size;
-    int required; /* readers refuse a file without it: a row means nothing without these */
-};
 #define FLD(m, t, req) {#m, t, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), req}
 #define FI(m) FLD(m, F_INT, 0)
 #define FD(m) FLD(m, F_DBL, 0)
 #define FS(m) FLD(m, F_STR, 0)
-static const struct field fields[] = {
+const struct field mok_report_fields[] = {
     FLD(problem, F_INT, 1), FS(model), FI(hidden), FI(intermediate), FI(experts), FI(topk), FI(shared_experts),
     FI(tokens_per_rank), FS(routing), FS(dtype), FS(pass), FLD(impl, F_STR, 1), FLD(params, F_STR, 1),
     FS(disposition), FD(max_rel_err), FD(norm_rel_err), FLD(bad_count, F_LL, 0), FLD(nan_count, F_LL, 0),
     FI(iters), FLD(time_med_us, F_DBL, 1), FD(time_p10_us), FD(time_p90_us), FD(flops), FD(tflops),
     FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
-    FD(dispatch_gbps), FD(dispatch_alone_us), FD(combine_us), FD(comm_sms), FD(peer_frac), FD(gemm_us), FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
+    FD(dispatch_gbps), FD(dispatch_alone_us), FD(combine_us), FD(comm_sms), FD(peer_frac), FD(gemm_us),
+    FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note),
 };
-#define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
-#define FIELD_PTR(row, f) ((char *)(row) + (f)->off)
-#define FIELD_CPTR(row, f) ((const char *)(row) + (f)->off)
+const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
+
 
 void mok_row_init(struct mok_row *row)
 {
     memset(row, 0, sizeof *row);
-    for (int i = 0; i < NFIELDS; i++)
-        if (fields[i].type == F_DBL)
-            *(double *)FIELD_PTR(row, &fields[i]) = NAN;
+    for (int i = 0; i < mok_report_nfields; i++)
+        if (mok_report_fields[i].type == F_DBL)
+            *(double *)FIELD_PTR(row, &mok_report_fields[i]) = NAN;
 }
 
-/* Formats the message into err; returns -1 so error paths read "return set_err(...)". */
-static int set_err(char *err, int err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int set_err(char *err, int err_len, const char *fmt, ...)
+/* Formats the message into err; returns -1 so error paths read "return mok_report_set_err(...)". */
+int mok_report_set_err(char *err, int err_len, const char *fmt, ...)
 {
     if (err && err_len > 0) {
         va_list ap;
@@ -65,13 +57,13 @@ static int set_err(char *err, int err_len, const char *fmt, ...)
 }
 #define FAIL(...)                                                                                            \
     do {                                                                                                     \
-        set_err(err, err_len, __VA_ARGS__);                                                                  \
+        mok_report_set_err(err, err_len, __VA_ARGS__);                                                        \
         goto out;                                                                                            \
     } while (0)
 
 /* Shortest of %.15g/%.16g/%.17g that reads back to the same bits: exact like %.17g, but 0.1 stays "0.1"
  * rather than "0.10000000000000001" for whoever opens the file. Non-finite values are the caller's job. */
-static void fmt_exact(char *buf, size_t len, double v)
+void mok_report_fmt_exact(char *buf, size_t len, double v)
 {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, len, "%.*g", prec, v);
@@ -195,7 +187,7 @@ int mok_mkdir_p(const char *dir, char *err, int err_len)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return set_err(err, err_len, "output directory name too long: %s", dir);
+        return mok_report_set_err(err, err_len, "output directory name too long: %s", dir);
     /* Create each prefix in turn; EEXIST on the way is fine, the final stat decides. */
     for (char *s = buf + 1;; s++) {
         char c = *s;
@@ -203,16 +195,16 @@ int mok_mkdir_p(const char *dir, char *err, int err_len)
             continue;
         *s = '\0';
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return set_err(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
+            return mok_report_set_err(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
         *s = c;
         if (!c)
             break;
     }
     struct stat st;
     if (stat(buf, &st) != 0)
-        return set_err(err, err_len, "cannot access output directory %s: %s", buf, strerror(errno));
+        return mok_report_set_err(err, err_len, "cannot access output directory %s: %s", buf, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return set_err(err, err_len, "output directory %s exists and is not a directory", buf);
+        return mok_report_set_err(err, err_len, "output directory %s exists and is not a directory", buf);
     return 0;
 }
 
@@ -222,7 +214,7 @@ static int path_exists(const char *path, char *err, int err_len)
     struct stat st;
     if (lstat(path, &st) == 0)
         return 1;
-    return errno == ENOENT ? 0 : set_err(err, err_len, "cannot check %s: %s", path, strerror(errno));
+    return errno == ENOENT ? 0 : mok_report_set_err(err, err_len, "cannot check %s: %s", path, strerror(errno));
 }
 
 int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, char *json_path, int path_len,
@@ -231,7 +223,7 @@ int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, c
     if (!dir || !dir[0])
         dir = ".";
     if (!name || !name[0] || strchr(name, '/'))
-        return set_err(err, err_len, "invalid output name '%s': must be non-empty, without '/'", name ? name : "");
+        return mok_report_set_err(err, err_len, "invalid output name '%s': must be non-empty, without '/'", name ? name : "");
     if (mok_mkdir_p(dir, err, err_len) != 0)
         return -1;
     int dlen = (int)strlen(dir);
@@ -246,7 +238,7 @@ int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, c
         int a = snprintf(csv_path, (size_t)path_len, "%.*s%s%s%s.csv", dlen, dir, sep, name, sfx);
         int b = snprintf(json_path, (size_t)path_len, "%.*s%s%s%s.json", dlen, dir, sep, name, sfx);
         if (a < 0 || b < 0 || a >= path_len || b >= path_len)
-            return set_err(err, err_len, "output path %.*s%s%s%s.json is too long", dlen, dir, sep, name, sfx);
+            return mok_report_set_err(err, err_len, "output path %.*s%s%s%s.json is too long", dlen, dir, sep, name, sfx);
         int c = path_exists(csv_path, err, err_len);
         int j = c ? c : path_exists(json_path, err, err_len);
         if (c < 0 || j < 0)
@@ -254,7 +246,7 @@ int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, c
         if (!c && !j)
             return 0;
     }
-    return set_err(err, err_len, "no free report name %s-N in %s", name, dir);
+    return mok_report_set_err(err, err_len, "no free report name %s-N in %s", name, dir);
 }
 
 /* Makes the new directory entry durable too: without it a crash right after a run could lose a report whose
@@ -278,10 +270,10 @@ int mok_write_file_atomic(const char *path, const char *data, size_t len, char *
      * keep ranks or concurrent runs sharing a directory apart. */
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.XXXXXX", path, (long)getpid()) >= (int)sizeof tmp)
-        return set_err(err, err_len, "path too long: %s", path);
+        return mok_report_set_err(err, err_len, "path too long: %s", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
-        return set_err(err, err_len, "cannot create a temporary file for %s: %s", path, strerror(errno));
+        return mok_report_set_err(err, err_len, "cannot create a temporary file for %s: %s", path, strerror(errno));
     int rc = -1;
     (void)fchmod(fd, 0644); /* mkstemp makes it 0600; a report is meant to be shared like any output */
     for (size_t off = 0; off < len;) {
@@ -317,7 +309,7 @@ out:
 /* Writes a built buffer, or reports that building it ran out of memory; frees it either way. */
 static int write_sbuf(const char *path, struct sbuf *b, char *err, int err_len)
 {
-    int rc = b->oom ? set_err(err, err_len, "out of memory building %s", path)
+    int rc = b->oom ? mok_report_set_err(err, err_len, "out of memory building %s", path)
                     : mok_write_file_atomic(path, b->p ? b->p : "", b->len, err, err_len);
     free(b->p);
     return rc;
@@ -352,7 +344,7 @@ static void csv_field(struct sbuf *b, const struct mok_row *row, const struct fi
     else if (f->type == F_LL)
         snprintf(buf, sizeof buf, "%lld", *(const long long *)p);
     else if (!isnan(*(const double *)p)) /* NaN: an empty cell, which pandas and spreadsheets read as missing */
-        fmt_exact(buf, sizeof buf, *(const double *)p);
+        mok_report_fmt_exact(buf, sizeof buf, *(const double *)p);
     sb_puts(b, buf);
 }
 
@@ -363,8 +355,8 @@ char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows,
         env = &no_env;
     struct sbuf b = {0};
     if (with_header) {
-        for (int i = 0; i < NFIELDS; i++) {
-            sb_puts(&b, fields[i].name);
+        for (int i = 0; i < mok_report_nfields; i++) {
+            sb_puts(&b, mok_report_fields[i].name);
             sb_putn(&b, ",", 1);
         }
         sb_puts(&b, "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n");
@@ -374,8 +366,8 @@ char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows,
     snprintf(ints, sizeof ints, ",%d,%d,%d", env->sm_count, env->nranks, env->lsa_size);
     const char *strs[] = {env->cuda_runtime, env->cuda_driver, env->nccl, env->mpi, env->mok_version, env->commit};
     for (int r = 0; r < nrows; r++) {
-        for (int i = 0; i < NFIELDS; i++) {
-            csv_field(&b, &rows[r], &fields[i]);
+        for (int i = 0; i < mok_report_nfields; i++) {
+            csv_field(&b, &rows[r], &mok_report_fields[i]);
             sb_putn(&b, ",", 1);
         }
         csv_str(&b, env->gpu);
@@ -400,197 +392,18 @@ int mok_report_write_csv(const char *path, const struct mok_env *env, const stru
 {
     char *text = mok_report_csv_text(env, rows, nrows, 1);
     if (!text)
-        return set_err(err, err_len, "%s: out of memory", path);
+        return mok_report_set_err(err, err_len, "%s: out of memory", path);
     int rc = mok_write_file_atomic(path, text, strlen(text), err, err_len);
     free(text);
     return rc;
 }
 
-static char *read_file(const char *path, size_t *len_out, char *err, int err_len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, err_len, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct sbuf b = {0};
-    char chunk[65536];
-    size_t n;
-    sb_putn(&b, "", 0); /* an empty file is still a (NUL-terminated) string */
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        sb_putn(&b, chunk, n);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || b.oom) {
-        set_err(err, err_len, "cannot read %s: %s", path, bad ? "read error" : "out of memory");
-        free(b.p);
-        return NULL;
-    }
-    *len_out = b.len;
-    return b.p;
-}
-
-struct csv_reader {
-    const char *p, *end;
-    int line;  /* physical line of p, 1-based, for messages */
-    char *buf; /* decoded cells of the current record, NUL-separated; sized so it cannot overflow */
-    char **cells;
-    int ncells, maxcells;
-};
-
-static int csv_at_eol(const struct csv_reader *r)
-{
-    const char *p = r->p;
-    return p >= r->end || *p == '\n' || (*p == '\r' && (p + 1 == r->end || p[1] == '\n'));
-}
-
-/* One RFC 4180 record (quoted cells may span lines; CRLF or LF endings). 1: a record, 0: end, -1: error. */
-static int csv_next(struct csv_reader *r, int *rec_line, const char *path, char *err, int err_len)
-{
-    while (r->p < r->end && (*r->p == '\n' || *r->p == '\r') && csv_at_eol(r)) /* blank lines */
-        r->line += *r->p++ == '\n';
-    if (r->p >= r->end)
-        return 0;
-    *rec_line = r->line;
-    char *o = r->buf;
-    for (r->ncells = 0;;) {
-        if (r->ncells == r->maxcells)
-            return set_err(err, err_len, "%s:%d: more than %d columns", path, *rec_line, r->maxcells);
-        r->cells[r->ncells++] = o;
-        if (r->p < r->end && *r->p == '"') {
-            int start = r->line;
-            for (r->p++;; *o++ = *r->p++) {
-                if (r->p >= r->end)
-                    return set_err(err, err_len, "%s:%d: quoted cell never closed", path, start);
-                if (*r->p == '"' && (r->p + 1 == r->end || r->p[1] != '"'))
-                    break;
-                if (*r->p == '"') /* "" inside quotes: one literal quote */
-                    r->p++;
-                r->line += *r->p == '\n';
-            }
-            r->p++;
-            if (!csv_at_eol(r) && *r->p != ',')
-                return set_err(err, err_len, "%s:%d: '%c' after a closing quote", path, r->line, *r->p);
-        } else {
-            while (!csv_at_eol(r) && *r->p != ',')
-                *o++ = *r->p++;
-        }
-        *o++ = '\0';
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            continue;
-        }
-        r->p += r->p < r->end && *r->p == '\r';
-        if (r->p < r->end && *r->p == '\n') {
-            r->p++;
-            r->line++;
-        }
-        return 1;
-    }
-}
-
-/* Stores text s (a CSV cell) into a row field. Empty means NaN for doubles; integers must be present. */
-static int parse_cell(struct mok_row *row, const struct field *f, const char *s, const char *where, char *err,
-                      int err_len)
-{
-    char *p = FIELD_PTR(row, f), *end = NULL;
-    errno = 0;
-    if (f->type == F_STR) {
-        if (strlen(s) >= f->size)
-            return set_err(err, err_len, "%s: %s is longer than %zu characters", where, f->name, f->size - 1);
-        memcpy(p, s, strlen(s) + 1);
-        return 0;
-    }
-    if (f->type == F_DBL) {
-        double v = *s ? strtod(s, &end) : NAN;
-        /* ERANGE is kept: subnormals and huge values are values we wrote */
-        if (!end || (!*end && (!errno || errno == ERANGE))) {
-            *(double *)p = v;
-            return 0;
-        }
-    } else if (f->type == F_INT) {
-        long v = strtol(s, &end, 10);
-        if (*s && !*end && !errno && v >= INT_MIN && v <= INT_MAX) {
-            *(int *)p = (int)v;
-            return 0;
-        }
-    } else {
-        long long v = strtoll(s, &end, 10);
-        if (*s && !*end && !errno) {
-            *(long long *)p = v;
-            return 0;
-        }
-    }
-    return set_err(err, err_len, "%s: %s = '%.40s' is not %s", where, f->name, s,
-                   f->type == F_DBL ? "a number" : "an integer");
-}
-
-int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len)
-{
-    size_t len;
-    char *text = read_file(path, &len, err, err_len);
-    if (!text)
-        return -1;
-    int count = -1, line, got, col[NFIELDS];
-    struct csv_reader r = {text, text + len, 1, NULL, NULL, 0, 256};
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) /* a BOM, from a spreadsheet's re-save */
-        r.p += 3;
-    /* Decoded cells are never longer than their raw text, plus one NUL per cell: 2*len+2 always fits. */
-    r.buf = malloc(2 * len + 2);
-    r.cells = malloc((size_t)r.maxcells * sizeof *r.cells);
-    if (!r.buf || !r.cells)
-        FAIL("cannot read %s: out of memory", path);
-    if ((got = csv_next(&r, &line, path, err, err_len)) <= 0) {
-        if (got == 0)
-            FAIL("%s: empty file, expected a header line", path);
-        goto out;
-    }
-    int nhead = r.ncells;
-    for (int i = 0; i < NFIELDS; i++) {
-        col[i] = -1;
-        for (int c = 0; c < nhead; c++) {
-            if (strcmp(r.cells[c], fields[i].name) == 0 && col[i] >= 0)
-                FAIL("%s:%d: column %s appears twice", path, line, fields[i].name);
-            if (strcmp(r.cells[c], fields[i].name) == 0)
-                col[i] = c;
-        }
-        if (col[i] < 0 && fields[i].required)
-            FAIL("%s:%d: missing required column %s", path, line, fields[i].name);
-    }
-    int n = 0;
-    while ((got = csv_next(&r, &line, path, err, err_len)) > 0) {
-        if (r.ncells != nhead)
-            FAIL("%s:%d: %d cells, the header has %d", path, line, r.ncells, nhead);
-        if (n >= max_rows)
-            FAIL("%s: more than %d rows", path, max_rows);
-        char where[PATH_MAX + 32];
-        snprintf(where, sizeof where, "%s:%d", path, line);
-        mok_row_init(&rows[n]);
-        for (int i = 0; i < NFIELDS; i++)
-            if (col[i] >= 0 && parse_cell(&rows[n], &fields[i], r.cells[col[i]], where, err, err_len) != 0)
-                goto out;
-        n++;
-    }
-    if (got == 0)
-        count = n;
-out:
-    free(r.buf);
-    free(r.cells);
-    free(text);
-    return count;
-}
-
-/* ---- JSON ------------------------------------------------------------------------------------------ */
-
-/* cJSON 1.7.15 prints a double with 15 digits whenever that reads back within one DBL_EPSILON, which is not
- * exact (0.1+0.2 comes out as 0.3). So numbers go in as raw text from fmt_exact. JSON has no NaN or
- * infinity: both become null (an infinity reads back as NaN; the CSV keeps it). */
 static cJSON *json_num(double v)
 {
     char buf[64];
     if (!isfinite(v))
         return cJSON_CreateNull();
-    fmt_exact(buf, sizeof buf, v);
+    mok_report_fmt_exact(buf, sizeof buf, v);
     return cJSON_CreateRaw(buf);
 }
 
@@ -661,8 +474,8 @@ static cJSON *env_json(const struct mok_env *env, int *ok)
 static cJSON *row_json(const struct mok_row *row, int *ok)
 {
     cJSON *o = cJSON_CreateObject();
-    for (int i = 0; i < NFIELDS && o; i++) {
-        const struct field *f = &fields[i];
+    for (int i = 0; i < mok_report_nfields && o; i++) {
+        const struct field *f = &mok_report_fields[i];
         const char *p = FIELD_CPTR(row, f);
         jadd(o, f->name,
              f->type == F_INT ? cJSON_CreateNumber(*(const int *)p)
@@ -720,77 +533,3 @@ int mok_report_write_json(const char *path, int argc, char **argv, const char *c
     return write_sbuf(path, &b, err, err_len);
 }
 
-static int json_field(struct mok_row *row, const struct field *f, const cJSON *item, const char *where,
-                      char *err, int err_len)
-{
-    char *p = FIELD_PTR(row, f);
-    if (f->type == F_STR) {
-        if (!cJSON_IsString(item))
-            return set_err(err, err_len, "%s.%s: expected a string", where, f->name);
-        return parse_cell(row, f, item->valuestring, where, err, err_len);
-    }
-    if (f->type == F_DBL && cJSON_IsNull(item)) {
-        *(double *)p = NAN;
-        return 0;
-    }
-    if (!cJSON_IsNumber(item))
-        return set_err(err, err_len, "%s.%s: expected a number%s", where, f->name, f->type == F_DBL ? " or null" : "");
-    double v = item->valuedouble;
-    double lim = f->type == F_INT ? (double)INT_MAX : 9007199254740992.0; /* 2^53: exact in a double */
-    if (f->type == F_DBL)
-        *(double *)p = v;
-    else if (v != floor(v) || v > lim || v < -lim - (f->type == F_INT))
-        return set_err(err, err_len, "%s.%s = %.17g is not an integer in range", where, f->name, v);
-    else if (f->type == F_INT)
-        *(int *)p = (int)v;
-    else
-        *(long long *)p = (long long)v;
-    return 0;
-}
-
-int mok_report_read_json(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len)
-{
-    size_t len;
-    char *text = read_file(path, &len, err, err_len);
-    if (!text)
-        return -1;
-    int count = -1, n = 0;
-    const cJSON *o;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        FAIL("%s: not valid JSON (near byte %ld)", path, at && at >= text && at <= text + len ? (long)(at - text) : -1L);
-    }
-    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
-    if (!cJSON_IsNumber(ver))
-        FAIL("%s: no schema_version; not a mok-bench report", path);
-    if (ver->valuedouble > MOK_REPORT_SCHEMA_VERSION)
-        FAIL("%s: schema_version %g is newer than this reader's (%d)", path, ver->valuedouble,
-             MOK_REPORT_SCHEMA_VERSION);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "rows");
-    if (!cJSON_IsArray(arr))
-        FAIL("%s: rows is missing or not an array", path);
-    cJSON_ArrayForEach(o, arr)
-    {
-        char where[PATH_MAX + 32];
-        snprintf(where, sizeof where, "%s: rows[%d]", path, n);
-        if (!cJSON_IsObject(o))
-            FAIL("%s: expected an object", where);
-        if (n >= max_rows)
-            FAIL("%s: more than %d rows", path, max_rows);
-        mok_row_init(&rows[n]);
-        for (int i = 0; i < NFIELDS; i++) {
-            const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, fields[i].name);
-            if (!item && fields[i].required)
-                FAIL("%s: missing required key %s", where, fields[i].name);
-            if (item && json_field(&rows[n], &fields[i], item, where, err, err_len) != 0)
-                goto out;
-        }
-        n++;
-    }
-    count = n;
-out:
-    cJSON_Delete(root);
-    free(text);
-    return count;
-}
