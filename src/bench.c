@@ -76,6 +76,8 @@ static void collect_phases(const struct mok_impl_ops *ops, void *state, int slot
         free(col);
         return;
     }
+    for (size_t i = 0; i < (size_t)slots * MOK_NPHASES; i++)
+        ph[i] = NAN;
     for (int s = 0; s < slots; s++)
         ops->phase_ms(state, s, ph + (size_t)s * MOK_NPHASES);
     MPI_Allreduce(MPI_IN_PLACE, ph, slots * MOK_NPHASES, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -88,6 +90,8 @@ static void collect_phases(const struct mok_impl_ops *ops, void *state, int slot
     row->dispatch_us = med[MOK_PHASE_DISPATCH] * 1e3;
     row->gemm_us = med[MOK_PHASE_GEMM] * 1e3;
     row->combine_us = med[MOK_PHASE_COMBINE] * 1e3;
+    row->gemm1_us = med[MOK_PHASE_GEMM1] * 1e3;
+    row->gemm2_us = med[MOK_PHASE_GEMM2] * 1e3;
     free(ph);
     free(col);
 }
@@ -113,7 +117,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
 
     /* correctness first: poisoned output, one run, compare */
     int verdict = 1;
-    if (mok_poison_bf16(p->y, (size_t)p->tokens * p->hidden, (mok_stream_t)cl->stream) ||
+    if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
         ops->run(state, 0, p->y, -1, err, sizeof(err)) || cudaStreamSynchronize(cl->stream) != cudaSuccess)
         die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
     if (cfg->check_enabled) {
@@ -127,7 +131,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     struct mok_stats st;
     if (!iter_ms)
         die(cl, "timing", "out of host memory");
-    if (mok_poison_bf16(p->y, (size_t)p->tokens * p->hidden, (mok_stream_t)cl->stream) ||
+    if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
         mok_time_layer(cl->stream, cfg->warmup, cfg->iters, layer_call, &ctx, iter_ms, &st, err, sizeof(err)))
         die(cl, "timed run", err);
     free(iter_ms);
@@ -160,6 +164,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     /* every rank sends at once, so the ceiling is the both-directions peer bandwidth --probe measured */
     if (cl->env.probe_bidir_gbps > 0)
         row->peer_frac = row->comm_gbps / cl->env.probe_bidir_gbps;
+    if (cl->env.probe_gemm_tflops > 0)
+        row->gemm_frac = row->tflops / cl->env.probe_gemm_tflops;
     const char *disp = !cfg->check_enabled ? MOK_DISPOSITION_NOT_VERIFIED
                        : verdict == 1      ? MOK_DISPOSITION_PASSED
                                            : MOK_DISPOSITION_INCORRECT;
@@ -407,7 +413,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
 {
     bool root = cl->rank == 0;
     /* speedups are over the NCCL baseline of the mode: the whole layer, or its dispatch + combine alone */
-    const char *baseline = cfg->mode == MOK_MODE_COMM ? "nccl-p2p" : "nccl";
+    const char *baseline = cfg->mode == MOK_MODE_COMM ? "nccl-p2p" : cfg->mode == MOK_MODE_GEMM ? "cublas-gemm" : "nccl";
     int nproblems = mok_config_problem_count(cfg);
     struct bench_state b = {.cfg = cfg, .opts = opts, .cl = cl, .total = mok_sweep_total(cfg), .t0 = now_s(),
                             .baseline = baseline};

@@ -28,7 +28,7 @@ int mok_check_output(struct mok_checker *c, const struct mok_problem *p, double 
                      struct mok_row *row, char *err, int err_len)
 {
     struct mok_check_sums *h = c->host_sums;
-    size_t n = (size_t)p->tokens * p->hidden;
+    size_t n = p->y_elems;
     int rc = mok_check_bf16_vs_f32(p->y, p->y_ref, n, (float)rtol, c->dev_sums, h, (mok_stream_t)stream);
     /* every rank joins the reductions, also after a local failure, so no rank is left waiting */
     double local[4] = {rc ? 1.0 : 0.0, rc ? 0.0 : h->max_rel, 0, 0};

@@ -26,7 +26,7 @@ static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "
 static const char *const search_keys[] = {"strategy", "max_measurements", "budget_s", "seed"};
 const char *const mok_cfg_search_names[3] = {"exhaustive", "coordinate", "halving"};
 static const char *const planning_keys[] = {"moe_layers"};
-const char *const mok_cfg_mode_names[2] = {"layer", "comm"};
+const char *const mok_cfg_mode_names[3] = {"layer", "comm", "gemm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
 static const char *const timing_keys[] = {"warmup", "iters"};
@@ -702,10 +702,10 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     }
     /* mode first: it decides which implementations are allowed and which are the default */
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "mode");
-    int mode[2] = {0, 0};
+    int mode[3] = {0, 0, 0};
     if (mv && !cJSON_IsString(mv))
-        fail(errs, "mode", mv, "must be one string: \"layer\" or \"comm\"");
-    else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 2, 2, mode) == 1)
+        fail(errs, "mode", mv, "must be one string: \"layer\", \"comm\" or \"gemm\"");
+    else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 3, 3, mode) == 1)
         cfg->mode = (enum mok_mode)mode[0];
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
     parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));

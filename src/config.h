@@ -35,8 +35,9 @@ enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1 };
 enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
 /* layer: the whole MoE layer forward; comm: dispatch + combine only (no expert compute: experts return their
- * input), to measure the communication path on its own. */
-enum mok_mode { MOK_MODE_LAYER = 0, MOK_MODE_COMM = 1 };
+ * input), to measure the communication path on its own; gemm: the expert GEMMs only (GEMM1 + SwiGLU, GEMM2) on
+ * the expert-major rows of each rank's own routes over all experts, no communication. */
+enum mok_mode { MOK_MODE_LAYER = 0, MOK_MODE_COMM = 1, MOK_MODE_GEMM = 2 };
 
 struct mok_model {
     char name[MOK_NAME_LEN]; /* free text, for reports; defaults to "HxIxEkK" */

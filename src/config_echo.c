@@ -134,7 +134,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 
 const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? mok_cfg_dtype_names[d] : "?"; }
 const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < 2 ? mok_cfg_pass_names[p] : "?"; }
-const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 2 ? mok_cfg_mode_names[m] : "?"; }
+const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 3 ? mok_cfg_mode_names[m] : "?"; }
 const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? mok_cfg_dist_names[d] : "?"; }
 
 const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len)

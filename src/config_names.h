@@ -4,7 +4,7 @@
 #define MOK_CONFIG_NAMES_H
 
 extern const char *const mok_cfg_search_names[3];
-extern const char *const mok_cfg_mode_names[2];
+extern const char *const mok_cfg_mode_names[3];
 extern const char *const mok_cfg_dtype_names[2];
 extern const char *const mok_cfg_pass_names[2];
 extern const char *const mok_cfg_dist_names[3];

@@ -74,6 +74,7 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
 
 void mok_problem_destroy(struct mok_problem *p)
 {
+    mok_problem_gemm_destroy(p);
     for (int s = 0; s < MOK_MAX_SETS; s++) {
         cudaFree(p->x[s]);
         cudaFree(p->w13[s]);
@@ -209,6 +210,11 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     p->shared = m->shared_experts;
     p->local_experts = m->experts / cl->nranks;
     p->expert_begin = cl->rank * p->local_experts;
+    if (spec->mode == MOK_MODE_GEMM) { /* each rank: its own routes over every expert, no communication */
+        p->local_experts = m->experts;
+        p->expert_begin = 0;
+    }
+    p->y_elems = (size_t)p->tokens * p->hidden;
     p->sets = sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : sets;
     p->flops = mok_problem_flops(spec);
     cudaStream_t st = cl->stream;
@@ -274,7 +280,10 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         }
     }
     CK(cudaStreamSynchronize(st));
-    if (with_reference && spec->mode == MOK_MODE_COMM) {
+    if (spec->mode == MOK_MODE_GEMM) {
+        if (mok_problem_gemm_setup(p, st, with_reference, err, err_len))
+            goto fail;
+    } else if (with_reference && spec->mode == MOK_MODE_COMM) {
         CK(cudaMalloc((void **)&p->y_ref, T * H * 4));
         CKK(mok_ref_comm_f32(p->x[0], p->w, p->tokens, p->topk, p->hidden, p->y_ref, (mok_stream_t)st));
         CK(cudaStreamSynchronize(st));

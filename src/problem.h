@@ -38,6 +38,13 @@ struct mok_problem {
     uint16_t *y;                       /* [tokens][hidden], written by the implementation under test */
     float *y_ref;                      /* [tokens][hidden], NULL when checks are off */
 
+    /* gemm mode: this rank's routes over all experts in expert-major order (local_experts == experts) */
+    int gemm_rows;
+    int32_t *gemm_offset;        /* device [experts + 1] */
+    int32_t *h_gemm_offset;      /* host copy: the cuBLAS baselines need group sizes on the host */
+    uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
+    size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
+
     double flops;          /* per rank, forward */
     double reference_ms;   /* time the reference took */
     size_t device_bytes;   /* allocated here */
@@ -54,5 +61,8 @@ double mok_problem_flops(const struct mok_problem_spec *spec);
 int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spec, const struct mok_cluster *cl,
                        int sets, bool with_reference, char *err, int err_len);
 void mok_problem_destroy(struct mok_problem *p);
+/* gemm mode (problem_gemm.c): expert-major rows, offsets and the reference of GEMM1 + SwiGLU + GEMM2 on them. */
+int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
+void mok_problem_gemm_destroy(struct mok_problem *p);
 
 #endif

@@ -79,6 +79,9 @@ struct mok_row {
     double comm_sms;      /* SMs the communication kernels use (LSA path), NaN for NCCL's own choice */
     double peer_frac;     /* comm_gbps / the peer ceiling --probe measured in this run */
     double gemm_us;       /* expert GEMMs + SwiGLU inside the layer (summed over chunks) */
+    double gemm1_us;      /* gemm mode: GEMM1 + SwiGLU alone */
+    double gemm2_us;      /* gemm mode: GEMM2 alone */
+    double gemm_frac;     /* tflops / the dense bf16 GEMM rate --probe measured in this run */
     double gemm_alone_us; /* the same GEMM calls on the same data, timed alone */
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */
     double a2a_ref_gbps;

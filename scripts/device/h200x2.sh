@@ -26,7 +26,8 @@ for step in $STEPS; do
         -k regex:lsa_ --launch-skip 20 --launch-count 20 .dev/bin/mok-bench -o "$R/profile" configs/profile-comm.json \
         > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
         sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
-    gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?";;
+    gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?"; sh tests/gpu_impls.sh $BIN . "$R/gpu-gemm-small" tests/gpu_gemm_small.json; echo "rc=$?";;
+    gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;

@@ -44,6 +44,17 @@ static const struct mok_param_def lsa_params[] = {
      dispatch_choices, 2, 0, 1, 0},
 };
 
+static const char *const kernel_choices[] = {"sm90", "portable"};
+
+/* mok-gemm: the Hopper kernel's tile width (output columns per tile before SwiGLU), pipeline depth and
+ * persistent CTA count (0: every SM); the portable kernel ignores them. */
+static const struct mok_param_def mok_gemm_params[] = {
+    {"kernel", "sm90: wgmma + TMA, warp-specialized, persistent; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
+    {"tile_n", "output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
+    {"stages", "shared-memory pipeline stages", NULL, 0, 2, 8, 4},
+    {"sms", "persistent CTAs, 0: one per SM", NULL, 0, 0, 1024, 0},
+};
+
 static const struct mok_impl_desc impl_descs[] = {
     {"nccl", "layer", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
@@ -54,6 +65,10 @@ static const struct mok_impl_desc impl_descs[] = {
      "sync", 7, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
+    {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",
+     2, nccl_params},
+    {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 4,
+     mok_gemm_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

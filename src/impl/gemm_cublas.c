@@ -13,6 +13,7 @@ int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, i
 {
     memset(g, 0, sizeof(*g));
     g->mode = mode;
+    g->parts = 3;
     g->nstreams = nstreams < 1 ? 1 : nstreams > MOK_MAX_GEMM_STREAMS ? MOK_MAX_GEMM_STREAMS : nstreams;
     g->max_groups = max_groups;
     g->batches = batches;
@@ -121,7 +122,7 @@ static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const
                           int ngroups, const uint16_t *w13, const uint16_t *w2, int H, int I, const uint16_t *in,
                           uint16_t *g1, uint16_t *h, uint16_t *out, int first_row, int total_rows)
 {
-    for (int i = 0; i < ngroups; i++) {
+    for (int i = 0; i < ngroups && (g->parts & 1); i++) {
         const struct mok_gemm_group *gr = &groups[i];
         cublasStatus_t s = gemm_tn(g->handle, gr->rows, 2 * I, H, w13 + (size_t)gr->expert * 2 * I * H,
                                    in + (size_t)gr->row * H, g1 + (size_t)gr->row * 2 * I);
@@ -129,11 +130,12 @@ static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const
             return (int)s;
     }
     /* one SwiGLU over the contiguous rows of all groups */
-    int e = mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I, h + (size_t)first_row * I,
-                            (mok_stream_t)stream);
+    int e = (g->parts & 1) ? mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I,
+                                             h + (size_t)first_row * I, (mok_stream_t)stream)
+                           : 0;
     if (e)
         return e;
-    for (int i = 0; i < ngroups; i++) {
+    for (int i = 0; i < ngroups && (g->parts & 2); i++) {
         const struct mok_gemm_group *gr = &groups[i];
         cublasStatus_t s = gemm_tn(g->handle, gr->rows, H, I, w2 + (size_t)gr->expert * H * I,
                                    h + (size_t)gr->row * I, out + (size_t)gr->row * H);
@@ -158,16 +160,20 @@ static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t strea
         const struct mok_gemm_group *gr = &groups[i];
         int sidx = i % g->nstreams;
         cublasHandle_t hd = g->handles[sidx];
-        cublasStatus_t s = gemm_tn(hd, gr->rows, 2 * I, H, w13 + (size_t)gr->expert * 2 * I * H,
-                                   in + (size_t)gr->row * H, g1 + (size_t)gr->row * 2 * I);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            return (int)s;
-        int e = mok_swiglu_bf16(g1 + (size_t)gr->row * 2 * I, gr->rows, I, h + (size_t)gr->row * I,
-                                (mok_stream_t)g->streams[sidx]);
-        if (e)
-            return e;
-        s = gemm_tn(hd, gr->rows, H, I, w2 + (size_t)gr->expert * H * I, h + (size_t)gr->row * I,
-                    out + (size_t)gr->row * H);
+        cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+        if (g->parts & 1) {
+            s = gemm_tn(hd, gr->rows, 2 * I, H, w13 + (size_t)gr->expert * 2 * I * H, in + (size_t)gr->row * H,
+                        g1 + (size_t)gr->row * 2 * I);
+            if (s != CUBLAS_STATUS_SUCCESS)
+                return (int)s;
+            int e = mok_swiglu_bf16(g1 + (size_t)gr->row * 2 * I, gr->rows, I, h + (size_t)gr->row * I,
+                                    (mok_stream_t)g->streams[sidx]);
+            if (e)
+                return e;
+        }
+        if (g->parts & 2)
+            s = gemm_tn(hd, gr->rows, H, I, w2 + (size_t)gr->expert * H * I, h + (size_t)gr->row * I,
+                        out + (size_t)gr->row * H);
         if (s != CUBLAS_STATUS_SUCCESS)
             return (int)s;
     }
@@ -204,16 +210,21 @@ static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batc
                                      cudaMemcpyHostToDevice, stream);
     if (ce != cudaSuccess)
         return (int)ce;
-    cublasStatus_t s = cublasGemmGroupedBatchedEx(
-        g->handle, g->h_ta, g->h_tb, g->h_m1, g->h_n1, g->h_k1, g->h_alpha, dp + 0 * n, CUDA_R_16BF, g->h_lda1,
-        dp + 1 * n, CUDA_R_16BF, g->h_ldb1, g->h_beta, (void *const *)(dp + 2 * n), CUDA_R_16BF, g->h_ldc1, n,
-        g->h_size, CUBLAS_COMPUTE_32F);
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return (int)s;
-    int e = mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I, h + (size_t)first_row * I,
-                            (mok_stream_t)stream);
-    if (e)
-        return e;
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (g->parts & 1) {
+        s = cublasGemmGroupedBatchedEx(g->handle, g->h_ta, g->h_tb, g->h_m1, g->h_n1, g->h_k1, g->h_alpha,
+                                       dp + 0 * n, CUDA_R_16BF, g->h_lda1, dp + 1 * n, CUDA_R_16BF, g->h_ldb1,
+                                       g->h_beta, (void *const *)(dp + 2 * n), CUDA_R_16BF, g->h_ldc1, n, g->h_size,
+                                       CUBLAS_COMPUTE_32F);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return (int)s;
+        int e = mok_swiglu_bf16(g1 + (size_t)first_row * 2 * I, total_rows, I, h + (size_t)first_row * I,
+                                (mok_stream_t)stream);
+        if (e)
+            return e;
+    }
+    if (!(g->parts & 2))
+        return 0;
     s = cublasGemmGroupedBatchedEx(g->handle, g->h_ta, g->h_tb, g->h_m2, g->h_n2, g->h_k2, g->h_alpha, dp + 3 * n,
                                    CUDA_R_16BF, g->h_lda2, dp + 4 * n, CUDA_R_16BF, g->h_ldb2, g->h_beta,
                                    (void *const *)(dp + 5 * n), CUDA_R_16BF, g->h_ldc2, n, g->h_size,

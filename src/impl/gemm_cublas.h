@@ -25,6 +25,7 @@ struct mok_gemm_group {
 struct mok_expert_gemms {
     cublasHandle_t handle; /* grouped mode, and per-expert mode on one stream */
     enum mok_gemm_mode mode;
+    int parts; /* 1: GEMM1 + SwiGLU only, 2: GEMM2 only, 3: both (the default; gemm mode times them apart) */
     int nstreams; /* per-expert mode: experts round-robin over this many streams (1 = the caller's stream) */
     cudaStream_t streams[MOK_MAX_GEMM_STREAMS];
     cublasHandle_t handles[MOK_MAX_GEMM_STREAMS];

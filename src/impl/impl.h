@@ -11,7 +11,16 @@
 #include "problem.h"
 #include "report.h"
 
-enum mok_phase { MOK_PHASE_DISPATCH = 0, MOK_PHASE_GEMM = 1, MOK_PHASE_COMBINE = 2, MOK_NPHASES = 3 };
+/* Phases an implementation may time inside its run; the ones it does not have stay NaN (bench.c fills them
+ * with NaN before asking). GEMM1/GEMM2: the two expert GEMMs on their own, in gemm mode. */
+enum mok_phase {
+    MOK_PHASE_DISPATCH = 0,
+    MOK_PHASE_GEMM = 1,
+    MOK_PHASE_COMBINE = 2,
+    MOK_PHASE_GEMM1 = 3,
+    MOK_PHASE_GEMM2 = 4,
+    MOK_NPHASES = 5
+};
 
 struct mok_impl_ops {
     const char *name; /* matches a mok_impl_desc */

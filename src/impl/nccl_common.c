@@ -297,12 +297,13 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
 
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES])
 {
-    for (int i = 0; i < MOK_NPHASES; i++)
+    /* the pipeline's own three phases (dispatch, GEMMs, combine), two events each per stage */
+    for (int i = 0; i <= MOK_PHASE_COMBINE; i++)
         out[i] = slot >= 0 && slot < s->max_slots ? 0.0 : NAN;
     if (slot < 0 || slot >= s->max_slots)
         return;
     for (int c = 0; c < s->stages; c++)
-        for (int ph = 0; ph < MOK_NPHASES; ph++) {
+        for (int ph = 0; ph <= MOK_PHASE_COMBINE; ph++) {
             float ms = 0;
             if (cudaEventElapsedTime(&ms, slot_event(s, slot, c, 2 * ph), slot_event(s, slot, c, 2 * ph + 1)) !=
                 cudaSuccess) {

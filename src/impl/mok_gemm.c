@@ -1,0 +1,127 @@
+/* mok-gemm (gemm mode): mok's own expert GEMMs (kernels/mok_gemm.h): GEMM1 with SwiGLU in the epilogue, then
+ * GEMM2, group sizes read on the device. The Hopper wgmma kernel with its tile, stage and CTA-count parameters,
+ * or the portable mma.sync kernel. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "impl.h"
+#include "mok_gemm.h"
+
+enum { P_KERNEL = 0, P_TILE_N = 1, P_STAGES = 2, P_SMS = 3 };
+
+struct mg_state {
+    struct mok_problem *p;
+    cudaStream_t st;
+    struct mok_gemm_sm90_config cfg;
+    int portable, max_slots;
+    uint16_t *h;
+    cudaEvent_t *ev; /* [slots][3] */
+};
+
+static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, uint16_t *y, int first,
+                      struct mok_gemm_args *g)
+{
+    *g = (struct mok_gemm_args){.offset = p->gemm_offset, .groups = p->experts, .rows_capacity = p->gemm_rows};
+    if (first) /* GEMM1 + SwiGLU: x rows -> h */
+        g->a = p->gemm_a[set], g->b = p->w13[set], g->c = h, g->n_out = p->inter, g->k = p->hidden, g->swiglu = 1;
+    else /* GEMM2: h -> y */
+        g->a = h, g->b = p->w2[set], g->c = y, g->n_out = p->hidden, g->k = p->inter, g->swiglu = 0;
+}
+
+static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
+                       int why_len)
+{
+    (void)cl;
+    if (params[P_KERNEL] == 1) /* the portable kernel has no tuning knobs */
+        return 1;
+    struct mok_gemm_sm90_config c = {128, params[P_TILE_N], params[P_STAGES], params[P_SMS]};
+    struct mok_gemm_args g;
+    for (int first = 1; first >= 0; first--) {
+        gemm_args(p, 0, NULL, NULL, first, &g);
+        g.a = (const uint16_t *)(uintptr_t)256, g.b = g.a, g.c = (uint16_t *)(uintptr_t)256; /* alignment only */
+        if (!mok_gemm_sm90_supports(&g, &c, why, why_len))
+            return 0;
+    }
+    return 1;
+}
+
+static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
+                    char *err, int err_len)
+{
+    struct mg_state *s = calloc(1, sizeof(*s));
+    *state = s;
+    if (!s || !(s->ev = calloc((size_t)max_slots * 3 + 1, sizeof(cudaEvent_t)))) {
+        snprintf(err, (size_t)err_len, "out of host memory");
+        return -1;
+    }
+    s->p = p;
+    s->st = cl->stream;
+    s->max_slots = max_slots;
+    s->portable = params[P_KERNEL] == 1;
+    s->cfg = (struct mok_gemm_sm90_config){128, params[P_TILE_N], params[P_STAGES], params[P_SMS]};
+    cudaError_t ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
+    for (int i = 0; ce == cudaSuccess && i < max_slots * 3; i++)
+        ce = cudaEventCreate(&s->ev[i]);
+    if (ce != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "mok-gemm setup: %s", cudaGetErrorString(ce));
+        return -1;
+    }
+    return 0;
+}
+
+static int mg_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    struct mg_state *s = state;
+    bool timed = slot >= 0 && slot < s->max_slots;
+    for (int part = 0; part < 2; part++) {
+        struct mok_gemm_args g;
+        gemm_args(s->p, set, s->h, y, part == 0, &g);
+        if (timed)
+            cudaEventRecord(s->ev[slot * 3 + part], s->st);
+        int rc = s->portable ? mok_gemm_portable(&g, (mok_stream_t)s->st)
+                             : mok_gemm_sm90(&g, &s->cfg, (mok_stream_t)s->st);
+        if (rc) {
+            snprintf(err, (size_t)err_len, "mok-gemm GEMM%d: %s", part + 1, cudaGetErrorString((cudaError_t)rc));
+            return -1;
+        }
+    }
+    if (timed)
+        cudaEventRecord(s->ev[slot * 3 + 2], s->st);
+    return 0;
+}
+
+static void mg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
+{
+    struct mg_state *s = state;
+    if (slot < 0 || slot >= s->max_slots)
+        return;
+    float a = 0, b = 0;
+    if (cudaEventElapsedTime(&a, s->ev[slot * 3], s->ev[slot * 3 + 1]) == cudaSuccess &&
+        cudaEventElapsedTime(&b, s->ev[slot * 3 + 1], s->ev[slot * 3 + 2]) == cudaSuccess) {
+        out[MOK_PHASE_GEMM1] = a;
+        out[MOK_PHASE_GEMM2] = b;
+    }
+}
+
+static void mg_teardown(void *state)
+{
+    struct mg_state *s = state;
+    if (!s)
+        return;
+    cudaDeviceSynchronize();
+    for (int i = 0; s->ev && i < s->max_slots * 3; i++)
+        if (s->ev[i])
+            cudaEventDestroy(s->ev[i]);
+    cudaFree(s->h);
+    free(s->ev);
+    free(s);
+}
+
+const struct mok_impl_ops mok_impl_mok_gemm = {
+    .name = "mok-gemm",
+    .supports = mg_supports,
+    .setup = mg_setup,
+    .run = mg_run,
+    .phase_ms = mg_phase_ms,
+    .teardown = mg_teardown,
+};

@@ -1,0 +1,96 @@
+/* problem_gemm: the gemm-mode part of a problem. This rank's routes, sorted by expert (counting sort, routes of
+ * one expert in (token, k) order), give the expert-major rows the expert GEMMs read: A[r] = x[token of r]. The
+ * reference runs the plain fp32 SIMT GEMMs per expert with the layer's bf16 roundings (GEMM1 output, SwiGLU
+ * output) and keeps GEMM2's output in fp32. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mok_kernels.h"
+#include "problem.h"
+
+#define CK(call)                                                                                              \
+    do {                                                                                                      \
+        cudaError_t ck_e = (cudaError_t)(call);                                                               \
+        if (ck_e != cudaSuccess) {                                                                            \
+            snprintf(err, (size_t)err_len, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e)); \
+            goto out;                                                                                         \
+        }                                                                                                     \
+    } while (0)
+
+void mok_problem_gemm_destroy(struct mok_problem *p)
+{
+    for (int s = 0; s < MOK_MAX_SETS; s++) {
+        cudaFree(p->gemm_a[s]);
+        p->gemm_a[s] = NULL;
+    }
+    cudaFree(p->gemm_offset);
+    free(p->h_gemm_offset);
+    p->gemm_offset = NULL;
+    p->h_gemm_offset = NULL;
+}
+
+int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
+{
+    int E = p->experts, K = p->topk, H = p->hidden, I = p->inter;
+    size_t routes = (size_t)p->tokens * K;
+    int rc = -1;
+    int32_t *h_token = malloc(routes * sizeof(int32_t) + 4), *d_token = NULL;
+    int *cursor = calloc((size_t)E + 1, sizeof(int));
+    float *g = NULL;
+    uint16_t *h = NULL, *w_scratch = NULL;
+    p->h_gemm_offset = calloc((size_t)E + 1, sizeof(int32_t));
+    if (!h_token || !cursor || !p->h_gemm_offset) {
+        snprintf(err, (size_t)err_len, "gemm problem: out of host memory");
+        goto out;
+    }
+    for (size_t r = 0; r < routes; r++)
+        p->h_gemm_offset[p->h_ids[r] + 1]++;
+    for (int e = 0; e < E; e++)
+        p->h_gemm_offset[e + 1] += p->h_gemm_offset[e];
+    memcpy(cursor, p->h_gemm_offset, sizeof(int) * (size_t)E);
+    for (size_t r = 0; r < routes; r++)
+        h_token[cursor[p->h_ids[r]]++] = (int32_t)(r / (size_t)K);
+    p->gemm_rows = (int)routes;
+    CK(cudaMalloc((void **)&p->gemm_offset, sizeof(int32_t) * ((size_t)E + 1)));
+    CK(cudaMemcpy(p->gemm_offset, p->h_gemm_offset, sizeof(int32_t) * ((size_t)E + 1), cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&d_token, routes * sizeof(int32_t) + 4));
+    CK(cudaMemcpy(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int s = 0; s < p->sets; s++) {
+        CK(cudaMalloc((void **)&p->gemm_a[s], routes * H * 2 + 16));
+        CK(mok_gather_rows(p->x[s], d_token, (int)routes, H, p->gemm_a[s], (mok_stream_t)st));
+    }
+    /* y holds GEMM2's output rows, not tokens */
+    cudaFree(p->y);
+    p->y = NULL;
+    p->y_elems = routes * H;
+    CK(cudaMalloc((void **)&p->y, routes * H * 2 + 16));
+    if (with_reference) {
+        int max_rows = 1;
+        for (int e = 0; e < E; e++)
+            if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
+                max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
+        CK(cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16));
+        CK(cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4));
+        CK(cudaMalloc((void **)&h, (size_t)max_rows * I * 2));
+        (void)w_scratch;
+        for (int e = 0; e < E; e++) {
+            int n = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e], row0 = p->h_gemm_offset[e];
+            if (!n)
+                continue;
+            const uint16_t *w13 = p->w13[0] + (size_t)e * 2 * I * H, *w2 = p->w2[0] + (size_t)e * H * I;
+            CK(mok_ref_gemm_f32(p->gemm_a[0] + (size_t)row0 * H, NULL, n, H, w13, 2 * I, g, NULL, (mok_stream_t)st));
+            CK(mok_ref_swiglu(g, n, I, h, (mok_stream_t)st));
+            CK(mok_ref_gemm_f32(h, NULL, n, I, w2, H, p->y_ref + (size_t)row0 * H, NULL, (mok_stream_t)st));
+        }
+    }
+    CK(cudaStreamSynchronize(st));
+    rc = 0;
+out:
+    free(h_token);
+    free(cursor);
+    cudaFree(d_token);
+    cudaFree(g);
+    cudaFree(h);
+    return rc;
+}
