@@ -1,0 +1,28 @@
+#!/bin/sh
+# kernel_resources: the Hopper GEMM compiled for sm_90a must use the tensor cores (wgmma in the PTX, HGMMA in the
+# SASS when a disassembler is available) and no kernel of the hot paths may spill to local memory.
+set -u
+SRC=$1; SCRATCH=$2
+. "$SRC/tests/common.sh"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule; do
+  "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
+    "$SRC/kernels/$cu.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
+  spills=$(grep -E "bytes spill (stores|loads)" "$SCRATCH/$cu.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
+  [ "$spills" -eq 0 ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory"; }
+  echo "$cu: $(grep -c 'Compiling entry' "$SCRATCH/$cu.log") kernels, no spills"
+done
+"$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm_sm90.cu" -o "$SCRATCH/gemm_sm90.ptx" ||
+  fail "no PTX"
+n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90.ptx")
+[ "$n" -gt 0 ] || fail "gemm_sm90: no wgmma.mma_async in the sm_90a PTX"
+echo "gemm_sm90: $n wgmma.mma_async in the PTX"
+if command -v cuobjdump > /dev/null 2>&1; then
+  h=$(cuobjdump --dump-sass "$SCRATCH/gemm_sm90.o" | grep -c HGMMA)
+  [ "$h" -gt 0 ] || fail "gemm_sm90: no HGMMA in the sm_90a SASS"
+  echo "gemm_sm90: $h HGMMA instructions in the SASS"
+else
+  echo "note: no cuobjdump here; the SASS check (HGMMA) runs where the toolkit has it"
+fi
+echo "kernel_resources: all passed"
