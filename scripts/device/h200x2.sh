@@ -27,6 +27,7 @@ for step in $STEPS; do
         > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
         sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
     gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?"; sh tests/gpu_impls.sh $BIN . "$R/gpu-gemm-small" tests/gpu_gemm_small.json; echo "rc=$?";;
+    layer) $MPIRUN -np 2 $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;

@@ -55,6 +55,19 @@ static const struct mok_param_def mok_gemm_params[] = {
     {"sms", "persistent CTAs, 0: one per SM", NULL, 0, 0, 1024, 0},
 };
 
+/* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
+ * GEMMs read contiguous expert-major rows. */
+static const struct mok_param_def lsa_layer_params[] = {
+    {"sms", "blocks (SMs) of 1024 threads that run dispatch and combine", NULL, 0, 1, 132, 16},
+    {"combine", "combine sends one row per (token, k) or one partial sum per (token, rank)", combine_choices, 2, 0,
+     1, 1},
+    {"tile_rows", "each expert's rows are padded to a multiple of this (the GEMM's M tile)", NULL, 0, 1, 1024, 128},
+    {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256},
+    {"kernel", "sm90: wgmma + TMA expert GEMMs; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
+    {"tile_n", "GEMM output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
+    {"stages", "GEMM shared-memory pipeline stages", NULL, 0, 2, 8, 4},
+};
+
 static const struct mok_impl_desc impl_descs[] = {
     {"nccl", "layer", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
@@ -69,6 +82,9 @@ static const struct mok_impl_desc impl_descs[] = {
      2, nccl_params},
     {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 4,
      mok_gemm_params},
+    {"lsa-layer", "layer",
+     "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (stream-ordered, unfused)", 7,
+     lsa_layer_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -10,6 +10,7 @@
 
 #include "impl.h"
 #include "lsa.h"
+#include "mok_gemm.h"
 #include "mok_kernels.h"
 #include "schedule.h"
 
@@ -23,7 +24,11 @@ struct lsa_state {
     struct mok_symmem win;
     struct mok_lsa_args a;
     int sms, nchunks, max_slots;
-    cudaEvent_t *ev; /* [slots][3]: start, dispatched, combined */
+    cudaEvent_t *ev; /* [slots][4]: start, dispatched, experts done, combined */
+    /* lsa-layer: the expert GEMMs between dispatch and combine (unfused: stream-ordered kernels, no host sync) */
+    bool layer, gemm_portable;
+    struct mok_gemm_sm90_config gemm_cfg;
+    uint16_t *h, *out; /* [capacity][I], [capacity][H] */
     struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
     int32_t *gathered_ids;    /* [P][t_max*k] */
 };
@@ -162,16 +167,34 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     a->my_tokens = p->tokens;
 
     s->max_slots = max_slots;
-    s->ev = calloc((size_t)max_slots * 3 + 1, sizeof(cudaEvent_t));
+    s->ev = calloc((size_t)max_slots * 4 + 1, sizeof(cudaEvent_t));
     if (!s->ev)
         FAIL("out of host memory");
-    for (int i = 0; i < max_slots * 3; i++)
+    for (int i = 0; i < max_slots * 4; i++)
         CUDA(cudaEventCreate(&s->ev[i]));
     if (build_host_schedule(s, err, err_len))
         return -1;
     CUDA(cudaDeviceSynchronize());
     MPI_Barrier(MPI_COMM_WORLD); /* every window is zeroed before anyone flags into it */
     return 0;
+}
+
+/* lsa-layer: GEMM1 + SwiGLU and GEMM2 over the schedule's expert-major slots. The schedule's padded expert
+ * offsets are the GEMM's group offsets: padding rows are computed and never combined. */
+static int run_experts(struct lsa_state *s, int set, cudaStream_t st)
+{
+    struct mok_problem *p = s->p;
+    struct mok_lsa_args *a = &s->a;
+    struct mok_gemm_args g1 = {.a = a->xin, .b = p->w13[set], .c = s->h, .offset = a->offset,
+                               .groups = a->local_experts, .rows_capacity = a->capacity, .n_out = p->inter,
+                               .k = p->hidden, .swiglu = 1};
+    struct mok_gemm_args g2 = {.a = s->h, .b = p->w2[set], .c = s->out, .offset = a->offset,
+                               .groups = a->local_experts, .rows_capacity = a->capacity, .n_out = p->hidden,
+                               .k = p->inter, .swiglu = 0};
+    int rc = s->gemm_portable ? mok_gemm_portable(&g1, (mok_stream_t)st) : mok_gemm_sm90(&g1, &s->gemm_cfg, (mok_stream_t)st);
+    if (!rc)
+        rc = s->gemm_portable ? mok_gemm_portable(&g2, (mok_stream_t)st) : mok_gemm_sm90(&g2, &s->gemm_cfg, (mok_stream_t)st);
+    return rc;
 }
 
 static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
@@ -182,16 +205,20 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
     s->a.y = y;
     bool timed = slot >= 0 && slot < s->max_slots;
     if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 3 + 0], st));
+        CUDA(cudaEventRecord(s->ev[slot * 4 + 0], st));
     CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
     CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st)); /* push: rows go out before any schedule exists */
     CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
     CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
     if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 3 + 1], st));
+        CUDA(cudaEventRecord(s->ev[slot * 4 + 1], st));
+    if (s->layer)
+        CUDA(run_experts(s, set, st));
+    if (timed)
+        CUDA(cudaEventRecord(s->ev[slot * 4 + 2], st));
     CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
     if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 3 + 2], st));
+        CUDA(cudaEventRecord(s->ev[slot * 4 + 3], st));
     return 0;
 }
 
@@ -201,11 +228,14 @@ static void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
     out[MOK_PHASE_DISPATCH] = out[MOK_PHASE_GEMM] = out[MOK_PHASE_COMBINE] = NAN;
     if (slot < 0 || slot >= s->max_slots)
         return;
-    float d = 0, c = 0;
-    if (cudaEventElapsedTime(&d, s->ev[slot * 3], s->ev[slot * 3 + 1]) == cudaSuccess &&
-        cudaEventElapsedTime(&c, s->ev[slot * 3 + 1], s->ev[slot * 3 + 2]) == cudaSuccess) {
+    float d = 0, g = 0, c = 0;
+    if (cudaEventElapsedTime(&d, s->ev[slot * 4], s->ev[slot * 4 + 1]) == cudaSuccess &&
+        cudaEventElapsedTime(&g, s->ev[slot * 4 + 1], s->ev[slot * 4 + 2]) == cudaSuccess &&
+        cudaEventElapsedTime(&c, s->ev[slot * 4 + 2], s->ev[slot * 4 + 3]) == cudaSuccess) {
         out[MOK_PHASE_DISPATCH] = d;
         out[MOK_PHASE_COMBINE] = c;
+        if (s->layer)
+            out[MOK_PHASE_GEMM] = g;
     }
 }
 
@@ -282,7 +312,9 @@ static void lsa_teardown(void *state)
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
-    for (int i = 0; s->ev && i < s->max_slots * 3; i++)
+    cudaFree(s->h);
+    cudaFree(s->out);
+    for (int i = 0; s->ev && i < s->max_slots * 4; i++)
         if (s->ev[i])
             cudaEventDestroy(s->ev[i]);
     free(s->ev);
@@ -315,3 +347,74 @@ void *mok_lsa_state_window_base(const struct mok_lsa_args *a)
     const struct lsa_state *s = (const struct lsa_state *)((const char *)a - offsetof(struct lsa_state, a));
     return s->win.ptr;
 }
+
+/* ---- lsa-layer (layer mode): the same transfers with the expert GEMMs between them ---------------------------
+ * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
+ * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
+ * path without the overlap. Parameters: sms, combine, tile_rows, chunk_rows, kernel, tile_n, stages. */
+enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6 };
+
+static void layer_to_lsa_params(const int *lp, int *params)
+{
+    for (int i = 0; i < MOK_MAX_PARAMS; i++)
+        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull: the GEMMs read contiguous expert-major rows */
+    params[P_SMS] = lp[L_SMS], params[P_COMBINE] = lp[L_COMBINE], params[P_TILE] = lp[L_TILE];
+    params[P_CHUNK] = lp[L_CHUNK];
+}
+
+static int layer_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *lp, char *why,
+                          int why_len)
+{
+    int params[MOK_MAX_PARAMS];
+    layer_to_lsa_params(lp, params);
+    if (p->shared) {
+        snprintf(why, (size_t)why_len, "shared experts are not supported yet");
+        return 0;
+    }
+    if (!lsa_supports(p, cl, params, why, why_len))
+        return 0;
+    if (lp[L_KERNEL] == 1)
+        return 1;
+    struct mok_gemm_sm90_config c = {128, lp[L_TILE_N], lp[L_STAGES], 0};
+    struct mok_gemm_args g1 = {.a = (const uint16_t *)(uintptr_t)256, .b = (const uint16_t *)(uintptr_t)256,
+                               .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts, .rows_capacity = 1 << 20,
+                               .n_out = p->inter, .k = p->hidden, .swiglu = 1};
+    struct mok_gemm_args g2 = g1;
+    g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
+    return mok_gemm_sm90_supports(&g1, &c, why, why_len) && mok_gemm_sm90_supports(&g2, &c, why, why_len);
+}
+
+static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *lp, int max_slots,
+                       char *err, int err_len)
+{
+    int params[MOK_MAX_PARAMS];
+    layer_to_lsa_params(lp, params);
+    if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
+        return -1;
+    struct lsa_state *s = *state;
+    s->layer = true;
+    s->gemm_portable = lp[L_KERNEL] == 1;
+    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp[L_TILE_N], lp[L_STAGES], 0};
+    size_t cap = (size_t)s->a.capacity;
+    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
+    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
+    s->a.expert_out = s->out; /* combine sends the experts' outputs back */
+    return 0;
+}
+
+static int layer_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    int rc = lsa_extras(state, row, iters, err, err_len);
+    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note), " unfused");
+    return rc;
+}
+
+const struct mok_impl_ops mok_impl_lsa_layer = {
+    .name = "lsa-layer",
+    .supports = layer_supports,
+    .setup = layer_setup,
+    .run = lsa_run,
+    .phase_ms = lsa_phase_ms,
+    .extras = layer_extras,
+    .teardown = lsa_teardown,
+};
