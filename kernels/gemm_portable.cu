@@ -42,7 +42,9 @@ __global__ void __launch_bounds__(PT_THREADS) gemm_portable_kernel(mok_gemm_args
         int t = 0;
         for (int i = 0; i < g.groups; i++) {
             sm.tile_start[i] = t;
-            int rows = g.offset[i + 1] - g.offset[i];
+            /* clamped to the buffers: an overflowing schedule (reported elsewhere) must not write past them */
+            int lo = min(g.offset[i], g.rows_capacity), hi = min(g.offset[i + 1], g.rows_capacity);
+            int rows = hi > lo ? hi - lo : 0;
             t += (rows + PT_M - 1) / PT_M * n_tiles;
         }
         sm.tile_start[g.groups] = t;
@@ -62,7 +64,7 @@ __global__ void __launch_bounds__(PT_THREADS) gemm_portable_kernel(mok_gemm_args
                 hi = mid - 1;
         }
         int local = tile - sm.tile_start[grp], m_tile = local / n_tiles, n_tile = local % n_tiles;
-        int row0 = g.offset[grp] + m_tile * PT_M, row_end = g.offset[grp + 1];
+        int row0 = g.offset[grp] + m_tile * PT_M, row_end = min(g.offset[grp + 1], g.rows_capacity);
         const uint16_t *bg = g.b + (size_t)grp * b_rows * g.k;
         float acc[2][4][4] = {};
         for (int k0 = 0; k0 < g.k; k0 += PT_K) {
