@@ -13,9 +13,11 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
 {
     const struct mok_model *m = &s->model;
     double t = s->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
-    double el = (double)m->experts / nranks;
     bool comm = s->mode == MOK_MODE_COMM; /* no weights, and a reference of one fp32 tensor */
-    double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2);
+    bool gemm = s->mode == MOK_MODE_GEMM; /* every expert's weights, and the expert-major copy of the rows */
+    double el = gemm ? m->experts : (double)m->experts / nranks;
+    double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2) +
+                 (gemm ? t * k * h * 2 : 0);
     int sets = (int)((2.0 * (double)l2 + set - 1) / set);
     sets = sets < 1 ? 1 : sets > 16 ? 16 : sets;
     *sets_out = sets;
@@ -23,6 +25,8 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double rows = t * k > t ? t * k : t;
     double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
                  (m->shared_experts ? t * h * 4 : 0);
+    if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
+        return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
 }
 
@@ -40,6 +44,15 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     }
     if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);
+    if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's */
+        return t * k * 3 * i * 2;
+    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers */
+        return t * k * i * 2;
+    if (!strcmp(impl, "lsa-layer")) { /* lsa with slots, plus the experts' intermediate and output rows */
+        double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
+        double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
+        return t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4 + cap * (i + h) * 2;
+    }
     if (!strcmp(impl, "lsa")) { /* window: x per set, rows back; local: received rows at the capacity */
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
         double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
