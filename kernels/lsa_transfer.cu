@@ -30,6 +30,16 @@ __device__ __forceinline__ unsigned token_slots(const mok_lsa_args &a, int p, in
     return __ballot_sync(0xffffffffu, s >= 0);
 }
 
+/* Work item g -> (source rank p, token t), with the ranks interleaved and rotated by this rank: if every rank
+ * walked p = 0, 1, ... in step, all of them would read from (dispatch) or write to (combine) the same rank at the
+ * same time, and each NVLink would carry traffic in one direction at a time. Interleaved, every link is busy both
+ * ways for the whole kernel. Every g in [0, nranks * t_max) maps to a distinct (p, t < t_max). */
+__device__ __forceinline__ void rank_token_item(const mok_lsa_args &a, int g, int *p, int *t)
+{
+    *t = g / a.nranks;
+    *p = (a.rank + 1 + g % a.nranks) % a.nranks;
+}
+
 /* Landing layout: where the row of token t of rank p lives on this rank. */
 __device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p, int t)
 {
@@ -197,7 +207,8 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
 {
     int vecs = a.hidden / 8;
     for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
-        int p = g / a.t_max, t = g % a.t_max;
+        int p, t;
+        rank_token_item(a, g, &p, &t);
         if (t >= a.all_tokens[p])
             continue;
         int my_slot;
@@ -452,7 +463,8 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mo
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
     int vecs = a.hidden / 8;
     for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
-        int p = g / a.t_max, t = g % a.t_max;
+        int p, t;
+        rank_token_item(a, g, &p, &t);
         if (t >= a.all_tokens[p])
             continue;
         int my_slot;
