@@ -30,6 +30,7 @@ for step in $STEPS; do
     layer) $MPIRUN -np 2 $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
+    graphsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-graph-small" tests/gpu_graph_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
     quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;

@@ -26,6 +26,13 @@ static const char *const combine_choices[] = {"per_route", "per_rank"};
 static const char *const copy_choices[] = {"warp", "bulk"};
 static const char *const layout_choices[] = {"slots", "landing"};
 static const char *const dispatch_choices[] = {"pull", "push"};
+static const char *const launch_choices[] = {"stream", "graph"};
+
+/* Launch latency dominates small token counts (a dozen dependent kernels); training frameworks replay MoE layers
+ * as CUDA graphs, so the graph launch is what they would see. */
+#define LAUNCH_PARAM                                                                                          \
+    {"launch", "stream: kernels launched one by one each run; graph: dispatch, (experts,) combine each replayed " \
+     "from a CUDA graph captured once per input set", launch_choices, 2, 0, 1, 0}
 
 /* The LSA path's knobs: how many SMs move data, how combine sends (a row per route, or one fp32-summed partial
  * per token and rank, which moves fewer bytes), the GEMM tile the schedule pads each expert to, and the rows
@@ -42,6 +49,7 @@ static const struct mok_param_def lsa_params[] = {
      layout_choices, 2, 0, 1, 0},
     {"dispatch", "pull: destinations load rows from the owners; push: owners store rows into the destinations",
      dispatch_choices, 2, 0, 1, 0},
+    LAUNCH_PARAM,
 };
 
 static const char *const kernel_choices[] = {"sm90", "portable"};
@@ -66,6 +74,7 @@ static const struct mok_param_def lsa_layer_params[] = {
     {"kernel", "sm90: wgmma + TMA expert GEMMs; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
     {"tile_n", "GEMM output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
     {"stages", "GEMM shared-memory pipeline stages", NULL, 0, 2, 8, 4},
+    LAUNCH_PARAM,
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -75,7 +84,7 @@ static const struct mok_impl_desc impl_descs[] = {
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
     {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
-     "sync", 7, lsa_params},
+     "sync", 8, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",
@@ -83,7 +92,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 4,
      mok_gemm_params},
     {"lsa-layer", "layer",
-     "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (stream-ordered, unfused)", 7,
+     "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (stream-ordered, unfused)", 8,
      lsa_layer_params},
 };
 

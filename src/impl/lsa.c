@@ -14,8 +14,9 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6 };
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
+#define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
 struct lsa_state {
@@ -29,6 +30,11 @@ struct lsa_state {
     bool layer, gemm_portable;
     struct mok_gemm_sm90_config gemm_cfg;
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
+    /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
+     * events between them stay outside the graphs so the phase times mean the same as with launch=stream */
+    bool use_graphs;
+    cudaGraphExec_t *graphs; /* [sets][LSA_PHASES], NULL until the first run */
+    const uint16_t *graphs_y; /* the output they were captured for */
     struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
     int32_t *gathered_ids;    /* [P][t_max*k] */
 };
@@ -110,6 +116,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     s->p = p;
     s->cl = cl;
     s->sms = params[P_SMS];
+    s->use_graphs = params[P_LAUNCH] == 1;
     struct mok_lsa_args *a = &s->a;
     int P = p->nranks, k = p->topk, H = p->hidden, EL = p->local_experts;
     int tmax = (int)mok_allreduce_max_ll(p->tokens);
@@ -197,28 +204,91 @@ static int run_experts(struct lsa_state *s, int set, cudaStream_t st)
     return rc;
 }
 
+/* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
+static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
+{
+    if (phase == 0) {
+        CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
+        CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st)); /* push: rows go out before any schedule exists */
+        CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+        CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
+    } else if (phase == 1) {
+        if (s->layer)
+            CUDA(run_experts(s, set, st));
+    } else {
+        CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
+    }
+    return 0;
+}
+
+static void destroy_graphs(struct lsa_state *s)
+{
+    for (int i = 0; s->graphs && i < s->p->sets * LSA_PHASES; i++)
+        if (s->graphs[i])
+            cudaGraphExecDestroy(s->graphs[i]);
+    free(s->graphs);
+    s->graphs = NULL;
+}
+
+/* Captures every input set's phases for output y (all at once, so that only the first run pays for it: the
+ * driver's check run, before warm-up and timing). The kernel arguments (set, y, pointers, epoch counters on the
+ * device) are fixed per set and output, which is why a graph per set. */
+static int capture_graphs(struct lsa_state *s, uint16_t *y, char *err, int err_len)
+{
+    destroy_graphs(s);
+    int n = s->p->sets * LSA_PHASES;
+    s->graphs = calloc((size_t)n, sizeof(cudaGraphExec_t));
+    if (!s->graphs)
+        FAIL("out of host memory");
+    cudaStream_t st = s->cl->stream;
+    for (int set = 0; set < s->p->sets; set++)
+        for (int phase = 0; phase < LSA_PHASES; phase++) {
+            if (phase == 1 && !s->layer)
+                continue;
+            s->a.set = set;
+            s->a.y = y;
+            cudaGraph_t g = NULL;
+            CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+            int rc = enqueue_phase(s, phase, set, st, err, err_len);
+            cudaError_t end = cudaStreamEndCapture(st, &g); /* always end it, even after a failure */
+            if (rc) {
+                if (g)
+                    cudaGraphDestroy(g);
+                return -1;
+            }
+            if (end != cudaSuccess)
+                FAIL("capture of lsa phase %d, set %d: %s", phase, set, cudaGetErrorString(end));
+            cudaError_t inst = cudaGraphInstantiate(&s->graphs[set * LSA_PHASES + phase], g, 0);
+            cudaGraphDestroy(g);
+            if (inst != cudaSuccess)
+                FAIL("instantiate lsa phase %d, set %d: %s", phase, set, cudaGetErrorString(inst));
+        }
+    s->graphs_y = y;
+    return 0;
+}
+
 static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 {
     struct lsa_state *s = state;
     cudaStream_t st = s->cl->stream;
+    if (s->use_graphs && (!s->graphs || s->graphs_y != y) && capture_graphs(s, y, err, err_len))
+        return -1;
     s->a.set = set;
     s->a.y = y;
     bool timed = slot >= 0 && slot < s->max_slots;
     if (timed)
         CUDA(cudaEventRecord(s->ev[slot * 4 + 0], st));
-    CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
-    CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st)); /* push: rows go out before any schedule exists */
-    CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
-    CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
-    if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 4 + 1], st));
-    if (s->layer)
-        CUDA(run_experts(s, set, st));
-    if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 4 + 2], st));
-    CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
-    if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 4 + 3], st));
+    for (int phase = 0; phase < LSA_PHASES; phase++) {
+        bool empty = phase == 1 && !s->layer; /* comm mode has no experts: its graph would be empty */
+        if (empty)
+            ;
+        else if (s->use_graphs)
+            CUDA(cudaGraphLaunch(s->graphs[set * LSA_PHASES + phase], st));
+        else if (enqueue_phase(s, phase, set, st, err, err_len))
+            return -1;
+        if (timed)
+            CUDA(cudaEventRecord(s->ev[slot * 4 + 1 + phase], st));
+    }
     return 0;
 }
 
@@ -307,6 +377,7 @@ static void lsa_teardown(void *state)
     if (!s)
         return;
     cudaDeviceSynchronize();
+    destroy_graphs(s);
     struct mok_lsa_args *a = &s->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin};
@@ -351,15 +422,15 @@ void *mok_lsa_state_window_base(const struct mok_lsa_args *a)
 /* ---- lsa-layer (layer mode): the same transfers with the expert GEMMs between them ---------------------------
  * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
  * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
- * path without the overlap. Parameters: sms, combine, tile_rows, chunk_rows, kernel, tile_n, stages. */
-enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6 };
+ * path without the overlap. Parameters: sms, combine, tile_rows, chunk_rows, kernel, tile_n, stages, launch. */
+enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6, L_LAUNCH = 7 };
 
 static void layer_to_lsa_params(const int *lp, int *params)
 {
     for (int i = 0; i < MOK_MAX_PARAMS; i++)
         params[i] = 0; /* copy=warp, layout=slots, dispatch=pull: the GEMMs read contiguous expert-major rows */
     params[P_SMS] = lp[L_SMS], params[P_COMBINE] = lp[L_COMBINE], params[P_TILE] = lp[L_TILE];
-    params[P_CHUNK] = lp[L_CHUNK];
+    params[P_CHUNK] = lp[L_CHUNK], params[P_LAUNCH] = lp[L_LAUNCH];
 }
 
 static int layer_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *lp, char *why,
