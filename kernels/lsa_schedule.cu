@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_table_kernel(mok_lsa_args a
 }
 
 /* One block, after the table: epoch + 1 and a release flag in every peer's window (mine included). */
-__global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args a)
+__device__ __forceinline__ void publish_table(const mok_lsa_args &a)
 {
     __shared__ uint64_t epoch;
     if (threadIdx.x == 0)
@@ -47,6 +47,24 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args
         __threadfence_system();
         mok_st_release_sys(flag_slot(a, threadIdx.x, 0, a.rank), epoch);
     }
+}
+
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args a) { publish_table(a); }
+
+/* Small tables: the copy and the publish in one block, one launch instead of two. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_table_publish_kernel(mok_lsa_args a)
+{
+    int32_t *tab = table_tokens(a, a.rank);
+    int32_t *ids = tab + 1;
+    float *w = (float *)(ids + (size_t)a.t_max * a.topk);
+    for (int i = threadIdx.x; i < a.my_tokens * a.topk; i += blockDim.x) {
+        ids[i] = a.my_ids[i];
+        w[i] = a.my_w[i];
+    }
+    if (threadIdx.x == 0)
+        tab[0] = a.my_tokens;
+    __syncthreads(); /* every thread's table writes before the flag (each fences at system scope in publish) */
+    publish_table(a);
 }
 
 /* grid (blocks, P): wait for source p's table of this epoch, copy it into local memory. */
@@ -223,12 +241,128 @@ __global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
     }
 }
 
+/* ---- small problems: the whole schedule in one block ------------------------------------------------------
+ * At a few thousand routes the multi-kernel schedule is launch-bound (seven dependent launches of a few us each).
+ * Here the same stages run in one block, separated by __syncthreads: tables pulled and counted, padded offsets and
+ * the overflow check, chunk targets, then placement by one warp walking the routes in (source rank, token, k)
+ * order 32 at a time, which is the order the multi-block placement produces, so the schedule is the same. */
+#define SMALL_SCHED_THREADS 1024
+#define SMALL_SCHED_MAX_ROUTES 4096 /* all ranks' routes; placement is one warp, 32 routes per step */
+
+__global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel(mok_lsa_args a)
+{
+    extern __shared__ int32_t sched_smem[]; /* rows[EL], next[EL] */
+    __shared__ int32_t tokens[MOK_LSA_MAX_RANKS];
+    int EL = a.local_experts, first = a.rank * EL, tid = threadIdx.x;
+    int32_t *rows = sched_smem, *next = sched_smem + EL;
+    if (tid < a.nranks) {
+        const uint64_t *published = (const uint64_t *)ncclGetLsaPointer(
+            (ncclWindow_t)a.window, a.off_flags + (size_t)tid * sizeof(uint64_t), a.rank);
+        mok_wait_geq_sys(published, a.epoch[0], a.rank, "schedule", "published", tid, a.timeout_cycles);
+        tokens[tid] = table_tokens(a, tid)[0];
+        a.all_tokens[tid] = tokens[tid];
+    }
+    for (int i = tid; i < EL; i += blockDim.x)
+        rows[i] = 0;
+    for (int i = tid; i < a.capacity; i += blockDim.x)
+        a.entry[i] = -1;
+    __syncthreads();
+    for (int p = 0; p < a.nranks; p++) { /* local copies of every table, and the routes into my experts */
+        const int32_t *ids = table_tokens(a, p) + 1;
+        const float *w = (const float *)(ids + (size_t)a.t_max * a.topk);
+        size_t base = (size_t)p * a.t_max * a.topk;
+        for (int i = tid; i < tokens[p] * a.topk; i += blockDim.x) {
+            int id = ids[i];
+            a.all_ids[base + i] = id;
+            a.all_w[base + i] = w[i];
+            if (id - first >= 0 && id - first < EL)
+                atomicAdd(&rows[id - first], 1);
+        }
+    }
+    __syncthreads();
+    if (tid == 0) { /* padded offsets and the overflow check, as lsa_offsets_kernel */
+        int off = 0, overflow = -1, need = 0;
+        for (int le = 0; le < EL; le++) {
+            next[le] = off;
+            int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+            if (overflow < 0 && off + padded > a.capacity) {
+                overflow = le;
+                need = off + padded;
+            }
+            off += padded;
+        }
+        a.offset[EL] = off;
+        if (overflow >= 0 && a.status[0] == 0) {
+            a.status[1] = a.rank * EL + overflow;
+            a.status[2] = need;
+            a.status[3] = a.capacity;
+            __threadfence();
+            a.status[0] = 1;
+        }
+    }
+    __syncthreads();
+    for (int le = tid; le < EL; le += blockDim.x) {
+        a.offset[le] = next[le];
+        a.rows[le] = rows[le];
+    }
+    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    for (int c = tid; c < nchunks; c += blockDim.x) { /* real (non-padding) rows per chunk, as lsa_absolute_kernel */
+        int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
+        for (int le = 0; le < EL; le++) {
+            int b0 = max(lo, next[le]), b1 = min(hi, next[le] + rows[le]);
+            n += b1 > b0 ? b1 - b0 : 0;
+        }
+        a.chunk_target[c] = n;
+        a.ready[c] = 0;
+    }
+    __syncthreads(); /* the other threads read next[] above; placement advances it */
+    if (tid >= 32)
+        return;
+    int lane = tid;
+    for (int p = 0; p < a.nranks; p++) {
+        int n = tokens[p] * a.topk;
+        size_t base = (size_t)p * a.t_max * a.topk;
+        for (int r0 = 0; r0 < n; r0 += 32) { /* as lsa_place_kernel */
+            int r = r0 + lane;
+            int le = r < n ? a.all_ids[base + r] - first : -1;
+            bool mine = le >= 0 && le < EL;
+            unsigned same = __match_any_sync(0xffffffffu, mine ? le : -1 - lane);
+            int slot = -1;
+            if (mine) {
+                slot = next[le] + __popc(same & ((1u << lane) - 1));
+                if (slot >= a.capacity)
+                    slot = -1;
+            }
+            __syncwarp();
+            if (mine && (same & ((1u << lane) - 1)) == 0)
+                next[le] += __popc(same);
+            __syncwarp();
+            if (r < n) {
+                a.route_slot[base + r] = slot;
+                if (slot >= 0)
+                    a.entry[slot] = (int32_t)(((uint32_t)p << 25) | ((uint32_t)(r / a.topk) << 5) |
+                                              (uint32_t)(r % a.topk));
+            }
+        }
+    }
+}
+
+__host__ __forceinline__ bool small_schedule(const mok_lsa_args *a)
+{
+    return (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES &&
+           2 * sizeof(int32_t) * (size_t)a->local_experts <= 32 * 1024;
+}
+
 extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream)
 {
     if (a->nranks > MOK_LSA_MAX_RANKS || a->nranks > SCHED_THREADS)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
     int n = a->my_tokens * a->topk, blocks = (n + SCHED_THREADS - 1) / SCHED_THREADS;
+    if (blocks <= 4) { /* up to 1024 routes: one block copies in a few passes and publishes, one launch */
+        lsa_table_publish_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     lsa_table_kernel<<<blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks, SCHED_THREADS, 0, s>>>(*a);
     int err = MOK_LAUNCH_RESULT();
     if (err)
@@ -241,6 +375,10 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
 {
     cudaStream_t s = mok_cuda_stream(stream);
     int err;
+    if (small_schedule(a)) {
+        lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, 2 * sizeof(int32_t) * (size_t)a->local_experts, s>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     int pull_blocks = (a->t_max * a->topk + SCHED_THREADS - 1) / SCHED_THREADS;
     dim3 grid_pull(pull_blocks < 1 ? 1 : pull_blocks > 256 ? 256 : pull_blocks, a->nranks);
     lsa_pull_tables_kernel<<<grid_pull, SCHED_THREADS, 0, s>>>(*a);
