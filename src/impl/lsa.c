@@ -26,6 +26,10 @@ struct lsa_state {
     struct mok_lsa_args a;
     int sms, nchunks, max_slots;
     cudaEvent_t *ev; /* [slots][4]: start, dispatched, experts done, combined */
+    /* dispatch=push: the schedule does not depend on the push (nor the push on it), so it runs on a side stream
+     * beside it instead of after it; fork/join by events, which a CUDA graph capture turns into edges */
+    cudaStream_t side;
+    cudaEvent_t fork, join;
     /* lsa-layer: the expert GEMMs between dispatch and combine (unfused: stream-ordered kernels, no host sync) */
     bool layer, gemm_portable;
     struct mok_gemm_sm90_config gemm_cfg;
@@ -179,6 +183,9 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
         FAIL("out of host memory");
     for (int i = 0; i < max_slots * 4; i++)
         CUDA(cudaEventCreate(&s->ev[i]));
+    CUDA(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
+    CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
+    CUDA(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming));
     if (build_host_schedule(s, err, err_len))
         return -1;
     CUDA(cudaDeviceSynchronize());
@@ -209,8 +216,16 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
 {
     if (phase == 0) {
         CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
-        CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st)); /* push: rows go out before any schedule exists */
-        CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+        if (s->a.push) { /* rows go out while the schedule is built beside them; both after the publish */
+            CUDA(cudaEventRecord(s->fork, st));
+            CUDA(cudaStreamWaitEvent(s->side, s->fork, 0));
+            CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st));
+            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)s->side));
+            CUDA(cudaEventRecord(s->join, s->side));
+            CUDA(cudaStreamWaitEvent(st, s->join, 0));
+        } else {
+            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+        }
         CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
     } else if (phase == 1) {
         if (s->layer)
@@ -389,6 +404,12 @@ static void lsa_teardown(void *state)
         if (s->ev[i])
             cudaEventDestroy(s->ev[i]);
     free(s->ev);
+    if (s->side)
+        cudaStreamDestroy(s->side);
+    if (s->fork)
+        cudaEventDestroy(s->fork);
+    if (s->join)
+        cudaEventDestroy(s->join);
     /* peers may still read my window until they finished their forward: wait for everyone first */
     MPI_Barrier(MPI_COMM_WORLD);
     if (s->win.ptr)
