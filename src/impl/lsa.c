@@ -295,11 +295,9 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
         CUDA(cudaEventRecord(s->ev[slot * 4 + 0], st));
     for (int phase = 0; phase < LSA_PHASES; phase++) {
         bool empty = phase == 1 && !s->layer; /* comm mode has no experts: its graph would be empty */
-        if (empty)
-            ;
-        else if (s->use_graphs)
+        if (!empty && s->use_graphs)
             CUDA(cudaGraphLaunch(s->graphs[set * LSA_PHASES + phase], st));
-        else if (enqueue_phase(s, phase, set, st, err, err_len))
+        if (!empty && !s->use_graphs && enqueue_phase(s, phase, set, st, err, err_len))
             return -1;
         if (timed)
             CUDA(cudaEventRecord(s->ev[slot * 4 + 1 + phase], st));
