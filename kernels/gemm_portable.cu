@@ -29,6 +29,8 @@ __device__ __forceinline__ void pt_mma(float d[4], const uint32_t a[4], const ui
                  "{%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+    __trap(); /* built for a GPU without bf16 mma.sync: fail loudly rather than return zeros */
 #endif
 }
 
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(PT_THREADS) gemm_portable_kernel(mok_gemm_args
         for (int i = 0; i < g.groups; i++) {
             sm.tile_start[i] = t;
             /* clamped to the buffers: an overflowing schedule (reported elsewhere) must not write past them */
-            int lo = min(g.offset[i], g.rows_capacity), hi = min(g.offset[i + 1], g.rows_capacity);
+            int lo = max(0, min(g.offset[i], g.rows_capacity)), hi = min(g.offset[i + 1], g.rows_capacity);
             int rows = hi > lo ? hi - lo : 0;
             t += (rows + PT_M - 1) / PT_M * n_tiles;
         }
@@ -64,7 +66,8 @@ __global__ void __launch_bounds__(PT_THREADS) gemm_portable_kernel(mok_gemm_args
                 hi = mid - 1;
         }
         int local = tile - sm.tile_start[grp], m_tile = local / n_tiles, n_tile = local % n_tiles;
-        int row0 = g.offset[grp] + m_tile * PT_M, row_end = min(g.offset[grp + 1], g.rows_capacity);
+        int row0 = max(0, min(g.offset[grp], g.rows_capacity)) + m_tile * PT_M,
+            row_end = min(g.offset[grp + 1], g.rows_capacity);
         const uint16_t *bg = g.b + (size_t)grp * b_rows * g.k;
         float acc[2][4][4] = {};
         for (int k0 = 0; k0 < g.k; k0 += PT_K) {
@@ -137,7 +140,8 @@ __global__ void __launch_bounds__(PT_THREADS) gemm_portable_kernel(mok_gemm_args
 extern "C" int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream)
 {
     int out_cols = g->swiglu ? PT_N / 2 : PT_N;
-    if (g->groups < 1 || g->groups > PT_MAX_GROUPS || g->k % PT_K || g->n_out % out_cols)
+    if (g->groups < 1 || g->groups > PT_MAX_GROUPS || g->k <= 0 || g->k % PT_K || g->n_out <= 0 ||
+        g->n_out % out_cols || (((uintptr_t)g->a | (uintptr_t)g->b) & 15)) /* uint4 loads */
         return (int)cudaErrorInvalidValue;
     int dev = 0, sms = 0;
     cudaGetDevice(&dev);
