@@ -50,6 +50,7 @@ constexpr int kBlockK = 64;               /* bf16 per row of a box: 128 bytes, o
 constexpr int kRowBytes = kBlockK * 2;    /* 128 */
 constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kMaxGroups = 1024;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
@@ -108,7 +109,8 @@ __device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, 
     u0 = round_bf16(u0);
     g1 = round_bf16(g1);
     u1 = round_bf16(u1);
-    return pack_bf16x2(mok_silu(g0) * u0, mok_silu(g1) * u1);
+    /* expf, not __expf: the same silu as the fp32 reference and the portable kernel, bit for bit */
+    return pack_bf16x2(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
 }
 
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
@@ -185,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (warp < 4) {
         /* ---------------- producer warpgroup ---------------- */
-        mok_setmaxnreg_dec<40>();
+        mok_setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x != 0)
             return; /* nothing for the other 127 threads; no block-wide barrier follows */
         int slot = 0;
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
     } else {
         /* ---------------- consumer warpgroups ---------------- */
-        mok_setmaxnreg_inc<232>();
+        mok_setmaxnreg_inc<kConsumerRegs>();
         const int cwg = warp / 4 - 1;    /* 0: tile rows [0, 64), 1: rows [64, 128) */
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of the 64 */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
@@ -356,6 +358,12 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
+        return cudaErrorNotSupported;
+    }
+    /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232); the pool balances only if
+     * every warp starts with 168 (tests/kernel_resources.sh checks the build; this checks the image loaded) */
+    if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
+        say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
         return cudaErrorNotSupported;
     }
     if (c->tile_m != kTileM) {

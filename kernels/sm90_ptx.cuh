@@ -207,7 +207,8 @@ __device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t de
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b));
+        : "l"(desc_a), "l"(desc_b)
+        : "memory"); /* ordered after the mbarrier wait that made the operands visible */
 }
 
 /* D[64 x 256] += A[64 x 16] * B[256 x 16]^T, both from shared memory (K-major), fp32 accumulators d[128]. */
@@ -245,7 +246,8 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t d
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),
           "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b));
+        : "l"(desc_a), "l"(desc_b)
+        : "memory"); /* ordered after the mbarrier wait that made the operands visible */
 }
 
 #endif /* MOK_SM90_DEVICE */

@@ -15,6 +15,13 @@ for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule; do
 done
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm_sm90.cu" -o "$SCRATCH/gemm_sm90.ptx" ||
   fail "no PTX"
+# setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
+# if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232). With fewer at launch the consumers'
+# setmaxnreg.inc would wait forever for registers that do not exist.
+bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {if ($5 != 168) print k ": " $5}' \
+  "$SCRATCH/gemm_sm90.log")
+[ -z "$bad" ] || fail "gemm_sm90: a kernel does not start with the 168 registers setmaxnreg 40/232 assumes: $bad"
+echo "gemm_sm90: every kernel starts with 168 registers (setmaxnreg 40/232 balances)"
 n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90.ptx")
 [ "$n" -gt 0 ] || fail "gemm_sm90: no wgmma.mma_async in the sm_90a PTX"
 echo "gemm_sm90: $n wgmma.mma_async in the PTX"
