@@ -141,7 +141,8 @@ extern "C" int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t str
 {
     int out_cols = g->swiglu ? PT_N / 2 : PT_N;
     if (g->groups < 1 || g->groups > PT_MAX_GROUPS || g->k <= 0 || g->k % PT_K || g->n_out <= 0 ||
-        g->n_out % out_cols || (((uintptr_t)g->a | (uintptr_t)g->b) & 15)) /* uint4 loads */
+        g->n_out % out_cols || (((uintptr_t)g->a | (uintptr_t)g->b) & 15) || /* uint4 loads */
+        g->ready) /* no ready-counter wait here: its rows must be complete at launch (stream order) */
         return (int)cudaErrorInvalidValue;
     int dev = 0, sms = 0;
     cudaGetDevice(&dev);

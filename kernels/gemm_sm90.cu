@@ -128,7 +128,8 @@ template <int TILE_N>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
-                     int n_out, int k, int swiglu, int stages, struct mok_sm90_diag *diag)
+                     int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
+                     const int32_t *__restrict__ ready_target, int ready_rows, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -197,6 +198,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+            /* rows still arriving (ready counters given): only this tile's real rows are waited for */
+            mok_sm90_wait_rows(ready, ready_target, ready_rows, p.row0, min(p.row0 + kTileM, p.row_end), diag, t);
             for (int kb = 0; kb < k_blocks; kb++) {
                 /* parity phase ^ 1: on the first pass that is the phase "before" a fresh barrier's first one,
                  * which counts as complete, so the empty ring starts free */
@@ -403,6 +406,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "problem too large for 32-bit tile coordinates");
         return cudaErrorInvalidValue;
     }
+    if (g->ready && (!g->ready_target || g->ready_rows < 1)) {
+        say(why, why_len, "ready counters need their targets and ready_rows >= 1 (ready_rows %d)", g->ready_rows);
+        return cudaErrorInvalidValue;
+    }
     if (((uintptr_t)g->a | (uintptr_t)g->b) % 16 || (uintptr_t)g->c % 4) {
         say(why, why_len, "a and b must be 16-byte aligned (TMA), c 4-byte aligned");
         return cudaErrorInvalidValue;
@@ -468,7 +475,11 @@ void diag_print()
     volatile struct mok_sm90_diag *d = g_diag;
     if (!d || d->magic != MOK_SM90_DIAG_MAGIC)
         return;
-    if (d->role == MOK_SM90_DIAG_OFFSETS)
+    if (d->role == MOK_SM90_DIAG_READY)
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s for the rows of tile %d: ready chunk %d "
+                "counter %d, target %d (the dispatch never delivered them)\n", d->block, d->tile, d->slot, d->kb,
+                d->extra);
+    else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
     else {
@@ -549,9 +560,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     struct mok_sm90_diag *diag = diag_buffer(s);
     if (c->tile_n == 256)
         gemm_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, diag);
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, g->ready,
+                                                           g->ready_target, g->ready_rows, diag);
     else
         gemm_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, diag);
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, g->ready,
+                                                           g->ready_target, g->ready_rows, diag);
     return MOK_LAUNCH_RESULT();
 }

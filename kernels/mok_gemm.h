@@ -24,6 +24,13 @@ struct mok_gemm_args {
     int groups, rows_capacity;  /* rows_capacity: rows allocated in a and c (>= offset[groups]) */
     int n_out, k;
     int swiglu;
+    /* Optional (NULL: the rows are all there at launch): per-chunk ready counters of A's rows, as the LSA
+     * dispatch publishes them while this GEMM runs beside it. Chunk c covers rows [c * ready_rows, +ready_rows);
+     * before loading a tile's rows the Hopper kernel waits until ready[c] >= ready_target[c] for every chunk the
+     * tile's real rows touch (acquire at GPU scope, then a proxy fence so TMA sees the rows). The portable
+     * kernel rejects them: its rows must be complete at launch. */
+    const int32_t *ready, *ready_target;
+    int ready_rows;
 };
 
 /* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */
@@ -42,6 +49,11 @@ int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_
 int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, mok_stream_t stream);
 /* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
 int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);
+
+/* Tests: after sleep_ns, copy rows of src into dst chunk by chunk (last first) and release each chunk's ready
+ * counter to its target: the GEMM's ready-counter wait fed as the dispatch would (kernels/gemm_feed.cu). */
+int mok_gemm_feed(uint16_t *dst, const uint16_t *src, int rows, int row_elems, int chunk_rows, int32_t *ready,
+                  const int32_t *target, long long sleep_ns, mok_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #define MOK_SM90_DIAG_PRODUCER 1        /* producer waited on an "empty" barrier */
 #define MOK_SM90_DIAG_CONSUMER 2        /* consumer warpgroup 1 (rows 0-63) waited on a "full" barrier; 3: wg 2 */
 #define MOK_SM90_DIAG_OFFSETS 4         /* offset[] invalid: tile = g, kb = offset[g], extra = offset[g + 1] */
+#define MOK_SM90_DIAG_READY 5           /* rows never ready: tile, slot = chunk, kb = counter seen, extra = target */
 struct mok_sm90_diag {
     int magic, block, thread, role, slot, parity, tile, kb, extra;
 };
@@ -92,6 +93,28 @@ __device__ __forceinline__ void mok_sm90_fail(struct mok_sm90_diag *diag, int ro
 /* Waits for the phase with this parity of bar; after MOK_SPIN_TIMEOUT_CYCLES (~10 s) records who waited for
  * what and traps, so a pipeline bug becomes an error the host sees instead of a hang. The first probe is
  * outside the timed loop: the common case (already complete) reads no clock. */
+/* A tile's A rows written by other SMs (the dispatch) while this kernel runs: wait on their chunks' ready
+ * counters (released by the writers at GPU scope), then order those generic-proxy writes before this thread's
+ * TMA (async-proxy) reads of them. */
+__device__ __forceinline__ void mok_sm90_wait_rows(const int32_t *ready, const int32_t *target, int chunk_rows,
+                                                   int row0, int row_end, struct mok_sm90_diag *diag, int tile)
+{
+    if (!ready || row_end <= row0)
+        return;
+    for (int c = row0 / chunk_rows; c <= (row_end - 1) / chunk_rows; c++) {
+        int want = target[c], seen;
+        long long start = clock64();
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(ready + c) : "memory");
+            if (seen >= want)
+                break;
+            if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
+                mok_sm90_fail(diag, MOK_SM90_DIAG_READY, c, 0, tile, seen, want);
+        }
+    }
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
 __device__ __forceinline__ void mok_sm90_wait(uint64_t *bar, uint32_t parity, struct mok_sm90_diag *diag, int role,
                                               int slot, int tile, int kb)
 {
