@@ -16,7 +16,7 @@
 #define MOK_MAX_TOKENS 32
 #define MOK_MAX_ROUTINGS 8
 #define MOK_MAX_IMPLS 8
-#define MOK_MAX_PARAMS 8
+#define MOK_MAX_PARAMS 12
 #define MOK_MAX_VALUES 16
 #define MOK_NAME_LEN 64
 #define MOK_PATH_LEN 512

@@ -27,6 +27,7 @@ static const char *const copy_choices[] = {"warp", "bulk"};
 static const char *const layout_choices[] = {"slots", "landing"};
 static const char *const dispatch_choices[] = {"pull", "push"};
 static const char *const launch_choices[] = {"stream", "graph"};
+static const char *const overlap_choices[] = {"none", "gemm1"};
 
 /* Launch latency dominates small token counts (a dozen dependent kernels); training frameworks replay MoE layers
  * as CUDA graphs, so the graph launch is what they would see. */
@@ -75,6 +76,8 @@ static const struct mok_param_def lsa_layer_params[] = {
     {"tile_n", "GEMM output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
     {"stages", "GEMM shared-memory pipeline stages", NULL, 0, 2, 8, 4},
     LAUNCH_PARAM,
+    {"overlap", "none: GEMMs after the dispatch; gemm1: GEMM1 (sm90) runs beside the dispatch on the other SMs, each "
+     "tile waiting on its rows' ready counters", overlap_choices, 2, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -92,7 +95,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 4,
      mok_gemm_params},
     {"lsa-layer", "layer",
-     "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (stream-ordered, unfused)", 8,
+     "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (unfused kernels)", 9,
      lsa_layer_params},
 };
 
