@@ -513,7 +513,12 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel
     int vecs = a.hidden / 8, used = a.offset[a.local_experts];
     if (used > a.capacity)
         used = a.capacity;
-    for (int s = warp; s < used; s += nwarps) {
+    /* Slots are expert-major and, inside an expert, by source rank: walked in order, all warps would send to one
+     * owner rank at a time (and every rank to the same one), each NVLink busy one way at a time. A stride prime
+     * to `used` visits every slot once in an order that mixes owners. */
+    long long step = used % 7919 ? 7919 : 1;
+    for (int i = warp; i < used; i += nwarps) {
+        int s = (int)((long long)i * step % used);
         int32_t e = a.entry[s];
         if (e < 0)
             continue;
