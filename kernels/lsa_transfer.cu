@@ -369,8 +369,8 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_combine_route_kernel(mok_
     signal_done(a);
 }
 
-/* The owner's fixed-order sum: one block per token (grid-stride), after every rank's done flag. */
-__global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
+/* Every rank's rows of this epoch are in my window (their done flags). */
+__device__ __forceinline__ void wait_all_done(const mok_lsa_args &a)
 {
     if (threadIdx.x < a.nranks) {
         const uint64_t *flag = (const uint64_t *)ncclGetLsaPointer(
@@ -379,6 +379,11 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
         mok_wait_geq_sys(flag, a.epoch[0], a.rank, "combine", "done", threadIdx.x, a.timeout_cycles);
     }
     __syncthreads();
+}
+
+/* The owner's fixed-order sum: one block per token (grid-stride). */
+__device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
+{
     int vecs = a.hidden / 8;
     const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
     for (int t = blockIdx.x; t < a.my_tokens; t += gridDim.x) {
@@ -413,6 +418,27 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
             ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
         }
     }
+}
+
+__global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
+{
+    wait_all_done(a);
+    reduce_tokens(a);
+}
+
+/* Small problems, per rank: combine, done signal and the owner's sum in one launch. Every block waits for every
+ * rank's done flag, which the last block of each rank's combine sets, so all blocks must be resident at once:
+ * the grid is the `sms` blocks of the combine (one per SM at most, checked <= the SM count by supports()), and
+ * nothing runs beside it on this path. */
+#define FUSED_REDUCE_MAX_TOKENS 512
+__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_reduce_kernel(mok_lsa_args a)
+{
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+    combine_per_rank(a, warp, nwarps, lane);
+    signal_done(a);
+    wait_all_done(a);
+    reduce_tokens(a);
 }
 
 /* Reference for the comm benchmark: the same sums, on this rank's own x, without any communication. */
@@ -588,6 +614,10 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
+    if (a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) { /* launch latency dominates: one kernel */
+        lsa_combine_rank_reduce_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     if (a->combine_per_rank) {
         lsa_combine_rank_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
     } else if (!a->bulk_copies) {
