@@ -209,7 +209,7 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
     for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
         int p, t;
         rank_token_item(a, g, &p, &t);
-        if (t >= a.all_tokens[p])
+        if (t >= a.all_tokens[p] || p == a.rank) /* my own tokens' partials: own_partial, in the owner's sum */
             continue;
         int my_slot;
         unsigned mask = token_slots(a, p, t, lane, &my_slot);
@@ -381,6 +381,31 @@ __device__ __forceinline__ void wait_all_done(const mok_lsa_args &a)
     __syncthreads();
 }
 
+/* Per rank, my own tokens: the partial sum of their routes into my experts, computed where the owner sums
+ * rather than sent to myself by the combine (which would cost the few comm SMs a local read and write of every
+ * token). The same operations in the same order as combine_per_rank (ascending k, fp32, rounded to bf16), so y is
+ * bitwise what it was when the combine wrote this partial. */
+__device__ __forceinline__ void own_partial(const mok_lsa_args &a, int t, int v, float part[8])
+{
+    int vecs = a.hidden / 8;
+    const int32_t *slots = a.route_slot + ((size_t)a.rank * a.t_max + t) * a.topk;
+    const float *w = a.all_w + ((size_t)a.rank * a.t_max + t) * a.topk;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < a.topk; j++) {
+        int slot = slots[j];
+        if (slot < 0)
+            continue;
+        vec8 in;
+        in.v = a.landing ? landed_row(a, a.rank, t)[v] : ((const uint4 *)a.expert_out)[(size_t)slot * vecs + v];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += w[j] * mok_bf16_to_f32(in.h[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        part[i] = mok_bf16_to_f32(mok_f32_to_bf16(acc[i]));
+}
+
 /* The owner's fixed-order sum: one block per token (grid-stride). */
 __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
 {
@@ -394,7 +419,15 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             if (a.combine_per_rank) {
                 for (int q = 0; q < a.nranks; q++) /* ascending rank: fixed order */
-                    if (touched & (1u << q)) {
+                    if (!(touched & (1u << q))) {
+                        continue;
+                    } else if (q == a.rank) {
+                        float part[8];
+                        own_partial(a, t, v, part);
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += part[i];
+                    } else {
                         vec8 in;
                         in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
 #pragma unroll
