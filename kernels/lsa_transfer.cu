@@ -647,7 +647,7 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
-    if (a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) { /* launch latency dominates: one kernel */
+    if (a->small_paths && a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) { /* launch latency dominates: one kernel */
         lsa_combine_rank_reduce_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
         return MOK_LAUNCH_RESULT();
     }

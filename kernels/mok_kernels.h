@@ -123,6 +123,8 @@ struct mok_lsa_args {
     int push;              /* landing only: owners store their rows into the destinations' windows (NVLink stores
                             * need few SMs; loads need many bytes in flight) instead of destinations pulling */
     size_t off_land;       /* window: bf16 [P][t_max][H] landed rows, by source rank and token */
+    int small_paths;       /* 1: small problems take the one-launch variants (table copy + publish, one-block
+                            * schedule, combine + reduce); 0: always the general kernels (to measure the gain) */
     /* local device memory */
     uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done, [2] push blocks done (reset by the last) */
     int32_t *all_tokens;   /* [P] */

@@ -111,7 +111,7 @@ static void test_round_trip(void)
 
     /* Replace in place: same key and impl, new params and time. */
     struct mok_tune_entry e = make_entry(1);
-    strcpy(e.params, "sms=32,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=stream");
+    strcpy(e.params, "sms=32,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=stream,small=auto");
     e.time_us = 1089.8240208625793;
     CHECK(mok_tunedb_put(&db, &e) == 0 && db.n == 7, "replace grew the db to %d", db.n);
     const struct mok_tune_entry *f = mok_tunedb_find(&db, &e.key, "lsa");
@@ -256,7 +256,7 @@ static void expect_stale(const char *impl, const char *mode, const char *params,
     printf("  %-66.66s %s\n", params, why);
 }
 
-#define LSA_OK "sms=16,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=graph"
+#define LSA_OK "sms=16,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=graph,small=off"
 
 static void test_stale(void)
 {
@@ -287,7 +287,7 @@ static void test_stale(void)
                  "missing param chunk_rows");
     /* an entry tuned before a parameter existed (here: launch) must be re-tuned, not half-applied */
     expect_stale("lsa", "comm", "sms=16,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,"
-                 "dispatch=push", "missing param launch");
+                 "dispatch=push,small=auto", "missing param launch");
     expect_stale("lsa", "comm", LSA_OK ",sms=8", "twice");
     expect_stale("lsa", "comm", LSA_OK ",", "comma");
     expect_stale("nccl", "layer", "gemm=grouped,gemm_streams=99", "out of");

@@ -35,6 +35,7 @@ for step in $STEPS; do
           --impl nccl-overlap --out "$R/tune-check-$cfg"; echo "rc=$?"; done;;
     graphsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-graph-small" tests/gpu_graph_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
+    commsmallbatch) $MPIRUN -np 2 $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
     probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
     quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;
     deepseek) $MPIRUN -np 2 $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;

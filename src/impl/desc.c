@@ -28,6 +28,13 @@ static const char *const layout_choices[] = {"slots", "landing"};
 static const char *const dispatch_choices[] = {"pull", "push"};
 static const char *const launch_choices[] = {"stream", "graph"};
 static const char *const overlap_choices[] = {"none", "gemm1"};
+static const char *const small_choices[] = {"auto", "off"};
+
+/* At a few hundred tokens launch latency dominates: small problems fuse launches unless told not to, so a
+ * config can measure what the fusion gains in the same run. */
+#define SMALL_PARAM                                                                                           \
+    {"small", "auto: small problems take one-launch variants (table+publish, one-block schedule <= 4096 routes, "   \
+     "combine+sum <= 512 tokens); off: always the general kernels", small_choices, 2, 0, 1, 0}
 
 /* Launch latency dominates small token counts (a dozen dependent kernels); training frameworks replay MoE layers
  * as CUDA graphs, so the graph launch is what they would see. */
@@ -51,6 +58,7 @@ static const struct mok_param_def lsa_params[] = {
     {"dispatch", "pull: destinations load rows from the owners; push: owners store rows into the destinations",
      dispatch_choices, 2, 0, 1, 0},
     LAUNCH_PARAM,
+    SMALL_PARAM,
 };
 
 static const char *const kernel_choices[] = {"sm90", "portable"};
@@ -87,7 +95,7 @@ static const struct mok_impl_desc impl_descs[] = {
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
     {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
-     "sync", 8, lsa_params},
+     "sync", 9, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",

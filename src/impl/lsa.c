@@ -14,7 +14,8 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7 };
+enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
+       P_SMALL = 8 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
@@ -130,7 +131,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
                                .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
-                               .push = params[P_DISPATCH]};
+                               .push = params[P_DISPATCH], .small_paths = params[P_SMALL] == 0};
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
