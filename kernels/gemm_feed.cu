@@ -14,10 +14,11 @@ __global__ void gemm_feed_kernel(uint16_t *dst, const uint16_t *src, int rows, i
         size_t lo = (size_t)c * chunk_rows * row_elems, hi = (size_t)min(rows, (c + 1) * chunk_rows) * row_elems;
         for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
             dst[i] = src[i];
-        __threadfence(); /* every thread's rows, then the release */
-        __syncthreads();
-        if (threadIdx.x == 0)
+        __syncthreads(); /* every thread's rows, then (fence after the barrier, so it covers them all) the release */
+        if (threadIdx.x == 0) {
+            __threadfence();
             atomicExch(&ready[c], target[c]);
+        }
         __syncthreads();
     }
 }

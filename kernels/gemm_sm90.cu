@@ -520,6 +520,8 @@ struct mok_sm90_diag *diag_buffer(cudaStream_t s)
 
 } // namespace
 
+extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream) { diag_buffer(mok_cuda_stream(stream)); }
+
 extern "C" int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, char *why,
                                       int why_len)
 {

@@ -556,11 +556,14 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mo
                         dst[v0 + u * 32] = val[u];
             }
         }
-        /* every lane's stores of this row, then one release per slot: a consumer that sees the count sees the row */
-        __threadfence();
+        /* every lane's stores of this row (warp barrier), then per slot a fence and the count: the fence comes
+         * after the barrier so it orders the other lanes' stores too, and a consumer that sees the count sees the
+         * whole row */
         __syncwarp();
-        if (lane < a.topk && my_slot >= 0)
+        if (lane < a.topk && my_slot >= 0) {
+            __threadfence();
             atomicAdd(&a.ready[my_slot / a.chunk_rows], 1);
+        }
     }
 }
 

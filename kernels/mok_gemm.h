@@ -47,6 +47,9 @@ int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_
                            int why_len);
 /* wgmma + TMA, warp-specialized, persistent (sm_90a only; returns cudaErrorNotSupported elsewhere). */
 int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, mok_stream_t stream);
+/* Allocates the Hopper kernel's failure record now (mapped host memory; it cannot be allocated while a stream is
+ * being captured, so a caller that will capture launches into graphs calls this first). */
+void mok_gemm_sm90_prepare(mok_stream_t stream);
 /* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
 int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);
 

@@ -35,6 +35,7 @@ struct lsa_state {
     bool layer, gemm_portable;
     /* overlap=gemm1: GEMM1 beside the dispatch (ready counters); the dispatch phase's time then covers both */
     bool overlap_gemm1;
+    int gemm_sms_fed; /* GEMM1's CTAs beside the dispatch: the GPU's SMs less the dispatch's */
     struct mok_gemm_sm90_config gemm_cfg;
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
     /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
@@ -210,9 +211,10 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
         g = (struct mok_gemm_args){.a = s->h, .b = p->w2[set], .c = s->out, .offset = a->offset,
                                    .groups = a->local_experts, .rows_capacity = a->capacity, .n_out = p->hidden,
                                    .k = p->inter, .swiglu = 0};
-    if (fed)
-        g.ready = a->ready, g.ready_target = a->chunk_target, g.ready_rows = a->chunk_rows;
-    return s->gemm_portable ? mok_gemm_portable(&g, (mok_stream_t)st) : mok_gemm_sm90(&g, &s->gemm_cfg, (mok_stream_t)st);
+    struct mok_gemm_sm90_config cfg = s->gemm_cfg;
+    if (fed) /* beside the dispatch: only the SMs it leaves (both resident at once, whichever starts first) */
+        g.ready = a->ready, g.ready_target = a->chunk_target, g.ready_rows = a->chunk_rows, cfg.sms = s->gemm_sms_fed;
+    return s->gemm_portable ? mok_gemm_portable(&g, (mok_stream_t)st) : mok_gemm_sm90(&g, &cfg, (mok_stream_t)st);
 }
 
 /* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
@@ -232,9 +234,11 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
         }
         if (s->overlap_gemm1) { /* GEMM1 on the SMs the dispatch leaves, each tile as soon as its rows are in */
             CUDA(cudaEventRecord(s->fork, st));
+            /* the producer first: where kernels of different streams run one after the other (launch blocking,
+             * profilers, sanitizers) GEMM1 then finds its rows ready instead of waiting for a dispatch behind it */
+            CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
             CUDA(cudaStreamWaitEvent(s->side, s->fork, 0));
             CUDA(run_gemm(s, 1, set, true, s->side));
-            CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
             CUDA(cudaEventRecord(s->join, s->side));
             CUDA(cudaStreamWaitEvent(st, s->join, 0)); /* joined inside the phase: a captured phase must be */
         } else {
@@ -512,9 +516,12 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     int gpu_sms = 0;
     cudaDeviceGetAttribute(&gpu_sms, cudaDevAttrMultiProcessorCount, cl->device);
     /* beside the dispatch, GEMM1's persistent grid takes only the SMs the dispatch leaves: both resident at once,
-     * whichever starts first (a GEMM CTA waiting on rows must never keep a dispatch block from an SM) */
-    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp[L_TILE_N], lp[L_STAGES],
-                                                s->overlap_gemm1 ? gpu_sms - s->sms : 0};
+     * whichever starts first (a GEMM CTA waiting on rows must never keep a dispatch block from an SM); GEMM2,
+     * alone, takes them all */
+    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp[L_TILE_N], lp[L_STAGES], 0};
+    s->gemm_sms_fed = gpu_sms - s->sms;
+    if (!s->gemm_portable)
+        mok_gemm_sm90_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
     size_t cap = (size_t)s->a.capacity;
     CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
     CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
