@@ -461,8 +461,8 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
 
 /* Small problems, per rank: combine, done signal and the owner's sum in one launch. Every block waits for every
  * rank's done flag, which the last block of each rank's combine sets, so all blocks must be resident at once:
- * the grid is the `sms` blocks of the combine (one per SM at most, checked <= the SM count by supports()), and
- * nothing runs beside it on this path. */
+ * the grid is the `sms` blocks of the combine (one per SM at most, checked <= the SM count by supports()),
+ * launched cooperatively so the runtime guarantees it. */
 #define FUSED_REDUCE_MAX_TOKENS 512
 __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_reduce_kernel(mok_lsa_args a)
 {
@@ -651,8 +651,19 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
     if (a->small_paths && a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) { /* launch latency dominates: one kernel */
-        lsa_combine_rank_reduce_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
-        return MOK_LAUNCH_RESULT();
+        /* cooperative: its blocks wait for each other (through the done flags), so the launch must guarantee
+         * they are all resident, or fail; a plain launch could leave some queued behind spinning ones */
+        cudaLaunchAttribute coop;
+        coop.id = cudaLaunchAttributeCooperative;
+        coop.val.cooperative = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)blocks);
+        cfg.blockDim = dim3(COMBINE_THREADS);
+        cfg.stream = s;
+        cfg.attrs = &coop;
+        cfg.numAttrs = 1;
+        cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_kernel, *a);
+        return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
     }
     if (a->combine_per_rank) {
         lsa_combine_rank_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
