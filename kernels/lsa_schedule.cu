@@ -359,7 +359,7 @@ extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
     int n = a->my_tokens * a->topk, blocks = (n + SCHED_THREADS - 1) / SCHED_THREADS;
-    if (a->small_paths && blocks <= 4) { /* up to 1024 routes: one block copies in a few passes and publishes, one launch */
+    if (a->small_paths && blocks <= 4) { /* up to 1024 routes: one block copies and publishes, one launch */
         lsa_table_publish_kernel<<<1, SCHED_THREADS, 0, s>>>(*a);
         return MOK_LAUNCH_RESULT();
     }

@@ -650,9 +650,10 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = mok_cuda_stream(stream);
-    if (a->small_paths && a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) { /* launch latency dominates: one kernel */
-        /* cooperative: its blocks wait for each other (through the done flags), so the launch must guarantee
-         * they are all resident, or fail; a plain launch could leave some queued behind spinning ones */
+    if (a->small_paths && a->combine_per_rank && a->t_max <= FUSED_REDUCE_MAX_TOKENS) {
+        /* launch latency dominates: one kernel. Cooperative: its blocks wait for each other (through the done
+         * flags), so the launch must guarantee they are all resident, or fail; a plain launch could leave some
+         * queued behind spinning ones */
         cudaLaunchAttribute coop;
         coop.id = cudaLaunchAttributeCooperative;
         coop.val.cooperative = 1;
