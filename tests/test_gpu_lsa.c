@@ -1,7 +1,8 @@
 /* test_gpu_lsa: the LSA dispatch/combine path on real GPUs, one rank per GPU.
  *   mok test_gpu_lsa          dispatched rows equal the source rows bit for bit; every chunk counter reached its
  *                             target; combine equals the reference bit for bit (both combine modes, both copy
- *                             engines); repeated runs are bitwise identical; a CUDA graph of the whole path
+ *                             engines, the small-problem variants on and off); repeated runs are bitwise
+ *                             identical; a CUDA graph of the whole path
  *                             replays to the same y; an undersized capacity is reported with the expert.
  *   mok test_gpu_lsa timeout  rank 1 never publishes: rank 0's wait must time out with a diagnostic and fail,
  *                             not hang (run by tests/gpu_lsa_timeout.sh, which checks the message). */
@@ -92,7 +93,9 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
     free(all_x), free(mine), free(entry), free(xin), free(ready), free(target);
 }
 
-static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push)
+/* small_off: 1 forces the general kernels (multi-kernel schedule, separate combine and sum) on this small problem,
+ * 0 lets it take the one-launch variants; both must give the reference bit for bit. */
+static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off)
 {
     struct mok_problem_spec spec = comm_spec(300, 512, 16, 4, 4.0);
     struct mok_problem p;
@@ -102,8 +105,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
         return;
     }
     const struct mok_impl_ops *ops = mok_impl_find("lsa");
-    /* sms combine tile chunk copy layout dispatch */
-    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push};
+    /* sms combine tile chunk copy layout dispatch launch small */
+    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push, 0, small_off};
     void *st = NULL;
     if (ops->setup(&st, &p, cl, params, 4, err, sizeof(err))) {
         EXPECT(0, "setup: %s", err);
@@ -120,8 +123,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     check_dispatched_rows(mok_lsa_state_args(st), &p);
     uint16_t *h_ref = to_host(ref, ybytes), *first = to_host(p.y, ybytes);
     EXPECT(memcmp(first, h_ref, ybytes) == 0,
-           "combine (per_rank=%d bulk=%d landing=%d push=%d) differs from the reference", combine_per_rank, bulk,
-           landing, push);
+           "combine (per_rank=%d bulk=%d landing=%d push=%d small_off=%d) differs from the reference",
+           combine_per_rank, bulk, landing, push, small_off);
     for (int rep = 0; rep < 3; rep++) { /* repeated runs: bitwise identical */
         mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
         ops->run(st, 0, p.y, -1, err, sizeof(err));
@@ -231,12 +234,13 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "timeout"))
         return run_timeout(&cl);
-    for (int per_rank = 0; per_rank < 2; per_rank++) {
-        for (int bulk = 0; bulk < 2; bulk++)
-            run_variant(&cl, per_rank, bulk, 0, 0);
-        run_variant(&cl, per_rank, 0, 1, 0);
-        run_variant(&cl, per_rank, 0, 1, 1);
-    }
+    for (int small_off = 0; small_off < 2; small_off++)
+        for (int per_rank = 0; per_rank < 2; per_rank++) {
+            for (int bulk = 0; bulk < 2; bulk++)
+                run_variant(&cl, per_rank, bulk, 0, 0, small_off);
+            run_variant(&cl, per_rank, 0, 1, 0, small_off);
+            run_variant(&cl, per_rank, 0, 1, 1, small_off);
+        }
     run_overflow(&cl);
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
