@@ -4,16 +4,7 @@
 
 #include "cli.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                                                     \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            failures++;                                                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            printf(__VA_ARGS__);                                                                              \
-            printf("\n");                                                                                     \
-        }                                                                                                     \
-    } while (0)
+#include "check.h"
 
 static int parse(struct mok_cli *cli, struct mok_errors *errs, int argc, char **argv)
 {
@@ -34,40 +25,40 @@ int main(void)
     struct mok_cli cli;
     struct mok_errors e;
     char *a1[] = {"mok-bench", "-d", "-o", "out", "-w", "3", "-n", "7", "--only", "nccl", "--no-check", "c.json"};
-    EXPECT(parse(&cli, &e, 12, a1) == 0, "short forms: %s", e.msg[0]);
-    EXPECT(cli.dry_run && cli.no_check && !strcmp(cli.output_dir, "out") && cli.warmup == 3 && cli.iters == 7 &&
+    CHECK(parse(&cli, &e, 12, a1) == 0, "short forms: %s", e.msg[0]);
+    CHECK(cli.dry_run && cli.no_check && !strcmp(cli.output_dir, "out") && cli.warmup == 3 && cli.iters == 7 &&
                cli.nonly == 1 && !strcmp(cli.only[0], "nccl") && !strcmp(cli.config_path, "c.json"),
            "short forms values");
     char *a2[] = {"mok-bench", "--dry-run", "--output=out2", "--warmup", "0", "--iters=9", "--only=nccl,nccl-overlap",
                   "c.json"};
-    EXPECT(parse(&cli, &e, 8, a2) == 0, "long forms: %s", e.msg[0]);
-    EXPECT(cli.warmup == 0 && cli.iters == 9 && cli.nonly == 2 && !strcmp(cli.output_dir, "out2"), "long values");
+    CHECK(parse(&cli, &e, 8, a2) == 0, "long forms: %s", e.msg[0]);
+    CHECK(cli.warmup == 0 && cli.iters == 9 && cli.nonly == 2 && !strcmp(cli.output_dir, "out2"), "long values");
     char *a3[] = {"mok-bench", "--help"};
-    EXPECT(parse(&cli, &e, 2, a3) == 0 && cli.help, "--help without config");
+    CHECK(parse(&cli, &e, 2, a3) == 0 && cli.help, "--help without config");
     char *a4[] = {"mok-bench", "-V"};
-    EXPECT(parse(&cli, &e, 2, a4) == 0 && cli.version, "-V");
+    CHECK(parse(&cli, &e, 2, a4) == 0 && cli.version, "-V");
     char *a5[] = {"mok-bench"};
-    EXPECT(parse(&cli, &e, 1, a5) == 1 && errors_contain(&e, "CONFIG.json: missing"), "missing config");
+    CHECK(parse(&cli, &e, 1, a5) == 1 && errors_contain(&e, "CONFIG.json: missing"), "missing config");
     char *a6[] = {"mok-bench", "-n", "0", "c.json"};
-    EXPECT(parse(&cli, &e, 4, a6) == 1 && errors_contain(&e, "-n = \"0\": must be an integer in [1, 100000]"),
+    CHECK(parse(&cli, &e, 4, a6) == 1 && errors_contain(&e, "-n = \"0\": must be an integer in [1, 100000]"),
            "iters 0: %s", e.msg[0]);
     char *a7[] = {"mok-bench", "--warmup", "x", "c.json"};
-    EXPECT(parse(&cli, &e, 4, a7) == 1 && errors_contain(&e, "--warmup = \"x\""), "warmup x");
+    CHECK(parse(&cli, &e, 4, a7) == 1 && errors_contain(&e, "--warmup = \"x\""), "warmup x");
     char *a8[] = {"mok-bench", "--only", "cublas", "c.json"};
-    EXPECT(parse(&cli, &e, 4, a8) == 1 && errors_contain(&e, "unknown implementation (allowed: nccl"), "only bad");
+    CHECK(parse(&cli, &e, 4, a8) == 1 && errors_contain(&e, "unknown implementation (allowed: nccl"), "only bad");
     char *a9[] = {"mok-bench", "--bogus", "c.json"};
-    EXPECT(parse(&cli, &e, 3, a9) == 1 && errors_contain(&e, "--bogus: unknown option"), "unknown option");
+    CHECK(parse(&cli, &e, 3, a9) == 1 && errors_contain(&e, "--bogus: unknown option"), "unknown option");
     char *a10[] = {"mok-bench", "a.json", "b.json"};
-    EXPECT(parse(&cli, &e, 3, a10) == 1 && errors_contain(&e, "only one CONFIG.json"), "two configs");
+    CHECK(parse(&cli, &e, 3, a10) == 1 && errors_contain(&e, "only one CONFIG.json"), "two configs");
     char *a12[] = {"mok-bench", "-t", "db.json", "--resume", "c.json"};
-    EXPECT(parse(&cli, &e, 5, a12) == 0 && cli.tuned_path && !strcmp(cli.tuned_path, "db.json") && cli.resume,
+    CHECK(parse(&cli, &e, 5, a12) == 0 && cli.tuned_path && !strcmp(cli.tuned_path, "db.json") && cli.resume,
            "--tuned/--resume");
     char *a13[] = {"mok-bench", "--tuned=x.json", "-r", "c.json"};
-    EXPECT(parse(&cli, &e, 4, a13) == 0 && !strcmp(cli.tuned_path, "x.json") && cli.resume, "--tuned=, -r");
+    CHECK(parse(&cli, &e, 4, a13) == 0 && !strcmp(cli.tuned_path, "x.json") && cli.resume, "--tuned=, -r");
     char *a14[] = {"mok-bench", "--tuned"};
-    EXPECT(parse(&cli, &e, 2, a14) >= 1 && errors_contain(&e, "--tuned: needs a tuning database file"), "--tuned alone");
+    CHECK(parse(&cli, &e, 2, a14) >= 1 && errors_contain(&e, "--tuned: needs a tuning database file"), "--tuned alone");
     char *a11[] = {"mok-bench", "-n"};
-    EXPECT(parse(&cli, &e, 2, a11) >= 1 && errors_contain(&e, "-n = \"\""), "-n without value");
+    CHECK(parse(&cli, &e, 2, a11) >= 1 && errors_contain(&e, "-n = \"\""), "-n without value");
 
     /* apply: --only filters the config's impls, keeps their tune lists, rejects names the config lacks */
     struct mok_config cfg;
@@ -80,13 +71,13 @@ int main(void)
     cfg.check_enabled = true;
     char *b1[] = {"mok-bench", "--only", "nccl-overlap", "-n", "5", "--no-check", "c.json"};
     parse(&cli, &e, 7, b1);
-    EXPECT(mok_cli_apply(&cli, &cfg, &e) == 0, "apply");
-    EXPECT(cfg.nimpls == 1 && !strcmp(cfg.impls[0], "nccl-overlap") && cfg.tune[0].nvalues[0] == 3 && cfg.iters == 5 &&
+    CHECK(mok_cli_apply(&cli, &cfg, &e) == 0, "apply");
+    CHECK(cfg.nimpls == 1 && !strcmp(cfg.impls[0], "nccl-overlap") && cfg.tune[0].nvalues[0] == 3 && cfg.iters == 5 &&
                !cfg.check_enabled,
            "apply values");
     char *b2[] = {"mok-bench", "--only", "nccl", "c.json"};
     parse(&cli, &e, 4, b2);
-    EXPECT(mok_cli_apply(&cli, &cfg, &e) == 1 && errors_contain(&e, "not among the config's impls"), "apply missing");
+    CHECK(mok_cli_apply(&cli, &cfg, &e) == 1 && errors_contain(&e, "not among the config's impls"), "apply missing");
 
     printf("test_cli: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
     return failures ? 1 : 0;

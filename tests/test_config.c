@@ -13,17 +13,7 @@
 #include "config.h"
 #include "desc.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        if (!(cond)) {                                                                                         \
-            failures++;                                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                    \
-            fprintf(stderr, __VA_ARGS__);                                                                      \
-            fputc('\n', stderr);                                                                               \
-        }                                                                                                      \
-    } while (0)
+#include "check.h"
 
 /* All messages joined by newlines, for substring checks. */
 static void joined(const struct mok_errors *e, char *buf, size_t len)

@@ -9,16 +9,7 @@
 #include "journal.h"
 #include "summary.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                                      \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            failures++;                                                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            printf(__VA_ARGS__);                                                                              \
-            printf("\n");                                                                                     \
-        }                                                                                                     \
-    } while (0)
+#include "check.h"
 
 static struct mok_row make_row(int problem, const char *impl, const char *params, double t, const char *disp)
 {

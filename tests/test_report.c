@@ -16,17 +16,7 @@
 #include "report.h"
 #include "stats.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 /* Bitwise equality, NaN equal to NaN: a round trip must give back the very same double, -0 included. */
 static int same_double(double a, double b)

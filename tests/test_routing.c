@@ -9,17 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        if (!(cond)) {                                                                                         \
-            failures++;                                                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                        \
-            printf(__VA_ARGS__);                                                                               \
-            printf("\n");                                                                                      \
-        }                                                                                                      \
-    } while (0)
+#include "check.h"
 
 struct route {
     int tokens, topk;

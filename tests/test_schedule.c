@@ -6,16 +6,7 @@
 
 #include "schedule.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                                                     \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            failures++;                                                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            printf(__VA_ARGS__);                                                                              \
-            printf("\n");                                                                                     \
-        }                                                                                                     \
-    } while (0)
+#include "check.h"
 
 #define PAD MOK_SCHED_PAD
 #define R(p, t, j) mok_route_pack(p, t, j)
@@ -23,18 +14,18 @@ static int failures;
 static void test_pack(void)
 {
     int32_t v = R(63, (1 << 20) - 1, 31);
-    EXPECT(v >= 0, "packed route must stay non-negative (PAD is -1): %d", v);
-    EXPECT(mok_route_rank(v) == 63 && mok_route_token(v) == (1 << 20) - 1 && mok_route_k(v) == 31, "unpack max");
+    CHECK(v >= 0, "packed route must stay non-negative (PAD is -1): %d", v);
+    CHECK(mok_route_rank(v) == 63 && mok_route_token(v) == (1 << 20) - 1 && mok_route_k(v) == 31, "unpack max");
     v = R(5, 12345, 7);
-    EXPECT(mok_route_rank(v) == 5 && mok_route_token(v) == 12345 && mok_route_k(v) == 7, "unpack 5/12345/7");
+    CHECK(mok_route_rank(v) == 5 && mok_route_token(v) == 12345 && mok_route_k(v) == 7, "unpack 5/12345/7");
     /* packing keeps lexicographic (p, t, j) order: the sorted-block check below relies on it */
-    EXPECT(R(0, 1, 0) > R(0, 0, 31) && R(1, 0, 0) > R(0, (1 << 20) - 1, 31), "pack order");
+    CHECK(R(0, 1, 0) > R(0, 0, 31) && R(1, 0, 0) > R(0, (1 << 20) - 1, 31), "pack order");
 }
 
 static void expect_ints(const char *what, int rank, const int *got, const int *want, int n)
 {
     for (int i = 0; i < n; i++)
-        EXPECT(got[i] == want[i], "rank %d %s[%d] = %d, want %d", rank, what, i, got[i], want[i]);
+        CHECK(got[i] == want[i], "rank %d %s[%d] = %d, want %d", rank, what, i, got[i], want[i]);
 }
 
 static void test_hand_example(void)
@@ -46,7 +37,7 @@ static void test_hand_example(void)
     int tokens[] = {3, 3};
     struct mok_schedule s;
 
-    EXPECT(mok_schedule_build(&s, 2, 0, 4, 2, 3, tokens, ids, 4, 3, 8) == 0, "build rank 0");
+    CHECK(mok_schedule_build(&s, 2, 0, 4, 2, 3, tokens, ids, 4, 3, 8) == 0, "build rank 0");
     /* expert 0: (0,0,0) (0,1,1) (1,0,1) (1,1,0); expert 1: (0,1,0) (0,2,1) (1,2,0) + 1 padding slot */
     int rows0[] = {4, 3}, off0[] = {0, 4, 8};
     int32_t ent0[] = {R(0, 0, 0), R(0, 1, 1), R(1, 0, 1), R(1, 1, 0), R(0, 1, 0), R(0, 2, 1), R(1, 2, 0), PAD};
@@ -56,16 +47,16 @@ static void test_hand_example(void)
     expect_ints("offset", 0, s.offset, off0, 3);
     expect_ints("entry", 0, s.entry, ent0, 8);
     expect_ints("route_slot", 0, s.route_slot, slot0, 12);
-    EXPECT(s.nchunks == 3, "rank 0 nchunks %d", s.nchunks);
+    CHECK(s.nchunks == 3, "rank 0 nchunks %d", s.nchunks);
     expect_ints("chunk_rows_valid", 0, s.chunk_rows_valid, chunks0, 3);
     expect_ints("ranks_touched", 0, s.ranks_touched, touched0, 3);
     /* rank 1's tokens 0, 1, 2 all reach rank 0 (token 1 twice: still one row over NVLink) */
-    EXPECT(s.remote_tokens_in == 3 && s.routes_in == 7, "rank 0 remote %lld routes %lld", s.remote_tokens_in,
+    CHECK(s.remote_tokens_in == 3 && s.routes_in == 7, "rank 0 remote %lld routes %lld", s.remote_tokens_in,
            s.routes_in);
-    EXPECT(s.overflow_expert == -1 && s.overflow_needed_rows == 0, "rank 0 overflow %d", s.overflow_expert);
+    CHECK(s.overflow_expert == -1 && s.overflow_needed_rows == 0, "rank 0 overflow %d", s.overflow_expert);
     mok_schedule_free(&s);
 
-    EXPECT(mok_schedule_build(&s, 2, 1, 4, 2, 3, tokens, ids, 4, 3, 8) == 0, "build rank 1");
+    CHECK(mok_schedule_build(&s, 2, 1, 4, 2, 3, tokens, ids, 4, 3, 8) == 0, "build rank 1");
     /* expert 2: (0,0,1) (1,0,0) (1,2,1) + 1 pad; expert 3: (0,2,0) (1,1,1) + 2 pad */
     int rows1[] = {3, 2}, off1[] = {0, 4, 8};
     int32_t ent1[] = {R(0, 0, 1), R(1, 0, 0), R(1, 2, 1), PAD, R(0, 2, 0), R(1, 1, 1), PAD, PAD};
@@ -75,11 +66,11 @@ static void test_hand_example(void)
     expect_ints("offset", 1, s.offset, off1, 3);
     expect_ints("entry", 1, s.entry, ent1, 8);
     expect_ints("route_slot", 1, s.route_slot, slot1, 12);
-    EXPECT(s.nchunks == 3, "rank 1 nchunks %d", s.nchunks);
+    CHECK(s.nchunks == 3, "rank 1 nchunks %d", s.nchunks);
     expect_ints("chunk_rows_valid", 1, s.chunk_rows_valid, chunks1, 3);
     expect_ints("ranks_touched", 1, s.ranks_touched, touched1, 3);
     /* rank 0's token 1 ({1, 0}) never reaches rank 1 */
-    EXPECT(s.remote_tokens_in == 2 && s.routes_in == 5, "rank 1 remote %lld routes %lld", s.remote_tokens_in,
+    CHECK(s.remote_tokens_in == 2 && s.routes_in == 5, "rank 1 remote %lld routes %lld", s.remote_tokens_in,
            s.routes_in);
     mok_schedule_free(&s);
 }
@@ -155,30 +146,30 @@ static void check_rank(const struct tables *tb, const struct mok_schedule *s, in
         for (int p = 0; p < tb->P; p++)
             for (int i = 0; i < tb->tokens[p] * k; i++)
                 want += tb->ids[p][i] == r * el + le;
-        EXPECT(n == want, "%s rank %d expert %d rows %d, brute force %d", name, r, le, n, want);
-        EXPECT(a % tile == 0 && b - a == (n + tile - 1) / tile * tile, "%s rank %d expert %d block [%d, %d) for %d rows",
+        CHECK(n == want, "%s rank %d expert %d rows %d, brute force %d", name, r, le, n, want);
+        CHECK(a % tile == 0 && b - a == (n + tile - 1) / tile * tile, "%s rank %d expert %d block [%d, %d) for %d rows",
                name, r, le, a, b, n);
         if (r * el + le == cold)
-            EXPECT(n == 0 && a == b, "%s cold expert %d rows %d block [%d, %d)", name, cold, n, a, b);
+            CHECK(n == 0 && a == b, "%s cold expert %d rows %d block [%d, %d)", name, cold, n, a, b);
         sum += n;
         for (int i = a; i < b; i++) {
             int32_t v = s->entry[i];
             if (i >= a + n) {
-                EXPECT(v == PAD, "%s rank %d slot %d (padding of expert %d) holds %d", name, r, i, le, v);
+                CHECK(v == PAD, "%s rank %d slot %d (padding of expert %d) holds %d", name, r, i, le, v);
                 continue;
             }
             int p = mok_route_rank(v), t = mok_route_token(v), j = mok_route_k(v);
-            EXPECT(v != PAD && p < tb->P && t < tb->tokens[p] && j < k && tb->ids[p][t * k + j] == r * el + le,
+            CHECK(v != PAD && p < tb->P && t < tb->tokens[p] && j < k && tb->ids[p][t * k + j] == r * el + le,
                    "%s rank %d slot %d: route (%d, %d, %d) is not for expert %d", name, r, i, p, t, j, r * el + le);
-            EXPECT(i == a || v > s->entry[i - 1], "%s rank %d slot %d not after slot %d in (p, t, j) order", name, r,
+            CHECK(i == a || v > s->entry[i - 1], "%s rank %d slot %d not after slot %d in (p, t, j) order", name, r,
                    i, i - 1);
             if (v != PAD && p < tb->P && t < tm)
                 seen[(p * tm + t) * k + j]++;
         }
     }
-    EXPECT(s->routes_in == sum, "%s rank %d routes_in %lld, rows add up to %lld", name, r, s->routes_in, sum);
+    CHECK(s->routes_in == sum, "%s rank %d routes_in %lld, rows add up to %lld", name, r, s->routes_in, sum);
     for (int i = s->offset[el]; i < s->capacity_rows; i++)
-        EXPECT(s->entry[i] == PAD, "%s rank %d unused slot %d holds %d", name, r, i, s->entry[i]);
+        CHECK(s->entry[i] == PAD, "%s rank %d unused slot %d holds %d", name, r, i, s->entry[i]);
     /* route_slot points back at the entry, and nowhere for routes elsewhere or past T_p */
     for (int p = 0; p < tb->P; p++)
         for (int t = 0; t < tm; t++) {
@@ -191,23 +182,23 @@ static void check_rank(const struct tables *tb, const struct mok_schedule *s, in
                 touches |= mine;
                 if (e >= 0)
                     mask |= 1u << (e / el);
-                EXPECT(mine ? sl >= 0 && sl < s->capacity_rows && s->entry[sl] == R(p, t, j) : sl == -1,
+                CHECK(mine ? sl >= 0 && sl < s->capacity_rows && s->entry[sl] == R(p, t, j) : sl == -1,
                        "%s rank %d route_slot(%d, %d, %d) = %d", name, r, p, t, j, sl);
             }
             remote += p != r && touches;
             if (p == r)
-                EXPECT((unsigned)s->ranks_touched[t] == mask, "%s rank %d ranks_touched[%d] = %#x, want %#x", name, r, t,
+                CHECK((unsigned)s->ranks_touched[t] == mask, "%s rank %d ranks_touched[%d] = %#x, want %#x", name, r, t,
                        (unsigned)s->ranks_touched[t], mask);
         }
-    EXPECT(s->remote_tokens_in == remote, "%s rank %d remote_tokens_in %lld, brute force %lld", name, r,
+    CHECK(s->remote_tokens_in == remote, "%s rank %d remote_tokens_in %lld, brute force %lld", name, r,
            s->remote_tokens_in, remote);
     int nch = (s->offset[el] + s->chunk_rows - 1) / s->chunk_rows;
-    EXPECT(s->nchunks == nch, "%s rank %d nchunks %d, want %d", name, r, s->nchunks, nch);
+    CHECK(s->nchunks == nch, "%s rank %d nchunks %d, want %d", name, r, s->nchunks, nch);
     for (int c = 0; c < s->nchunks && c < nch; c++) {
         int valid = 0;
         for (int i = c * s->chunk_rows; i < (c + 1) * s->chunk_rows && i < s->offset[el]; i++)
             valid += s->entry[i] != PAD;
-        EXPECT(s->chunk_rows_valid[c] == valid, "%s rank %d chunk %d valid %d, want %d", name, r, c,
+        CHECK(s->chunk_rows_valid[c] == valid, "%s rank %d chunk %d valid %d, want %d", name, r, c,
                s->chunk_rows_valid[c], valid);
     }
 }
@@ -228,12 +219,12 @@ static void check_all_ranks(const char *name, int P, int E, int k, const int *to
         struct mok_schedule s, again;
         if (mok_schedule_build(&s, P, r, E, k, tb.t_max, tb.tokens, (const int32_t *const *)tb.ids, tile, chunk,
                                cap)) {
-            EXPECT(0, "%s rank %d build failed", name, r);
+            CHECK(0, "%s rank %d build failed", name, r);
             continue;
         }
         check_rank(&tb, &s, tile, cold, seen, name);
-        EXPECT(s.overflow_expert == -1, "%s rank %d overflow at capacity %d", name, r, cap);
-        EXPECT(mok_schedule_build(&again, P, r, E, k, tb.t_max, tb.tokens, (const int32_t *const *)tb.ids, tile,
+        CHECK(s.overflow_expert == -1, "%s rank %d overflow at capacity %d", name, r, cap);
+        CHECK(mok_schedule_build(&again, P, r, E, k, tb.t_max, tb.tokens, (const int32_t *const *)tb.ids, tile,
                                   chunk, cap) == 0 &&
                    same_arrays(&s, &again),
                "%s rank %d second build differs", name, r);
@@ -244,7 +235,7 @@ static void check_all_ranks(const char *name, int P, int E, int k, const int *to
         for (int t = 0; t < tb.t_max; t++)
             for (int j = 0; j < k; j++) {
                 int n = seen[(p * tb.t_max + t) * k + j], want = t < tokens[p];
-                EXPECT(n == want, "%s route (%d, %d, %d) scheduled %d times over all ranks, want %d", name, p, t, j,
+                CHECK(n == want, "%s route (%d, %d, %d) scheduled %d times over all ranks, want %d", name, p, t, j,
                        n, want);
             }
     free(seen);
@@ -282,7 +273,7 @@ static void test_overflow(void)
     struct mok_schedule full, s;
     int r = 2, el = 4, tile = 8;
     if (mok_schedule_build(&full, 4, r, 16, 4, tb.t_max, tb.tokens, ids, tile, 16, 100000)) {
-        EXPECT(0, "overflow: full build failed");
+        CHECK(0, "overflow: full build failed");
         free_tables(&tb);
         return;
     }
@@ -291,27 +282,27 @@ static void test_overflow(void)
     for (size_t ci = 0; ci < sizeof(caps) / sizeof(caps[0]); ci++) {
         int cap = caps[ci];
         if (mok_schedule_build(&s, 4, r, 16, 4, tb.t_max, tb.tokens, ids, tile, 16, cap)) {
-            EXPECT(0, "overflow: build at capacity %d failed", cap);
+            CHECK(0, "overflow: build at capacity %d failed", cap);
             continue;
         }
         int want = -1;
         for (int le = 0; le < el && want < 0; le++)
             if (full.offset[le + 1] > cap)
                 want = r * el + le;
-        EXPECT(s.overflow_expert == want, "capacity %d: overflow_expert %d, want %d", cap, s.overflow_expert, want);
-        EXPECT(s.overflow_needed_rows == (want >= 0 ? total : 0), "capacity %d: needed %d, total %d", cap,
+        CHECK(s.overflow_expert == want, "capacity %d: overflow_expert %d, want %d", cap, s.overflow_expert, want);
+        CHECK(s.overflow_needed_rows == (want >= 0 ? total : 0), "capacity %d: needed %d, total %d", cap,
                s.overflow_needed_rows, total);
         /* sizes describe the full schedule, whatever the capacity */
-        EXPECT(!memcmp(s.offset, full.offset, sizeof(int) * (size_t)(el + 1)) && s.nchunks == full.nchunks &&
+        CHECK(!memcmp(s.offset, full.offset, sizeof(int) * (size_t)(el + 1)) && s.nchunks == full.nchunks &&
                    !memcmp(s.chunk_rows_valid, full.chunk_rows_valid, sizeof(int) * (size_t)s.nchunks) &&
                    s.routes_in == full.routes_in && s.remote_tokens_in == full.remote_tokens_in,
                "capacity %d: sizes differ from the full schedule", cap);
         for (int i = 0; i < cap; i++)
-            EXPECT(s.entry[i] == full.entry[i], "capacity %d: slot %d = %d, full schedule %d", cap, i, s.entry[i],
+            CHECK(s.entry[i] == full.entry[i], "capacity %d: slot %d = %d, full schedule %d", cap, i, s.entry[i],
                    full.entry[i]);
         for (int i = 0; i < 4 * tb.t_max * 4; i++) {
             int32_t w = full.route_slot[i] < cap ? full.route_slot[i] : -1;
-            EXPECT(s.route_slot[i] == w, "capacity %d: route_slot[%d] = %d, want %d", cap, i, s.route_slot[i], w);
+            CHECK(s.route_slot[i] == w, "capacity %d: route_slot[%d] = %d, want %d", cap, i, s.route_slot[i], w);
         }
         char buf[256], wantmsg[256];
         mok_schedule_overflow_message(&s, 1.25, buf, (int)sizeof(buf));
@@ -321,17 +312,17 @@ static void test_overflow(void)
                      "rank 2: local expert %d (global %d) needs rows [%d, %d) but the capacity is %d rows "
                      "(capacity_factor 1.25 too small for this routing)",
                      le, want, full.offset[le], full.offset[le + 1], cap);
-            EXPECT(!strcmp(buf, wantmsg), "capacity %d: message\n  %s\nwant\n  %s", cap, buf, wantmsg);
+            CHECK(!strcmp(buf, wantmsg), "capacity %d: message\n  %s\nwant\n  %s", cap, buf, wantmsg);
         } else {
-            EXPECT(!strstr(buf, "needs rows"), "capacity %d fits but the message says: %s", cap, buf);
+            CHECK(!strstr(buf, "needs rows"), "capacity %d fits but the message says: %s", cap, buf);
         }
         mok_schedule_free(&s);
     }
     /* a short buffer truncates, never overruns */
     char tiny[8];
-    EXPECT(mok_schedule_build(&s, 4, r, 16, 4, tb.t_max, tb.tokens, ids, tile, 16, 0) == 0, "capacity 0 build");
+    CHECK(mok_schedule_build(&s, 4, r, 16, 4, tb.t_max, tb.tokens, ids, tile, 16, 0) == 0, "capacity 0 build");
     mok_schedule_overflow_message(&s, 1.0, tiny, (int)sizeof(tiny));
-    EXPECT(strlen(tiny) == sizeof(tiny) - 1, "truncated message '%s'", tiny);
+    CHECK(strlen(tiny) == sizeof(tiny) - 1, "truncated message '%s'", tiny);
     mok_schedule_free(&s);
     mok_schedule_free(&full);
     free_tables(&tb);
@@ -339,15 +330,15 @@ static void test_overflow(void)
 
 static void test_capacity(void)
 {
-    EXPECT(mok_schedule_capacity(1.0, 4096, 8, 32, 128) == 32768 + 32 * 127, "capacity 1.0: %d",
+    CHECK(mok_schedule_capacity(1.0, 4096, 8, 32, 128) == 32768 + 32 * 127, "capacity 1.0: %d",
            mok_schedule_capacity(1.0, 4096, 8, 32, 128));
-    EXPECT(mok_schedule_capacity(1.25, 3, 2, 2, 4) == 8 + 6, "capacity 1.25 x 6 = 7.5 rounds up: %d",
+    CHECK(mok_schedule_capacity(1.25, 3, 2, 2, 4) == 8 + 6, "capacity 1.25 x 6 = 7.5 rounds up: %d",
            mok_schedule_capacity(1.25, 3, 2, 2, 4));
-    EXPECT(mok_schedule_capacity(2.0, 0, 8, 4, 1) == 0, "no tokens, tile 1: %d", mok_schedule_capacity(2.0, 0, 8, 4, 1));
-    EXPECT(mok_schedule_capacity(0.0, 10, 2, 2, 4) == -1, "factor 0");
-    EXPECT(mok_schedule_capacity(-1.0, 10, 2, 2, 4) == -1, "factor < 0");
-    EXPECT(mok_schedule_capacity(1.0, 10, 2, 2, 0) == -1, "tile 0");
-    EXPECT(mok_schedule_capacity(1e12, 1 << 19, 32, 2, 4) == -1, "above INT_MAX");
+    CHECK(mok_schedule_capacity(2.0, 0, 8, 4, 1) == 0, "no tokens, tile 1: %d", mok_schedule_capacity(2.0, 0, 8, 4, 1));
+    CHECK(mok_schedule_capacity(0.0, 10, 2, 2, 4) == -1, "factor 0");
+    CHECK(mok_schedule_capacity(-1.0, 10, 2, 2, 4) == -1, "factor < 0");
+    CHECK(mok_schedule_capacity(1.0, 10, 2, 2, 0) == -1, "tile 0");
+    CHECK(mok_schedule_capacity(1e12, 1 << 19, 32, 2, 4) == -1, "above INT_MAX");
 }
 
 static void test_bad_arguments(void)
@@ -356,7 +347,7 @@ static void test_bad_arguments(void)
     const int32_t *ok[] = {a, a}, *d[] = {a, dup}, *n[] = {neg, a}, *b[] = {a, big}, *nul[] = {a, NULL};
     int tok[] = {2, 2}, over[] = {2, 3}, negtok[] = {-1, 2};
     struct mok_schedule s;
-    EXPECT(mok_schedule_build(&s, 2, 0, 4, 2, 2, tok, ok, 4, 3, 16) == 0, "good arguments");
+    CHECK(mok_schedule_build(&s, 2, 0, 4, 2, 2, tok, ok, 4, 3, 16) == 0, "good arguments");
     mok_schedule_free(&s);
     struct {
         const char *what;
@@ -393,8 +384,8 @@ static void test_bad_arguments(void)
         memset(&s, 0x5a, sizeof(s));
         int rc = mok_schedule_build(&s, cases[i].P, cases[i].rank, cases[i].E, cases[i].k, cases[i].tmax,
                                     cases[i].tokens, cases[i].ids, cases[i].tile, cases[i].chunk, cases[i].cap);
-        EXPECT(rc == -1, "%s: returned %d, want -1", cases[i].what, rc);
-        EXPECT(!s.rows && !s.entry && !s.route_slot, "%s: struct not zeroed on failure", cases[i].what);
+        CHECK(rc == -1, "%s: returned %d, want -1", cases[i].what, rc);
+        CHECK(!s.rows && !s.entry && !s.route_slot, "%s: struct not zeroed on failure", cases[i].what);
         mok_schedule_free(&s); /* safe on the zeroed struct */
     }
 }

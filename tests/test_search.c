@@ -11,17 +11,7 @@
 
 #include "search.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 enum kind { SMOOTH, COUPLED, NOISY, HOLES, TABLE };
 static const char *const kind_names[] = {"smooth", "coupled", "noisy", "holes", "deepseek"};

@@ -5,16 +5,7 @@
 
 #include "splits.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                                                     \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            failures++;                                                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            printf(__VA_ARGS__);                                                                              \
-            printf("\n");                                                                                     \
-        }                                                                                                     \
-    } while (0)
+#include "check.h"
 
 /* counts[p][c][e] for P ranks, C chunks, E experts, from per-rank routes drawn with a simple LCG */
 static void random_counts(int32_t *counts, int P, int C, int E, int tokens, int chunk_tokens, int k, unsigned seed)
@@ -36,33 +27,33 @@ static void test_hand_example(void)
     /* 2 ranks, 1 chunk, 4 experts (2 per rank), 3 tokens top-2 each = 6 routes per rank */
     int32_t counts[2 * 1 * 4] = {/* rank 0 */ 1, 2, 3, 0, /* rank 1 */ 0, 1, 1, 4};
     struct mok_splits s;
-    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) == 0, "build rank 0");
-    EXPECT(s.send_count[0] == 3 && s.send_count[1] == 3, "send counts %d %d", s.send_count[0], s.send_count[1]);
-    EXPECT(s.send_offset[0] == 0 && s.send_offset[1] == 3, "send offsets");
-    EXPECT(s.recv_count[0] == 3 && s.recv_count[1] == 1, "recv counts %d %d", s.recv_count[0], s.recv_count[1]);
-    EXPECT(s.recv_offset[0] == 0 && s.recv_offset[1] == 3, "recv offsets");
-    EXPECT(s.expert_rows[0] == 1 && s.expert_rows[1] == 3, "expert rows %d %d", s.expert_rows[0], s.expert_rows[1]);
-    EXPECT(s.expert_offset[0] == 0 && s.expert_offset[1] == 1, "expert offsets");
-    EXPECT(s.recv_total == 4 && s.remote_send_rows == 3 && s.remote_recv_rows == 1, "totals");
+    CHECK(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) == 0, "build rank 0");
+    CHECK(s.send_count[0] == 3 && s.send_count[1] == 3, "send counts %d %d", s.send_count[0], s.send_count[1]);
+    CHECK(s.send_offset[0] == 0 && s.send_offset[1] == 3, "send offsets");
+    CHECK(s.recv_count[0] == 3 && s.recv_count[1] == 1, "recv counts %d %d", s.recv_count[0], s.recv_count[1]);
+    CHECK(s.recv_offset[0] == 0 && s.recv_offset[1] == 3, "recv offsets");
+    CHECK(s.expert_rows[0] == 1 && s.expert_rows[1] == 3, "expert rows %d %d", s.expert_rows[0], s.expert_rows[1]);
+    CHECK(s.expert_offset[0] == 0 && s.expert_offset[1] == 1, "expert offsets");
+    CHECK(s.recv_total == 4 && s.remote_send_rows == 3 && s.remote_recv_rows == 1, "totals");
     int32_t em_from_recv[4], recv_from_em[4];
     mok_splits_maps(&s, counts, em_from_recv, recv_from_em);
     /* recv: [p0 e0][p0 e1 x2][p1 e1] -> em: [e0: p0][e1: p0 p0 p1] = identity here */
     for (int i = 0; i < 4; i++)
-        EXPECT(em_from_recv[i] == i, "em_from_recv[%d] = %d", i, em_from_recv[i]);
+        CHECK(em_from_recv[i] == i, "em_from_recv[%d] = %d", i, em_from_recv[i]);
     mok_splits_free(&s);
-    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 1, 3, 3, 2, &s) == 0, "build rank 1");
+    CHECK(mok_splits_build(counts, 2, 1, 1, 4, 1, 3, 3, 2, &s) == 0, "build rank 1");
     /* rank 1 receives expert 2: p0 3 rows, p1 1 row; expert 3: p0 0, p1 4 rows */
-    EXPECT(s.recv_count[0] == 3 && s.recv_count[1] == 5, "rank1 recv %d %d", s.recv_count[0], s.recv_count[1]);
-    EXPECT(s.expert_rows[0] == 4 && s.expert_rows[1] == 4, "rank1 expert rows");
+    CHECK(s.recv_count[0] == 3 && s.recv_count[1] == 5, "rank1 recv %d %d", s.recv_count[0], s.recv_count[1]);
+    CHECK(s.expert_rows[0] == 4 && s.expert_rows[1] == 4, "rank1 expert rows");
     /* recv layout: [p0 e2 x3][p1 e2][p1 e3 x4]; em: [e2: p0 x3, p1][e3: p1 x4] = identity again */
     int32_t em8[8], rv8[8];
     mok_splits_maps(&s, counts, em8, rv8);
     for (int i = 0; i < 8; i++)
-        EXPECT(em8[i] == i && rv8[i] == i, "rank1 map %d: %d %d", i, em8[i], rv8[i]);
+        CHECK(em8[i] == i && rv8[i] == i, "rank1 map %d: %d %d", i, em8[i], rv8[i]);
     mok_splits_free(&s);
     /* inconsistent counts (a chunk that does not sum to its routes) are rejected */
     counts[0] = 5;
-    EXPECT(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) != 0, "inconsistent counts accepted");
+    CHECK(mok_splits_build(counts, 2, 1, 1, 4, 0, 3, 3, 2, &s) != 0, "inconsistent counts accepted");
 }
 
 static void test_random_invariants(void)
@@ -76,31 +67,31 @@ static void test_random_invariants(void)
         long long sent_to[4] = {0}, received[4] = {0};
         for (int r = 0; r < P; r++) {
             struct mok_splits s;
-            EXPECT(mok_splits_build(counts, P, nchunks, 1, E, r, tokens, chunk_tokens, k, &s) == 0, "build C=%d r=%d", C, r);
+            CHECK(mok_splits_build(counts, P, nchunks, 1, E, r, tokens, chunk_tokens, k, &s) == 0, "build C=%d r=%d", C, r);
             /* every row sent to rank q is received by q from r */
             for (int c = 0; c < nchunks; c++)
                 for (int q = 0; q < P; q++) {
                     sent_to[q] += s.send_count[c * P + q];
                     received[r] += s.recv_count[c * P + q];
-                    EXPECT(s.send_offset[c * P + q] >= c * chunk_tokens * k, "send offset before chunk base");
+                    CHECK(s.send_offset[c * P + q] >= c * chunk_tokens * k, "send offset before chunk base");
                 }
             int32_t *a = malloc(sizeof(int32_t) * (size_t)(s.recv_total + 1));
             int32_t *b = malloc(sizeof(int32_t) * (size_t)(s.recv_total + 1));
             mok_splits_maps(&s, counts, a, b);
             /* the maps are inverse permutations */
             for (int i = 0; i < s.recv_total; i++)
-                EXPECT(a[i] >= 0 && a[i] < s.recv_total && b[a[i]] == i, "maps not inverse at %d", i);
+                CHECK(a[i] >= 0 && a[i] < s.recv_total && b[a[i]] == i, "maps not inverse at %d", i);
             /* expert-major rows of one expert are contiguous and sized by expert_rows */
             int sum = 0;
             for (int i = 0; i < nchunks * s.local_experts; i++)
                 sum += s.expert_rows[i];
-            EXPECT(sum == s.recv_total, "expert rows %d != recv total %d", sum, s.recv_total);
+            CHECK(sum == s.recv_total, "expert rows %d != recv total %d", sum, s.recv_total);
             free(a);
             free(b);
             mok_splits_free(&s);
         }
         for (int q = 0; q < P; q++)
-            EXPECT(sent_to[q] == received[q], "rank %d: %lld sent to it, %lld received", q, sent_to[q], received[q]);
+            CHECK(sent_to[q] == received[q], "rank %d: %lld sent to it, %lld received", q, sent_to[q], received[q]);
         free(counts);
     }
 }
@@ -136,7 +127,7 @@ static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G,
     struct mok_splits *sp = calloc((size_t)P, sizeof(*sp));
     int32_t **emr = calloc((size_t)P, sizeof(int32_t *)), **rem = calloc((size_t)P, sizeof(int32_t *));
     for (int p = 0; p < P; p++) {
-        EXPECT(mok_splits_build(allcounts, P, C, G, E, p, tokens, chunk_tokens, k, &sp[p]) == 0, "build");
+        CHECK(mok_splits_build(allcounts, P, C, G, E, p, tokens, chunk_tokens, k, &sp[p]) == 0, "build");
         emr[p] = malloc(sizeof(int32_t) * (size_t)(sp[p].recv_total + 1));
         rem[p] = malloc(sizeof(int32_t) * (size_t)(sp[p].recv_total + 1));
         mok_splits_maps(&sp[p], allcounts, emr[p], rem[p]);
@@ -156,7 +147,7 @@ static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G,
         for (int p = 0; p < P; p++)
             for (int q = 0; q < P; q++) {
                 int n = sp[p].send_count[c * P + q];
-                EXPECT(n == sp[q].recv_count[c * P + p], "count mismatch c%d %d->%d", c, p, q);
+                CHECK(n == sp[q].recv_count[c * P + p], "count mismatch c%d %d->%d", c, p, q);
                 for (int i = 0; i < n; i++)
                     recv[q][sp[q].recv_offset[c * P + p] + i] = send[(size_t)p * routes + sp[p].send_offset[c * P + q] + i];
             }
@@ -165,7 +156,7 @@ static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G,
             for (int le = 0; le < el; le++)
                 for (int i = 0; i < sp[q].expert_rows[c * el + le]; i++) {
                     long long label = recv[q][emr[q][sp[q].expert_offset[c * el + le] + i]];
-                    EXPECT(ids[label] == q * el + le, "rank %d chunk %d expert %d row %d holds expert %d", q, c, le, i,
+                    CHECK(ids[label] == q * el + le, "rank %d chunk %d expert %d row %d holds expert %d", q, c, le, i,
                            ids[label]);
                 }
         for (int i = 0; i < sp[q].recv_total; i++) /* em -> recv layout again */
@@ -179,7 +170,7 @@ static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G,
                     comb[(size_t)p * routes + sp[p].send_offset[c * P + q] + i] = ret[q][sp[q].recv_offset[c * P + p] + i];
     for (int p = 0; p < P; p++)
         for (int r = 0; r < routes; r++)
-            EXPECT(comb[(size_t)p * routes + send_pos[p * routes + r]] == (long long)p * routes + r,
+            CHECK(comb[(size_t)p * routes + send_pos[p * routes + r]] == (long long)p * routes + r,
                    "P=%d C=%d: rank %d route %d came back wrong", P, C, p, r);
     for (int p = 0; p < P; p++) {
         mok_splits_free(&sp[p]);
