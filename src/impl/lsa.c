@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "impl.h"
 #include "lsa.h"
 #include "mok_gemm.h"
@@ -47,17 +48,6 @@ struct lsa_state {
     int32_t *gathered_ids;    /* [P][t_max*k] */
 };
 
-#define FAIL(...)                                                                                             \
-    do {                                                                                                      \
-        snprintf(err, (size_t)err_len, __VA_ARGS__);                                                          \
-        return -1;                                                                                            \
-    } while (0)
-#define CUDA(call)                                                                                            \
-    do {                                                                                                      \
-        cudaError_t e_ = (cudaError_t)(call);                                                                 \
-        if (e_ != cudaSuccess)                                                                                \
-            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                         \
-    } while (0)
 
 static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                         int why_len)

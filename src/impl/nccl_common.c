@@ -6,20 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "mok_kernels.h"
 #include "stats.h"
 
-#define FAIL(...)                                                                                             \
-    do {                                                                                                      \
-        snprintf(err, (size_t)err_len, __VA_ARGS__);                                                          \
-        return -1;                                                                                            \
-    } while (0)
-#define CUDA(call)                                                                                            \
-    do {                                                                                                      \
-        cudaError_t e_ = (call);                                                                              \
-        if (e_ != cudaSuccess)                                                                                \
-            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                         \
-    } while (0)
 #define KERN(call)                                                                                            \
     do {                                                                                                      \
         int e_ = (call);                                                                                      \
