@@ -6,6 +6,7 @@
 
 #include "gemm_cublas.h"
 #include "impl.h"
+#include "slot_events.h"
 
 enum { P_GEMM = 0, P_STREAMS = 1 };
 
@@ -14,9 +15,9 @@ struct cg_state {
     cudaStream_t st;
     struct mok_expert_gemms gemms;
     struct mok_gemm_group *groups;
-    int ngroups, max_slots;
+    int ngroups;
     uint16_t *g1, *h;
-    cudaEvent_t *ev; /* [slots][3] */
+    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
 };
 
 static int cg_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
@@ -37,14 +38,12 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
 {
     struct cg_state *s = calloc(1, sizeof(*s));
     *state = s;
-    if (!s || !(s->groups = calloc((size_t)p->experts, sizeof(*s->groups))) ||
-        !(s->ev = calloc((size_t)max_slots * 3 + 1, sizeof(cudaEvent_t)))) {
+    if (!s || !(s->groups = calloc((size_t)p->experts, sizeof(*s->groups)))) {
         snprintf(err, (size_t)err_len, "out of host memory");
         return -1;
     }
     s->p = p;
     s->st = cl->stream;
-    s->max_slots = max_slots;
     for (int e = 0; e < p->experts; e++) { /* cuBLAS needs the group sizes on the host: the routing gives them */
         int rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
         if (rows)
@@ -57,8 +56,8 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         ce = cudaMalloc((void **)&s->g1, (size_t)p->gemm_rows * 2 * p->inter * 2 + 16);
     if (!rc && ce == cudaSuccess)
         ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
-    for (int i = 0; !rc && ce == cudaSuccess && i < max_slots * 3; i++)
-        ce = cudaEventCreate(&s->ev[i]);
+    if (!rc && ce == cudaSuccess)
+        ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (rc || ce != cudaSuccess) {
         snprintf(err, (size_t)err_len, "cublas-gemm setup: %s", rc ? "cuBLAS init failed" : cudaGetErrorString(ce));
         return -1;
@@ -70,10 +69,10 @@ static int cg_run(void *state, int set, uint16_t *y, int slot, char *err, int er
 {
     struct cg_state *s = state;
     struct mok_problem *p = s->p;
-    bool timed = slot >= 0 && slot < s->max_slots;
+    bool timed = mok_slot_events_timed(&s->ev, slot);
     for (int part = 1; part <= 2; part++) { /* GEMM1 + SwiGLU, then GEMM2, each between two events */
         if (timed)
-            cudaEventRecord(s->ev[slot * 3 + part - 1], s->st);
+            mok_slot_events_record(&s->ev, slot, part - 1, s->st);
         s->gemms.parts = part;
         int rc = mok_expert_gemms_run(&s->gemms, s->st, 0, s->groups, s->ngroups, p->w13[set], p->w2[set],
                                       p->hidden, p->inter, p->gemm_a[set], s->g1, s->h, y);
@@ -83,18 +82,15 @@ static int cg_run(void *state, int set, uint16_t *y, int slot, char *err, int er
         }
     }
     if (timed)
-        cudaEventRecord(s->ev[slot * 3 + 2], s->st);
+        mok_slot_events_record(&s->ev, slot, 2, s->st);
     return 0;
 }
 
 static void cg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct cg_state *s = state;
-    if (slot < 0 || slot >= s->max_slots)
-        return;
     float a = 0, b = 0;
-    if (cudaEventElapsedTime(&a, s->ev[slot * 3], s->ev[slot * 3 + 1]) == cudaSuccess &&
-        cudaEventElapsedTime(&b, s->ev[slot * 3 + 1], s->ev[slot * 3 + 2]) == cudaSuccess) {
+    if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;
     }
@@ -108,12 +104,9 @@ static void cg_teardown(void *state)
     cudaDeviceSynchronize();
     if (s->gemms.handle)
         mok_expert_gemms_destroy(&s->gemms);
-    for (int i = 0; s->ev && i < s->max_slots * 3; i++)
-        if (s->ev[i])
-            cudaEventDestroy(s->ev[i]);
+    mok_slot_events_destroy(&s->ev);
     cudaFree(s->g1);
     cudaFree(s->h);
-    free(s->ev);
     free(s->groups);
     free(s);
 }

@@ -14,6 +14,7 @@
 #include "mok_gemm.h"
 #include "mok_kernels.h"
 #include "schedule.h"
+#include "slot_events.h"
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
        P_SMALL = 8 };
@@ -26,8 +27,8 @@ struct lsa_state {
     struct mok_cluster *cl;
     struct mok_symmem win;
     struct mok_lsa_args a;
-    int sms, nchunks, max_slots;
-    cudaEvent_t *ev; /* [slots][4]: start, dispatched, experts done, combined */
+    int sms, nchunks;
+    struct mok_slot_events ev; /* marks: start, dispatched, experts done, combined */
     /* dispatch=push: the schedule does not depend on the push (nor the push on it), so it runs on a side stream
      * beside it instead of after it; fork/join by events, which a CUDA graph capture turns into edges */
     cudaStream_t side;
@@ -171,12 +172,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     a->my_w = p->w;
     a->my_tokens = p->tokens;
 
-    s->max_slots = max_slots;
-    s->ev = calloc((size_t)max_slots * 4 + 1, sizeof(cudaEvent_t));
-    if (!s->ev)
-        FAIL("out of host memory");
-    for (int i = 0; i < max_slots * 4; i++)
-        CUDA(cudaEventCreate(&s->ev[i]));
+    CUDA(mok_slot_events_create(&s->ev, max_slots, 4));
     CUDA(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
     CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
     CUDA(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming));
@@ -299,9 +295,9 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
         return -1;
     s->a.set = set;
     s->a.y = y;
-    bool timed = slot >= 0 && slot < s->max_slots;
+    bool timed = mok_slot_events_timed(&s->ev, slot);
     if (timed)
-        CUDA(cudaEventRecord(s->ev[slot * 4 + 0], st));
+        CUDA(mok_slot_events_record(&s->ev, slot, 0, st));
     for (int phase = 0; phase < LSA_PHASES; phase++) {
         bool empty = phase == 1 && !s->layer; /* comm mode has no experts: its graph would be empty */
         if (!empty && s->use_graphs)
@@ -309,7 +305,7 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
         if (!empty && !s->use_graphs && enqueue_phase(s, phase, set, st, err, err_len))
             return -1;
         if (timed)
-            CUDA(cudaEventRecord(s->ev[slot * 4 + 1 + phase], st));
+            CUDA(mok_slot_events_record(&s->ev, slot, 1 + phase, st));
     }
     return 0;
 }
@@ -318,12 +314,9 @@ static void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct lsa_state *s = state;
     out[MOK_PHASE_DISPATCH] = out[MOK_PHASE_GEMM] = out[MOK_PHASE_COMBINE] = NAN;
-    if (slot < 0 || slot >= s->max_slots)
-        return;
     float d = 0, g = 0, c = 0;
-    if (cudaEventElapsedTime(&d, s->ev[slot * 4], s->ev[slot * 4 + 1]) == cudaSuccess &&
-        cudaEventElapsedTime(&g, s->ev[slot * 4 + 1], s->ev[slot * 4 + 2]) == cudaSuccess &&
-        cudaEventElapsedTime(&c, s->ev[slot * 4 + 2], s->ev[slot * 4 + 3]) == cudaSuccess) {
+    if (mok_slot_events_ms(&s->ev, slot, 0, &d) && mok_slot_events_ms(&s->ev, slot, 1, &g) &&
+        mok_slot_events_ms(&s->ev, slot, 2, &c)) {
         out[MOK_PHASE_DISPATCH] = d;
         out[MOK_PHASE_COMBINE] = c;
         if (s->layer)
@@ -407,10 +400,7 @@ static void lsa_teardown(void *state)
         cudaFree(dev[i]);
     cudaFree(s->h);
     cudaFree(s->out);
-    for (int i = 0; s->ev && i < s->max_slots * 4; i++)
-        if (s->ev[i])
-            cudaEventDestroy(s->ev[i]);
-    free(s->ev);
+    mok_slot_events_destroy(&s->ev);
     if (s->side)
         cudaStreamDestroy(s->side);
     if (s->fork)

@@ -6,6 +6,7 @@
 
 #include "impl.h"
 #include "mok_gemm.h"
+#include "slot_events.h"
 
 enum { P_KERNEL = 0, P_TILE_N = 1, P_STAGES = 2, P_SMS = 3 };
 
@@ -13,9 +14,9 @@ struct mg_state {
     struct mok_problem *p;
     cudaStream_t st;
     struct mok_gemm_sm90_config cfg;
-    int portable, max_slots;
+    int portable;
     uint16_t *h;
-    cudaEvent_t *ev; /* [slots][3] */
+    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
 };
 
 static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, uint16_t *y, int first,
@@ -50,18 +51,17 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
 {
     struct mg_state *s = calloc(1, sizeof(*s));
     *state = s;
-    if (!s || !(s->ev = calloc((size_t)max_slots * 3 + 1, sizeof(cudaEvent_t)))) {
+    if (!s) {
         snprintf(err, (size_t)err_len, "out of host memory");
         return -1;
     }
     s->p = p;
     s->st = cl->stream;
-    s->max_slots = max_slots;
     s->portable = params[P_KERNEL] == 1;
     s->cfg = (struct mok_gemm_sm90_config){128, params[P_TILE_N], params[P_STAGES], params[P_SMS]};
     cudaError_t ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
-    for (int i = 0; ce == cudaSuccess && i < max_slots * 3; i++)
-        ce = cudaEventCreate(&s->ev[i]);
+    if (ce == cudaSuccess)
+        ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (ce != cudaSuccess) {
         snprintf(err, (size_t)err_len, "mok-gemm setup: %s", cudaGetErrorString(ce));
         return -1;
@@ -72,12 +72,12 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
 static int mg_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 {
     struct mg_state *s = state;
-    bool timed = slot >= 0 && slot < s->max_slots;
+    bool timed = mok_slot_events_timed(&s->ev, slot);
     for (int part = 0; part < 2; part++) {
         struct mok_gemm_args g;
         gemm_args(s->p, set, s->h, y, part == 0, &g);
         if (timed)
-            cudaEventRecord(s->ev[slot * 3 + part], s->st);
+            mok_slot_events_record(&s->ev, slot, part, s->st);
         int rc = s->portable ? mok_gemm_portable(&g, (mok_stream_t)s->st)
                              : mok_gemm_sm90(&g, &s->cfg, (mok_stream_t)s->st);
         if (rc) {
@@ -86,18 +86,15 @@ static int mg_run(void *state, int set, uint16_t *y, int slot, char *err, int er
         }
     }
     if (timed)
-        cudaEventRecord(s->ev[slot * 3 + 2], s->st);
+        mok_slot_events_record(&s->ev, slot, 2, s->st);
     return 0;
 }
 
 static void mg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct mg_state *s = state;
-    if (slot < 0 || slot >= s->max_slots)
-        return;
     float a = 0, b = 0;
-    if (cudaEventElapsedTime(&a, s->ev[slot * 3], s->ev[slot * 3 + 1]) == cudaSuccess &&
-        cudaEventElapsedTime(&b, s->ev[slot * 3 + 1], s->ev[slot * 3 + 2]) == cudaSuccess) {
+    if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;
     }
@@ -109,11 +106,8 @@ static void mg_teardown(void *state)
     if (!s)
         return;
     cudaDeviceSynchronize();
-    for (int i = 0; s->ev && i < s->max_slots * 3; i++)
-        if (s->ev[i])
-            cudaEventDestroy(s->ev[i]);
+    mok_slot_events_destroy(&s->ev);
     cudaFree(s->h);
-    free(s->ev);
     free(s);
 }
 
