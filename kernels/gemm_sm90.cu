@@ -14,9 +14,12 @@
  *   warpgroups 1, 2  consumers: rows [0, 64) and [64, 128) of the tile. For each k block: wait "full", 4
  *                wgmma m64nNk16 (N = tile_n) from shared memory, commit; then wait until only this group is in
  *                flight, so the previous k block's wgmmas are done and its slot goes back ("empty"). After the
- *                last k block: round to bf16 (SwiGLU when asked) and store straight to global, skipping rows past
- *                the group's end. Take the registers (setmaxnreg.inc 232): tile_n = 256 holds 128 fp32
- *                accumulators per thread.
+ *                last k block: round to bf16 (SwiGLU when asked) into the warpgroup's staging area in shared
+ *                memory (128B-swizzled boxes of 64 x 64, conflict-free) and let one thread store the boxes with
+ *                TMA, asynchronously: the next tile's wgmmas start while the bytes go out. The last tile of a
+ *                group whose rows end inside this warpgroup's 64 is stored by plain guarded stores instead (a
+ *                TMA box would overwrite the next group's rows). Take the registers (setmaxnreg.inc 232):
+ *                tile_n = 256 holds 128 fp32 accumulators per thread.
  *
  * SwiGLU (GEMM1): B[g] has 2*n_out rows (gate, then up). A tile of tile_n accumulator columns is tile_n/2 gate
  * rows followed by the matching tile_n/2 up rows of B, loaded as two TMA boxes that sit back to back in the
@@ -55,13 +58,17 @@ constexpr int kMaxGroups = 1024;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
 
-/* Dynamic shared memory: [align slack][A slots][B slots][full barriers][empty barriers][tile prefix]. The
- * slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
- * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. */
-size_t smem_bytes(int tile_n, int stages, int groups)
+/* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
+__host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }
+
+/* Dynamic shared memory: [align slack][A slots][B slots][C staging][full barriers][empty barriers][tile prefix].
+ * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
+ * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
+ * staging: 128 rows x the tile's output columns in bf16, 1024-aligned like the slots. */
+size_t smem_bytes(int tile_n, int stages, int groups, int swiglu)
 {
-    return 1024 + (size_t)stages * (kSlotABytes + (size_t)tile_n * kRowBytes) + 2 * (size_t)stages * 8 +
-           (size_t)(groups + 1) * 4;
+    return 1024 + (size_t)stages * (kSlotABytes + (size_t)tile_n * kRowBytes) +
+           (size_t)kTileM * tile_cols(tile_n, swiglu) * 2 + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -113,6 +120,18 @@ __device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, 
     return pack_bf16x2(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
 }
 
+/* C staging: boxes of 64 rows x 64 columns (128 bytes per row), 128B-swizzled as the C tensor map expects: the
+ * 16-byte chunk q of row r sits at chunk q ^ (r % 8). The 4-byte word of columns (col, col + 1), col even, of
+ * row r goes to box col / 64. In one store instruction the 32 lanes hold 8 rows x 4 words of one chunk, which
+ * the XOR spreads over all 32 banks. */
+constexpr int kBoxBytes = 64 * kRowBytes;
+__device__ __forceinline__ void stage_word(uint8_t *stage, int r, int col, uint32_t v)
+{
+    int box = col >> 6, chunk = (col & 63) >> 3;
+    *reinterpret_cast<uint32_t *>(stage + box * kBoxBytes + r * kRowBytes + ((chunk ^ (r & 7)) << 4) +
+                                  (col & 7) * 2) = v;
+}
+
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
 {
@@ -127,7 +146,7 @@ template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], ui
 template <int TILE_N>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
+                     const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
                      const int32_t *__restrict__ ready_target, int ready_rows, struct mok_sm90_diag *diag)
 {
@@ -141,11 +160,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;                                   /* stages x 16 KiB, each 1024-aligned */
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;  /* stages x TILE_N*128 B, each 1024-aligned */
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_b + (size_t)stages * kSlotBBytes);
+    const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* 2 warpgroups x 64 rows x cols_per_tile bf16 */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + (size_t)kTileM * cols_per_tile * 2);
     uint64_t *empty = full + stages;
     int *tile_start = reinterpret_cast<int *>(empty + stages);
 
-    const int cols_per_tile = swiglu ? TILE_N / 2 : TILE_N; /* output columns per tile */
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kBlockK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -276,7 +296,43 @@ __global__ void __launch_bounds__(kThreads, 1)
 
             /* Epilogue. m64nNk16 accumulator fragment: thread (wq, lane) holds rows wq*16 + lane/4 (registers
              * 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
-            const int ra = p.row0 + cwg * 64 + wq * 16 + lane / 4, rb = ra + 8;
+            const int wg_row0 = p.row0 + cwg * 64;
+            if (wg_row0 + 64 <= p.row_end) {
+                /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
+                uint8_t *stage = smem_c + (size_t)cwg * 64 * cols_per_tile * 2;
+                const int bar_id = 1 + cwg; /* 128 threads: this warpgroup only */
+                const bool leader = wq == 0 && lane == 0;
+                if (leader)
+                    mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
+                mok_named_barrier(bar_id, 128);
+                const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+                if (!swiglu) {
+#pragma unroll
+                    for (int i = 0; i < TILE_N / 8; i++) {
+                        stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[4 * i], acc[4 * i + 1]));
+                        stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
+                    }
+                } else {
+                    constexpr int kUp = TILE_N / 4; /* see the guarded path below */
+#pragma unroll
+                    for (int i = 0; i < TILE_N / 16; i++) {
+                        stage_word(stage, la, 8 * i + cq,
+                                   swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]));
+                        stage_word(stage, lb, 8 * i + cq,
+                                   swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3],
+                                                 acc[4 * i + 3 + kUp]));
+                    }
+                }
+                mok_fence_proxy_async_shared(); /* these generic writes, before the TMA engine reads them */
+                mok_named_barrier(bar_id, 128);
+                if (leader) {
+                    for (int b = 0; b < cols_per_tile / 64; b++)
+                        mok_tma_store_2d(&map_c, p.n * cols_per_tile + b * 64, wg_row0, stage + b * kBoxBytes);
+                    mok_bulk_commit();
+                }
+                continue;
+            }
+            const int ra = wg_row0 + wq * 16 + lane / 4, rb = ra + 8;
             const bool oka = ra < p.row_end, okb = rb < p.row_end;
             const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
             uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
@@ -303,6 +359,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
+        if (wq == 0 && lane == 0)
+            mok_bulk_wait(0); /* the staging area stays valid and the stores complete before the CTA exits */
     }
 #else
     /* Built for a target without wgmma/setmaxnreg (sm_90 without "a", Blackwell): never meant to run. */
@@ -330,6 +388,20 @@ const void *kernel_for(int tile_n)
     return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<256>)
                          : reinterpret_cast<const void *>(&gemm_sm90_kernel<128>);
 }
+
+/* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
+ * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). */
+int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
+{
+    if (c->stages != 0)
+        return c->stages;
+    int s = kMaxStages;
+    while (s > 2 && smem_bytes(c->tile_n, s, g->groups, g->swiglu) > limit)
+        s--;
+    return s;
+}
+
+size_t smem_limit(int optin) { return (size_t)(optin < kSmemLimit ? optin : kSmemLimit); }
 
 /* cudaSuccess, or cudaErrorNotSupported (not a Hopper GPU / no sm_90a image), or cudaErrorInvalidValue (the
  * problem or configuration does not fit), with the reason in why. */
@@ -373,8 +445,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "tile_m %d: 128 only (two consumer warpgroups of 64 rows)", c->tile_m);
         return cudaErrorInvalidValue;
     }
-    if (c->stages < 2 || c->stages > kMaxStages) {
-        say(why, why_len, "stages %d: 2..%d", c->stages, kMaxStages);
+    if (c->stages != 0 && (c->stages < 2 || c->stages > kMaxStages)) {
+        say(why, why_len, "stages %d: 0 (as many as fit) or 2..%d", c->stages, kMaxStages);
         return cudaErrorInvalidValue;
     }
     if (c->sms < 0) {
@@ -410,15 +482,17 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "ready counters need their targets and ready_rows >= 1 (ready_rows %d)", g->ready_rows);
         return cudaErrorInvalidValue;
     }
-    if (((uintptr_t)g->a | (uintptr_t)g->b) % 16 || (uintptr_t)g->c % 4) {
-        say(why, why_len, "a and b must be 16-byte aligned (TMA), c 4-byte aligned");
+    if (((uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c) % 16) {
+        say(why, why_len, "a, b and c must be 16-byte aligned (TMA)");
         return cudaErrorInvalidValue;
     }
-    size_t smem = smem_bytes(c->tile_n, c->stages, g->groups);
-    size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    size_t limit = smem_limit(optin);
+    int stages = resolve_stages(g, c, limit);
+    size_t smem = smem_bytes(c->tile_n, stages, g->groups, g->swiglu);
     if (smem > limit) {
-        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + prefix of %d groups)", smem, limit,
-            c->stages, (kSlotABytes + c->tile_n * kRowBytes) / 1024, g->groups);
+        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + prefix of %d groups)",
+            smem, limit, stages, (kSlotABytes + c->tile_n * kRowBytes) / 1024,
+            kTileM * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -538,21 +612,21 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     if (g->rows_capacity == 0)
         return cudaSuccess; /* no rows anywhere (and a tensor map cannot have a zero dimension) */
 
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, kTileM) ||
         !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k,
-                    (uint32_t)(g->swiglu ? c->tile_n / 2 : c->tile_n)))
+                    (uint32_t)(g->swiglu ? c->tile_n / 2 : c->tile_n)) ||
+        !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
 
-    int grid = c->sms;
-    if (grid <= 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return (int)cudaGetLastError();
-    }
-    size_t smem = smem_bytes(c->tile_n, c->stages, g->groups);
+    int dev = 0, grid = c->sms, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return (int)cudaGetLastError();
+    int stages = resolve_stages(g, c, smem_limit(optin));
+    size_t smem = smem_bytes(c->tile_n, stages, g->groups, g->swiglu);
     cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -561,12 +635,12 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     if (c->tile_n == 256)
-        gemm_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, g->ready,
+        gemm_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, g->c, g->offset, g->groups, g->rows_capacity,
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, stages, g->ready,
                                                            g->ready_target, g->ready_rows, diag);
     else
-        gemm_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, c->stages, g->ready,
+        gemm_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, g->c, g->offset, g->groups, g->rows_capacity,
+                                                           g->n_out, g->k, g->swiglu ? 1 : 0, stages, g->ready,
                                                            g->ready_target, g->ready_rows, diag);
     return MOK_LAUNCH_RESULT();
 }

@@ -37,7 +37,7 @@ struct mok_gemm_args {
 struct mok_gemm_sm90_config {
     int tile_m;  /* 128 (two consumer warpgroups of 64 rows) */
     int tile_n;  /* output columns per tile before SwiGLU: 128 or 256 */
-    int stages;  /* shared-memory pipeline depth, 2..8 */
+    int stages;  /* shared-memory pipeline depth, 2..8; 0: the deepest that fits */
     int sms;     /* persistent CTAs (0: every SM) */
 };
 

@@ -153,6 +153,27 @@ __device__ __forceinline__ void mok_tma_load_2d(void *dst, const void *map, int 
                  : "memory");
 }
 
+/* One box of shared memory (dst-shaped, 128B-swizzled like the loads) -> a 2-D tensor map at (c0, c1), in a
+ * bulk group of this thread. Boxes past the tensor's edge are clipped by TMA, but nothing clips at a group's
+ * end: the caller stores only boxes whose rows are all its own. The shared memory must not be rewritten before
+ * mok_bulk_wait_read says the group has read it. */
+__device__ __forceinline__ void mok_tma_store_2d(const void *map, int c0, int c1, const void *src)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(mok_smem_addr(src))
+                 : "memory");
+}
+/* This thread's bulk groups have finished reading their shared memory (the writes may still be in flight;
+ * bulk.cuh's mok_bulk_wait(0) waits for those too). */
+__device__ __forceinline__ void mok_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
+/* Barrier over `threads` threads (a multiple of 32) of the CTA, id 1..15 (0 is __syncthreads'). */
+__device__ __forceinline__ void mok_named_barrier(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 /* ---- registers ------------------------------------------------------------------------------------------ */
 
 /* Per-warpgroup register budgets. Take effect only with a register cap at entry (__launch_bounds__(n, 1)) and

@@ -141,7 +141,9 @@ static void run_case(const struct case_desc *cd, int sm_major)
     struct mok_gemm_args args = {.a = a, .b = b, .c = c, .offset = d_off, .groups = cd->groups,
                                  .rows_capacity = cap, .n_out = cd->n_out, .k = cd->k, .swiglu = cd->swiglu};
     uint16_t *y = malloc((size_t)cap * cd->n_out * 2);
-    struct mok_gemm_sm90_config cfgs[] = {{128, 128, 3, 0}, {128, 128, 4, 0}, {128, 256, 3, 0}, {128, 256, 4, 7}};
+    /* stages 0: the deepest ring that fits; sms 7: fewer CTAs than tiles, so each CTA walks several */
+    struct mok_gemm_sm90_config cfgs[] = {
+        {128, 128, 3, 0}, {128, 128, 4, 0}, {128, 256, 3, 0}, {128, 256, 0, 0}, {128, 256, 0, 7}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;

@@ -68,7 +68,7 @@ static const char *const kernel_choices[] = {"sm90", "portable"};
 static const struct mok_param_def mok_gemm_params[] = {
     {"kernel", "sm90: wgmma + TMA, warp-specialized, persistent; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
     {"tile_n", "output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
-    {"stages", "shared-memory pipeline stages", NULL, 0, 2, 8, 4},
+    {"stages", "shared-memory pipeline stages, 0: as many as fit", NULL, 0, 0, 8, 0},
     {"sms", "persistent CTAs, 0: one per SM", NULL, 0, 0, 1024, 0},
 };
 
@@ -82,7 +82,7 @@ static const struct mok_param_def lsa_layer_params[] = {
     {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256},
     {"kernel", "sm90: wgmma + TMA expert GEMMs; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
     {"tile_n", "GEMM output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
-    {"stages", "GEMM shared-memory pipeline stages", NULL, 0, 2, 8, 4},
+    {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit", NULL, 0, 0, 8, 0},
     LAUNCH_PARAM,
     {"overlap", "none: GEMMs after the dispatch; gemm1: GEMM1 (sm90) runs beside the dispatch on the other SMs, each "
      "tile waiting on its rows' ready counters", overlap_choices, 2, 0, 1, 0},
