@@ -80,10 +80,11 @@ struct TilePos {
 };
 
 #if MOK_SM90_DEVICE
-/* tile_start[g] = first tile of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
+/* Work is counted in units of cm tiles (cm = cluster_m: 1, or 2 CTAs sharing B); for cm = 1 a unit is a tile.
+ * tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
  * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
 __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
-                                            int n_tiles)
+                                            int n_tiles, int cm, int crank)
 {
     int lo = 0, hi = groups - 1;
     while (lo < hi) {
@@ -96,7 +97,9 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     int local = t - tile_start[lo];
     TilePos p;
     p.group = lo;
-    p.row0 = offset[lo] + (local / n_tiles) * kTileM;
+    /* with a cluster of cm CTAs a unit is cm vertically adjacent tiles; this CTA takes the crank-th. Past an odd
+     * group's last tile it computes rows of the next group (or TMA's zeros) and stores none of them. */
+    p.row0 = offset[lo] + ((local / n_tiles) * cm + crank) * kTileM;
     p.row_end = offset[lo + 1];
     p.n = local % n_tiles;
     return p;
@@ -132,6 +135,17 @@ __device__ __forceinline__ void stage_word(uint8_t *stage, int r, int col, uint3
                                   (col & 7) * 2) = v;
 }
 
+/* A consumer warp is done with a slot: tell this CTA's producer and, in a cluster, the peer's, whose B half sits
+ * in the slot too (the peer refills it by multicast). */
+__device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm)
+{
+    if (cm == 1)
+        mok_mbar_arrive(empty_bar);
+    else
+        for (int c = 0; c < cm; c++)
+            mok_mbar_arrive_cluster(empty_bar, (uint32_t)c);
+}
+
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
 {
@@ -148,12 +162,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
-                     const int32_t *__restrict__ ready_target, int ready_rows, struct mok_sm90_diag *diag)
+                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
     constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per consumer thread: 64 rows x TILE_N / 128 */
-    constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp, once */
+    constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp (of every CTA), once */
 
     extern __shared__ uint8_t smem_raw[];
     /* round the shared-space address (what TMA and the descriptors see) up to 1024 */
@@ -169,11 +183,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kBlockK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    /* cluster: crank picks the tile of a unit, units go round-robin over clusters (cm = 1: over CTAs) */
+    const int crank = cm > 1 ? (int)mok_cluster_rank() : 0;
+    const int unit0 = cm > 1 ? (int)mok_cluster_id() : blockIdx.x;
+    const int unit_step = cm > 1 ? (int)mok_cluster_count() : gridDim.x;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            mok_mbar_init(&full[s], 1);               /* the producer's arrive.expect_tx; TMA adds the bytes */
-            mok_mbar_init(&empty[s], kConsumerWarps); /* one arrive per consumer warp */
+            mok_mbar_init(&full[s], 1); /* the producer's arrive.expect_tx; TMA (this CTA's and the peer's) adds bytes */
+            mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
         mok_tma_prefetch_map(&map_a);
@@ -189,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 int r0 = offset[g], r1 = offset[g + 1];
                 if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
                     mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
-                cnt = (r1 - r0 + kTileM - 1) / kTileM * n_tiles;
+                cnt = ((r1 - r0 + kTileM - 1) / kTileM + cm - 1) / cm * n_tiles;
             }
             int v = cnt; /* inclusive warp scan */
 #pragma unroll
@@ -203,18 +221,25 @@ __global__ void __launch_bounds__(kThreads, 1)
             carry += __shfl_sync(0xffffffffu, v, 31);
         }
     }
-    __syncthreads(); /* barriers initialized, prefix written: the last block-wide barrier of the kernel */
-    const int total_tiles = tile_start[groups];
+    /* barriers initialized (the peer's too: it will multicast into ours), prefix written */
+    if (cm > 1)
+        mok_cluster_sync();
+    else
+        __syncthreads();
+    const int total_tiles = tile_start[groups]; /* units */
 
     if (warp < 4) {
         /* ---------------- producer warpgroup ---------------- */
         mok_setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x != 0)
-            return; /* nothing for the other 127 threads; no block-wide barrier follows */
+        if (threadIdx.x != 0) {
+            if (cm > 1)
+                mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
+            return; /* nothing else for the other 127 threads */
+        }
         int slot = 0;
         uint32_t phase = 0; /* parity of the ring pass: flips each time slot wraps to 0 */
-        for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles);
+        for (int t = unit0; t < total_tiles; t += unit_step) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
@@ -229,7 +254,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                 uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
                 int kc = kb * kBlockK;
                 mok_tma_load_2d(a_dst, &map_a, kc, p.row0, &full[slot]);
-                if (swiglu) {
+                if (cm > 1) {
+                    /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
+                     * both: with SwiGLU the gate half and the up half, without it the two row halves */
+                    int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
+                    mok_tma_load_2d_multicast(b_dst + crank * (TILE_N / 2) * kRowBytes, &map_b, kc, half_row,
+                                              &full[slot], (uint16_t)((1u << cm) - 1));
+                } else if (swiglu) {
                     /* gate half then up half, adjacent: (TILE_N/2)*128 bytes is a whole number of 1024-byte
                      * swizzle atoms, so the up half's swizzle lines up with what one descriptor expects */
                     mok_tma_load_2d(b_dst, &map_b, kc, b_row, &full[slot]);
@@ -243,6 +274,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
+        if (cm > 1)
+            mok_cluster_sync(); /* stay until the peer is done with our shared memory */
     } else {
         /* ---------------- consumer warpgroups ---------------- */
         mok_setmaxnreg_inc<kConsumerRegs>();
@@ -252,8 +285,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         float acc[kAcc];
         int slot = 0;
         uint32_t phase = 0;
-        for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles);
+        for (int t = unit0; t < total_tiles; t += unit_step) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
 #pragma unroll
             for (int i = 0; i < kAcc; i++)
                 acc[i] = 0.0f;
@@ -279,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      * slot, which every warp of both consumer warpgroups must say before the producer refills */
                     mok_wgmma_wait<1>();
                     if (lane == 0)
-                        mok_mbar_arrive(&empty[prev_slot]);
+                        release_slot(&empty[prev_slot], cm);
                 }
                 prev_slot = slot;
                 if (++slot == stages) {
@@ -292,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int i = 0; i < kAcc; i++)
                 mok_reg_fence(acc[i]); /* no accumulator read may move above the wait */
             if (lane == 0)
-                mok_mbar_arrive(&empty[prev_slot]);
+                release_slot(&empty[prev_slot], cm);
 
             /* Epilogue. m64nNk16 accumulator fragment: thread (wq, lane) holds rows wq*16 + lane/4 (registers
              * 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
@@ -361,6 +394,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (wq == 0 && lane == 0)
             mok_bulk_wait(0); /* the staging area stays valid and the stores complete before the CTA exits */
+        if (cm > 1)
+            mok_cluster_sync(); /* the peer's consumers may still arrive on our empty barriers */
     }
 #else
     /* Built for a target without wgmma/setmaxnreg (sm_90 without "a", Blackwell): never meant to run. */
@@ -402,6 +437,8 @@ int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_con
 }
 
 size_t smem_limit(int optin) { return (size_t)(optin < kSmemLimit ? optin : kSmemLimit); }
+
+int cluster_of(const struct mok_gemm_sm90_config *c) { return c->cluster_m > 1 ? c->cluster_m : 1; }
 
 /* cudaSuccess, or cudaErrorNotSupported (not a Hopper GPU / no sm_90a image), or cudaErrorInvalidValue (the
  * problem or configuration does not fit), with the reason in why. */
@@ -451,6 +488,14 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     if (c->sms < 0) {
         say(why, why_len, "sms %d < 0", c->sms);
+        return cudaErrorInvalidValue;
+    }
+    if (c->cluster_m < 0 || c->cluster_m > 2) {
+        say(why, why_len, "cluster_m %d: 1 or 2 (0 means 1)", c->cluster_m);
+        return cudaErrorInvalidValue;
+    }
+    if (cluster_of(c) > 1 && c->sms % cluster_of(c)) {
+        say(why, why_len, "sms %d: a multiple of cluster_m %d (0: every SM)", c->sms, cluster_of(c));
         return cudaErrorInvalidValue;
     }
     if (g->groups < 1 || g->groups > kMaxGroups) {
@@ -615,8 +660,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, kTileM) ||
-        !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k,
-                    (uint32_t)(g->swiglu ? c->tile_n / 2 : c->tile_n)) ||
+        !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k, /* halves: SwiGLU's gate/up, or a cluster's */
+                    (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n)) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
 
@@ -634,13 +679,39 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
+    const int cm = cluster_of(c);
+    const void *kernel = kernel_for(c->tile_n);
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr[1];
+    lc.blockDim = dim3(kThreads);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = s;
+    if (cm > 1) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cm, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        lc.attrs = attr, lc.numAttrs = 1;
+        if (c->sms <= 0) {
+            /* one CTA per SM needs clusters that fit the GPCs: as many pairs as can be resident at once */
+            int clusters = 0;
+            lc.gridDim = dim3((unsigned)(grid / cm * cm));
+            if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc) != cudaSuccess || clusters < 1) {
+                cudaGetLastError();
+                clusters = grid / cm;
+            }
+            grid = clusters * cm < grid ? clusters * cm : grid / cm * cm;
+        }
+    }
+    lc.gridDim = dim3((unsigned)grid);
+    const int swiglu = g->swiglu ? 1 : 0;
     if (c->tile_n == 256)
-        gemm_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, stages, g->ready,
-                                                           g->ready_target, g->ready_rows, diag);
+        e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<256>, map_a, map_b, map_c, g->c, g->offset, g->groups,
+                               g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
+                               g->ready_rows, cm, diag);
     else
-        gemm_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, g->c, g->offset, g->groups, g->rows_capacity,
-                                                           g->n_out, g->k, g->swiglu ? 1 : 0, stages, g->ready,
-                                                           g->ready_target, g->ready_rows, diag);
+        e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128>, map_a, map_b, map_c, g->c, g->offset, g->groups,
+                               g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
+                               g->ready_rows, cm, diag);
+    if (e != cudaSuccess)
+        return (int)e;
     return MOK_LAUNCH_RESULT();
 }

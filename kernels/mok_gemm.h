@@ -39,6 +39,7 @@ struct mok_gemm_sm90_config {
     int tile_n;  /* output columns per tile before SwiGLU: 128 or 256 */
     int stages;  /* shared-memory pipeline depth, 2..8; 0: the deepest that fits */
     int sms;     /* persistent CTAs (0: every SM) */
+    int cluster_m; /* 1 (or 0), or 2: pairs of CTAs on vertically adjacent tiles multicast their shared B tile */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

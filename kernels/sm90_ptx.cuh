@@ -174,6 +174,57 @@ __device__ __forceinline__ void mok_named_barrier(int id, int threads)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/* ---- thread-block clusters ------------------------------------------------------------------------------
+ * With cluster_m = 2 two CTAs (on two SMs of one GPC) compute vertically adjacent tiles that share their B tile:
+ * each loads half of B and multicasts it into both CTAs' shared memory, halving the L2 -> SM traffic of B. */
+
+__device__ __forceinline__ uint32_t mok_cluster_rank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t mok_cluster_id()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t mok_cluster_count()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+    return r;
+}
+
+/* Every thread of every CTA of the cluster (not the aligned form: the producer's idle threads arrive from a
+ * divergent path). Release/acquire: barrier inits before it are visible to the peer after it. */
+__device__ __forceinline__ void mok_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* Arrive on the barrier at the same shared-memory offset in CTA `cta` of the cluster (possibly this one). */
+__device__ __forceinline__ void mok_mbar_arrive_cluster(uint64_t *bar, uint32_t cta)
+{
+    asm volatile("{\n\t.reg .b32 remote;\n\t"
+                 "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(mok_smem_addr(bar)),
+                 "r"(cta)
+                 : "memory");
+}
+
+/* mok_tma_load_2d into the same offset of every CTA in cta_mask, each completing its bytes on its own barrier
+ * at bar's offset. */
+__device__ __forceinline__ void mok_tma_load_2d_multicast(void *dst, const void *map, int c0, int c1, uint64_t *bar,
+                                                          uint16_t cta_mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(mok_smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(mok_smem_addr(bar)), "h"(cta_mask)
+                 : "memory");
+}
+
 /* ---- registers ------------------------------------------------------------------------------------------ */
 
 /* Per-warpgroup register budgets. Take effect only with a register cap at entry (__launch_bounds__(n, 1)) and

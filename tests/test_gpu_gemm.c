@@ -141,9 +141,11 @@ static void run_case(const struct case_desc *cd, int sm_major)
     struct mok_gemm_args args = {.a = a, .b = b, .c = c, .offset = d_off, .groups = cd->groups,
                                  .rows_capacity = cap, .n_out = cd->n_out, .k = cd->k, .swiglu = cd->swiglu};
     uint16_t *y = malloc((size_t)cap * cd->n_out * 2);
-    /* stages 0: the deepest ring that fits; sms 7: fewer CTAs than tiles, so each CTA walks several */
-    struct mok_gemm_sm90_config cfgs[] = {
-        {128, 128, 3, 0}, {128, 128, 4, 0}, {128, 256, 3, 0}, {128, 256, 0, 0}, {128, 256, 0, 7}};
+    /* stages 0: the deepest ring that fits; sms 7 (8 with clusters): fewer CTAs than tiles, so each CTA walks
+     * several; cluster 2: B multicast to CTA pairs, odd tile counts leave the second CTA of a pair idle rows */
+    struct mok_gemm_sm90_config cfgs[] = {{128, 128, 3, 0, 1}, {128, 128, 4, 0, 1}, {128, 256, 3, 0, 1},
+                                          {128, 256, 0, 0, 1}, {128, 256, 0, 7, 1}, {128, 128, 4, 0, 2},
+                                          {128, 256, 0, 0, 2}, {128, 256, 3, 8, 2}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;
@@ -152,8 +154,8 @@ static void run_case(const struct case_desc *cd, int sm_major)
             snprintf(label, sizeof label, "portable");
             rc = mok_gemm_portable(&args, NULL);
         } else {
-            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d", cfgs[v].tile_m, cfgs[v].tile_n, cfgs[v].stages,
-                     cfgs[v].sms);
+            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d c%d", cfgs[v].tile_m, cfgs[v].tile_n,
+                     cfgs[v].stages, cfgs[v].sms, cfgs[v].cluster_m);
             if (sm_major != 9 || !mok_gemm_sm90_supports(&args, &cfgs[v], why, sizeof why)) {
                 printf("  %-28s %-22s not supported: %s\n", cd->name, label, sm_major != 9 ? "not an sm_90 GPU" : why);
                 continue;
