@@ -136,14 +136,13 @@ __device__ __forceinline__ void stage_word(uint8_t *stage, int r, int col, uint3
 }
 
 /* A consumer warp is done with a slot: tell this CTA's producer and, in a cluster, the peer's, whose B half sits
- * in the slot too (the peer refills it by multicast). */
-__device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm)
+ * in the slot too (the peer refills it by multicast). Lane c signals CTA c, so the arrivals go out in parallel. */
+__device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int lane, int crank)
 {
-    if (cm == 1)
+    if (lane == crank)
         mok_mbar_arrive(empty_bar);
-    else
-        for (int c = 0; c < cm; c++)
-            mok_mbar_arrive_cluster(empty_bar, (uint32_t)c);
+    else if (lane < cm)
+        mok_mbar_arrive_cluster(empty_bar, (uint32_t)lane);
 }
 
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
@@ -311,8 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     /* at most this k block's group still in flight: the previous one has finished reading its
                      * slot, which every warp of both consumer warpgroups must say before the producer refills */
                     mok_wgmma_wait<1>();
-                    if (lane == 0)
-                        release_slot(&empty[prev_slot], cm);
+                    release_slot(&empty[prev_slot], cm, lane, crank);
                 }
                 prev_slot = slot;
                 if (++slot == stages) {
@@ -324,8 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int i = 0; i < kAcc; i++)
                 mok_reg_fence(acc[i]); /* no accumulator read may move above the wait */
-            if (lane == 0)
-                release_slot(&empty[prev_slot], cm);
+            release_slot(&empty[prev_slot], cm, lane, crank);
 
             /* Epilogue. m64nNk16 accumulator fragment: thread (wq, lane) holds rows wq*16 + lane/4 (registers
              * 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */

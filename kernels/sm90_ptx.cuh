@@ -204,12 +204,14 @@ __device__ __forceinline__ void mok_cluster_sync()
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* Arrive on the barrier at the same shared-memory offset in CTA `cta` of the cluster (possibly this one). */
+/* Arrive on the barrier at the same shared-memory offset in CTA `cta` of the cluster. Default semantics
+ * (release, CTA scope), as for a local arrive: what it orders is the wgmma reads of the slot, complete at the
+ * wgmma wait before it; a cluster-scope release would fence every arrive for nothing. */
 __device__ __forceinline__ void mok_mbar_arrive_cluster(uint64_t *bar, uint32_t cta)
 {
     asm volatile("{\n\t.reg .b32 remote;\n\t"
                  "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(mok_smem_addr(bar)),
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}" ::"r"(mok_smem_addr(bar)),
                  "r"(cta)
                  : "memory");
 }
