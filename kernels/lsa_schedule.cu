@@ -347,10 +347,305 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
     }
 }
 
+/* ---- small problems, fused (small=auto) ------------------------------------------------------------------
+ * The one-block schedule above places routes with one warp, 32 per step: 64 dependent steps (a global load, a
+ * match, two stores each) at 128 tokens x 2 ranks, so it outlasted the push it ran beside. Here every warp of the
+ * block places a contiguous run of the (source rank, token, k) order, starting each expert after that expert's
+ * routes in the runs before it (a per-warp histogram scanned per expert), as count/scan/place do with blocks: the
+ * same slots, in a handful of steps. */
+#define FUSED_THREADS 1024
+#define FUSED_STEPS 8 /* routes per lane, held in registers between the table copy and the placement */
+#define FUSED_MAX_ROUTES (FUSED_THREADS * FUSED_STEPS)
+#define FUSED_PUSH_UNROLL 4
+
+/* Route g of the concatenated tables (source rank ascending, then token, then k) -> (p, r). */
+__device__ __forceinline__ void route_at(const int32_t *tokens, int nranks, int topk, int g, int *p, int *r)
+{
+    int q = 0;
+    while (q < nranks - 1 && g >= tokens[q] * topk)
+        g -= tokens[q++] * topk;
+    *p = q;
+    *r = g;
+}
+
+__host__ __device__ __forceinline__ size_t block_schedule_smem(int local_experts)
+{
+    return sizeof(int32_t) * (size_t)(FUSED_THREADS / 32 + 2) * local_experts; /* hist[warps][EL], rows, off */
+}
+
+/* The whole schedule in one block of FUSED_THREADS: every peer's table of this epoch (pulled from its window),
+ * local copies, padded offsets, overflow status, chunk targets (ready zeroed if zero_ready), slots. */
+__device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t epoch, bool zero_ready)
+{
+    extern __shared__ int32_t sched_smem[];
+    __shared__ int32_t tokens[MOK_LSA_MAX_RANKS];
+    __shared__ int32_t warp_sums[32];
+    __shared__ int32_t overflow;
+    const int EL = a.local_experts, first = a.rank * EL, tid = threadIdx.x, k = a.topk;
+    const int lane = tid & 31, warp = tid >> 5, nwarps = FUSED_THREADS / 32;
+    int32_t *hist = sched_smem;        /* [warp][EL]: routes, then the warp's first slot past the offset */
+    int32_t *rows = hist + nwarps * EL; /* [EL] */
+    int32_t *off = rows + EL;           /* [EL] padded offsets */
+    if (tid < a.nranks) {
+        mok_wait_geq_sys(flag_slot(a, a.rank, 0, tid), epoch, a.rank, "schedule", "published", tid,
+                         a.timeout_cycles);
+        tokens[tid] = table_tokens(a, tid)[0];
+        a.all_tokens[tid] = tokens[tid];
+    }
+    if (tid == 0)
+        overflow = EL;
+    for (int i = tid; i < nwarps * EL; i += FUSED_THREADS)
+        hist[i] = 0;
+    for (int i = tid; i < a.capacity; i += FUSED_THREADS)
+        a.entry[i] = -1;
+    __syncthreads();
+    int n = 0;
+    for (int p = 0; p < a.nranks; p++)
+        n += tokens[p] * k;
+    const int per = (n + FUSED_THREADS - 1) / FUSED_THREADS * 32; /* routes per warp, whole steps (host: n fits) */
+    const int begin = warp * per;
+    int32_t id[FUSED_STEPS];
+    float w[FUSED_STEPS];
+#pragma unroll
+    for (int s = 0; s < FUSED_STEPS; s++) { /* every remote load first, so they are in flight together */
+        int g = begin + s * 32 + lane, p, r;
+        id[s] = -1;
+        w[s] = 0.0f;
+        if (s * 32 < per && g < n) {
+            route_at(tokens, a.nranks, k, g, &p, &r);
+            const int32_t *ids = table_tokens(a, p) + 1;
+            id[s] = ids[r];
+            w[s] = ((const float *)(ids + (size_t)a.t_max * k))[r];
+        }
+    }
+    int32_t le_of[FUSED_STEPS]; /* local expert, -1 elsewhere */
+#pragma unroll
+    for (int s = 0; s < FUSED_STEPS; s++) {
+        int g = begin + s * 32 + lane, p, r;
+        le_of[s] = -1;
+        if (s * 32 < per && g < n) {
+            route_at(tokens, a.nranks, k, g, &p, &r);
+            size_t at = (size_t)p * a.t_max * k + r;
+            a.all_ids[at] = id[s];
+            a.all_w[at] = w[s];
+            int le = id[s] - first;
+            if (le >= 0 && le < EL) {
+                le_of[s] = le;
+                atomicAdd(&hist[warp * EL + le], 1);
+            }
+        }
+    }
+    __syncthreads();
+    for (int le = tid; le < EL; le += FUSED_THREADS) { /* per expert: exclusive scan over the warps, in order */
+        int run = 0;
+        for (int v = 0; v < nwarps; v++) {
+            int c = hist[v * EL + le];
+            hist[v * EL + le] = run;
+            run += c;
+        }
+        rows[le] = run;
+    }
+    __syncthreads();
+    /* padded offsets: exclusive scan over the experts, each thread a contiguous run (as lsa_expert_scan_kernel) */
+    const int run_len = (EL + FUSED_THREADS - 1) / FUSED_THREADS, lo = min(tid * run_len, EL),
+              hi = min(lo + run_len, EL);
+    int sum = 0;
+    for (int le = lo; le < hi; le++)
+        sum += (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+    int inc = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+        int v = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o)
+            inc += v;
+    }
+    if (lane == 31)
+        warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int ws = warp_sums[lane], winc = ws;
+        for (int o = 1; o < 32; o <<= 1) {
+            int v = __shfl_up_sync(0xffffffffu, winc, o);
+            if (lane >= o)
+                winc += v;
+        }
+        warp_sums[lane] = winc - ws;
+    }
+    __syncthreads();
+    int run = warp_sums[warp] + inc - sum;
+    for (int le = lo; le < hi; le++) {
+        int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        off[le] = run;
+        a.offset[le] = run;
+        a.rows[le] = rows[le];
+        if (run + padded > a.capacity) /* a tile that does not fit is an overflow too; the first one is reported */
+            atomicMin(&overflow, le);
+        run += padded;
+    }
+    if (tid == FUSED_THREADS - 1)
+        a.offset[EL] = run;
+    __syncthreads();
+    if (tid == 0 && overflow < EL && a.status[0] == 0) { /* sticky, as lsa_offsets_kernel */
+        a.status[1] = a.rank * EL + overflow;
+        a.status[2] = off[overflow] + (rows[overflow] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        a.status[3] = a.capacity;
+        __threadfence();
+        a.status[0] = 1;
+    }
+    /* real (non-padding) rows per chunk: the experts' row ends off + rows never decrease, so a chunk's experts are
+     * a run found by bisection (the sum over every expert, as lsa_absolute_kernel, without the EL-long loop) */
+    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    for (int c = tid; c < nchunks; c += FUSED_THREADS) {
+        int clo = c * a.chunk_rows, chi = min(clo + a.chunk_rows, a.capacity), cnt = 0, l = 0, h = EL;
+        while (l < h) {
+            int m = (l + h) >> 1;
+            if (off[m] + rows[m] > clo)
+                h = m;
+            else
+                l = m + 1;
+        }
+        for (int le = l; le < EL && off[le] < chi; le++) {
+            int b0 = max(clo, off[le]), b1 = min(chi, off[le] + rows[le]);
+            cnt += b1 > b0 ? b1 - b0 : 0;
+        }
+        a.chunk_target[c] = cnt;
+        if (zero_ready)
+            a.ready[c] = 0;
+    }
+    /* placement: each warp its run, 32 routes per step, as lsa_place_kernel (only this warp touches its hist row) */
+    const unsigned below = (1u << lane) - 1;
+#pragma unroll
+    for (int s = 0; s < FUSED_STEPS; s++) {
+        if (s * 32 < per) { /* warp-uniform */
+            int g = begin + s * 32 + lane, le = le_of[s];
+            bool mine = le >= 0;
+            unsigned same = __match_any_sync(0xffffffffu, mine ? le : -1 - lane);
+            int slot = -1;
+            if (mine) {
+                slot = off[le] + hist[warp * EL + le] + __popc(same & below);
+                if (slot >= a.capacity)
+                    slot = -1; /* overflow: reported above, never written out of bounds */
+            }
+            __syncwarp();
+            if (mine && (same & below) == 0)
+                hist[warp * EL + le] += __popc(same);
+            __syncwarp();
+            if (g < n) {
+                int p, r;
+                route_at(tokens, a.nranks, k, g, &p, &r);
+                a.route_slot[(size_t)p * a.t_max * k + r] = slot;
+                if (slot >= 0)
+                    a.entry[slot] = (int32_t)(((uint32_t)p << 25) | ((uint32_t)(r / k) << 5) | (uint32_t)(r % k));
+            }
+        }
+    }
+}
+
+/* Pull dispatch, small problems: the schedule in one block (after mok_lsa_publish, which counted the epoch).
+ * min blocks 1: without it ptxas (13.0, sm_90a) settles on 32 registers and spills. */
+__global__ void __launch_bounds__(FUSED_THREADS, 1) lsa_schedule_block_kernel(mok_lsa_args a)
+{
+    block_schedule(a, a.epoch[0], true);
+}
+
+/* Push dispatch, small problems: the whole dispatch phase in one launch. Block 0 publishes my table, builds the
+ * schedule from every rank's table, waits until every rank's rows landed in my window (mine included: see the
+ * epoch below) and marks every chunk ready; blocks 1..sms push my rows at once, since with layout=landing a
+ * row's destinations follow from my own routing alone. Cooperative launch: block 0 waits for my last pushing
+ * block's flag, so the grid must be resident. Each forward's epoch is a.epoch[0] + 1, read by every block at its
+ * start; block 0 stores it back at its end, after my own "landed" flag, which my last pushing block sets after
+ * every pushing block read it. */
+__global__ void __launch_bounds__(FUSED_THREADS) lsa_dispatch_fused_kernel(mok_lsa_args a)
+{
+    __shared__ uint64_t epoch_sh;
+    if (threadIdx.x == 0)
+        epoch_sh = *(volatile uint64_t *)a.epoch + 1;
+    __syncthreads();
+    const uint64_t epoch = epoch_sh;
+    if (blockIdx.x == 0) {
+        int32_t *tab = table_tokens(a, a.rank);
+        int32_t *ids = tab + 1;
+        float *w = (float *)(ids + (size_t)a.t_max * a.topk);
+        for (int i = threadIdx.x; i < a.my_tokens * a.topk; i += blockDim.x) {
+            ids[i] = a.my_ids[i];
+            w[i] = a.my_w[i];
+        }
+        if (threadIdx.x == 0)
+            tab[0] = a.my_tokens;
+        __syncthreads();
+        if (threadIdx.x < a.nranks) { /* as publish_table, with this forward's epoch */
+            __threadfence_system();
+            mok_st_release_sys(flag_slot(a, threadIdx.x, 0, a.rank), epoch);
+        }
+        block_schedule(a, epoch, false);
+        if (threadIdx.x < a.nranks)
+            mok_wait_geq_sys(flag_slot(a, a.rank, 2, threadIdx.x), epoch, a.rank, "dispatch", "landed", threadIdx.x,
+                             a.timeout_cycles);
+        __syncthreads(); /* also: this block's chunk targets are visible to all its threads */
+        int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+        for (int c = threadIdx.x; c < nchunks; c += blockDim.x)
+            a.ready[c] = a.chunk_target[c];
+        if (threadIdx.x == 0)
+            *(volatile uint64_t *)a.epoch = epoch;
+        return;
+    }
+    /* one warp per (token, piece of its row): at 128 tokens a warp per token would leave 3/4 of 16 SMs' warps idle
+     * and each warp's row would take seven dependent rounds of loads */
+    const int lane = threadIdx.x & 31, k = a.topk, vecs = a.hidden / 8, pushers = gridDim.x - 1;
+    const int warp = ((blockIdx.x - 1) * blockDim.x + threadIdx.x) >> 5, nwarps = (pushers * blockDim.x) >> 5;
+    int parts = a.my_tokens > 0 ? nwarps / a.my_tokens : 1, max_parts = vecs / (32 * FUSED_PUSH_UNROLL);
+    parts = max(1, min(parts, max_parts));
+    const int piece = (vecs + parts - 1) / parts;
+    const size_t row_bytes = (size_t)a.hidden * 2;
+    const uint4 *mine = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                         a.off_x + (size_t)a.set * a.x_set_bytes, a.rank);
+    for (int item = warp; item < a.my_tokens * parts; item += nwarps) {
+        int t = item / parts, v_begin = item % parts * piece, v_end = min(v_begin + piece, vecs);
+        unsigned bit = lane < k ? 1u << (a.my_ids[t * k + lane] / a.local_experts) : 0u;
+        unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
+        if (!ranks)
+            continue;
+        const uint4 *src = mine + (size_t)t * vecs;
+        for (int v0 = v_begin + lane; v0 < v_end; v0 += 32 * FUSED_PUSH_UNROLL) {
+            uint4 val[FUSED_PUSH_UNROLL];
+#pragma unroll
+            for (int u = 0; u < FUSED_PUSH_UNROLL; u++)
+                if (v0 + u * 32 < v_end)
+                    val[u] = src[v0 + u * 32];
+            for (unsigned m = ranks; m; m &= m - 1) {
+                uint4 *dst = (uint4 *)ncclGetLsaPointer(
+                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * row_bytes, __ffs(m) - 1);
+#pragma unroll
+                for (int u = 0; u < FUSED_PUSH_UNROLL; u++)
+                    if (v0 + u * 32 < v_end)
+                        dst[v0 + u * 32] = val[u];
+            }
+        }
+    }
+    /* the last pushing block flags "landed" in every window, mine included (as signal_done, over the pushers) */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[2], 1ull);
+        if (prev == (unsigned long long)pushers - 1) {
+            a.epoch[2] = 0;
+            __threadfence_system();
+            for (int q = 0; q < a.nranks; q++)
+                mok_st_release_sys(flag_slot(a, q, 2, a.rank), epoch);
+        }
+    }
+}
+
+static bool block_schedule_fits(const mok_lsa_args *a)
+{
+    return a->small_paths == MOK_LSA_SMALL_FUSED && a->nranks <= 32 &&
+           (long long)a->nranks * a->t_max * a->topk <= FUSED_MAX_ROUTES &&
+           block_schedule_smem(a->local_experts) <= 48 * 1024;
+}
+
 __host__ __forceinline__ bool small_schedule(const mok_lsa_args *a)
 {
-    return a->small_paths && (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES &&
-           2 * sizeof(int32_t) * (size_t)a->local_experts <= 32 * 1024;
+    return a->small_paths == MOK_LSA_SMALL_V1 &&
+           (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES && 2 * sizeof(int32_t) * (size_t)a->local_experts <= 32 * 1024;
 }
 
 extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream)
@@ -375,6 +670,10 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
 {
     cudaStream_t s = mok_cuda_stream(stream);
     int err;
+    if (block_schedule_fits(a)) {
+        lsa_schedule_block_kernel<<<1, FUSED_THREADS, block_schedule_smem(a->local_experts), s>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     if (small_schedule(a)) {
         lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, 2 * sizeof(int32_t) * (size_t)a->local_experts, s>>>(*a);
         return MOK_LAUNCH_RESULT();
@@ -405,4 +704,46 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
         return err;
     lsa_place_kernel<<<grid, 32, shm, s>>>(*a);
     return MOK_LAUNCH_RESULT();
+}
+
+/* The fused dispatch's grid (sms pushing blocks + the schedule block) must be resident at once. */
+static int fused_dispatch_max_blocks(size_t smem)
+{
+    static size_t cached_smem = (size_t)-1;
+    static int cached = 0;
+    if (smem != cached_smem) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_dispatch_fused_kernel, FUSED_THREADS, smem) !=
+            cudaSuccess)
+            per_sm = 0;
+        cached = per_sm * sms;
+        cached_smem = smem;
+    }
+    return cached;
+}
+
+extern "C" int mok_lsa_dispatch_fused_fits(const struct mok_lsa_args *a, int blocks)
+{
+    return a->push && a->landing && block_schedule_fits(a) && a->hidden % 8 == 0 && a->topk <= 32 && blocks >= 1 &&
+           blocks + 1 <= fused_dispatch_max_blocks(block_schedule_smem(a->local_experts));
+}
+
+extern "C" int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
+{
+    if (!mok_lsa_dispatch_fused_fits(a, blocks))
+        return (int)cudaErrorInvalidValue;
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative;
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks + 1);
+    cfg.blockDim = dim3(FUSED_THREADS);
+    cfg.dynamicSmemBytes = block_schedule_smem(a->local_experts);
+    cfg.stream = mok_cuda_stream(stream);
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_dispatch_fused_kernel, *a);
+    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -694,3 +694,128 @@ extern "C" int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const fl
         (const uint4 *)x, ids, w, tokens, topk, hidden / 8, local_experts, nranks, per_rank, (uint4 *)y);
     return MOK_LAUNCH_RESULT();
 }
+
+/* ---- small problems, fused (small=auto): combine and the owner's sum in one launch, on enough blocks ---------
+ * lsa_combine_rank_reduce_kernel (small=v1) sums on its `sms` combine blocks: 128 tokens / 16 blocks = 8 tokens in
+ * series per block after the done flags, slower than the separate lsa_reduce_kernel. Here the first `combine`
+ * blocks combine and signal done, and every block (up to one per token, as many as can be resident: the launch is
+ * cooperative, since all wait for flags the combine blocks set) sums. With a block per token, the token's own
+ * partial (local data) is formed before the flags, so only the peers' partials are read after them. */
+#define WIDE_COMBINE_THREADS 512 /* also fits the per-rank combine's registers; 2 vectors per thread at hidden 7168 */
+#define WIDE_OWN_VECS 2          /* own partials held in registers across the wait: vectors per thread */
+
+/* signal_done over the first n blocks only (the others combine nothing) */
+__device__ __forceinline__ void signal_done_first(const mok_lsa_args &a, int n)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[1], 1ull);
+        if (prev == (unsigned long long)n - 1) {
+            a.epoch[1] = 0;
+            __threadfence_system();
+            uint64_t epoch = a.epoch[0];
+            for (int q = 0; q < a.nranks; q++)
+                mok_st_release_sys(
+                    (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                  a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t),
+                                                  q),
+                    epoch);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_wide_kernel(mok_lsa_args a,
+                                                                                           int combine)
+{
+    if (blockIdx.x < combine) {
+        int lane = threadIdx.x & 31;
+        int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (combine * blockDim.x) >> 5;
+        combine_per_rank(a, warp, nwarps, lane);
+        signal_done_first(a, combine);
+    }
+    int vecs = a.hidden / 8;
+    if (gridDim.x < (unsigned)a.my_tokens || vecs > WIDE_OWN_VECS * (int)blockDim.x) { /* grid-uniform */
+        wait_all_done(a);
+        reduce_tokens(a);
+        return;
+    }
+    /* one token per block, counted from the last block so that the combine blocks get none where the grid allows:
+     * reduce_tokens' per-rank sum with the own partial formed before the wait */
+    int t = (int)(gridDim.x - 1 - blockIdx.x);
+    unsigned touched = 0;
+    float own[WIDE_OWN_VECS][8];
+    if (t < a.my_tokens) {
+        for (int j = 0; j < a.topk; j++)
+            touched |= 1u << (a.my_ids[t * a.topk + j] / a.local_experts);
+#pragma unroll
+        for (int u = 0; u < WIDE_OWN_VECS; u++) {
+            int v = threadIdx.x + u * blockDim.x;
+            if (v < vecs && (touched >> a.rank & 1))
+                own_partial(a, t, v, own[u]);
+        }
+    }
+    wait_all_done(a);
+    if (t >= a.my_tokens)
+        return;
+    const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
+#pragma unroll
+    for (int u = 0; u < WIDE_OWN_VECS; u++) {
+        int v = threadIdx.x + u * blockDim.x;
+        if (v >= vecs)
+            continue;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int q = 0; q < a.nranks; q++) /* ascending rank, as reduce_tokens */
+            if (!(touched & (1u << q))) {
+                continue;
+            } else if (q == a.rank) {
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[i] += own[u][i];
+            } else {
+                vec8 in;
+                in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[i] += mok_bf16_to_f32(in.h[i]);
+            }
+        vec8 out;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            out.h[i] = mok_f32_to_bf16(acc[i]);
+        ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+    }
+}
+
+extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
+{
+    static int resident = -1; /* blocks of the kernel the GPU holds at once (one device per process) */
+    if (resident < 0) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_combine_rank_reduce_wide_kernel,
+                                                          WIDE_COMBINE_THREADS, 0) != cudaSuccess)
+            per_sm = 0;
+        resident = per_sm * sms;
+    }
+    if (!a->combine_per_rank || a->t_max > FUSED_REDUCE_MAX_TOKENS || blocks > resident) {
+        mok_lsa_args general = *a; /* not the small=v1 kernel: the general ones */
+        general.small_paths = MOK_LSA_SMALL_OFF;
+        return mok_lsa_combine(&general, blocks, stream);
+    }
+    if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
+        return (int)cudaErrorInvalidValue;
+    int grid = a->my_tokens + blocks; /* a block per token beside the combine blocks, as far as they fit */
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative;
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(grid < resident ? grid : resident));
+    cfg.blockDim = dim3(WIDE_COMBINE_THREADS);
+    cfg.stream = mok_cuda_stream(stream);
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_wide_kernel, *a, blocks);
+    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
+}

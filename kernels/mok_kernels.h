@@ -102,6 +102,10 @@ int mok_lsa_write_peer(void *window, size_t offset_bytes, int lsa_peer, uint32_t
  * route, or one fp32-summed bf16 partial per (token, rank)); the owner sums in a fixed order. Cross-rank
  * ordering uses epoch flags with system-scope release/acquire; no host round trip. See src/impl/lsa.c. */
 #define MOK_LSA_MAX_RANKS 32
+/* small_paths: OFF always the general kernels; V1 the first one-launch variants (table copy + publish, one-block
+ * schedule placed by one warp, combine + sum on the `sms` blocks); FUSED: push dispatch in one launch (table,
+ * schedule, push, landed), the one-block schedule placed by every warp, combine + sum on a block per token. */
+enum { MOK_LSA_SMALL_OFF = 0, MOK_LSA_SMALL_V1 = 1, MOK_LSA_SMALL_FUSED = 2 };
 
 struct mok_lsa_args {
     void *window;          /* ncclWindow_t of this rank's symmetric buffer (same layout on every rank) */
@@ -123,8 +127,7 @@ struct mok_lsa_args {
     int push;              /* landing only: owners store their rows into the destinations' windows (NVLink stores
                             * need few SMs; loads need many bytes in flight) instead of destinations pulling */
     size_t off_land;       /* window: bf16 [P][t_max][H] landed rows, by source rank and token */
-    int small_paths;       /* 1: small problems take the one-launch variants (table copy + publish, one-block
-                            * schedule, combine + reduce); 0: always the general kernels (to measure the gain) */
+    int small_paths;       /* MOK_LSA_SMALL_*: which variants small problems take (to measure them side by side) */
     /* local device memory */
     uint64_t *epoch;       /* [0] forwards started, [1] combine blocks done, [2] push blocks done (reset by the last) */
     int32_t *all_tokens;   /* [P] */
@@ -154,8 +157,15 @@ int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t stream);
  * (it needs no schedule) and this only waits for every source's rows and marks all chunks ready. */
 int mok_lsa_dispatch(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 int mok_lsa_push(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* small_paths FUSED, push: the whole dispatch phase (publish, schedule, push, landed) in one cooperative launch of
+ * blocks + 1 blocks. _fits: whether it applies (push, landing, <= 8192 routes of all ranks, the grid resident). */
+int mok_lsa_dispatch_fused_fits(const struct mok_lsa_args *a, int blocks);
+int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Push rows back and signal done (blocks x 1024 threads), then the owner's fixed-order weighted sum into y. */
 int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* small_paths FUSED: per rank and t_max <= 512, combine and sum in one cooperative launch whose first `blocks`
+ * blocks combine and whose every block (up to one per token, as many as are resident) sums; else mok_lsa_combine. */
+int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order
  * and roundings (per route: one fp32 sum over j; per rank: bf16 partial per rank, then fp32 sum over ranks). */
 int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk, int hidden,

@@ -28,13 +28,16 @@ static const char *const layout_choices[] = {"slots", "landing"};
 static const char *const dispatch_choices[] = {"pull", "push"};
 static const char *const launch_choices[] = {"stream", "graph"};
 static const char *const overlap_choices[] = {"none", "gemm1"};
-static const char *const small_choices[] = {"auto", "off"};
+static const char *const small_choices[] = {"auto", "off", "v1"};
 
 /* At a few hundred tokens launch latency dominates: small problems fuse launches unless told not to, so a
  * config can measure what the fusion gains in the same run. */
 #define SMALL_PARAM                                                                                           \
-    {"small", "auto: small problems take one-launch variants (table+publish, one-block schedule <= 4096 routes, "   \
-     "combine+sum <= 512 tokens); off: always the general kernels", small_choices, 2, 0, 1, 0}
+    {"small", "auto: small problems take fused variants (push dispatch in one launch and one-block "          \
+     "schedule <= 8192 routes, combine+sum on a block per token <= 512 tokens); off: always the general "     \
+     "kernels; v1: the first variants (table+publish, one-warp placement <= 4096 routes, combine+sum on "     \
+     "the sms blocks)",                                                                                       \
+     small_choices, 3, 0, 2, 0}
 
 /* Launch latency dominates small token counts (a dozen dependent kernels); training frameworks replay MoE layers
  * as CUDA graphs, so the graph launch is what they would see. */

@@ -123,7 +123,10 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
                                .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
-                               .push = params[P_DISPATCH], .small_paths = params[P_SMALL] == 0};
+                               .push = params[P_DISPATCH]};
+    /* small: auto, off, v1 (the first one-launch variants, kept to measure against) */
+    a->small_paths = params[P_SMALL] == 0 ? MOK_LSA_SMALL_FUSED : params[P_SMALL] == 2 ? MOK_LSA_SMALL_V1
+                                                                                      : MOK_LSA_SMALL_OFF;
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
@@ -206,7 +209,10 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
 /* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
 static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
 {
-    if (phase == 0) {
+    if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
+        /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
+        CUDA(mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st));
+    } else if (phase == 0) {
         CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
         if (s->a.push) { /* rows go out while the schedule is built beside them; both after the publish */
             CUDA(cudaEventRecord(s->fork, st));
@@ -235,6 +241,8 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
             CUDA(run_gemm(s, 1, set, false, st));
         if (s->layer)
             CUDA(run_gemm(s, 2, set, false, st));
+    } else if (s->a.small_paths == MOK_LSA_SMALL_FUSED) {
+        CUDA(mok_lsa_combine_small(&s->a, s->sms, (mok_stream_t)st));
     } else {
         CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
     }
