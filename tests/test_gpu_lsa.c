@@ -93,8 +93,9 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
     free(all_x), free(mine), free(entry), free(xin), free(ready), free(target);
 }
 
-/* small_off: 1 forces the general kernels (multi-kernel schedule, separate combine and sum) on this small problem,
- * 0 lets it take the one-launch variants; both must give the reference bit for bit. */
+/* small_off: the `small` parameter's value: 0 (auto) lets this small problem take the fused variants, 1 (off)
+ * forces the general kernels (multi-kernel schedule, separate combine and sum), 2 (v1) the first one-launch
+ * variants; all must give the reference bit for bit. */
 static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off)
 {
     struct mok_problem_spec spec = comm_spec(300, 512, 16, 4, 4.0);
@@ -234,7 +235,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "timeout"))
         return run_timeout(&cl);
-    for (int small_off = 0; small_off < 2; small_off++)
+    for (int small_off = 0; small_off < 3; small_off++) /* small = auto, off, v1 */
         for (int per_rank = 0; per_rank < 2; per_rank++) {
             for (int bulk = 0; bulk < 2; bulk++)
                 run_variant(&cl, per_rank, bulk, 0, 0, small_off);
