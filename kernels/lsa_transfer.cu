@@ -14,7 +14,7 @@
 #include "lsa_sync.cuh"
 
 #define WARP_COPY_THREADS 1024
-#define COMBINE_THREADS 512 /* the fp32 partial sums need more registers than 1024 threads leave */
+#define COMBINE_THREADS 512 /* per-route warp combine; the per-rank kernels: RANK_COMBINE_THREADS */
 #define UNROLL 4
 
 union vec8 {
@@ -199,85 +199,185 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_a
     bulk_pipeline<true>(a, ps, (char *)ps + sizeof(pipe_smem), stages);
 }
 
-/* Per rank: one warp per (source rank, token): sum_j w_j * out[slot_j] in fp32 (ascending j), one bf16 row to
- * the owner's comb[t][my rank]. Four 16-byte vectors per lane and slot in flight (eight spill). */
-#define RANK_UNROLL 4
-#define LANDED_UNROLL 8 /* the landing path holds no accumulators across vectors: more loads in flight */
-__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
+/* Per rank: one warp per (source rank, token) with routes into this rank: sum_j w_j * out[slot_j] in fp32
+ * (ascending j), one bf16 row to the owner's comb[t][my rank]. It streams like lsa_push_kernel (which runs near the
+ * link rate) only if the sum costs few instructions per vector and loads stay in flight: the landing path gathers
+ * the token's weights into registers once (no shuffle per vector and route), converts each vector once, and keeps
+ * LANDED_UNROLL loads per lane in flight by refilling each as it is consumed; the next item's metadata loads while
+ * this one streams. 512 threads: at 1024 (64 registers) sm_100 spills the landing loop. */
+#define RANK_COMBINE_THREADS 512
+#define LANDED_UNROLL 7 /* vectors per lane in flight, each refilled once consumed; 28 per lane at 7168 */
+#define RANK_UNROLL 4   /* slots: the accumulators of this many vectors per lane live across the routes */
+#define REG_ROUTES 8    /* routes whose weight sits in a register; more (topk > 8) are read from memory */
+
+/* Remote item g -> (source rank p != my rank, token t): rank_token_item's interleaved, rotated order without my
+ * own rank (own_partial forms those partials), so no warp visits an item only to skip it. A bijection from
+ * [0, (nranks - 1) * t_max) onto {p != rank} x [0, t_max). */
+__device__ __forceinline__ void remote_token_item(const mok_lsa_args &a, int g, int *p, int *t)
+{
+    *t = g / (a.nranks - 1);
+    *p = (a.rank + 1 + g % (a.nranks - 1)) % a.nranks;
+}
+
+/* What a warp needs of an item before streaming it: this lane's route j = lane (slot, -1 if none, and weight). */
+struct rank_item {
+    int slot;
+    float w;
+};
+
+/* Loads are issued here and consumed one item later, so their latency hides behind the previous item's stream. */
+__device__ __forceinline__ rank_item load_rank_item(const mok_lsa_args &a, int g, int items, int lane)
+{
+    rank_item it = {-1, 0.0f};
+    if (g < items) { /* warp-uniform */
+        int p, t;
+        remote_token_item(a, g, &p, &t);
+        if (t < a.all_tokens[p] && lane < a.topk) {
+            size_t e = ((size_t)p * a.t_max + t) * a.topk + lane;
+            it.slot = a.route_slot[e];
+            it.w = a.all_w[e];
+        }
+    }
+    return it;
+}
+
+/* One landed vector times the token's nw weights: converted once, acc += w_j * x in ascending j from 0.0f (fma, as
+ * the reference and own_partial), rounded to bf16. nw is warp-uniform: the guards are uniform branches. Routes
+ * past REG_ROUTES (topk > 8 only) are read from memory, not shuffled: lanes may have left at a ragged row end. */
+__device__ __forceinline__ uint4 weigh_landed(uint4 raw, const float (&w)[REG_ROUTES], int nw, unsigned rest,
+                                              const float *wrow)
+{
+    vec8 in, out;
+    in.v = raw;
+    float x[8], acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        x[i] = mok_bf16_to_f32(in.h[i]);
+        acc[i] = 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < REG_ROUTES; r++)
+        if (r < nw)
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += w[r] * x[i];
+    for (unsigned m = rest; m; m &= m - 1) {
+        float wj = wrow[__ffs(m) - 1];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += wj * x[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        out.h[i] = mok_f32_to_bf16(acc[i]);
+    return out.v;
+}
+
+/* Landing: all slots of the token are the same landed row: stream it once, LANDED_UNROLL loads always in flight. */
+__device__ __forceinline__ void stream_landed(const uint4 *src, uint4 *dst, int vecs, int lane,
+                                              const float (&w)[REG_ROUTES], int nw, unsigned rest, const float *wrow)
+{
+    uint4 in[LANDED_UNROLL];
+#pragma unroll
+    for (int u = 0; u < LANDED_UNROLL; u++)
+        if (lane + u * 32 < vecs)
+            in[u] = src[lane + u * 32];
+    for (int v0 = lane; v0 < vecs; v0 += 32 * LANDED_UNROLL) {
+#pragma unroll
+        for (int u = 0; u < LANDED_UNROLL; u++) {
+            int v = v0 + u * 32;
+            if (v >= vecs)
+                break;
+            uint4 cur = in[u];
+            if (v + 32 * LANDED_UNROLL < vecs)
+                in[u] = src[v + 32 * LANDED_UNROLL];
+            dst[v] = weigh_landed(cur, w, nw, rest, wrow);
+        }
+    }
+}
+
+/* acc[u] += w * in[u] (fma; the caller walks the routes in ascending j). */
+__device__ __forceinline__ void add_route(float (&acc)[RANK_UNROLL][8], const vec8 (&in)[RANK_UNROLL], float w)
+{
+#pragma unroll
+    for (int u = 0; u < RANK_UNROLL; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[u][i] += w * mok_bf16_to_f32(in[u].h[i]);
+}
+
+__device__ __forceinline__ void load_route(vec8 (&in)[RANK_UNROLL], const uint4 *src, int v0, int vecs)
+{
+#pragma unroll
+    for (int u = 0; u < RANK_UNROLL; u++)
+        in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
+}
+
+/* Slots: a different expert_out row per route, each vector converted once as it is used. Weight and slot come by
+ * shuffle once per route and RANK_UNROLL vectors (registers indexed by a runtime route count would be local
+ * memory; unrolled over the count, the compiler hoists every route's loads and spills). The trip count is
+ * warp-uniform, so all lanes are there for the shuffles even when vecs is not a multiple of 32. */
+__device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, int lane, unsigned mask,
+                                             int my_slot, float my_w)
 {
     int vecs = a.hidden / 8;
-    for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
-        int p, t;
-        rank_token_item(a, g, &p, &t);
-        if (t >= a.all_tokens[p] || p == a.rank) /* my own tokens' partials: own_partial, in the owner's sum */
-            continue;
-        int my_slot;
-        unsigned mask = token_slots(a, p, t, lane, &my_slot);
-        if (!mask)
-            continue;
-        float my_w = lane < a.topk ? a.all_w[((size_t)p * a.t_max + t) * a.topk + lane] : 0.0f;
-        uint4 *dst = (uint4 *)ncclGetLsaPointer(
-            (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-        if (a.landing) { /* comm mode, landing: all slots of the token are the same landed row: stream it once */
-            const uint4 *src = landed_row(a, p, t);
-            for (int v0 = lane; v0 < vecs; v0 += 32 * LANDED_UNROLL) {
-                vec8 in[LANDED_UNROLL];
+    const uint4 *out = (const uint4 *)a.expert_out;
+    for (int base = 0; base < vecs; base += 32 * RANK_UNROLL) {
+        int v0 = base + lane;
+        float acc[RANK_UNROLL][8];
 #pragma unroll
-                for (int u = 0; u < LANDED_UNROLL; u++)
-                    if (v0 + u * 32 < vecs)
-                        in[u].v = src[v0 + u * 32];
+        for (int u = 0; u < RANK_UNROLL; u++)
 #pragma unroll
-                for (int u = 0; u < LANDED_UNROLL; u++) {
-                    if (v0 + u * 32 >= vecs)
-                        continue;
-                    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    for (unsigned m = mask; m; m &= m - 1) { /* ascending j, as the reference */
-                        float w = __shfl_sync(0xffffffffu, my_w, __ffs(m) - 1);
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += w * mok_bf16_to_f32(in[u].h[i]);
-                    }
-                    vec8 out;
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        out.h[i] = mok_f32_to_bf16(acc[i]);
-                    dst[v0 + u * 32] = out.v;
-                }
-            }
-            continue;
+            for (int i = 0; i < 8; i++)
+                acc[u][i] = 0.0f;
+        for (unsigned m = mask; m; m &= m - 1) { /* ascending j */
+            int j = __ffs(m) - 1;
+            float w = __shfl_sync(0xffffffffu, my_w, j);
+            vec8 in[RANK_UNROLL];
+            load_route(in, out + (size_t)__shfl_sync(0xffffffffu, my_slot, j) * vecs, v0, vecs);
+            add_route(acc, in, w);
         }
-        for (int v0 = lane; v0 < vecs; v0 += 32 * RANK_UNROLL) {
-            float acc[RANK_UNROLL][8];
 #pragma unroll
-            for (int u = 0; u < RANK_UNROLL; u++)
+        for (int u = 0; u < RANK_UNROLL; u++)
+            if (v0 + u * 32 < vecs) {
+                vec8 o;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    acc[u][i] = 0.0f;
-            vec8 in[RANK_UNROLL];
-            for (unsigned m = mask; m; m &= m - 1) {
-                int j = __ffs(m) - 1;
-                int slot = __shfl_sync(0xffffffffu, my_slot, j);
-                float w = __shfl_sync(0xffffffffu, my_w, j);
-                const uint4 *src = (const uint4 *)a.expert_out + (size_t)slot * vecs;
-#pragma unroll
-                for (int u = 0; u < RANK_UNROLL; u++)
-                    in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < RANK_UNROLL; u++)
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        acc[u][i] += w * mok_bf16_to_f32(in[u].h[i]);
+                    o.h[i] = mok_f32_to_bf16(acc[u][i]);
+                dst[v0 + u * 32] = o.v;
             }
+    }
+}
+
+__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
+{
+    int items = (a.nranks - 1) * a.t_max, vecs = a.hidden / 8;
+    rank_item cur = load_rank_item(a, warp, items, lane);
+    for (int g = warp; g < items; g += nwarps) {
+        rank_item next = load_rank_item(a, g + nwarps, items, lane);
+        unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
+        if (mask) {
+            int p, t;
+            remote_token_item(a, g, &p, &t);
+            uint4 *dst = (uint4 *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
+            if (!a.landing) {
+                stream_slots(a, dst, lane, mask, cur.slot, cur.w);
+            } else {
+                /* the weights of the routes into this rank, ascending j: the r-th into a register */
+                float w[REG_ROUTES];
+                unsigned rest = mask;
 #pragma unroll
-            for (int u = 0; u < RANK_UNROLL; u++)
-                if (v0 + u * 32 < vecs) {
-                    vec8 out;
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        out.h[i] = mok_f32_to_bf16(acc[u][i]);
-                    dst[v0 + u * 32] = out.v;
+                for (int r = 0; r < REG_ROUTES; r++) {
+                    w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
+                    rest &= rest - 1;
                 }
+                const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
+                const uint4 *src = landed_row(a, p, t);
+                stream_landed(src, dst, vecs, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
+            }
         }
+        cur = next;
     }
 }
 
@@ -351,7 +451,7 @@ __global__ void __launch_bounds__(256) lsa_landed_kernel(mok_lsa_args a)
         a.ready[c] = a.chunk_target[c];
 }
 
-__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_kernel(mok_lsa_args a)
+__global__ void __launch_bounds__(RANK_COMBINE_THREADS) lsa_combine_rank_kernel(mok_lsa_args a)
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
@@ -464,7 +564,7 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
  * the grid is the `sms` blocks of the combine (one per SM at most, checked <= the SM count by supports()),
  * launched cooperatively so the runtime guarantees it. */
 #define FUSED_REDUCE_MAX_TOKENS 512
-__global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_rank_reduce_kernel(mok_lsa_args a)
+__global__ void __launch_bounds__(RANK_COMBINE_THREADS) lsa_combine_rank_reduce_kernel(mok_lsa_args a)
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
@@ -659,7 +759,7 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
         coop.val.cooperative = 1;
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3((unsigned)blocks);
-        cfg.blockDim = dim3(COMBINE_THREADS);
+        cfg.blockDim = dim3(RANK_COMBINE_THREADS);
         cfg.stream = s;
         cfg.attrs = &coop;
         cfg.numAttrs = 1;
@@ -667,7 +767,7 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
         return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
     }
     if (a->combine_per_rank) {
-        lsa_combine_rank_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+        lsa_combine_rank_kernel<<<blocks, RANK_COMBINE_THREADS, 0, s>>>(*a);
     } else if (!a->bulk_copies) {
         lsa_combine_route_warp_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
     } else {
