@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
-                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, struct mok_sm90_diag *diag)
+                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
+                     struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -237,8 +238,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         int slot = 0;
         uint32_t phase = 0; /* parity of the ring pass: flips each time slot wraps to 0 */
-        for (int t = unit0; t < total_tiles; t += unit_step) {
+        /* waves in which every CTA has a unit: the lockstep barrier applies to those (the last, partial wave
+         * has CTAs that never arrive) */
+        const int full_waves = total_tiles / unit_step;
+        int wave = 0;
+        for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
+            /* Lockstep: CTAs that share A or B tiles read them from L2 only if they are at about the same k at
+             * the same time. Left alone, a persistent grid drifts apart (a lagging CTA's partners have moved
+             * on, it misses in L2, lags more): measured on GEMM1 at DeepSeek-V3 shapes, 40% L2 hits and 6x the
+             * ideal DRAM reads. Holding the producers to one wave of each other keeps the partners together
+             * (cuBLAS gets the same from one launch per expert); the consumers keep draining the ring. */
+            if (wave_ctr && wave >= 1 && wave < full_waves)
+                mok_sm90_wave_barrier(wave_ctr, gridDim.x, wave, diag);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
@@ -446,8 +458,9 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "null args or config");
         return cudaErrorInvalidValue;
     }
-    int dev = 0, major = 0, minor = 0, optin = 0;
+    int dev = 0, major = 0, minor = 0, optin = 0, sm_count = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
@@ -489,6 +502,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     if (c->cluster_m < 0 || c->cluster_m > 2) {
         say(why, why_len, "cluster_m %d: 1 or 2 (0 means 1)", c->cluster_m);
+        return cudaErrorInvalidValue;
+    }
+    if (c->lockstep && c->sms > sm_count) {
+        say(why, why_len, "lockstep needs every CTA resident: sms %d > %d SMs", c->sms, sm_count);
         return cudaErrorInvalidValue;
     }
     if (cluster_of(c) > 1 && c->sms % cluster_of(c)) {
@@ -595,6 +612,10 @@ void diag_print()
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s for the rows of tile %d: ready chunk %d "
                 "counter %d, target %d (the dispatch never delivered them)\n", d->block, d->tile, d->slot, d->kb,
                 d->extra);
+    else if (d->role == MOK_SM90_DIAG_WAVE)
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s at the lockstep barrier of wave %d: %d "
+                "arrivals of %d (a CTA is not resident: grid larger than the SMs free for it)\n", d->block, d->tile,
+                d->kb, d->extra);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
@@ -609,6 +630,26 @@ void diag_print()
     }
     fflush(stderr);
     d->magic = 0;
+}
+
+/* The lockstep arrival counter: one int in device memory per process (one GPU per process here), zeroed by a
+ * memset before every launch; allocated on the first launch that is not being captured, as the diag record. */
+int *g_wave_ctr = nullptr;
+
+int *wave_counter(cudaStream_t s)
+{
+    if (g_wave_ctr)
+        return g_wave_ctr;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    if (cudaMalloc(&g_wave_ctr, sizeof(int)) != cudaSuccess) {
+        cudaGetLastError();
+        g_wave_ctr = nullptr;
+    }
+    return g_wave_ctr;
 }
 
 struct mok_sm90_diag *diag_buffer(cudaStream_t s)
@@ -636,7 +677,11 @@ struct mok_sm90_diag *diag_buffer(cudaStream_t s)
 
 } // namespace
 
-extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream) { diag_buffer(mok_cuda_stream(stream)); }
+extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)
+{
+    diag_buffer(mok_cuda_stream(stream));
+    wave_counter(mok_cuda_stream(stream));
+}
 
 extern "C" int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, char *why,
                                       int why_len)
@@ -678,6 +723,15 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
     const void *kernel = kernel_for(c->tile_n);
+    int *ctr = nullptr;
+    if (c->lockstep) {
+        ctr = wave_counter(s);
+        if (!ctr)
+            return cudaErrorMemoryAllocation; /* first use inside a graph capture: call mok_gemm_sm90_prepare first */
+        e = cudaMemsetAsync(ctr, 0, sizeof(int), s); /* a node of its own when captured */
+        if (e != cudaSuccess)
+            return (int)e;
+    }
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
     lc.blockDim = dim3(kThreads);
@@ -687,27 +741,28 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         attr[0].id = cudaLaunchAttributeClusterDimension;
         attr[0].val.clusterDim.x = (unsigned)cm, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
         lc.attrs = attr, lc.numAttrs = 1;
-        if (c->sms <= 0) {
-            /* one CTA per SM needs clusters that fit the GPCs: as many pairs as can be resident at once */
-            int clusters = 0;
-            lc.gridDim = dim3((unsigned)(grid / cm * cm));
-            if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc) != cudaSuccess || clusters < 1) {
-                cudaGetLastError();
-                clusters = grid / cm;
-            }
-            grid = clusters * cm < grid ? clusters * cm : grid / cm * cm;
+        /* one CTA per SM needs clusters that fit the GPCs: as many pairs as can be resident at once */
+        int clusters = 0;
+        lc.gridDim = dim3((unsigned)(grid / cm * cm));
+        if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc) != cudaSuccess || clusters < 1) {
+            cudaGetLastError();
+            clusters = grid / cm;
         }
+        if (c->sms <= 0)
+            grid = clusters * cm < grid ? clusters * cm : grid / cm * cm;
+        else if (c->lockstep && grid > clusters * cm)
+            return cudaErrorInvalidConfiguration; /* not all resident: the lockstep barrier would never open */
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
     if (c->tile_n == 256)
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<256>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, diag);
+                               g->ready_rows, cm, ctr, diag);
     else
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, diag);
+                               g->ready_rows, cm, ctr, diag);
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

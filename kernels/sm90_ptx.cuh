@@ -18,6 +18,7 @@
 #define MOK_SM90_DIAG_CONSUMER 2        /* consumer warpgroup 1 (rows 0-63) waited on a "full" barrier; 3: wg 2 */
 #define MOK_SM90_DIAG_OFFSETS 4         /* offset[] invalid: tile = g, kb = offset[g], extra = offset[g + 1] */
 #define MOK_SM90_DIAG_READY 5           /* rows never ready: tile, slot = chunk, kb = counter seen, extra = target */
+#define MOK_SM90_DIAG_WAVE 6            /* lockstep: tile = wave, kb = arrivals seen, extra = arrivals expected */
 struct mok_sm90_diag {
     int magic, block, thread, role, slot, parity, tile, kb, extra;
 };
@@ -113,6 +114,23 @@ __device__ __forceinline__ void mok_sm90_wait_rows(const int32_t *ready, const i
         }
     }
     asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+/* Lockstep (one thread per CTA): arrive for wave j and wait until every CTA of the grid has, i.e. until the
+ * launch's arrival counter reaches ctas * j. A CTA arrives once per wave and only after passing the previous
+ * wave's barrier, so the count cannot run ahead. All CTAs must be resident (one per SM, grid <= SMs). */
+__device__ __forceinline__ void mok_sm90_wave_barrier(int *ctr, int ctas, int wave, struct mok_sm90_diag *diag)
+{
+    atomicAdd(ctr, 1);
+    int want = ctas * wave, seen;
+    long long start = clock64();
+    for (;;) {
+        asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(ctr) : "memory");
+        if (seen >= want)
+            break;
+        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
+            mok_sm90_fail(diag, MOK_SM90_DIAG_WAVE, 0, 0, wave, seen, want);
+    }
 }
 
 __device__ __forceinline__ void mok_sm90_wait(uint64_t *bar, uint32_t parity, struct mok_sm90_diag *diag, int role,

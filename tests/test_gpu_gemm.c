@@ -143,9 +143,11 @@ static void run_case(const struct case_desc *cd, int sm_major)
     uint16_t *y = malloc((size_t)cap * cd->n_out * 2);
     /* stages 0: the deepest ring that fits; sms 7 (8 with clusters): fewer CTAs than tiles, so each CTA walks
      * several; cluster 2: B multicast to CTA pairs, odd tile counts leave the second CTA of a pair idle rows */
-    struct mok_gemm_sm90_config cfgs[] = {{128, 128, 3, 0, 1}, {128, 128, 4, 0, 1}, {128, 256, 3, 0, 1},
-                                          {128, 256, 0, 0, 1}, {128, 256, 0, 7, 1}, {128, 128, 4, 0, 2},
-                                          {128, 256, 0, 0, 2}, {128, 256, 3, 8, 2}};
+    struct mok_gemm_sm90_config cfgs[] = {
+        {128, 128, 3, 0, 1, 0}, {128, 128, 4, 0, 1, 0}, {128, 256, 3, 0, 1, 0}, {128, 256, 0, 0, 1, 0},
+        {128, 256, 0, 7, 1, 0}, {128, 128, 4, 0, 2, 0}, {128, 256, 0, 0, 2, 0}, {128, 256, 3, 8, 2, 0},
+        /* lockstep: the wave barrier, including a partial last wave (7 CTAs) and clusters */
+        {128, 256, 0, 0, 1, 1}, {128, 128, 4, 7, 1, 1}, {128, 256, 0, 0, 2, 1}, {128, 256, 3, 8, 2, 1}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;
@@ -154,8 +156,8 @@ static void run_case(const struct case_desc *cd, int sm_major)
             snprintf(label, sizeof label, "portable");
             rc = mok_gemm_portable(&args, NULL);
         } else {
-            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d c%d", cfgs[v].tile_m, cfgs[v].tile_n,
-                     cfgs[v].stages, cfgs[v].sms, cfgs[v].cluster_m);
+            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d c%d%s", cfgs[v].tile_m, cfgs[v].tile_n,
+                     cfgs[v].stages, cfgs[v].sms, cfgs[v].cluster_m, cfgs[v].lockstep ? " ls" : "");
             if (sm_major != 9 || !mok_gemm_sm90_supports(&args, &cfgs[v], why, sizeof why)) {
                 printf("  %-28s %-22s not supported: %s\n", cd->name, label, sm_major != 9 ? "not an sm_90 GPU" : why);
                 continue;

@@ -74,6 +74,8 @@ static const struct mok_param_def mok_gemm_params[] = {
     {"stages", "shared-memory pipeline stages, 0: as many as fit", NULL, 0, 0, 8, 0},
     {"sms", "persistent CTAs, 0: one per SM", NULL, 0, 0, 1024, 0},
     {"cluster", "CTAs per thread-block cluster along M: 2 multicasts each B tile to a pair", NULL, 0, 1, 2, 1},
+    {"lockstep", "1: CTAs stay within one wave of tiles of each other, so tiles sharing A or B meet in L2", NULL, 0,
+     0, 1, 1},
 };
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
@@ -104,7 +106,7 @@ static const struct mok_impl_desc impl_descs[] = {
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",
      2, nccl_params},
-    {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 5,
+    {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 6,
      mok_gemm_params},
     {"lsa-layer", "layer",
      "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (unfused kernels)", 9,
