@@ -745,6 +745,8 @@ extern "C" int mok_lsa_push(const struct mok_lsa_args *a, int blocks, mok_stream
     return MOK_LAUNCH_RESULT();
 }
 
+static int launch_combine_overlap(const mok_lsa_args *a, int blocks, cudaStream_t s); /* reduce=overlap */
+
 extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
 {
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
@@ -766,6 +768,8 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
         cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_kernel, *a);
         return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
     }
+    if (a->combine_per_rank && a->reduce_overlap) /* the sum inside the combine launch (end of this file) */
+        return launch_combine_overlap(a, blocks, s);
     if (a->combine_per_rank) {
         lsa_combine_rank_kernel<<<blocks, RANK_COMBINE_THREADS, 0, s>>>(*a);
     } else if (!a->bulk_copies) {
@@ -917,5 +921,220 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
     cfg.attrs = &coop;
     cfg.numAttrs = 1;
     cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_wide_kernel, *a, blocks);
+    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
+}
+
+/* ---- reduce=overlap (per rank, general path): the owner's sum inside the combine launch, chunk by chunk ---------
+ * lsa_reduce_kernel starts only after every rank's done flag, so its HBM traffic (peers' partials, own rows, y) is
+ * exposed after the transfer. Here one cooperative launch of `combine` blocks plus a reduce block on every other
+ * SM: combine blocks send whole chunks (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner, owners interleaved
+ * and rotated by this rank as rank_token_item does) and after each chunk store the epoch into that chunk's flag
+ * [my rank][chunk] in the owner's window (every chunk of every owner, empty ones included, so an owner can wait
+ * for all its peers). Reduce blocks walk the owner's tokens as reduce_tokens does (grid-stride), form the own
+ * partial, wait for the token's chunk flags of every peer, and sum in reduce_tokens' order: y is bitwise the same.
+ * Combine blocks never wait, so with all blocks resident nothing can deadlock. The done flags are still set (by
+ * the last combine block), so the protocol stays what it was for anything else. */
+#define OVERLAP_THREADS RANK_COMBINE_THREADS
+#define OVERLAP_OWN_VECS 2 /* own partials held in registers across the chunk wait: vectors per thread */
+
+__device__ __forceinline__ int overlap_chunks(const mok_lsa_args &a)
+{
+    return (a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
+}
+
+/* the flag of chunk c of owner `owner`'s tokens, set by source rank src, in the owner's window */
+__device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int owner, int src, int c)
+{
+    return (uint64_t *)ncclGetLsaPointer(
+        (ncclWindow_t)a.window, a.off_cflags + ((size_t)src * overlap_chunks(a) + c) * sizeof(uint64_t), owner);
+}
+
+/* load_rank_item for token t of source p (t_end: the chunk's end, at most p's token count) */
+__device__ __forceinline__ rank_item load_chunk_item(const mok_lsa_args &a, int p, int t, int t_end, int lane)
+{
+    rank_item it = {-1, 0.0f};
+    if (t < t_end && lane < a.topk) { /* warp-uniform t */
+        size_t e = ((size_t)p * a.t_max + t) * a.topk + lane;
+        it.slot = a.route_slot[e];
+        it.w = a.all_w[e];
+    }
+    return it;
+}
+
+/* combine_per_rank's item loop over the tokens [t0, t_end) of source p, warps of one block */
+__device__ __forceinline__ void combine_chunk(const mok_lsa_args &a, int p, int t0, int t_end, int warp, int nwarps,
+                                             int lane)
+{
+    int vecs = a.hidden / 8;
+    rank_item cur = load_chunk_item(a, p, t0 + warp, t_end, lane);
+    for (int t = t0 + warp; t < t_end; t += nwarps) {
+        rank_item next = load_chunk_item(a, p, t + nwarps, t_end, lane);
+        unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
+        if (mask) {
+            uint4 *dst = (uint4 *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
+            if (!a.landing) {
+                stream_slots(a, dst, lane, mask, cur.slot, cur.w);
+            } else {
+                float w[REG_ROUTES];
+                unsigned rest = mask;
+#pragma unroll
+                for (int r = 0; r < REG_ROUTES; r++) {
+                    w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
+                    rest &= rest - 1;
+                }
+                const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
+                const uint4 *src = landed_row(a, p, t);
+                stream_landed(src, dst, vecs, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
+            }
+        }
+        cur = next;
+    }
+}
+
+/* Combine block cb of ncb: chunk items i = cb, cb + ncb, ... of (P - 1) x chunks, each flagged once done. */
+__device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, int ncb)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int others = a.nranks - 1, items = others * overlap_chunks(a);
+    uint64_t epoch = a.epoch[0];
+    for (int i = cb; i < items; i += ncb) {
+        int c = i / others, p = (a.rank + 1 + i % others) % a.nranks;
+        int t0 = c * MOK_LSA_REDUCE_CHUNK, t_end = min(t0 + MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
+        combine_chunk(a, p, t0, t_end, warp, nwarps, lane);
+        __syncthreads(); /* every warp's stores of this chunk issued */
+        if (threadIdx.x == 0) {
+            __threadfence_system();
+            mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
+        }
+    }
+    signal_done_first(a, ncb);
+}
+
+/* Reduce block rb of nrb: reduce_tokens' grid-stride over my tokens with a wait per chunk. */
+__device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, int nrb)
+{
+    int vecs = a.hidden / 8, nch = overlap_chunks(a);
+    uint64_t epoch = a.epoch[0];
+    const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
+    bool regs = vecs <= OVERLAP_OWN_VECS * (int)blockDim.x; /* grid-uniform */
+    int waited = -1;
+    for (int t = rb; t < a.my_tokens; t += nrb) {
+        unsigned touched = 0;
+        for (int j = 0; j < a.topk; j++)
+            touched |= 1u << (a.my_ids[t * a.topk + j] / a.local_experts);
+        bool mine = touched >> a.rank & 1;
+        float own[OVERLAP_OWN_VECS][8];
+        if (regs && mine) { /* local data only: before the wait */
+#pragma unroll
+            for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
+                int v = threadIdx.x + u * blockDim.x;
+                if (v < vecs)
+                    own_partial(a, t, v, own[u]);
+            }
+        }
+        int c = t / MOK_LSA_REDUCE_CHUNK;
+        if (c != waited) { /* block-uniform */
+            int q = threadIdx.x;
+            if (q < a.nranks && q != a.rank)
+                mok_wait_geq_sys(overlap_flag(a, a.rank, q, c), epoch, a.rank, "combine",
+                                 "chunk flag [source * chunks + chunk]", q * nch + c, a.timeout_cycles);
+            __syncthreads();
+            waited = c;
+        }
+        if (regs) {
+#pragma unroll
+            for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
+                int v = threadIdx.x + u * blockDim.x;
+                if (v >= vecs)
+                    continue;
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int q = 0; q < a.nranks; q++) /* ascending rank, as reduce_tokens */
+                    if (!(touched & (1u << q))) {
+                        continue;
+                    } else if (q == a.rank) {
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += own[u][i];
+                    } else {
+                        vec8 in;
+                        in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += mok_bf16_to_f32(in.h[i]);
+                    }
+                vec8 out;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    out.h[i] = mok_f32_to_bf16(acc[i]);
+                ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+            }
+        } else {
+            for (int v = threadIdx.x; v < vecs; v += blockDim.x) { /* reduce_tokens' per-rank sum */
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int q = 0; q < a.nranks; q++)
+                    if (!(touched & (1u << q))) {
+                        continue;
+                    } else if (q == a.rank) {
+                        float part[8];
+                        own_partial(a, t, v, part);
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += part[i];
+                    } else {
+                        vec8 in;
+                        in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
+#pragma unroll
+                        for (int i = 0; i < 8; i++)
+                            acc[i] += mok_bf16_to_f32(in.h[i]);
+                    }
+                vec8 out;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    out.h[i] = mok_f32_to_bf16(acc[i]);
+                ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(OVERLAP_THREADS) lsa_combine_rank_overlap_kernel(mok_lsa_args a, int combine)
+{
+    if ((int)blockIdx.x < combine)
+        overlap_combine(a, blockIdx.x, combine);
+    else
+        overlap_reduce(a, blockIdx.x - combine, gridDim.x - combine);
+}
+
+extern "C" int mok_lsa_overlap_reduce_blocks(int blocks)
+{
+    static int sms = -1; /* SMs that hold a block of the kernel (0: none fits); one device per process */
+    if (sms < 0) {
+        int dev = 0, n = 0, per_sm = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_combine_rank_overlap_kernel, OVERLAP_THREADS,
+                                                          0) != cudaSuccess)
+            n = 0, per_sm = 0, cudaGetLastError(); /* a failed query must not linger as a launch's error */
+        sms = per_sm >= 1 ? n : 0;
+    }
+    return sms > blocks ? sms - blocks : 0;
+}
+
+static int launch_combine_overlap(const mok_lsa_args *a, int blocks, cudaStream_t s)
+{
+    int reduce = mok_lsa_overlap_reduce_blocks(blocks);
+    if (reduce < 1) /* supports() rejects this config before setup */
+        return (int)cudaErrorCooperativeLaunchTooLarge;
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative;
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(blocks + reduce));
+    cfg.blockDim = dim3(OVERLAP_THREADS);
+    cfg.stream = s;
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_overlap_kernel, *a, blocks);
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -147,7 +147,12 @@ struct mok_lsa_args {
     const float *my_w;
     int my_tokens;
     uint16_t *y;           /* [my_tokens][H] */
+    /* reduce=overlap (per rank, general path): the owner sums each chunk of MOK_LSA_REDUCE_CHUNK of its tokens as
+     * soon as every peer flagged that chunk, inside the combine launch, instead of after every done flag */
+    int reduce_overlap;
+    size_t off_cflags;     /* window: uint64 [P][ceil(t_max / MOK_LSA_REDUCE_CHUNK)] epoch per (source, chunk) */
 };
+#define MOK_LSA_REDUCE_CHUNK 64 /* owner tokens per chunk flag of reduce=overlap */
 
 /* Kernel 1: next epoch; my table into my window; flag every peer. */
 int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream);
@@ -166,6 +171,9 @@ int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t strea
 /* small_paths FUSED: per rank and t_max <= 512, combine and sum in one cooperative launch whose first `blocks`
  * blocks combine and whose every block (up to one per token, as many as are resident) sums; else mok_lsa_combine. */
 int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* reduce=overlap: blocks beside `blocks` combine blocks that sum as chunks arrive (one block per SM in all);
+ * 0 if none fit (then the launch would fail: supports() rejects the config). */
+int mok_lsa_overlap_reduce_blocks(int blocks);
 /* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order
  * and roundings (per route: one fp32 sum over j; per rank: bf16 partial per rank, then fp32 sum over ranks). */
 int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk, int hidden,

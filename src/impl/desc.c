@@ -29,6 +29,7 @@ static const char *const dispatch_choices[] = {"pull", "push"};
 static const char *const launch_choices[] = {"stream", "graph"};
 static const char *const overlap_choices[] = {"none", "gemm1"};
 static const char *const small_choices[] = {"auto", "off", "v1"};
+static const char *const reduce_choices[] = {"after", "overlap"};
 
 /* At a few hundred tokens launch latency dominates: small problems fuse launches unless told not to, so a
  * config can measure what the fusion gains in the same run. */
@@ -62,6 +63,10 @@ static const struct mok_param_def lsa_params[] = {
      dispatch_choices, 2, 0, 1, 0},
     LAUNCH_PARAM,
     SMALL_PARAM,
+    {"reduce", "combine=per_rank, general path (not the small fused ones): after: the owner sums once every rank's "
+     "done flag is in (a separate kernel); overlap: one cooperative launch, reduce blocks on the SMs the combine "
+     "leaves sum each 64-token chunk as soon as every peer flagged it (same order, bitwise the same y)",
+     reduce_choices, 2, 0, 1, 0},
 };
 
 static const char *const kernel_choices[] = {"sm90", "portable"};
@@ -101,7 +106,7 @@ static const struct mok_impl_desc impl_descs[] = {
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
     {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
-     "sync", 9, lsa_params},
+     "sync", 10, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",

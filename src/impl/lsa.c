@@ -17,7 +17,7 @@
 #include "slot_events.h"
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
-       P_SMALL = 8 };
+       P_SMALL = 8, P_REDUCE = 9 };
 #define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
 #define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
@@ -76,6 +76,15 @@ static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *c
         snprintf(why, (size_t)why_len, "sms %d > the GPU's %d SMs", params[P_SMS], sms);
         return 0;
     }
+    if (params[P_REDUCE] == 1 && params[P_COMBINE] != 1) {
+        snprintf(why, (size_t)why_len, "reduce=overlap sums per-rank partials as chunks arrive: needs combine=per_rank");
+        return 0;
+    }
+    if (params[P_REDUCE] == 1 && mok_lsa_overlap_reduce_blocks(params[P_SMS]) < 1) {
+        snprintf(why, (size_t)why_len, "reduce=overlap needs an SM for reduce blocks beside the %d combine blocks, one "
+                 "resident block of 512 threads per SM (GPU: %d SMs); use reduce=after", params[P_SMS], sms);
+        return 0;
+    }
     return 1;
 }
 
@@ -123,7 +132,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
                                .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
-                               .push = params[P_DISPATCH]};
+                               .push = params[P_DISPATCH], .reduce_overlap = params[P_REDUCE]};
     /* small: auto, off, v1 (the first one-launch variants, kept to measure against) */
     a->small_paths = params[P_SMALL] == 0 ? MOK_LSA_SMALL_FUSED : params[P_SMALL] == 2 ? MOK_LSA_SMALL_V1
                                                                                       : MOK_LSA_SMALL_OFF;
@@ -135,10 +144,13 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
         a->sched_blocks = 1;
     s->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
 
-    /* window: flags | routing table | token rows of every input set | rows pushed back */
+    /* window: flags | chunk flags (reduce=overlap) | routing table | token rows of every input set | rows pushed
+     * back */
     size_t row = (size_t)H * 2;
     a->off_flags = 0;
-    a->off_table = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
+    a->off_cflags = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
+    size_t reduce_chunks = ((size_t)tmax + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
+    a->off_table = a->off_cflags + ALIGN(sizeof(uint64_t) * P * (reduce_chunks ? reduce_chunks : 1));
     a->off_x = a->off_table + ALIGN(sizeof(int32_t) + (size_t)tmax * k * 8);
     a->x_set_bytes = ALIGN((size_t)tmax * row);
     a->off_comb = a->off_x + (size_t)p->sets * a->x_set_bytes;
@@ -148,7 +160,7 @@ static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl
     if (mok_symmem_alloc(cl, a->off_land + land_bytes, &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
-    CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags and table start at zero */
+    CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags, chunk flags and table start at zero */
     for (int set = 0; set < p->sets; set++)
         CUDA(cudaMemcpy((char *)s->win.ptr + a->off_x + set * a->x_set_bytes, p->x[set], (size_t)p->tokens * row,
                         cudaMemcpyDeviceToDevice));
