@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
                      const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
-                     struct mok_sm90_diag *diag)
+                     int lock_kb, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -244,19 +244,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         int wave = 0;
         for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
-            /* Lockstep: CTAs that share A or B tiles read them from L2 only if they are at about the same k at
-             * the same time. Left alone, a persistent grid drifts apart (a lagging CTA's partners have moved
-             * on, it misses in L2, lags more): measured on GEMM1 at DeepSeek-V3 shapes, 40% L2 hits and 6x the
-             * ideal DRAM reads. Holding the producers to one wave of each other keeps the partners together
-             * (cuBLAS gets the same from one launch per expert); the consumers keep draining the ring. */
-            if (wave_ctr && wave >= 1 && wave < full_waves)
-                mok_sm90_wave_barrier(wave_ctr, gridDim.x, wave, diag);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
             /* rows still arriving (ready counters given): only this tile's real rows are waited for */
             mok_sm90_wait_rows(ready, ready_target, ready_rows, p.row0, min(p.row0 + kTileM, p.row_end), diag, t);
             for (int kb = 0; kb < k_blocks; kb++) {
+                /* Lockstep: CTAs that share A or B tiles read them from L2 only if they are at about the same k
+                 * at the same time (L2 holds ~12 us of DRAM traffic here). Left alone, a persistent grid drifts
+                 * apart (a lagging CTA's partners have moved on, it misses in L2, lags more): measured on GEMM1
+                 * at DeepSeek-V3 shapes, 40% L2 hits and 6x the ideal DRAM reads. Every lock_kb k blocks the
+                 * producers meet at a grid barrier (every tile has k_blocks, so within the full waves all CTAs
+                 * count the same k blocks); the consumers keep draining the ring meanwhile. */
+                const int k_done = wave * k_blocks + kb; /* k blocks this CTA issued before this one */
+                if (wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
+                    mok_sm90_wave_barrier(wave_ctr, gridDim.x, k_done / lock_kb, diag);
                 /* parity phase ^ 1: on the first pass that is the phase "before" a fresh barrier's first one,
                  * which counts as complete, so the empty ring starts free */
                 mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, t, kb);
@@ -504,6 +506,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "cluster_m %d: 1 or 2 (0 means 1)", c->cluster_m);
         return cudaErrorInvalidValue;
     }
+    if (c->lockstep < 0) {
+        say(why, why_len, "lockstep %d: 0 (off) or k blocks between barriers", c->lockstep);
+        return cudaErrorInvalidValue;
+    }
     if (c->lockstep && c->sms > sm_count) {
         say(why, why_len, "lockstep needs every CTA resident: sms %d > %d SMs", c->sms, sm_count);
         return cudaErrorInvalidValue;
@@ -613,7 +619,7 @@ void diag_print()
                 "counter %d, target %d (the dispatch never delivered them)\n", d->block, d->tile, d->slot, d->kb,
                 d->extra);
     else if (d->role == MOK_SM90_DIAG_WAVE)
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s at the lockstep barrier of wave %d: %d "
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s at lockstep barrier %d: %d "
                 "arrivals of %d (a CTA is not resident: grid larger than the SMs free for it)\n", d->block, d->tile,
                 d->kb, d->extra);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
@@ -758,11 +764,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     if (c->tile_n == 256)
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<256>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, diag);
+                               g->ready_rows, cm, ctr, c->lockstep, diag);
     else
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, diag);
+                               g->ready_rows, cm, ctr, c->lockstep, diag);
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

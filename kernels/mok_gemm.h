@@ -40,8 +40,9 @@ struct mok_gemm_sm90_config {
     int stages;  /* shared-memory pipeline depth, 2..8; 0: the deepest that fits */
     int sms;     /* persistent CTAs (0: every SM) */
     int cluster_m; /* 1 (or 0), or 2: pairs of CTAs on vertically adjacent tiles multicast their shared B tile */
-    int lockstep;  /* 1: the CTAs' loads stay within one wave of tiles of each other (L2 reuse); needs every CTA
-                      resident at once: sms <= the SM count, nothing else occupying the SMs it needs */
+    int lockstep;  /* N > 0: the CTAs' loads meet at a grid barrier every N k blocks (L2 reuse between CTAs that
+                      share tiles); 0: off. Needs every CTA resident at once: sms <= the SM count, nothing else
+                      occupying the SMs it needs */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

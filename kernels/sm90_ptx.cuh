@@ -18,7 +18,7 @@
 #define MOK_SM90_DIAG_CONSUMER 2        /* consumer warpgroup 1 (rows 0-63) waited on a "full" barrier; 3: wg 2 */
 #define MOK_SM90_DIAG_OFFSETS 4         /* offset[] invalid: tile = g, kb = offset[g], extra = offset[g + 1] */
 #define MOK_SM90_DIAG_READY 5           /* rows never ready: tile, slot = chunk, kb = counter seen, extra = target */
-#define MOK_SM90_DIAG_WAVE 6            /* lockstep: tile = wave, kb = arrivals seen, extra = arrivals expected */
+#define MOK_SM90_DIAG_WAVE 6            /* lockstep: tile = barrier, kb = arrivals seen, extra = expected */
 struct mok_sm90_diag {
     int magic, block, thread, role, slot, parity, tile, kb, extra;
 };
@@ -116,9 +116,9 @@ __device__ __forceinline__ void mok_sm90_wait_rows(const int32_t *ready, const i
     asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
-/* Lockstep (one thread per CTA): arrive for wave j and wait until every CTA of the grid has, i.e. until the
- * launch's arrival counter reaches ctas * j. A CTA arrives once per wave and only after passing the previous
- * wave's barrier, so the count cannot run ahead. All CTAs must be resident (one per SM, grid <= SMs). */
+/* Lockstep (one thread per CTA): arrive at barrier j and wait until every CTA of the grid has, i.e. until the
+ * launch's arrival counter reaches ctas * j. A CTA arrives once per barrier and only after passing the previous
+ * one, so the count cannot run ahead. All CTAs must be resident (one per SM, grid <= SMs). */
 __device__ __forceinline__ void mok_sm90_wave_barrier(int *ctr, int ctas, int wave, struct mok_sm90_diag *diag)
 {
     atomicAdd(ctr, 1);

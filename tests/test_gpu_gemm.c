@@ -146,8 +146,8 @@ static void run_case(const struct case_desc *cd, int sm_major)
     struct mok_gemm_sm90_config cfgs[] = {
         {128, 128, 3, 0, 1, 0}, {128, 128, 4, 0, 1, 0}, {128, 256, 3, 0, 1, 0}, {128, 256, 0, 0, 1, 0},
         {128, 256, 0, 7, 1, 0}, {128, 128, 4, 0, 2, 0}, {128, 256, 0, 0, 2, 0}, {128, 256, 3, 8, 2, 0},
-        /* lockstep: the wave barrier, including a partial last wave (7 CTAs) and clusters */
-        {128, 256, 0, 0, 1, 1}, {128, 128, 4, 7, 1, 1}, {128, 256, 0, 0, 2, 1}, {128, 256, 3, 8, 2, 1}};
+        /* lockstep: grid barriers every 1 or 3 k blocks, with a partial last wave (7 CTAs) and clusters */
+        {128, 256, 0, 0, 1, 1}, {128, 128, 4, 7, 1, 3}, {128, 256, 0, 0, 2, 3}, {128, 256, 3, 8, 2, 1}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;
@@ -156,8 +156,8 @@ static void run_case(const struct case_desc *cd, int sm_major)
             snprintf(label, sizeof label, "portable");
             rc = mok_gemm_portable(&args, NULL);
         } else {
-            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d c%d%s", cfgs[v].tile_m, cfgs[v].tile_n,
-                     cfgs[v].stages, cfgs[v].sms, cfgs[v].cluster_m, cfgs[v].lockstep ? " ls" : "");
+            snprintf(label, sizeof label, "sm90 t%dx%d s%d sms%d c%d ls%d", cfgs[v].tile_m, cfgs[v].tile_n,
+                     cfgs[v].stages, cfgs[v].sms, cfgs[v].cluster_m, cfgs[v].lockstep);
             if (sm_major != 9 || !mok_gemm_sm90_supports(&args, &cfgs[v], why, sizeof why)) {
                 printf("  %-28s %-22s not supported: %s\n", cd->name, label, sm_major != 9 ? "not an sm_90 GPU" : why);
                 continue;

@@ -79,8 +79,8 @@ static const struct mok_param_def mok_gemm_params[] = {
     {"stages", "shared-memory pipeline stages, 0: as many as fit", NULL, 0, 0, 8, 0},
     {"sms", "persistent CTAs, 0: one per SM", NULL, 0, 0, 1024, 0},
     {"cluster", "CTAs per thread-block cluster along M: 2 multicasts each B tile to a pair", NULL, 0, 1, 2, 1},
-    {"lockstep", "1: CTAs stay within one wave of tiles of each other, so tiles sharing A or B meet in L2", NULL, 0,
-     0, 1, 1},
+    {"lockstep", "k blocks between grid barriers of the loads, so CTAs sharing A or B tiles meet in L2; 0: off", NULL,
+     0, 0, 4096, 0},
 };
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
