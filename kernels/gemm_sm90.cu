@@ -43,23 +43,17 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "gemm_sm90_parts.cuh"
 #include "mok_gemm.h"
 #include "sm90_ptx.cuh"
 
 namespace {
 
-constexpr int kTileM = 128;               /* two consumer warpgroups of 64 rows */
-constexpr int kBlockK = 64;               /* bf16 per row of a box: 128 bytes, one 128B-swizzle row */
-constexpr int kRowBytes = kBlockK * 2;    /* 128 */
-constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
-constexpr int kThreads = 384;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
+using namespace mok_sm90;
+
 constexpr int kMaxGroups = 1024;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
-
-/* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
-__host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }
 
 /* Dynamic shared memory: [align slack][A slots][B slots][C staging][full barriers][empty barriers][tile prefix].
  * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
@@ -105,55 +99,6 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     return p;
 }
 
-/* The reference rounds GEMM1's output to bf16 before SwiGLU: so does this. */
-__device__ __forceinline__ float round_bf16(float v) { return mok_bf16_to_f32(mok_f32_to_bf16(v)); }
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
-{
-    return (uint32_t)mok_f32_to_bf16(lo) | ((uint32_t)mok_f32_to_bf16(hi) << 16);
-}
-
-__device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, float u1)
-{
-    g0 = round_bf16(g0);
-    u0 = round_bf16(u0);
-    g1 = round_bf16(g1);
-    u1 = round_bf16(u1);
-    /* expf, not __expf: the same silu as the fp32 reference and the portable kernel, bit for bit */
-    return pack_bf16x2(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
-}
-
-/* C staging: boxes of 64 rows x 64 columns (128 bytes per row), 128B-swizzled as the C tensor map expects: the
- * 16-byte chunk q of row r sits at chunk q ^ (r % 8). The 4-byte word of columns (col, col + 1), col even, of
- * row r goes to box col / 64. In one store instruction the 32 lanes hold 8 rows x 4 words of one chunk, which
- * the XOR spreads over all 32 banks. */
-constexpr int kBoxBytes = 64 * kRowBytes;
-__device__ __forceinline__ void stage_word(uint8_t *stage, int r, int col, uint32_t v)
-{
-    int box = col >> 6, chunk = (col & 63) >> 3;
-    *reinterpret_cast<uint32_t *>(stage + box * kBoxBytes + r * kRowBytes + ((chunk ^ (r & 7)) << 4) +
-                                  (col & 7) * 2) = v;
-}
-
-/* A consumer warp is done with a slot: tell this CTA's producer and, in a cluster, the peer's, whose B half sits
- * in the slot too (the peer refills it by multicast). Lane c signals CTA c, so the arrivals go out in parallel. */
-__device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int lane, int crank)
-{
-    if (lane == crank)
-        mok_mbar_arrive(empty_bar);
-    else if (lane < cm)
-        mok_mbar_arrive_cluster(empty_bar, (uint32_t)lane);
-}
-
-template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
-{
-    mok_wgmma_m64n128k16(acc, da, db);
-}
-template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], uint64_t da, uint64_t db)
-{
-    mok_wgmma_m64n256k16(acc, da, db);
-}
 #endif
 
 template <int TILE_N>
@@ -622,6 +567,12 @@ void diag_print()
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s at lockstep barrier %d: %d "
                 "arrivals of %d (a CTA is not resident: grid larger than the SMs free for it)\n", d->block, d->tile,
                 d->kb, d->extra);
+    else if (d->role == MOK_SM90_DIAG_MEGA)
+        fprintf(stderr, "mok-bench: megakernel trapped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
+                d->block, d->thread,
+                d->slot == 0 ? "GEMM1 tiles done (row block)" : d->slot == 1 ? "GEMM2 tiles done (row block)"
+                                                                 : "row blocks of the GEMM1 prefix",
+                d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
@@ -682,6 +633,13 @@ struct mok_sm90_diag *diag_buffer(cudaStream_t s)
 }
 
 } // namespace
+
+struct mok_sm90_diag *mok_sm90::diag_record(cudaStream_t s) { return diag_buffer(s); }
+
+bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
+{
+    return encode_map(map, base, rows, k, box_rows);
+}
 
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)
 {

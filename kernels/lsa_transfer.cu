@@ -11,45 +11,8 @@
 
 #include "common.cuh"
 #include "bulk.cuh"
+#include "lsa_device.cuh"
 #include "lsa_sync.cuh"
-
-#define WARP_COPY_THREADS 1024
-#define COMBINE_THREADS 512 /* per-route warp combine; the per-rank kernels: RANK_COMBINE_THREADS */
-#define UNROLL 4
-
-union vec8 {
-    uint4 v;
-    uint16_t h[8];
-};
-
-/* route_slot of token (p, t) for each k, gathered into a lane mask; slots of lane j in `slot` (lane < k). */
-__device__ __forceinline__ unsigned token_slots(const mok_lsa_args &a, int p, int t, int lane, int *slot)
-{
-    int s = lane < a.topk ? a.route_slot[((size_t)p * a.t_max + t) * a.topk + lane] : -1;
-    *slot = s;
-    return __ballot_sync(0xffffffffu, s >= 0);
-}
-
-/* Work item g -> (source rank p, token t), with the ranks interleaved and rotated by this rank: if every rank
- * walked p = 0, 1, ... in step, all of them would read from (dispatch) or write to (combine) the same rank at the
- * same time, and each NVLink would carry traffic in one direction at a time. Interleaved, every link is busy both
- * ways for the whole kernel. Every g in [0, nranks * t_max) maps to a distinct (p, t < t_max). */
-__device__ __forceinline__ void rank_token_item(const mok_lsa_args &a, int g, int *p, int *t)
-{
-    *t = g / a.nranks;
-    *p = (a.rank + 1 + g % a.nranks) % a.nranks;
-}
-
-/* Landing layout: where the row of token t of rank p lives on this rank. */
-__device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p, int t)
-{
-    if (p == a.rank)
-        return (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2,
-                                                a.rank);
-    return (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                            a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2, a.rank);
-}
 
 /* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
  * Each warp owns a contiguous range of this rank's schedule slots and moves its items with the bulk copy engine:
@@ -197,210 +160,6 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_dispatch_kernel(mok_lsa_a
     size_t per_warp = pipe_warp_bytes(stages, a.hidden * 2);
     pipe_smem *ps = (pipe_smem *)(smem + (threadIdx.x >> 5) * per_warp);
     bulk_pipeline<true>(a, ps, (char *)ps + sizeof(pipe_smem), stages);
-}
-
-/* Per rank: one warp per (source rank, token) with routes into this rank: sum_j w_j * out[slot_j] in fp32
- * (ascending j), one bf16 row to the owner's comb[t][my rank]. It streams like lsa_push_kernel (which runs near the
- * link rate) only if the sum costs few instructions per vector and loads stay in flight: the landing path gathers
- * the token's weights into registers once (no shuffle per vector and route), converts each vector once, and keeps
- * LANDED_UNROLL loads per lane in flight by refilling each as it is consumed; the next item's metadata loads while
- * this one streams. 512 threads: at 1024 (64 registers) sm_100 spills the landing loop. */
-#define RANK_COMBINE_THREADS 512
-#define LANDED_UNROLL 7 /* vectors per lane in flight, each refilled once consumed; 28 per lane at 7168 */
-#define RANK_UNROLL 4   /* slots: the accumulators of this many vectors per lane live across the routes */
-#define REG_ROUTES 8    /* routes whose weight sits in a register; more (topk > 8) are read from memory */
-
-/* Remote item g -> (source rank p != my rank, token t): rank_token_item's interleaved, rotated order without my
- * own rank (own_partial forms those partials), so no warp visits an item only to skip it. A bijection from
- * [0, (nranks - 1) * t_max) onto {p != rank} x [0, t_max). */
-__device__ __forceinline__ void remote_token_item(const mok_lsa_args &a, int g, int *p, int *t)
-{
-    *t = g / (a.nranks - 1);
-    *p = (a.rank + 1 + g % (a.nranks - 1)) % a.nranks;
-}
-
-/* What a warp needs of an item before streaming it: this lane's route j = lane (slot, -1 if none, and weight). */
-struct rank_item {
-    int slot;
-    float w;
-};
-
-/* Loads are issued here and consumed one item later, so their latency hides behind the previous item's stream. */
-__device__ __forceinline__ rank_item load_rank_item(const mok_lsa_args &a, int g, int items, int lane)
-{
-    rank_item it = {-1, 0.0f};
-    if (g < items) { /* warp-uniform */
-        int p, t;
-        remote_token_item(a, g, &p, &t);
-        if (t < a.all_tokens[p] && lane < a.topk) {
-            size_t e = ((size_t)p * a.t_max + t) * a.topk + lane;
-            it.slot = a.route_slot[e];
-            it.w = a.all_w[e];
-        }
-    }
-    return it;
-}
-
-/* One landed vector times the token's nw weights: converted once, acc += w_j * x in ascending j from 0.0f (fma, as
- * the reference and own_partial), rounded to bf16. nw is warp-uniform: the guards are uniform branches. Routes
- * past REG_ROUTES (topk > 8 only) are read from memory, not shuffled: lanes may have left at a ragged row end. */
-__device__ __forceinline__ uint4 weigh_landed(uint4 raw, const float (&w)[REG_ROUTES], int nw, unsigned rest,
-                                              const float *wrow)
-{
-    vec8 in, out;
-    in.v = raw;
-    float x[8], acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        x[i] = mok_bf16_to_f32(in.h[i]);
-        acc[i] = 0.0f;
-    }
-#pragma unroll
-    for (int r = 0; r < REG_ROUTES; r++)
-        if (r < nw)
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[i] += w[r] * x[i];
-    for (unsigned m = rest; m; m &= m - 1) {
-        float wj = wrow[__ffs(m) - 1];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc[i] += wj * x[i];
-    }
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        out.h[i] = mok_f32_to_bf16(acc[i]);
-    return out.v;
-}
-
-/* Landing: all slots of the token are the same landed row: stream it once, LANDED_UNROLL loads always in flight. */
-__device__ __forceinline__ void stream_landed(const uint4 *src, uint4 *dst, int vecs, int lane,
-                                              const float (&w)[REG_ROUTES], int nw, unsigned rest, const float *wrow)
-{
-    uint4 in[LANDED_UNROLL];
-#pragma unroll
-    for (int u = 0; u < LANDED_UNROLL; u++)
-        if (lane + u * 32 < vecs)
-            in[u] = src[lane + u * 32];
-    for (int v0 = lane; v0 < vecs; v0 += 32 * LANDED_UNROLL) {
-#pragma unroll
-        for (int u = 0; u < LANDED_UNROLL; u++) {
-            int v = v0 + u * 32;
-            if (v >= vecs)
-                break;
-            uint4 cur = in[u];
-            if (v + 32 * LANDED_UNROLL < vecs)
-                in[u] = src[v + 32 * LANDED_UNROLL];
-            dst[v] = weigh_landed(cur, w, nw, rest, wrow);
-        }
-    }
-}
-
-/* acc[u] += w * in[u] (fma; the caller walks the routes in ascending j). */
-__device__ __forceinline__ void add_route(float (&acc)[RANK_UNROLL][8], const vec8 (&in)[RANK_UNROLL], float w)
-{
-#pragma unroll
-    for (int u = 0; u < RANK_UNROLL; u++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc[u][i] += w * mok_bf16_to_f32(in[u].h[i]);
-}
-
-__device__ __forceinline__ void load_route(vec8 (&in)[RANK_UNROLL], const uint4 *src, int v0, int vecs)
-{
-#pragma unroll
-    for (int u = 0; u < RANK_UNROLL; u++)
-        in[u].v = v0 + u * 32 < vecs ? src[v0 + u * 32] : make_uint4(0, 0, 0, 0);
-}
-
-/* Slots: a different expert_out row per route, each vector converted once as it is used. Weight and slot come by
- * shuffle once per route and RANK_UNROLL vectors (registers indexed by a runtime route count would be local
- * memory; unrolled over the count, the compiler hoists every route's loads and spills). The trip count is
- * warp-uniform, so all lanes are there for the shuffles even when vecs is not a multiple of 32. */
-__device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, int lane, unsigned mask,
-                                             int my_slot, float my_w)
-{
-    int vecs = a.hidden / 8;
-    const uint4 *out = (const uint4 *)a.expert_out;
-    for (int base = 0; base < vecs; base += 32 * RANK_UNROLL) {
-        int v0 = base + lane;
-        float acc[RANK_UNROLL][8];
-#pragma unroll
-        for (int u = 0; u < RANK_UNROLL; u++)
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[u][i] = 0.0f;
-        for (unsigned m = mask; m; m &= m - 1) { /* ascending j */
-            int j = __ffs(m) - 1;
-            float w = __shfl_sync(0xffffffffu, my_w, j);
-            vec8 in[RANK_UNROLL];
-            load_route(in, out + (size_t)__shfl_sync(0xffffffffu, my_slot, j) * vecs, v0, vecs);
-            add_route(acc, in, w);
-        }
-#pragma unroll
-        for (int u = 0; u < RANK_UNROLL; u++)
-            if (v0 + u * 32 < vecs) {
-                vec8 o;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    o.h[i] = mok_f32_to_bf16(acc[u][i]);
-                dst[v0 + u * 32] = o.v;
-            }
-    }
-}
-
-__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
-{
-    int items = (a.nranks - 1) * a.t_max, vecs = a.hidden / 8;
-    rank_item cur = load_rank_item(a, warp, items, lane);
-    for (int g = warp; g < items; g += nwarps) {
-        rank_item next = load_rank_item(a, g + nwarps, items, lane);
-        unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
-        if (mask) {
-            int p, t;
-            remote_token_item(a, g, &p, &t);
-            uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-            if (!a.landing) {
-                stream_slots(a, dst, lane, mask, cur.slot, cur.w);
-            } else {
-                /* the weights of the routes into this rank, ascending j: the r-th into a register */
-                float w[REG_ROUTES];
-                unsigned rest = mask;
-#pragma unroll
-                for (int r = 0; r < REG_ROUTES; r++) {
-                    w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
-                    rest &= rest - 1;
-                }
-                const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
-                const uint4 *src = landed_row(a, p, t);
-                stream_landed(src, dst, vecs, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
-            }
-        }
-        cur = next;
-    }
-}
-
-/* The last block of a combine kernel to finish tells every owner that this rank's rows of this epoch are in
- * place: each block's writes are fenced at system scope before it counts itself. */
-__device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[kind], 1ull);
-        if (prev == gridDim.x - 1) {
-            a.epoch[kind] = 0;
-            __threadfence_system();
-            uint64_t epoch = a.epoch[0];
-            for (int q = 0; q < a.nranks; q++) {
-                uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window,
-                    a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t), q);
-                mok_st_release_sys(flag, epoch);
-            }
-        }
-    }
 }
 
 /* Push dispatch: one warp per own token; the row goes by NVLink stores into the landing row [my rank][t] of
@@ -620,51 +379,7 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_dispatch_warp_kernel(mo
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    int vecs = a.hidden / 8;
-    for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {
-        int p, t;
-        rank_token_item(a, g, &p, &t);
-        if (t >= a.all_tokens[p])
-            continue;
-        int my_slot;
-        unsigned mask = token_slots(a, p, t, lane, &my_slot);
-        if (!mask)
-            continue;
-        const uint4 *src = (const uint4 *)ncclGetLsaPointer(
-            (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
-        bool stays = a.landing && p == a.rank; /* landing: own tokens are read where they are */
-        for (int v0 = lane; v0 < vecs && !stays; v0 += 32 * UNROLL) {
-            uint4 val[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-            if (a.landing) { /* one landing row for all of this token's slots */
-                uint4 *dst = (uint4 *)landed_row(a, p, t);
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-                continue;
-            }
-            for (unsigned m = mask; m; m &= m - 1) {
-                int slot = __shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1);
-                uint4 *dst = (uint4 *)a.xin + (size_t)slot * vecs;
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-            }
-        }
-        /* every lane's stores of this row (warp barrier), then per slot a fence and the count: the fence comes
-         * after the barrier so it orders the other lanes' stores too, and a consumer that sees the count sees the
-         * whole row */
-        __syncwarp();
-        if (lane < a.topk && my_slot >= 0) {
-            __threadfence();
-            atomicAdd(&a.ready[my_slot / a.chunk_rows], 1);
-        }
-    }
+    dispatch_pull_rows<UNROLL>(a, warp, nwarps, lane);
 }
 
 /* Per route: one warp per slot, expert_out row -> owner's comb[t*k + j]; then the done signal. */
@@ -783,8 +498,13 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     int err = MOK_LAUNCH_RESULT();
     if (err)
         return err;
+    return mok_lsa_reduce(a, stream);
+}
+
+extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)
+{
     int grid = a->my_tokens < 1 ? 1 : a->my_tokens > 4096 ? 4096 : a->my_tokens;
-    lsa_reduce_kernel<<<grid, 256, 0, s>>>(*a);
+    lsa_reduce_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
     return MOK_LAUNCH_RESULT();
 }
 

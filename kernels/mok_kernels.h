@@ -168,6 +168,8 @@ int mok_lsa_dispatch_fused_fits(const struct mok_lsa_args *a, int blocks);
 int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Push rows back and signal done (blocks x 1024 threads), then the owner's fixed-order weighted sum into y. */
 int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* Only the owner's fixed-order sum (waits for every rank's done flag): the megakernel's stream-ordered epilogue. */
+int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream);
 /* small_paths FUSED: per rank and t_max <= 512, combine and sum in one cooperative launch whose first `blocks`
  * blocks combine and whose every block (up to one per token, as many as are resident) sums; else mok_lsa_combine. */
 int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);

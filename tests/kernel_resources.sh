@@ -6,7 +6,7 @@ SRC=$1; SCRATCH=$2
 . "$SRC/tests/common.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule; do
+for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule megakernel_fwd; do
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
     "$SRC/kernels/$cu.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
   spills=$(grep -E "bytes spill (stores|loads)" "$SCRATCH/$cu.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
@@ -22,6 +22,15 @@ bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {
   "$SCRATCH/gemm_sm90.log")
 [ -z "$bad" ] || fail "gemm_sm90: a kernel does not start with the 168 registers setmaxnreg 40/232 assumes: $bad"
 echo "gemm_sm90: every kernel starts with 168 registers (setmaxnreg 40/232 balances)"
+bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /megakernel/ {if ($5 != 168) print k ": " $5}' \
+  "$SCRATCH/megakernel_fwd.log")
+[ -z "$bad" ] || fail "megakernel_fwd: does not start with the 168 registers its compute blocks' setmaxnreg assumes: $bad"
+echo "megakernel_fwd: starts with 168 registers"
+# a call (printf, a non-inlined function) anywhere in a kernel makes ptxas serialize all of its wgmmas
+for cu in gemm_sm90 megakernel_fwd; do
+  ! grep -q "serialized" "$SCRATCH/$cu.log" || { grep "serialized" "$SCRATCH/$cu.log"; fail "$cu: ptxas serializes wgmma"; }
+done
+echo "gemm_sm90, megakernel_fwd: wgmma not serialized"
 n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90.ptx")
 [ "$n" -gt 0 ] || fail "gemm_sm90: no wgmma.mma_async in the sm_90a PTX"
 echo "gemm_sm90: $n wgmma.mma_async in the PTX"

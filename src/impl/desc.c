@@ -99,6 +99,18 @@ static const struct mok_param_def lsa_layer_params[] = {
      "tile waiting on its rows' ready counters", overlap_choices, 2, 0, 1, 0},
 };
 
+/* megakernel: dispatch, expert GEMMs and combine sends in one persistent launch; the GEMM tiles are 128 x 256 and
+ * experts are padded to 128 rows (fixed: the row blocks its counters track). */
+static const struct mok_param_def megakernel_params[] = {
+    {"sms", "SMs whose blocks dispatch and combine; the others run GEMM tiles", NULL, 0, 1, 131, 16},
+    {"combine", "per_route: each row back as soon as its GEMM2 row block is stored; per_rank: partial sums once "
+     "GEMM2 is done", combine_choices, 2, 0, 1, 1},
+    {"chunk_rows", "dispatched rows per ready counter (GEMM1 tiles wait on the counters of their rows)", NULL, 0, 1,
+     1 << 20, 128},
+    {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit (3 beside the C staging)", NULL, 0, 0, 3, 0},
+    LAUNCH_PARAM,
+};
+
 static const struct mok_impl_desc impl_descs[] = {
     {"nccl", "layer", "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine", 2,
      nccl_params},
@@ -116,6 +128,10 @@ static const struct mok_impl_desc impl_descs[] = {
     {"lsa-layer", "layer",
      "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (unfused kernels)", 9,
      lsa_layer_params},
+    {"megakernel", "layer",
+     "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
+     "blocks, ready counters), then the owner's sum",
+     5, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

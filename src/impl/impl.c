@@ -10,10 +10,11 @@ extern const struct mok_impl_ops mok_impl_nccl_p2p;
 extern const struct mok_impl_ops mok_impl_cublas_gemm;
 extern const struct mok_impl_ops mok_impl_mok_gemm;
 extern const struct mok_impl_ops mok_impl_lsa_layer;
+extern const struct mok_impl_ops mok_impl_megakernel;
 
 static const struct mok_impl_ops *const all_impls[] = {&mok_impl_nccl,     &mok_impl_nccl_overlap, &mok_impl_lsa,
                                                        &mok_impl_nccl_p2p, &mok_impl_cublas_gemm,  &mok_impl_mok_gemm,
-                                                       &mok_impl_lsa_layer};
+                                                       &mok_impl_lsa_layer, &mok_impl_megakernel};
 
 const struct mok_impl_ops *mok_impl_find(const char *name)
 {

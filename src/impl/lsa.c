@@ -11,6 +11,7 @@
 #include "fail.h"
 #include "impl.h"
 #include "lsa.h"
+#include "megakernel.h"
 #include "mok_gemm.h"
 #include "mok_kernels.h"
 #include "schedule.h"
@@ -40,6 +41,9 @@ struct lsa_state {
     int gemm_sms_fed; /* GEMM1's CTAs beside the dispatch: the GPU's SMs less the dispatch's */
     struct mok_gemm_sm90_config gemm_cfg;
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
+    /* megakernel: phase 0 publish + schedule, phase 1 the one persistent kernel, phase 2 the owner's sum */
+    bool mega;
+    struct mok_mega_args mk;
     /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
      * events between them stay outside the graphs so the phase times mean the same as with launch=stream */
     bool use_graphs;
@@ -221,6 +225,19 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
 /* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
 static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
 {
+    if (s->mega) {
+        if (phase == 0) {
+            CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
+            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+        } else if (phase == 1) {
+            s->mk.lsa = s->a; /* set, y and the epoch state as of this forward */
+            s->mk.w13 = s->p->w13[set], s->mk.w2 = s->p->w2[set];
+            CUDA(mok_megakernel_fwd(&s->mk, (mok_stream_t)st));
+        } else {
+            CUDA(mok_lsa_reduce(&s->a, (mok_stream_t)st));
+        }
+        return 0;
+    }
     if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
         /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
         CUDA(mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st));
@@ -420,6 +437,7 @@ static void lsa_teardown(void *state)
         cudaFree(dev[i]);
     cudaFree(s->h);
     cudaFree(s->out);
+    cudaFree(s->mk.done);
     mok_slot_events_destroy(&s->ev);
     if (s->side)
         cudaStreamDestroy(s->side);
@@ -545,5 +563,96 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
     .run = lsa_run,
     .phase_ms = lsa_phase_ms,
     .extras = layer_extras,
+    .teardown = lsa_teardown,
+};
+
+/* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
+ * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
+ * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch. */
+enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4 };
+
+static void mega_to_lsa_params(const int *mp, int *params)
+{
+    for (int i = 0; i < MOK_MAX_PARAMS; i++)
+        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull, small=auto (unused), reduce=after */
+    params[P_SMS] = mp[M_SMS], params[P_COMBINE] = mp[M_COMBINE], params[P_TILE] = 128, params[P_CHUNK] = mp[M_CHUNK];
+    params[P_LAUNCH] = mp[M_LAUNCH];
+}
+
+static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
+                         int why_len)
+{
+    int params[MOK_MAX_PARAMS];
+    mega_to_lsa_params(mp, params);
+    if (p->shared) {
+        snprintf(why, (size_t)why_len, "shared experts are not in the megakernel yet");
+        return 0;
+    }
+    if (!lsa_supports(p, cl, params, why, why_len))
+        return 0;
+    int sms = 0, major = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cl->device);
+    if (major != 9) {
+        snprintf(why, (size_t)why_len, "the megakernel's GEMMs are sm_90a (wgmma, TMA); this GPU is sm_%d0", major);
+        return 0;
+    }
+    if (mp[M_SMS] >= sms) {
+        snprintf(why, (size_t)why_len, "sms %d: fewer than the GPU's %d SMs (the rest compute)", mp[M_SMS], sms);
+        return 0;
+    }
+    if (p->hidden % 256 || p->inter % 128 || p->local_experts > 1024) {
+        snprintf(why, (size_t)why_len, "hidden %d must be a multiple of 256, intermediate %d of 128, and at most 1024 "
+                 "local experts", p->hidden, p->inter);
+        return 0;
+    }
+    if (mp[M_STAGES] && (mp[M_STAGES] < 2 || mp[M_STAGES] > 3)) {
+        snprintf(why, (size_t)why_len, "stages %d: 0 (as many as fit) or 2..3 (beside 64 KiB of C staging)",
+                 mp[M_STAGES]);
+        return 0;
+    }
+    return 1;
+}
+
+static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *mp, int max_slots,
+                      char *err, int err_len)
+{
+    int params[MOK_MAX_PARAMS];
+    mega_to_lsa_params(mp, params);
+    if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
+        return -1;
+    struct lsa_state *s = *state;
+    s->layer = true; /* three phases, the middle one not empty */
+    s->mega = true;
+    size_t cap = (size_t)s->a.capacity;
+    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
+    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
+    s->a.expert_out = s->out;
+    s->mk = (struct mok_mega_args){.lsa = s->a, .w13 = p->w13[0], .w2 = p->w2[0], .h = s->h, .out = s->out,
+                                   .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES]};
+    CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * 2 * (cap / 128 + 1)));
+    char why[256];
+    if (!mok_megakernel_supports(&s->mk, why, sizeof why))
+        FAIL("megakernel: %s", why);
+    mok_megakernel_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
+    return 0;
+}
+
+static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    int rc = lsa_extras(state, row, iters, err, err_len);
+    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+             " fused: dispatch_us = publish + schedule, gemm = the megakernel, combine_us = the owner's sum");
+    return rc;
+}
+
+const struct mok_impl_ops mok_impl_megakernel = {
+    .name = "megakernel",
+    .supports = mega_supports,
+    .setup = mega_setup,
+    .run = lsa_run,
+    .phase_ms = lsa_phase_ms,
+    .extras = mega_extras,
     .teardown = lsa_teardown,
 };

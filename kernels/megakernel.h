@@ -1,0 +1,48 @@
+/* megakernel: the forward MoE layer's dispatch, expert GEMMs and combine in one persistent launch (issue 5).
+ *
+ * Around it, stream-ordered and with no host synchronization: before, the routing publish and the schedule
+ * (mok_lsa_publish, mok_lsa_schedule: expert-major slots padded to 128 rows, chunk ready targets); after, the
+ * owner's fixed-order weighted sum (mok_lsa_reduce), which needs every rank's combined rows. The kernel itself:
+ *   comm blocks (the first comm_blocks): pull this rank's routed rows from their owners' windows into the expert
+ *     slots, releasing per-chunk ready counters; then send the expert outputs back (one row per route as each
+ *     128-row block of GEMM2 finishes, or one partial sum per (token, rank) once all of GEMM2 has), then flag done.
+ *   compute blocks (the rest): GEMM1 + SwiGLU tiles, each waiting for its rows' ready counters, then GEMM2 tiles,
+ *     each waiting until every GEMM1 tile of its row block is stored; each stored tile half counts itself in a
+ *     per-row-block counter.
+ * All blocks must be resident at once (they wait on each other): the launch is cooperative. */
+#ifndef MOK_MEGAKERNEL_H
+#define MOK_MEGAKERNEL_H
+
+#include <stdint.h>
+
+#include "mok_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mok_mega_args {
+    struct mok_lsa_args lsa; /* layout=slots, dispatch=pull, tile_rows=128; lsa.xin: GEMM1's A, lsa.expert_out:
+                                GEMM2's C, what the combine sends (set it to out) */
+    const uint16_t *w13;     /* [local experts][2 * inter][hidden]: gate rows, then up rows */
+    const uint16_t *w2;      /* [local experts][hidden][inter] */
+    uint16_t *h;             /* [capacity][inter]: SwiGLU output, GEMM2's A */
+    uint16_t *out;           /* [capacity][hidden] */
+    int inter;
+    int comm_blocks;         /* blocks (one per SM) that dispatch and combine; the others compute */
+    int stages;              /* GEMM pipeline depth, 0: the deepest that fits */
+    int32_t *done;           /* [2][capacity / 128]: per row block, tile halves stored by GEMM1, by GEMM2 (zeroed by
+                                every launch) */
+};
+
+/* 1 if the shapes and configuration fit (sm_90a, divisibility, shared memory, resident grid), else 0 and why. */
+int mok_megakernel_supports(const struct mok_mega_args *m, char *why, int why_len);
+/* One forward's dispatch + GEMMs + combine sends on stream (after publish and schedule, before mok_lsa_reduce). */
+int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t stream);
+/* Allocates the failure record before any graph capture (as mok_gemm_sm90_prepare). */
+void mok_megakernel_prepare(mok_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

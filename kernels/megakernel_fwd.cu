@@ -1,0 +1,470 @@
+/* megakernel_fwd: dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends of one forward in one persistent,
+ * cooperative launch (kernels/megakernel.h says what comes before and after it).
+ *
+ * Block roles, by blockIdx (one block of 384 threads per SM):
+ *   [0, comm_blocks)  comm: 12 copy warps each. Pull dispatch (lsa_device.cuh, 8 vectors in flight per lane), then
+ *                     the combine: per route, each slot's row goes to its owner as soon as GEMM2 has stored the
+ *                     slot's 128-row block; per rank, the partial sums once every row block is stored (a token's
+ *                     routes here span all experts). Then the done flag to every owner.
+ *   [comm_blocks, grid) compute: the tile loop of gemm_sm90 (warp-specialized: one TMA producer thread, two wgmma
+ *                     consumer warpgroups, a shared-memory ring on mbarriers) over one list of units: every GEMM1
+ *                     tile (128 rows x 128 h columns, SwiGLU fused), then every GEMM2 tile (128 rows x 256 output
+ *                     columns). A GEMM1 tile's producer waits for the dispatch's ready counters of its rows; a GEMM2
+ *                     tile's producer waits until its row block's h is complete (both consumer warpgroups of all
+ *                     I/128 GEMM1 tiles counted themselves). After storing its half tile (TMA store, waited), a
+ *                     consumer warpgroup's leader counts it in done[job][row block] (release).
+ * Order and progress: each compute block walks its GEMM1 units before its GEMM2 units, and GEMM1 waits only on the
+ * comm blocks, which wait only on GEMM2; every block is resident (cooperative launch), so every wait is eventually
+ * satisfied. Every wait gives up after ~10 s with a record in mapped host memory (gemm_sm90's failure record,
+ * printed at exit; no printf in this kernel: a call in a kernel makes ptxas serialize its wgmmas).
+ *
+ * The owner's weighted sum stays a stream-ordered kernel after this one (mok_lsa_reduce): it needs every rank's
+ * rows, i.e. a wait on the other GPUs' combine at the very end, and as a separate kernel it takes all SMs for the
+ * few microseconds it needs instead of whatever blocks finish last here. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdio.h>
+
+#include "common.cuh"
+#include "gemm_sm90_parts.cuh"
+#include "lsa_device.cuh"
+#include "megakernel.h"
+#include "sm90_ptx.cuh"
+
+using namespace mok_sm90;
+
+namespace {
+
+constexpr int kTileN = 256;            /* accumulator columns per tile: GEMM1 128 gate + 128 up, GEMM2 256 */
+constexpr int kMaxGroups = 1024;
+constexpr int kSlotBBytes = kTileN * kRowBytes;
+constexpr int kStageBytes = kTileM * kTileN * 2;     /* C staging for GEMM2's 256 columns (GEMM1 uses half) */
+constexpr int kSmemLimit = 227 * 1024;
+
+size_t smem_bytes(int stages, int groups)
+{
+    return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
+           (size_t)(groups + 1) * 4;
+}
+
+/* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */
+struct Maps {
+    CUtensorMap x;   /* xin [capacity][H], A of GEMM1, 128-row boxes */
+    CUtensorMap w13; /* [EL * 2I][H], 128-row boxes (gate half, up half) */
+    CUtensorMap hc;  /* h [capacity][I] as GEMM1's C: 64 x 64 store boxes */
+    CUtensorMap ha;  /* h as GEMM2's A: 128-row boxes */
+    CUtensorMap w2;  /* [EL * H][I], 256-row boxes */
+    CUtensorMap oc;  /* out [capacity][H] as GEMM2's C: 64 x 64 store boxes */
+};
+
+#if MOK_SM90_DEVICE
+constexpr int kWarps = kThreads / 32; /* 12 copy warps per comm block */
+constexpr int kDispatchUnroll = 8;    /* 12 warps per SM: more vectors per lane in flight than the 1024-thread
+                                         dispatch kernel's 4 */
+
+/* Until *ctr >= target (acquire at GPU scope), or trap with a record after ~10 s. */
+__device__ __forceinline__ void wait_count(const int32_t *ctr, int target, struct mok_sm90_diag *diag, int which,
+                                           int index)
+{
+    int seen;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(ctr) : "memory");
+    if (seen >= target)
+        return;
+    long long start = clock64();
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(ctr) : "memory");
+        if (seen >= target)
+            return;
+        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
+            mok_sm90_fail(diag, MOK_SM90_DIAG_MEGA, which, 0, index, seen, target);
+    }
+}
+
+/* Unit u of the compute blocks' list: GEMM1's units [0, u1) (m-tile major, then h column tile), then GEMM2's. */
+struct Unit {
+    int job;   /* 0: GEMM1 + SwiGLU, 1: GEMM2 */
+    int group; /* local expert */
+    int rb;    /* row block: rows [rb * 128, +128) of the slots (groups are padded to 128 rows) */
+    int n;     /* column tile */
+};
+
+__device__ __forceinline__ Unit unit_at(int u, int u1, int n1, int n2, const int *mstart, int groups)
+{
+    Unit p;
+    p.job = u >= u1;
+    int local = p.job ? u - u1 : u, nt = p.job ? n2 : n1;
+    p.rb = local / nt;
+    p.n = local % nt;
+    int lo = 0, hi = groups - 1; /* the largest group whose first row block is <= rb */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (mstart[mid] <= p.rb)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    p.group = lo;
+    return p;
+}
+
+/* ---- compute role ----------------------------------------------------------------------------------------- */
+__device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
+                                             struct mok_sm90_diag *diag)
+{
+    constexpr int kAcc = kTileN / 2;
+    const mok_lsa_args &a = m.lsa;
+    const int stages = m.stages, groups = a.local_experts, hidden = a.hidden, inter = m.inter;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;
+    uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
+    uint64_t *empty = full + stages;
+    int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
+
+    const int n1 = inter / (kTileN / 2), n2 = hidden / kTileN; /* column tiles of GEMM1 (h) and GEMM2 (out) */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int32_t *done1 = m.done, *done2 = m.done + a.capacity / kTileM;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mok_mbar_init(&full[s], 1);
+            mok_mbar_init(&empty[s], 8); /* one arrive per consumer warp */
+        }
+        mok_fence_mbar_init();
+    }
+    if (warp == 0) { /* row-block prefix: the schedule pads every expert to a multiple of 128 rows */
+        int carry = 0;
+        for (int base = 0; base <= groups; base += 32) {
+            int g = base + lane, cnt = 0;
+            if (g < groups) {
+                int r0 = a.offset[g], r1 = a.offset[g + 1];
+                if (r0 < 0 || r1 < r0 || r1 > a.capacity || r0 % kTileM || r1 % kTileM)
+                    mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+                cnt = (r1 - r0) / kTileM;
+            }
+            int v = cnt;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                int y = __shfl_up_sync(0xffffffffu, v, d);
+                if (lane >= d)
+                    v += y;
+            }
+            if (g <= groups)
+                mstart[g] = carry + v - cnt;
+            carry += __shfl_sync(0xffffffffu, v, 31);
+        }
+    }
+    __syncthreads(); /* compute blocks only: every thread of this block is in this role */
+    const int blocks_m = mstart[groups], u1 = blocks_m * n1, units = u1 + blocks_m * n2;
+
+    if (warp < 4) {
+        /* ---- producer: one thread issues every TMA load ---- */
+        mok_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0)
+            return;
+        int slot = 0;
+        uint32_t phase = 0;
+        for (int u = cta; u < units; u += nctas) {
+            Unit p = unit_at(u, u1, n1, n2, mstart, groups);
+            const int row0 = p.rb * kTileM;
+            const int k_blocks = (p.job ? inter : hidden) / kBlockK;
+            if (!p.job) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
+                mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
+            } else {      /* h of this row block: every GEMM1 tile half stored */
+                wait_count(&done1[p.rb], 2 * n1, diag, 0, p.rb);
+                mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
+            }
+            for (int kb = 0; kb < k_blocks; kb++) {
+                mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, u, kb);
+                mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
+                uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
+                uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
+                int kc = kb * kBlockK;
+                if (!p.job) {
+                    int b_row = p.group * 2 * inter + p.n * (kTileN / 2); /* gate rows; up rows inter further */
+                    mok_tma_load_2d(a_dst, &maps.x, kc, row0, &full[slot]);
+                    mok_tma_load_2d(b_dst, &maps.w13, kc, b_row, &full[slot]);
+                    mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, &maps.w13, kc, b_row + inter, &full[slot]);
+                } else {
+                    mok_tma_load_2d(a_dst, &maps.ha, kc, row0, &full[slot]);
+                    mok_tma_load_2d(b_dst, &maps.w2, kc, p.group * hidden + p.n * kTileN, &full[slot]);
+                }
+                if (++slot == stages) {
+                    slot = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers: two warpgroups, rows [0, 64) and [64, 128) of each tile ---- */
+    mok_setmaxnreg_inc<kConsumerRegs>();
+    const int cwg = warp / 4 - 1, wq = warp % 4;
+    const int role = MOK_SM90_DIAG_CONSUMER + cwg;
+    const bool leader = wq == 0 && lane == 0;
+    uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
+    float acc[kAcc];
+    int slot = 0;
+    uint32_t phase = 0;
+    for (int u = cta; u < units; u += nctas) {
+        Unit p = unit_at(u, u1, n1, n2, mstart, groups);
+        const int k_blocks = (p.job ? inter : hidden) / kBlockK;
+#pragma unroll
+        for (int i = 0; i < kAcc; i++)
+            acc[i] = 0.0f;
+        int prev_slot = 0;
+        for (int kb = 0; kb < k_blocks; kb++) {
+            mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                mok_reg_fence(acc[i]);
+            mok_wgmma_fence();
+            uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotABytes + cwg * 64 * kRowBytes);
+            uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)slot * kSlotBBytes);
+#pragma unroll
+            for (int kk = 0; kk < kBlockK / 16; kk++)
+                wgmma_k16<kTileN>(acc, da + 2 * kk, db + 2 * kk);
+            mok_wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                mok_reg_fence(acc[i]);
+            if (kb > 0) {
+                mok_wgmma_wait<1>();
+                release_slot(&empty[prev_slot], 1, lane, 0);
+            }
+            prev_slot = slot;
+            if (++slot == stages) {
+                slot = 0;
+                phase ^= 1;
+            }
+        }
+        mok_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < kAcc; i++)
+            mok_reg_fence(acc[i]);
+        release_slot(&empty[prev_slot], 1, lane, 0);
+
+        /* Epilogue: every row block is whole (padded groups), so always staged boxes and TMA stores. */
+        const int bar_id = 1 + cwg;
+        if (leader)
+            mok_bulk_wait_read();
+        mok_named_barrier(bar_id, 128);
+        const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+        if (!p.job) {
+            constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
+#pragma unroll
+            for (int i = 0; i < kTileN / 16; i++) {
+                stage_word(stage, la, 8 * i + cq,
+                           swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]));
+                stage_word(stage, lb, 8 * i + cq,
+                           swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3], acc[4 * i + 3 + kUp]));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kTileN / 8; i++) {
+                stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[4 * i], acc[4 * i + 1]));
+                stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
+            }
+        }
+        mok_fence_proxy_async_shared();
+        mok_named_barrier(bar_id, 128);
+        if (leader) {
+            const int cols = p.job ? kTileN : kTileN / 2, row = p.rb * kTileM + cwg * 64;
+            for (int b = 0; b < cols / 64; b++)
+                mok_tma_store_2d(p.job ? &maps.oc : &maps.hc, p.n * cols + b * 64, row, stage + b * kBoxBytes);
+            mok_bulk_commit();
+            /* count this half tile once its bytes are in global memory: the bulk writes complete, ordered before
+             * the generic release that the waiting producer (GEMM2) or comm warp (combine) acquires */
+            mok_bulk_wait(0);
+            mok_fence_proxy_async_global();
+            __threadfence();
+            atomicAdd(&(p.job ? done2 : done1)[p.rb], 1);
+        }
+    }
+}
+
+/* ---- comm role -------------------------------------------------------------------------------------------- */
+__device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm90_diag *diag)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int lane = threadIdx.x % 32;
+    const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
+    const int n2 = a.hidden / kTileN, target = 2 * n2;
+    const int32_t *done2 = m.done + a.capacity / kTileM;
+    const int used = min(a.offset[a.local_experts], a.capacity);
+
+    dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+
+    if (a.combine_per_rank) {
+        /* a token's routes here lie in any expert: every row block of GEMM2 first */
+        if (threadIdx.x == 0)
+            for (int rb = 0; rb < used / kTileM; rb++)
+                wait_count(&done2[rb], target, diag, 1, rb);
+        __syncthreads();
+        combine_per_rank(a, warp, nwarps, lane);
+    } else {
+        /* one row per route, each as soon as its row block is stored; slots in order, so the row blocks GEMM2
+         * finishes first (it walks them in order too) go first */
+        const int vecs = a.hidden / 8;
+        int ready_rb = -1;
+        for (int s = warp; s < used; s += nwarps) {
+            int rb = s / kTileM;
+            if (rb != ready_rb) {
+                if (lane == 0)
+                    wait_count(&done2[rb], target, diag, 1, rb);
+                __syncwarp();
+                ready_rb = rb;
+            }
+            int32_t e = a.entry[s];
+            if (e < 0)
+                continue; /* padding */
+            int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+            uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                    a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
+            const uint4 *src = (const uint4 *)m.out + (size_t)s * vecs;
+            for (int v0 = lane; v0 < vecs; v0 += 32 * kDispatchUnroll) {
+                uint4 val[kDispatchUnroll];
+#pragma unroll
+                for (int k = 0; k < kDispatchUnroll; k++)
+                    if (v0 + k * 32 < vecs)
+                        val[k] = src[v0 + k * 32];
+#pragma unroll
+                for (int k = 0; k < kDispatchUnroll; k++)
+                    if (v0 + k * 32 < vecs)
+                        dst[v0 + k * 32] = val[k];
+            }
+        }
+    }
+    signal_done(a, 1, m.comm_blocks);
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1)
+    megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
+                          struct mok_sm90_diag *diag)
+{
+#if MOK_SM90_DEVICE
+    if ((int)blockIdx.x < m.comm_blocks)
+        comm_role(m, diag);
+    else
+        compute_role(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, diag);
+#else
+    __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
+#endif
+}
+
+int say(char *why, int why_len, const char *msg, long long v)
+{
+    if (why && why_len > 0)
+        snprintf(why, (size_t)why_len, msg, v);
+    return 0;
+}
+
+/* The pipeline depth: as asked, or the deepest that fits next to the 64 KiB C staging. */
+int resolve_stages(const mok_mega_args *m, size_t limit)
+{
+    if (m->stages)
+        return m->stages;
+    int s = 8;
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts) > limit)
+        s--;
+    return s;
+}
+
+} // namespace
+
+extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why, int why_len)
+{
+    const mok_lsa_args &a = m->lsa;
+    int dev = 0, major = 0, sms = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return say(why, why_len, "cannot query the current device%.0lld", 0);
+    }
+    if (major != 9)
+        return say(why, why_len, "sm_90a only (this GPU is sm_%lld0)", major);
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, megakernel_fwd_kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return say(why, why_len, "no sm_90a image of the megakernel in this build%.0lld", 0);
+    }
+    if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs)
+        return say(why, why_len, "the megakernel starts with %lld registers per thread; setmaxnreg needs 168",
+                   fa.numRegs);
+    if (a.landing || a.push || a.bulk_copies)
+        return say(why, why_len, "the megakernel pulls rows into expert slots (layout=slots, dispatch=pull, "
+                   "copy=warp)%.0lld", 0);
+    if (a.tile_rows != kTileM)
+        return say(why, why_len, "tile_rows %lld: the megakernel's row blocks are 128 rows", a.tile_rows);
+    if (a.hidden % kTileN || m->inter % (kTileN / 2))
+        return say(why, why_len, "hidden must be a multiple of 256 and intermediate of 128 (hidden %lld)", a.hidden);
+    if (a.local_experts < 1 || a.local_experts > kMaxGroups)
+        return say(why, why_len, "local experts %lld: 1..1024", a.local_experts);
+    if (m->comm_blocks < 1 || m->comm_blocks >= sms)
+        return say(why, why_len, "comm SMs %lld: at least 1 and fewer than the GPU's SMs", m->comm_blocks);
+    if (m->stages && (m->stages < 2 || m->stages > 8))
+        return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
+    size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    if (smem_bytes(resolve_stages(m, limit), a.local_experts) > limit)
+        return say(why, why_len, "shared memory: %lld stages of 48 KiB + 64 KiB staging do not fit",
+                   resolve_stages(m, limit));
+    if (why && why_len > 0)
+        snprintf(why, (size_t)why_len, "ok");
+    return 1;
+}
+
+extern "C" void mok_megakernel_prepare(mok_stream_t stream) { diag_record(mok_cuda_stream(stream)); }
+
+extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t stream)
+{
+    char why[256];
+    if (!mok_megakernel_supports(m, why, sizeof why)) {
+        fprintf(stderr, "mok-bench: megakernel: %s\n", why);
+        return (int)cudaErrorInvalidValue;
+    }
+    const mok_lsa_args &a = m->lsa;
+    const int el = a.local_experts, H = a.hidden, I = m->inter;
+    Maps maps;
+    if (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
+        !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
+        !encode_tile_map(&maps.hc, m->h, (uint64_t)a.capacity, (uint64_t)I, 64) ||
+        !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
+        !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN) ||
+        !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64))
+        return (int)cudaErrorInvalidValue;
+    int dev = 0, sms = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    mok_mega_args args = *m;
+    args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    size_t smem = smem_bytes(args.stages, el);
+    cudaError_t e = cudaFuncSetAttribute(megakernel_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    cudaStream_t s = mok_cuda_stream(stream);
+    /* the row-block counters start from zero every forward (a memset node when captured) */
+    e = cudaMemsetAsync(m->done, 0, sizeof(int32_t) * 2 * (size_t)(a.capacity / kTileM), s);
+    if (e != cudaSuccess)
+        return (int)e;
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative; /* blocks wait on each other: all resident, or the launch fails */
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)sms);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, megakernel_fwd_kernel, maps, args, diag_record(s));
+    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
+}
