@@ -30,6 +30,8 @@ for step in $STEPS; do
     layer) $MPIRUN -np 2 $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
+    megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
+    mega) $MPIRUN -np 2 $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     tunecheck) for cfg in deepseek-v3 qwen3-235b; do  # issue 6: budgeted search vs exhaustive, then --tuned reuse
         python3 scripts/tune_check.py --mpirun "$MPIRUN -np 2" --bin $BIN --config configs/$cfg.json \
           --impl nccl-overlap --out "$R/tune-check-$cfg"; echo "rc=$?"; done;;
