@@ -571,7 +571,7 @@ void diag_print()
         fprintf(stderr, "mok-bench: megakernel trapped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
                 d->block, d->thread,
                 d->slot == 0 ? "GEMM1 tiles done (row block)" : d->slot == 1 ? "GEMM2 tiles done (row block)"
-                                                                 : "row blocks of the GEMM1 prefix",
+                                                                 : "the landed flag of rank",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "

@@ -197,7 +197,9 @@ __device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, 
     }
 }
 
-__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane)
+/* rows_landed: comm mode with layout=landing, where every route of a token returns its landed input row; else
+ * each route has its own expert output row (a.expert_out[slot]). */
+__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane, bool rows_landed)
 {
     int items = (a.nranks - 1) * a.t_max, vecs = a.hidden / 8;
     rank_item cur = load_rank_item(a, warp, items, lane);
@@ -209,7 +211,7 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
             remote_token_item(a, g, &p, &t);
             uint4 *dst = (uint4 *)ncclGetLsaPointer(
                 (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-            if (!a.landing) {
+            if (!rows_landed) {
                 stream_slots(a, dst, lane, mask, cur.slot, cur.w);
             } else {
                 /* the weights of the routes into this rank, ascending j: the r-th into a register */
@@ -300,6 +302,36 @@ template <int U> __device__ __forceinline__ void dispatch_pull_rows(const mok_ls
         if (lane < a.topk && my_slot >= 0) {
             __threadfence();
             atomicAdd(&a.ready[my_slot / a.chunk_rows], 1);
+        }
+    }
+}
+
+/* Push dispatch, one warp per own token: the row goes by NVLink stores into the landing row [my rank][t] of every
+ * other rank one of its experts lives on, U vectors per lane in flight. The caller then flags "landed". */
+template <int U> __device__ __forceinline__ void push_rows(const mok_lsa_args &a, int warp, int nwarps, int lane)
+{
+    int vecs = a.hidden / 8;
+    for (int t = warp; t < a.my_tokens; t += nwarps) {
+        unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
+        unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
+        if (!ranks)
+            continue;
+        const uint4 *src = landed_row(a, a.rank, t); /* my own row, in my window */
+        for (int v0 = lane; v0 < vecs; v0 += 32 * U) {
+            uint4 val[U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (v0 + u * 32 < vecs)
+                    val[u] = src[v0 + u * 32];
+            for (unsigned m = ranks; m; m &= m - 1) {
+                int q = __ffs(m) - 1;
+                uint4 *dst = (uint4 *)ncclGetLsaPointer(
+                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * a.hidden * 2, q);
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (v0 + u * 32 < vecs)
+                        dst[v0 + u * 32] = val[u];
+            }
         }
     }
 }

@@ -168,30 +168,7 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_push_kernel(mok_lsa_arg
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    int vecs = a.hidden / 8;
-    for (int t = warp; t < a.my_tokens; t += nwarps) {
-        unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
-        unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
-        if (!ranks)
-            continue;
-        const uint4 *src = landed_row(a, a.rank, t); /* my own row, in my window */
-        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
-            uint4 val[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-            for (unsigned m = ranks; m; m &= m - 1) {
-                int q = __ffs(m) - 1;
-                uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * a.hidden * 2, q);
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-            }
-        }
-    }
+    push_rows<UNROLL>(a, warp, nwarps, lane);
     signal_done(a, 2);
 }
 
@@ -214,7 +191,7 @@ __global__ void __launch_bounds__(RANK_COMBINE_THREADS) lsa_combine_rank_kernel(
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    combine_per_rank(a, warp, nwarps, lane);
+    combine_per_rank(a, warp, nwarps, lane, a.landing);
     signal_done(a);
 }
 
@@ -327,7 +304,7 @@ __global__ void __launch_bounds__(RANK_COMBINE_THREADS) lsa_combine_rank_reduce_
 {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-    combine_per_rank(a, warp, nwarps, lane);
+    combine_per_rank(a, warp, nwarps, lane, a.landing);
     signal_done(a);
     wait_all_done(a);
     reduce_tokens(a);
@@ -555,7 +532,7 @@ __global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_
     if (blockIdx.x < combine) {
         int lane = threadIdx.x & 31;
         int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (combine * blockDim.x) >> 5;
-        combine_per_rank(a, warp, nwarps, lane);
+        combine_per_rank(a, warp, nwarps, lane, a.landing);
         signal_done_first(a, combine);
     }
     int vecs = a.hidden / 8;

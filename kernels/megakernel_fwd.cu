@@ -82,6 +82,64 @@ __device__ __forceinline__ void wait_count(const int32_t *ctr, int target, struc
     }
 }
 
+/* Until the 64-bit flag a peer stores into my window reaches target (acquire at system scope). */
+__device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target, struct mok_sm90_diag *diag, int index)
+{
+    long long start = clock64();
+    for (;;) {
+        uint64_t seen;
+        asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(seen) : "l"(flag) : "memory");
+        if (seen >= target)
+            return;
+        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
+            mok_sm90_fail(diag, MOK_SM90_DIAG_MEGA, 2, 0, index, (int)seen, (int)target);
+    }
+}
+
+/* dispatch=push, on the compute blocks before their tiles: every peer has pushed its rows into my landing rows
+ * (their "landed" flags); copy them, with my own tokens' rows, into the expert slots GEMM1's TMA reads, chunk c by
+ * block c % nctas, releasing each chunk's ready counter once the block's copies of it are done. Local traffic at
+ * HBM rate on ~116 SMs instead of one copy per route on the few comm SMs; the first chunks, which the first
+ * GEMM1 tiles need, are copied first. */
+__device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, int nctas, struct mok_sm90_diag *diag)
+{
+    if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
+        wait_flag((const uint64_t *)ncclGetLsaPointer(
+                      (ncclWindow_t)a.window,
+                      a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
+                  a.epoch[0], diag, (int)threadIdx.x);
+    __syncthreads();
+    const int used = min(a.offset[a.local_experts], a.capacity), vecs = a.hidden / 8;
+    const int nchunks = (used + a.chunk_rows - 1) / a.chunk_rows;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int c = cta; c < nchunks; c += nctas) {
+        int s1 = min((c + 1) * a.chunk_rows, used);
+        for (int s = c * a.chunk_rows + warp; s < s1; s += kWarps) {
+            int32_t e = a.entry[s];
+            if (e < 0)
+                continue; /* padding: GEMM1 computes it, nothing reads it */
+            const uint4 *src = landed_row(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF);
+            uint4 *dst = (uint4 *)a.xin + (size_t)s * vecs;
+            for (int v0 = lane; v0 < vecs; v0 += 32 * kDispatchUnroll) {
+                uint4 val[kDispatchUnroll];
+#pragma unroll
+                for (int k = 0; k < kDispatchUnroll; k++)
+                    if (v0 + k * 32 < vecs)
+                        val[k] = src[v0 + k * 32];
+#pragma unroll
+                for (int k = 0; k < kDispatchUnroll; k++)
+                    if (v0 + k * 32 < vecs)
+                        dst[v0 + k * 32] = val[k];
+            }
+        }
+        __syncthreads(); /* the block's rows of chunk c are written; fence after the barrier orders them all */
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(&a.ready[c], a.chunk_target[c]);
+        }
+    }
+}
+
 /* Unit u of the compute blocks' list: GEMM1's units [0, u1) (m-tile major, then h column tile), then GEMM2's. */
 struct Unit {
     int job;   /* 0: GEMM1 + SwiGLU, 1: GEMM2 */
@@ -160,6 +218,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     }
     __syncthreads(); /* compute blocks only: every thread of this block is in this role */
     const int blocks_m = mstart[groups], u1 = blocks_m * n1, units = u1 + blocks_m * n2;
+    if (a.push)
+        scatter_landed(a, cta, nctas, diag);
 
     if (warp < 4) {
         /* ---- producer: one thread issues every TMA load ---- */
@@ -298,7 +358,12 @@ __device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm9
     const int32_t *done2 = m.done + a.capacity / kTileM;
     const int used = min(a.offset[a.local_experts], a.capacity);
 
-    dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+    if (a.push) { /* rows to the landing rows of the ranks their experts live on; the compute blocks scatter */
+        push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+        signal_done(a, 2, m.comm_blocks); /* "landed", in every window */
+    } else {
+        dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+    }
 
     if (a.combine_per_rank) {
         /* a token's routes here lie in any expert: every row block of GEMM2 first */
@@ -306,7 +371,7 @@ __device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm9
             for (int rb = 0; rb < used / kTileM; rb++)
                 wait_count(&done2[rb], target, diag, 1, rb);
         __syncthreads();
-        combine_per_rank(a, warp, nwarps, lane);
+        combine_per_rank(a, warp, nwarps, lane, false); /* expert outputs, one row per route */
     } else {
         /* one row per route, each as soon as its row block is stored; slots in order, so the row blocks GEMM2
          * finishes first (it walks them in order too) go first */
@@ -399,9 +464,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs)
         return say(why, why_len, "the megakernel starts with %lld registers per thread; setmaxnreg needs 168",
                    fa.numRegs);
-    if (a.landing || a.push || a.bulk_copies)
-        return say(why, why_len, "the megakernel pulls rows into expert slots (layout=slots, dispatch=pull, "
-                   "copy=warp)%.0lld", 0);
+    if (a.bulk_copies || a.landing != a.push)
+        return say(why, why_len, "the megakernel pulls rows into expert slots (layout=slots, dispatch=pull) or has "
+                   "them pushed to landing rows (layout=landing, dispatch=push), copy=warp%.0lld", 0);
     if (a.tile_rows != kTileM)
         return say(why, why_len, "tile_rows %lld: the megakernel's row blocks are 128 rows", a.tile_rows);
     if (a.hidden % kTileN || m->inter % (kTileN / 2))

@@ -109,6 +109,8 @@ static const struct mok_param_def megakernel_params[] = {
      1 << 20, 128},
     {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit (3 beside the C staging)", NULL, 0, 0, 3, 0},
     LAUNCH_PARAM,
+    {"dispatch", "pull: comm blocks pull each row into every local expert slot; push: owners push each row once per "
+     "rank into landing rows, the compute blocks copy them into the slots", dispatch_choices, 2, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -131,7 +133,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     5, megakernel_params},
+     6, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -234,7 +234,9 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
             s->mk.w13 = s->p->w13[set], s->mk.w2 = s->p->w2[set];
             CUDA(mok_megakernel_fwd(&s->mk, (mok_stream_t)st));
         } else {
-            CUDA(mok_lsa_reduce(&s->a, (mok_stream_t)st));
+            struct mok_lsa_args r = s->a;
+            r.landing = 0; /* own tokens' partials come from the expert outputs, not the landed input rows */
+            CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
         }
         return 0;
     }
@@ -569,8 +571,8 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
 /* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
  * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
  * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch. */
-enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4 };
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch. */
+enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5 };
 
 static void mega_to_lsa_params(const int *mp, int *params)
 {
@@ -578,6 +580,7 @@ static void mega_to_lsa_params(const int *mp, int *params)
         params[i] = 0; /* copy=warp, layout=slots, dispatch=pull, small=auto (unused), reduce=after */
     params[P_SMS] = mp[M_SMS], params[P_COMBINE] = mp[M_COMBINE], params[P_TILE] = 128, params[P_CHUNK] = mp[M_CHUNK];
     params[P_LAUNCH] = mp[M_LAUNCH];
+    params[P_LAYOUT] = params[P_DISPATCH] = mp[M_DISPATCH]; /* push lands rows once per rank: layout=landing */
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -626,6 +629,8 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     s->layer = true; /* three phases, the middle one not empty */
     s->mega = true;
     size_t cap = (size_t)s->a.capacity;
+    if (!s->a.xin) /* dispatch=push (layout=landing): rows land in the window; the slots GEMM1 reads are ours */
+        CUDA(cudaMalloc((void **)&s->a.xin, cap * p->hidden * 2 + 16));
     CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
     CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
     s->a.expert_out = s->out;
