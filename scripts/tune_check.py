@@ -76,6 +76,8 @@ def main():
     if args.impl not in (base["impls"] if isinstance(base["impls"], list) else [base["impls"]]):
         sys.exit(f"tune_check: --impl {args.impl} is not in the config's impls {base['impls']}")
     base["impls"] = [args.impl]
+    if isinstance(base.get("tune"), dict):  # mok-bench refuses tune entries of implementations not in impls
+        base["tune"] = {k: v for k, v in base["tune"].items() if k == args.impl}
     base.pop("search", None)
     launcher = shlex.split(args.mpirun)
 

@@ -7,7 +7,7 @@ SRC=$1; SCRATCH=$2
 command -v python3 > /dev/null || { echo "SKIP: no python3"; exit 77; }
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
 cat > "$SCRATCH/config.json" <<'JSON'
-{"impls": ["lsa"], "tune": {}}
+{"impls": ["lsa", "nccl"], "tune": {"nccl": {"gemm": ["per_expert"]}}}
 JSON
 FAKE="$SRC/tests/data/fake_mok_bench.py"
 python3 "$SRC/scripts/tune_check.py" --mpirun python3 --bin "$FAKE" --config "$SCRATCH/config.json" --impl lsa \

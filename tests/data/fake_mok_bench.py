@@ -9,6 +9,9 @@ db_path = None
 if args[0] == "--tuned":
     db_path, args = args[1], args[2:]
 cfg = json.load(open(args[0]))
+stray = [k for k in cfg.get("tune", {}) if k not in cfg["impls"]]
+if stray:  # as mok-bench's config validation: a tune entry for an implementation not in impls is an error
+    sys.exit(f"fake mok-bench: config error: tune.{stray[0]}: implementation not in impls")
 impl, out = cfg["impls"][0], cfg["output"]
 db = json.load(open(db_path)) if db_path and os.path.exists(db_path) else {}
 rows = []
