@@ -38,6 +38,8 @@ for step in $STEPS; do
     tunecheck) for cfg in deepseek-v3 qwen3-235b; do  # issue 6: budgeted search vs exhaustive, then --tuned reuse
         python3 scripts/tune_check.py --mpirun "$MPIRUN -np 2" --bin $BIN --config configs/$cfg.json \
           --impl nccl-overlap --out "$R/tune-check-$cfg"; echo "rc=$?"; done;;
+    tunemega) python3 scripts/tune_check.py --mpirun "$MPIRUN -np 2" --bin $BIN --config configs/megakernel.json \
+        --impl megakernel --out "$R/tune-check-megakernel"; echo "rc=$?";;
     graphsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-graph-small" tests/gpu_graph_small.json; echo "rc=$?";;
     comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     commsmallbatch) $MPIRUN -np 2 $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
