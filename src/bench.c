@@ -285,8 +285,10 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
         MPI_Bcast(msg, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
     }
     b->failures += run_candidate(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
-    if (ic->note && row->note[0] == '\0')
-        snprintf(row->note, sizeof(row->note), "%s", ic->note);
+    if (ic->note) { /* appended: the implementation's own note (capacity, stages...) may already be there */
+        size_t used = strlen(row->note);
+        snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", ic->note);
+    }
     if (b->cl->rank == 0) {
         char err[ERR_LEN];
         live_speedup(b, row);

@@ -86,7 +86,7 @@ struct mok_row {
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */
     double a2a_ref_gbps;
 
-    char note[160];
+    char note[256];
 };
 
 /* Fills every numeric field with NaN and strings with "". */

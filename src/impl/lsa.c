@@ -648,7 +648,7 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
 {
     int rc = lsa_extras(state, row, iters, err, err_len);
     snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-             " fused: dispatch_us = publish + schedule, gemm = the megakernel, combine_us = the owner's sum");
+             " fused (dispatch = publish + schedule, gemm = megakernel, combine = owner's sum)");
     return rc;
 }
 
