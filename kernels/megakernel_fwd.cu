@@ -218,8 +218,14 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     }
     __syncthreads(); /* compute blocks only: every thread of this block is in this role */
     const int blocks_m = mstart[groups], u1 = blocks_m * n1, units = u1 + blocks_m * n2;
-    if (a.push)
+    if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
         scatter_landed(a, cta, nctas, diag);
+    if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
+        if (threadIdx.x == 0)
+            for (int rb = cta; rb < blocks_m; rb += nctas)
+                atomicAdd(&done2[rb], 2 * n2);
+        return;
+    }
 
     if (warp < 4) {
         /* ---- producer: one thread issues every TMA load ---- */
@@ -352,6 +358,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
 __device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
+    if (m.skip == 1)
+        return; /* communication skipped: the compute blocks run on what the last full forward left */
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
     const int n2 = a.hidden / kTileN, target = 2 * n2;
@@ -475,6 +483,8 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         return say(why, why_len, "local experts %lld: 1..1024", a.local_experts);
     if (m->comm_blocks < 1 || m->comm_blocks >= sms)
         return say(why, why_len, "comm SMs %lld: at least 1 and fewer than the GPU's SMs", m->comm_blocks);
+    if (m->skip < 0 || m->skip > 2)
+        return say(why, why_len, "skip %lld: 0, 1 (communication) or 2 (compute)", m->skip);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
@@ -518,6 +528,10 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     cudaStream_t s = mok_cuda_stream(stream);
     /* the row-block counters start from zero every forward (a memset node when captured) */
     e = cudaMemsetAsync(m->done, 0, sizeof(int32_t) * 2 * (size_t)(a.capacity / kTileM), s);
+    if (e == cudaSuccess && m->skip == 1) /* no dispatch: every chunk counts as arrived */
+        e = cudaMemcpyAsync(a.ready, a.chunk_target,
+                            sizeof(int32_t) * (size_t)((a.capacity + a.chunk_rows - 1) / a.chunk_rows),
+                            cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess)
         return (int)e;
     cudaLaunchAttribute coop;
