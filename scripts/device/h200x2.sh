@@ -32,6 +32,7 @@ for step in $STEPS; do
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     mega) $MPIRUN -np 2 $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
+    megabreakdown) $MPIRUN -np 2 $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
     megasanitize) for tool in memcheck racecheck; do
         timeout 300 $MPIRUN -np 2 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $BIN -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool (megakernel) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-sanitize-$tool.log" | sort | uniq -c | head; done;;

@@ -111,6 +111,8 @@ static const struct mok_param_def megakernel_params[] = {
     LAUNCH_PARAM,
     {"dispatch", "pull: comm blocks pull each row into every local expert slot; push: owners push each row once per "
      "rank into landing rows, the compute blocks copy them into the slots", dispatch_choices, 2, 0, 1, 0},
+    {"breakdown", "1: after timing, also time the same kernel with communication skipped and with compute skipped "
+     "(report: gemm_alone_us, dispatch_alone_us, the exposed communication in the note)", NULL, 0, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -133,7 +135,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     6, megakernel_params},
+     7, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -43,7 +43,7 @@ struct lsa_state {
     struct mok_gemm_sm90_config gemm_cfg;
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
     /* megakernel: phase 0 publish + schedule, phase 1 the one persistent kernel, phase 2 the owner's sum */
-    bool mega;
+    bool mega, breakdown;
     struct mok_mega_args mk;
     /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
      * events between them stay outside the graphs so the phase times mean the same as with launch=stream */
@@ -572,8 +572,8 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
 /* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
  * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
  * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch. */
-enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5 };
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown. */
+enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6 };
 
 static void mega_to_lsa_params(const int *mp, int *params)
 {
@@ -629,6 +629,7 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     struct lsa_state *s = *state;
     s->layer = true; /* three phases, the middle one not empty */
     s->mega = true;
+    s->breakdown = mp[M_BREAKDOWN] == 1;
     size_t cap = (size_t)s->a.capacity;
     if (!s->a.xin) /* dispatch=push (layout=landing): rows land in the window; the slots GEMM1 reads are ours */
         CUDA(cudaMalloc((void **)&s->a.xin, cap * p->hidden * 2 + 16));
@@ -696,6 +697,11 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     struct lsa_state *s = state;
     if (lsa_extras(state, row, iters, err, err_len)) /* the schedule check reads the last full forward's state */
         return -1;
+    if (!s->breakdown) {
+        snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+                 " fused (phases: schedule | kernel | owner's sum)");
+        return 0;
+    }
     double compute_ms = 0, comm_ms = 0;
     int n = iters < 3 ? 3 : iters;
     if (mega_variant_ms(s, 1, n, &compute_ms, err, err_len) || mega_variant_ms(s, 2, n, &comm_ms, err, err_len))
