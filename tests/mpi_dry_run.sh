@@ -9,6 +9,12 @@ echo "$out"
 [ $rc -eq 0 ] || fail "mpirun dry-run exit $rc"
 echo "$out" | grep -q "identical across 2 ranks" || fail "ranks did not agree"
 echo "$out" | grep -q "2 ranks" || fail "plan not for 2 ranks"
+# the scale-out shapes (issue 7): 4 and 8 ranks read and broadcast the same config and agree on the plan
+for n in 4 8; do
+  out=$($MPIRUN -np $n "$BIN" --dry-run "$SRC/configs/deepseek-v3.json" 2>&1); rc=$?
+  [ $rc -eq 0 ] || { echo "$out"; fail "$n-rank dry-run exit $rc"; }
+  echo "$out" | grep -q "identical across $n ranks" || { echo "$out"; fail "$n ranks did not agree"; }
+done
 # experts not divisible by 3 ranks: all ranks stop with exit 2 and the message names the field
 tmp=$(mktemp -d)
 printf '{"model": {"hidden": 64, "intermediate": 64, "experts": 4, "topk": 2}, "tokens_per_rank": 16}' > "$tmp/c.json"
