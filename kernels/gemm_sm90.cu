@@ -78,7 +78,7 @@ struct TilePos {
  * tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
  * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
 __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
-                                            int n_tiles, int cm, int crank)
+                                            int n_tiles, int cm, int crank, int n_major)
 {
     int lo = 0, hi = groups - 1;
     while (lo < hi) {
@@ -91,11 +91,15 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     int local = t - tile_start[lo];
     TilePos p;
     p.group = lo;
+    /* m-major (consecutive units share the A rows, so consecutive CTAs start on the same A at the same time) or
+     * n-major (consecutive units share the B tile: the operand that is 4x larger at GEMM1's shapes) */
+    int m_units = (tile_start[lo + 1] - tile_start[lo]) / n_tiles;
+    int mu = n_major ? local % m_units : local / n_tiles;
+    p.n = n_major ? local / m_units : local % n_tiles;
     /* with a cluster of cm CTAs a unit is cm vertically adjacent tiles; this CTA takes the crank-th. Past an odd
      * group's last tile it computes rows of the next group (or TMA's zeros) and stores none of them. */
-    p.row0 = offset[lo] + ((local / n_tiles) * cm + crank) * kTileM;
+    p.row0 = offset[lo] + (mu * cm + crank) * kTileM;
     p.row_end = offset[lo + 1];
-    p.n = local % n_tiles;
     return p;
 }
 
@@ -107,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
                      const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
-                     int lock_kb, struct mok_sm90_diag *diag)
+                     int lock_kb, int n_major, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -188,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int full_waves = total_tiles / unit_step;
         int wave = 0;
         for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
@@ -244,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         int slot = 0;
         uint32_t phase = 0;
         for (int t = unit0; t < total_tiles; t += unit_step) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major);
 #pragma unroll
             for (int i = 0; i < kAcc; i++)
                 acc[i] = 0.0f;
@@ -449,6 +453,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     if (c->cluster_m < 0 || c->cluster_m > 2) {
         say(why, why_len, "cluster_m %d: 1 or 2 (0 means 1)", c->cluster_m);
+        return cudaErrorInvalidValue;
+    }
+    if (c->raster < 0 || c->raster > 1) {
+        say(why, why_len, "raster %d: 0 (m-major) or 1 (n-major)", c->raster);
         return cudaErrorInvalidValue;
     }
     if (c->lockstep < 0) {
@@ -722,11 +730,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     if (c->tile_n == 256)
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<256>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, c->lockstep, diag);
+                               g->ready_rows, cm, ctr, c->lockstep, c->raster, diag);
     else
         e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128>, map_a, map_b, map_c, g->c, g->offset, g->groups,
                                g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, c->lockstep, diag);
+                               g->ready_rows, cm, ctr, c->lockstep, c->raster, diag);
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

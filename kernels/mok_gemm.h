@@ -43,6 +43,7 @@ struct mok_gemm_sm90_config {
     int lockstep;  /* N > 0: the CTAs' loads meet at a grid barrier every N k blocks (L2 reuse between CTAs that
                       share tiles); 0: off. Needs every CTA resident at once: sms <= the SM count, nothing else
                       occupying the SMs it needs */
+    int raster;    /* tile order within an expert: 0 m-major (consecutive CTAs share A rows), 1 n-major (share B) */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the
