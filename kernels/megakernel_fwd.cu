@@ -2,10 +2,12 @@
  * cooperative launch (kernels/megakernel.h says what comes before and after it).
  *
  * Block roles, by blockIdx (one block of 384 threads per SM):
- *   [0, comm_blocks)  comm: 12 copy warps each. Pull dispatch (lsa_device.cuh, 8 vectors in flight per lane), then
- *                     the combine: per route, each slot's row goes to its owner as soon as GEMM2 has stored the
- *                     slot's 128-row block; per rank, the partial sums once every row block is stored (a token's
- *                     routes here span all experts). Then the done flag to every owner.
+ *   [0, comm_blocks)  comm: 12 copy warps each. Dispatch (lsa_device.cuh, 8 vectors in flight per lane): pull each
+ *                     row into every local expert slot, or push each own row once per destination rank into its
+ *                     landing row and flag "landed" (the compute blocks then copy landed rows into the slots before
+ *                     their tiles). Then the combine: per route, each slot's row goes to its owner as soon as GEMM2
+ *                     has stored the slot's 128-row block; per rank, the partial sums once every row block is stored
+ *                     (a token's routes here span all experts). Then the done flag to every owner.
  *   [comm_blocks, grid) compute: the tile loop of gemm_sm90 (warp-specialized: one TMA producer thread, two wgmma
  *                     consumer warpgroups, a shared-memory ring on mbarriers) over one list of units: every GEMM1
  *                     tile (128 rows x 128 h columns, SwiGLU fused), then every GEMM2 tile (128 rows x 256 output
@@ -17,6 +19,10 @@
  * comm blocks, which wait only on GEMM2; every block is resident (cooperative launch), so every wait is eventually
  * satisfied. Every wait gives up after ~10 s with a record in mapped host memory (gemm_sm90's failure record,
  * printed at exit; no printf in this kernel: a call in a kernel makes ptxas serialize its wgmmas).
+ *
+ * skip (the breakdown): 1 runs the compute blocks alone on what the last full forward left in the slots, 2 runs the
+ * communication alone (compute blocks only count GEMM2 as done), so a report can say how much communication stays
+ * exposed in the full kernel.
  *
  * The owner's weighted sum stays a stream-ordered kernel after this one (mok_lsa_reduce): it needs every rank's
  * rows, i.e. a wait on the other GPUs' combine at the very end, and as a separate kernel it takes all SMs for the
