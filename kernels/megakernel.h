@@ -33,6 +33,7 @@ struct mok_mega_args {
     int stages;              /* GEMM pipeline depth, 0: the deepest that fits */
     int32_t *done;           /* [2][capacity / 128]: per row block, tile halves stored by GEMM1, by GEMM2 (zeroed by
                                 every launch) */
+    int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */
     int skip;                /* the breakdown's variants of the same kernel: 0 everything; 1 communication skipped
                                 (comm blocks exit, the rows are what the last full forward left in the slots, the
                                 ready counters preset); 2 compute skipped (compute blocks only count every GEMM2 row

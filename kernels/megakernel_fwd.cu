@@ -160,22 +160,24 @@ struct Unit {
     int n;     /* column tile */
 };
 
-__device__ __forceinline__ Unit unit_at(int u, int u1, int n1, int n2, const int *mstart, int groups)
+__device__ __forceinline__ Unit unit_at(int u, int u1, int n1, int n2, const int *mstart, int groups, int n_major)
 {
     Unit p;
     p.job = u >= u1;
     int local = p.job ? u - u1 : u, nt = p.job ? n2 : n1;
-    p.rb = local / nt;
-    p.n = local % nt;
-    int lo = 0, hi = groups - 1; /* the largest group whose first row block is <= rb */
+    int lo = 0, hi = groups - 1; /* the largest group whose first unit (row block x column tiles) is <= local */
     while (lo < hi) {
         int mid = (lo + hi + 1) >> 1;
-        if (mstart[mid] <= p.rb)
+        if (mstart[mid] * nt <= local)
             lo = mid;
         else
             hi = mid - 1;
     }
     p.group = lo;
+    /* within the group: m-major (neighbouring units share the A rows) or n-major (they share the weight tile) */
+    int in_group = local - mstart[lo] * nt, blocks = mstart[lo + 1] - mstart[lo];
+    p.rb = mstart[lo] + (n_major ? in_group % blocks : in_group / nt);
+    p.n = n_major ? in_group / blocks : in_group % nt;
     return p;
 }
 
@@ -247,7 +249,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         int slot = 0;
         uint32_t phase = 0;
         for (int u = cta; u < units; u += nctas) {
-            Unit p = unit_at(u, u1, n1, n2, mstart, groups);
+            Unit p = unit_at(u, u1, n1, n2, mstart, groups, m.raster);
             const int row0 = p.rb * kTileM;
             const int k_blocks = (p.job ? inter : hidden) / kBlockK;
             if (!p.job) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
@@ -290,7 +292,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     int slot = 0;
     uint32_t phase = 0;
     for (int u = cta; u < units; u += nctas) {
-        Unit p = unit_at(u, u1, n1, n2, mstart, groups);
+        Unit p = unit_at(u, u1, n1, n2, mstart, groups, m.raster);
         const int k_blocks = (p.job ? inter : hidden) / kBlockK;
 #pragma unroll
         for (int i = 0; i < kAcc; i++)

@@ -115,6 +115,8 @@ static const struct mok_param_def megakernel_params[] = {
      "rank into landing rows, the compute blocks copy them into the slots", dispatch_choices, 2, 0, 1, 0},
     {"breakdown", "1: after timing, also time the same kernel with communication skipped and with compute skipped "
      "(report: gemm_alone_us, dispatch_alone_us, the exposed communication in the note)", NULL, 0, 0, 1, 0},
+    {"raster", "GEMM tile order within an expert: 0 m-major, 1 n-major (neighbouring CTAs share the weight tile)",
+     NULL, 0, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -137,7 +139,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     7, megakernel_params},
+     8, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -572,8 +572,9 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
 /* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
  * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
  * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown. */
-enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6 };
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
+enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
+       M_RASTER = 7 };
 
 static void mega_to_lsa_params(const int *mp, int *params)
 {
@@ -637,7 +638,8 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
     s->a.expert_out = s->out;
     s->mk = (struct mok_mega_args){.lsa = s->a, .w13 = p->w13[0], .w2 = p->w2[0], .h = s->h, .out = s->out,
-                                   .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES]};
+                                   .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES],
+                                   .raster = mp[M_RASTER]};
     CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * 2 * (cap / 128 + 1)));
     char why[256];
     if (!mok_megakernel_supports(&s->mk, why, sizeof why))
