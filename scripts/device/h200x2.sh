@@ -30,6 +30,7 @@ for step in $STEPS; do
     layer) $MPIRUN -np 2 $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
+    libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     mega) $MPIRUN -np 2 $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     megabreakdown) $MPIRUN -np 2 $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;

@@ -14,7 +14,8 @@ fi
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
-cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm .dev/bin/
+cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm \
+  build/tests/test_libmok .dev/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
 git rev-parse --short=12 HEAD > .dev/commit
 git status --porcelain | grep -q . && echo dirty >> .dev/commit || true
