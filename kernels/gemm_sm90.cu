@@ -58,17 +58,17 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
 /* Dynamic shared memory: [align slack][A slots][B slots][C staging][full barriers][empty barriers][tile prefix].
  * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
  * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
- * staging: 128 rows x the tile's output columns in bf16, 1024-aligned like the slots. */
-size_t smem_bytes(int tile_n, int stages, int groups, int swiglu)
+ * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu)
 {
-    return 1024 + (size_t)stages * (kSlotABytes + (size_t)tile_n * kRowBytes) +
-           (size_t)kTileM * tile_cols(tile_n, swiglu) * 2 + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+    return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
+           (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
 struct TilePos {
     int group;
-    int row0;    /* first row of A and C this tile covers: offset[group] + m * 128 */
+    int row0;    /* first row of A and C this tile covers: offset[group] + m * tile_m */
     int row_end; /* offset[group + 1]: rows from here on are another group's (or nobody's): never stored */
     int n;       /* column tile index within the group */
 };
@@ -78,7 +78,7 @@ struct TilePos {
  * tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
  * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
 __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
-                                            int n_tiles, int cm, int crank, int n_major)
+                                            int n_tiles, int cm, int crank, int n_major, int tile_m)
 {
     int lo = 0, hi = groups - 1;
     while (lo < hi) {
@@ -98,14 +98,14 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     p.n = n_major ? local / m_units : local % n_tiles;
     /* with a cluster of cm CTAs a unit is cm vertically adjacent tiles; this CTA takes the crank-th. Past an odd
      * group's last tile it computes rows of the next group (or TMA's zeros) and stores none of them. */
-    p.row0 = offset[lo] + (mu * cm + crank) * kTileM;
+    p.row0 = offset[lo] + (mu * cm + crank) * tile_m;
     p.row_end = offset[lo + 1];
     return p;
 }
 
 #endif
 
-template <int TILE_N>
+template <int TILE_M, int TILE_N>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c, const int32_t *__restrict__ offset, int groups, int rows_capacity,
@@ -114,18 +114,21 @@ __global__ void __launch_bounds__(kThreads, 1)
                      int lock_kb, int n_major, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
+    constexpr int kSlotA = TILE_M * kRowBytes;  /* 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
-    constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per consumer thread: 64 rows x TILE_N / 128 */
+    constexpr int kSub = TILE_M / 128;  /* 64-row wgmma sub-tiles per consumer warpgroup (it owns TILE_M / 2 rows) */
+    constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per sub-tile per consumer thread: 64 x TILE_N / 128 */
+    static_assert(kSub * kAcc <= 128, "a consumer thread holds at most 128 accumulators (232 registers)");
     constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp (of every CTA), once */
 
     extern __shared__ uint8_t smem_raw[];
     /* round the shared-space address (what TMA and the descriptors see) up to 1024 */
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
-    uint8_t *smem_a = smem;                                   /* stages x 16 KiB, each 1024-aligned */
-    uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;  /* stages x TILE_N*128 B, each 1024-aligned */
+    uint8_t *smem_a = smem;                                   /* stages x TILE_M*128 B, each 1024-aligned */
+    uint8_t *smem_b = smem_a + (size_t)stages * kSlotA;       /* stages x TILE_N*128 B, each 1024-aligned */
     const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
-    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* 2 warpgroups x 64 rows x cols_per_tile bf16 */
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + (size_t)kTileM * cols_per_tile * 2);
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + (size_t)TILE_M * cols_per_tile * 2);
     uint64_t *empty = full + stages;
     int *tile_start = reinterpret_cast<int *>(empty + stages);
 
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mok_tma_prefetch_map(&map_a);
         mok_tma_prefetch_map(&map_b);
     }
-    /* Tile prefix over the groups, one warp, 32 groups per step: tiles of g = ceil(rows_g / 128) * n_tiles.
+    /* Tile prefix over the groups, one warp, 32 groups per step: tiles of g = ceil(rows_g / TILE_M) * n_tiles.
      * offset[] is validated here: a bad one would make tiles write outside C or into another group. */
     if (warp == 0) {
         int carry = 0;
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 int r0 = offset[g], r1 = offset[g + 1];
                 if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
                     mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
-                cnt = ((r1 - r0 + kTileM - 1) / kTileM + cm - 1) / cm * n_tiles;
+                cnt = ((r1 - r0 + TILE_M - 1) / TILE_M + cm - 1) / cm * n_tiles;
             }
             int v = cnt; /* inclusive warp scan */
 #pragma unroll
@@ -192,12 +195,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int full_waves = total_tiles / unit_step;
         int wave = 0;
         for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
             /* rows still arriving (ready counters given): only this tile's real rows are waited for */
-            mok_sm90_wait_rows(ready, ready_target, ready_rows, p.row0, min(p.row0 + kTileM, p.row_end), diag, t);
+            mok_sm90_wait_rows(ready, ready_target, ready_rows, p.row0, min(p.row0 + TILE_M, p.row_end), diag, t);
             for (int kb = 0; kb < k_blocks; kb++) {
                 /* Lockstep: CTAs that share A or B tiles read them from L2 only if they are at about the same k
                  * at the same time (L2 holds ~12 us of DRAM traffic here). Left alone, a persistent grid drifts
@@ -211,8 +214,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 /* parity phase ^ 1: on the first pass that is the phase "before" a fresh barrier's first one,
                  * which counts as complete, so the empty ring starts free */
                 mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, t, kb);
-                mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
-                uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
+                mok_mbar_expect_tx(&full[slot], kSlotA + kSlotBBytes);
+                uint8_t *a_dst = smem_a + (size_t)slot * kSlotA;
                 uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
                 int kc = kb * kBlockK;
                 mok_tma_load_2d(a_dst, &map_a, kc, p.row0, &full[slot]);
@@ -241,34 +244,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         /* ---------------- consumer warpgroups ---------------- */
         mok_setmaxnreg_inc<kConsumerRegs>();
-        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, 64), 1: rows [64, 128) */
-        const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of the 64 */
+        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) */
+        const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
-        float acc[kAcc];
+        float acc[kSub][kAcc];
         int slot = 0;
         uint32_t phase = 0;
         for (int t = unit0; t < total_tiles; t += unit_step) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
 #pragma unroll
-            for (int i = 0; i < kAcc; i++)
-                acc[i] = 0.0f;
+            for (int u = 0; u < kSub; u++)
+#pragma unroll
+                for (int i = 0; i < kAcc; i++)
+                    acc[u][i] = 0.0f;
             int prev_slot = 0;
             for (int kb = 0; kb < k_blocks; kb++) {
                 mok_sm90_wait(&full[slot], phase, diag, role, slot, t, kb);
 #pragma unroll
-                for (int i = 0; i < kAcc; i++)
-                    mok_reg_fence(acc[i]);
+                for (int u = 0; u < kSub; u++)
+#pragma unroll
+                    for (int i = 0; i < kAcc; i++)
+                        mok_reg_fence(acc[u][i]);
                 mok_wgmma_fence(); /* the zeroing (or nothing) before the wgmmas that read the accumulators */
-                /* This warpgroup's 64 rows of A: 64 * 128 B = 8 KiB into the slot, still 1024-aligned. */
-                uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotABytes + cwg * 64 * kRowBytes);
+                /* This warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned; each 64-row
+                 * sub-tile 8 KiB (= 512 in the addr>>4 field) further on, all against the same B. */
+                uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotA + cwg * (TILE_M / 2) * kRowBytes);
                 uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)slot * kSlotBBytes);
 #pragma unroll
                 for (int kk = 0; kk < kBlockK / 16; kk++) /* +32 bytes of K per k16 = +2 in the addr>>4 field */
-                    wgmma_k16<TILE_N>(acc, da + 2 * kk, db + 2 * kk);
+#pragma unroll
+                    for (int u = 0; u < kSub; u++)
+                        wgmma_k16<TILE_N>(acc[u], da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk);
                 mok_wgmma_commit();
 #pragma unroll
-                for (int i = 0; i < kAcc; i++)
-                    mok_reg_fence(acc[i]);
+                for (int u = 0; u < kSub; u++)
+#pragma unroll
+                    for (int i = 0; i < kAcc; i++)
+                        mok_reg_fence(acc[u][i]);
                 if (kb > 0) {
                     /* at most this k block's group still in flight: the previous one has finished reading its
                      * slot, which every warp of both consumer warpgroups must say before the producer refills */
@@ -283,72 +295,83 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             mok_wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < kAcc; i++)
-                mok_reg_fence(acc[i]); /* no accumulator read may move above the wait */
+            for (int u = 0; u < kSub; u++)
+#pragma unroll
+                for (int i = 0; i < kAcc; i++)
+                    mok_reg_fence(acc[u][i]); /* no accumulator read may move above the wait */
             release_slot(&empty[prev_slot], cm, lane, crank);
 
-            /* Epilogue. m64nNk16 accumulator fragment: thread (wq, lane) holds rows wq*16 + lane/4 (registers
-             * 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
-            const int wg_row0 = p.row0 + cwg * 64;
-            if (wg_row0 + 64 <= p.row_end) {
-                /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
-                uint8_t *stage = smem_c + (size_t)cwg * 64 * cols_per_tile * 2;
-                const int bar_id = 1 + cwg; /* 128 threads: this warpgroup only */
-                const bool leader = wq == 0 && lane == 0;
-                if (leader)
-                    mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
-                mok_named_barrier(bar_id, 128);
-                const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+            /* Epilogue, per 64-row sub-tile. m64nNk16 accumulator fragment: thread (wq, lane) holds rows
+             * wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4)
+             * and + 1. The staging holds the warpgroup's kSub sub-tiles; one wait frees it for all of them. */
+            const int bar_id = 1 + cwg; /* 128 threads: this warpgroup only */
+            const bool leader = wq == 0 && lane == 0;
+            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * cols_per_tile * 2;
+            if (leader)
+                mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
+            mok_named_barrier(bar_id, 128);
+#pragma unroll
+            for (int u = 0; u < kSub; u++) {
+                const int sub_row0 = p.row0 + cwg * (TILE_M / 2) + u * 64;
+                if (sub_row0 + 64 <= p.row_end) {
+                    /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
+                    uint8_t *stage = wg_stage + (size_t)u * 64 * cols_per_tile * 2;
+                    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+                    if (!swiglu) {
+#pragma unroll
+                        for (int i = 0; i < TILE_N / 8; i++) {
+                            stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[u][4 * i], acc[u][4 * i + 1]));
+                            stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 3]));
+                        }
+                    } else {
+                        constexpr int kUp = TILE_N / 4; /* see the guarded path below */
+#pragma unroll
+                        for (int i = 0; i < TILE_N / 16; i++) {
+                            stage_word(stage, la, 8 * i + cq,
+                                       swiglu_bf16x2(acc[u][4 * i], acc[u][4 * i + kUp], acc[u][4 * i + 1],
+                                                     acc[u][4 * i + 1 + kUp]));
+                            stage_word(stage, lb, 8 * i + cq,
+                                       swiglu_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 2 + kUp], acc[u][4 * i + 3],
+                                                     acc[u][4 * i + 3 + kUp]));
+                        }
+                    }
+                    mok_fence_proxy_async_shared(); /* these generic writes, before the TMA engine reads them */
+                    mok_named_barrier(bar_id, 128);
+                    if (leader) {
+                        for (int b = 0; b < cols_per_tile / 64; b++)
+                            mok_tma_store_2d(&map_c, p.n * cols_per_tile + b * 64, sub_row0, stage + b * kBoxBytes);
+                        mok_bulk_commit();
+                    }
+                    continue;
+                }
+                /* The group ends inside these 64 rows (a TMA box would overwrite the next group's): guarded
+                 * stores of this group's rows only. */
+                const int ra = sub_row0 + wq * 16 + lane / 4, rb = ra + 8;
+                const bool oka = ra < p.row_end, okb = rb < p.row_end;
+                const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
+                uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
+                uint32_t *cb = reinterpret_cast<uint32_t *>(c + (size_t)(okb ? rb : 0) * n_out + col0);
                 if (!swiglu) {
 #pragma unroll
                     for (int i = 0; i < TILE_N / 8; i++) {
-                        stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[4 * i], acc[4 * i + 1]));
-                        stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
+                        if (oka)
+                            ca[4 * i] = pack_bf16x2(acc[u][4 * i], acc[u][4 * i + 1]); /* 8 columns = 4 words */
+                        if (okb)
+                            cb[4 * i] = pack_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 3]);
                     }
                 } else {
-                    constexpr int kUp = TILE_N / 4; /* see the guarded path below */
+                    /* gate column j is in register chunk j/8, its up column j + TILE_N/2 in chunk j/8 + TILE_N/16:
+                     * TILE_N/4 registers further on */
+                    constexpr int kUp = TILE_N / 4;
 #pragma unroll
                     for (int i = 0; i < TILE_N / 16; i++) {
-                        stage_word(stage, la, 8 * i + cq,
-                                   swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]));
-                        stage_word(stage, lb, 8 * i + cq,
-                                   swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3],
-                                                 acc[4 * i + 3 + kUp]));
+                        if (oka)
+                            ca[4 * i] = swiglu_bf16x2(acc[u][4 * i], acc[u][4 * i + kUp], acc[u][4 * i + 1],
+                                                      acc[u][4 * i + 1 + kUp]);
+                        if (okb)
+                            cb[4 * i] = swiglu_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 2 + kUp], acc[u][4 * i + 3],
+                                                      acc[u][4 * i + 3 + kUp]);
                     }
-                }
-                mok_fence_proxy_async_shared(); /* these generic writes, before the TMA engine reads them */
-                mok_named_barrier(bar_id, 128);
-                if (leader) {
-                    for (int b = 0; b < cols_per_tile / 64; b++)
-                        mok_tma_store_2d(&map_c, p.n * cols_per_tile + b * 64, wg_row0, stage + b * kBoxBytes);
-                    mok_bulk_commit();
-                }
-                continue;
-            }
-            const int ra = wg_row0 + wq * 16 + lane / 4, rb = ra + 8;
-            const bool oka = ra < p.row_end, okb = rb < p.row_end;
-            const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
-            uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
-            uint32_t *cb = reinterpret_cast<uint32_t *>(c + (size_t)(okb ? rb : 0) * n_out + col0);
-            if (!swiglu) {
-#pragma unroll
-                for (int i = 0; i < TILE_N / 8; i++) {
-                    if (oka)
-                        ca[4 * i] = pack_bf16x2(acc[4 * i], acc[4 * i + 1]); /* 8 columns = 4 words */
-                    if (okb)
-                        cb[4 * i] = pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]);
-                }
-            } else {
-                /* gate column j is in register chunk j/8, its up column j + TILE_N/2 in chunk j/8 + TILE_N/16:
-                 * TILE_N/4 registers further on */
-                constexpr int kUp = TILE_N / 4;
-#pragma unroll
-                for (int i = 0; i < TILE_N / 16; i++) {
-                    if (oka)
-                        ca[4 * i] = swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]);
-                    if (okb)
-                        cb[4 * i] =
-                            swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3], acc[4 * i + 3 + kUp]);
                 }
             }
         }
@@ -378,10 +401,13 @@ void say(char *why, int why_len, const char *fmt, ...)
     va_end(ap);
 }
 
-const void *kernel_for(int tile_n)
+/* The instantiations: 128 x 128, 128 x 256 and 256 x 128 (256 x 256 would need 256 accumulators a thread). */
+const void *kernel_for(int tile_m, int tile_n)
 {
-    return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<256>)
-                         : reinterpret_cast<const void *>(&gemm_sm90_kernel<128>);
+    if (tile_m == 256)
+        return reinterpret_cast<const void *>(&gemm_sm90_kernel<256, 128>);
+    return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256>)
+                         : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128>);
 }
 
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
@@ -391,7 +417,7 @@ int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_con
     if (c->stages != 0)
         return c->stages;
     int s = kMaxStages;
-    while (s > 2 && smem_bytes(c->tile_n, s, g->groups, g->swiglu) > limit)
+    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu) > limit)
         s--;
     return s;
 }
@@ -427,8 +453,13 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "tile_n %d: 128 or 256 only", c->tile_n);
         return cudaErrorInvalidValue;
     }
+    if ((c->tile_m != 128 && c->tile_m != 256) || (c->tile_m == 256 && c->tile_n != 128)) {
+        say(why, why_len, "tile %d x %d: 128 x 128, 128 x 256 or 256 x 128 (a consumer thread holds at most 128 "
+            "accumulators)", c->tile_m, c->tile_n);
+        return cudaErrorInvalidValue;
+    }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -438,10 +469,6 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
         say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
         return cudaErrorNotSupported;
-    }
-    if (c->tile_m != kTileM) {
-        say(why, why_len, "tile_m %d: 128 only (two consumer warpgroups of 64 rows)", c->tile_m);
-        return cudaErrorInvalidValue;
     }
     if (c->stages != 0 && (c->stages < 2 || c->stages > kMaxStages)) {
         say(why, why_len, "stages %d: 0 (as many as fit) or 2..%d", c->stages, kMaxStages);
@@ -491,8 +518,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     /* int32 coordinates and tile indices in the kernel */
     long long b_rows = (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
-    long long max_tiles = ((long long)g->rows_capacity / kTileM + g->groups) * (g->n_out / cols);
-    if (b_rows >= (1ll << 31) || max_tiles >= (1ll << 31) || (long long)g->rows_capacity + kTileM >= (1ll << 31)) {
+    long long max_tiles = ((long long)g->rows_capacity / c->tile_m + g->groups) * (g->n_out / cols);
+    if (b_rows >= (1ll << 31) || max_tiles >= (1ll << 31) || (long long)g->rows_capacity + c->tile_m >= (1ll << 31)) {
         say(why, why_len, "problem too large for 32-bit tile coordinates");
         return cudaErrorInvalidValue;
     }
@@ -506,11 +533,11 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     size_t limit = smem_limit(optin);
     int stages = resolve_stages(g, c, limit);
-    size_t smem = smem_bytes(c->tile_n, stages, g->groups, g->swiglu);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
     if (smem > limit) {
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + prefix of %d groups)",
-            smem, limit, stages, (kSlotABytes + c->tile_n * kRowBytes) / 1024,
-            kTileM * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, g->groups);
+            smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
+            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -673,7 +700,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
-    if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, kTileM) ||
+    if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, (uint32_t)c->tile_m) ||
         !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k, /* halves: SwiGLU's gate/up, or a cluster's */
                     (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n)) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
@@ -685,8 +712,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return (int)cudaGetLastError();
     int stages = resolve_stages(g, c, smem_limit(optin));
-    size_t smem = smem_bytes(c->tile_n, stages, g->groups, g->swiglu);
-    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
@@ -694,7 +722,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_n);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -727,14 +755,17 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
-    if (c->tile_n == 256)
-        e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<256>, map_a, map_b, map_c, g->c, g->offset, g->groups,
-                               g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, c->lockstep, c->raster, diag);
+#define MOK_LAUNCH_SM90(TM, TN)                                                                                  \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN>, map_a, map_b, map_c, g->c, g->offset, g->groups,             \
+                       g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
+                       ctr, c->lockstep, c->raster, diag)
+    if (c->tile_m == 256)
+        e = MOK_LAUNCH_SM90(256, 128);
+    else if (c->tile_n == 256)
+        e = MOK_LAUNCH_SM90(128, 256);
     else
-        e = cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128>, map_a, map_b, map_c, g->c, g->offset, g->groups,
-                               g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,
-                               g->ready_rows, cm, ctr, c->lockstep, c->raster, diag);
+        e = MOK_LAUNCH_SM90(128, 128);
+#undef MOK_LAUNCH_SM90
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

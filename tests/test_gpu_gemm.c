@@ -149,7 +149,9 @@ static void run_case(const struct case_desc *cd, int sm_major)
         /* lockstep: grid barriers every 1 or 3 k blocks, with a partial last wave (7 CTAs) and clusters */
         {128, 256, 0, 0, 1, 1, 0}, {128, 128, 4, 7, 1, 3, 0}, {128, 256, 0, 0, 2, 3, 0}, {128, 256, 3, 8, 2, 1, 0},
         /* raster 1: n-major tile order within each group, also with a partial wave, clusters and lockstep */
-        {128, 256, 0, 0, 1, 0, 1}, {128, 128, 4, 7, 1, 3, 1}, {128, 256, 0, 8, 2, 0, 1}};
+        {128, 256, 0, 0, 1, 0, 1}, {128, 128, 4, 7, 1, 3, 1}, {128, 256, 0, 8, 2, 0, 1},
+        /* 256 x 128 tiles: two 64-row sub-tiles per consumer warpgroup, groups ending inside either of them */
+        {256, 128, 0, 0, 1, 0, 0}, {256, 128, 3, 7, 1, 0, 1}, {256, 128, 0, 8, 2, 0, 0}, {256, 128, 0, 0, 1, 2, 0}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;

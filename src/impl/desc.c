@@ -83,6 +83,8 @@ static const struct mok_param_def mok_gemm_params[] = {
      0, 0, 4096, 0},
     {"raster", "tile order within an expert: 0 m-major (neighbouring CTAs share A), 1 n-major (they share B)", NULL, 0,
      0, 1, 0},
+    {"tile_m", "rows per tile: 128, or 256 with tile_n 128 (each consumer warpgroup runs two 64-row wgmmas)", NULL, 0,
+     128, 256, 128},
 };
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
@@ -131,7 +133,7 @@ static const struct mok_impl_desc impl_descs[] = {
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",
      2, nccl_params},
-    {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 7,
+    {"mok-gemm", "gemm", "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device", 8,
      mok_gemm_params},
     {"lsa-layer", "layer",
      "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (unfused kernels)", 9,
