@@ -1,7 +1,8 @@
 /* lsa: mok's own dispatch and combine (comm mode): device-built schedule, NVLink loads and stores through NCCL
  * LSA pointers into symmetric windows, epoch flags instead of host synchronization (kernels/lsa_*.cu). The host
  * never sees a split size on the timed path; it rebuilds the schedule from the gathered routing only to check the
- * device's and to count the bytes that crossed NVLink for the report. */
+ * device's and to count the bytes that crossed NVLink for the report. The state, phases (including lsa-layer's
+ * GEMMs and the megakernel's launch), graphs and checks here serve lsa_layer.c and megakernel.c too. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,53 +10,11 @@
 #include <string.h>
 
 #include "fail.h"
-#include "impl.h"
 #include "lsa.h"
-#include "megakernel.h"
-#include "mok_gemm.h"
-#include "mok_kernels.h"
-#include "schedule.h"
-#include "slot_events.h"
-#include "stats.h"
-
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
-       P_SMALL = 8, P_REDUCE = 9 };
-#define ALIGN(x) (((x) + 255) & ~(size_t)255)
-#define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
-#define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
-
-struct lsa_state {
-    struct mok_problem *p;
-    struct mok_cluster *cl;
-    struct mok_symmem win;
-    struct mok_lsa_args a;
-    int sms, nchunks;
-    struct mok_slot_events ev; /* marks: start, dispatched, experts done, combined */
-    /* dispatch=push: the schedule does not depend on the push (nor the push on it), so it runs on a side stream
-     * beside it instead of after it; fork/join by events, which a CUDA graph capture turns into edges */
-    cudaStream_t side;
-    cudaEvent_t fork, join;
-    /* lsa-layer: the expert GEMMs between dispatch and combine (unfused: stream-ordered kernels, no host sync) */
-    bool layer, gemm_portable;
-    /* overlap=gemm1: GEMM1 beside the dispatch (ready counters); the dispatch phase's time then covers both */
-    bool overlap_gemm1;
-    int gemm_sms_fed; /* GEMM1's CTAs beside the dispatch: the GPU's SMs less the dispatch's */
-    struct mok_gemm_sm90_config gemm_cfg;
-    uint16_t *h, *out; /* [capacity][I], [capacity][H] */
-    /* megakernel: phase 0 publish + schedule, phase 1 the one persistent kernel, phase 2 the owner's sum */
-    bool mega, breakdown;
-    struct mok_mega_args mk;
-    /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
-     * events between them stay outside the graphs so the phase times mean the same as with launch=stream */
-    bool use_graphs;
-    cudaGraphExec_t *graphs; /* [sets][LSA_PHASES], NULL until the first run */
-    const uint16_t *graphs_y; /* the output they were captured for */
-    struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
-    int32_t *gathered_ids;    /* [P][t_max*k] */
-};
+#include "lsa_state.h"
 
 
-static int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
+int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                         int why_len)
 {
     if (cl->lsa_size != cl->nranks) {
@@ -119,7 +78,7 @@ static int build_host_schedule(struct lsa_state *s, char *err, int err_len)
     return 0;
 }
 
-static int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
+int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
                      char *err, int err_len)
 {
     struct lsa_state *s = calloc(1, sizeof(*s));
@@ -327,7 +286,7 @@ static int capture_graphs(struct lsa_state *s, uint16_t *y, char *err, int err_l
     return 0;
 }
 
-static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 {
     struct lsa_state *s = state;
     cudaStream_t st = s->cl->stream;
@@ -350,7 +309,7 @@ static int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int e
     return 0;
 }
 
-static void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
+void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct lsa_state *s = state;
     out[MOK_PHASE_DISPATCH] = out[MOK_PHASE_GEMM] = out[MOK_PHASE_COMBINE] = NAN;
@@ -366,7 +325,7 @@ static void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 
 /* After the timed runs: overflow status, the device schedule against the host's, every chunk counter at its
  * target, and the bytes that crossed NVLink. */
-static int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {
     (void)iters;
     struct lsa_state *s = state;
@@ -426,7 +385,7 @@ static int lsa_extras(void *state, struct mok_row *row, int iters, char *err, in
     return 0;
 }
 
-static void lsa_teardown(void *state)
+void lsa_teardown(void *state)
 {
     struct lsa_state *s = state;
     if (!s)
@@ -477,254 +436,3 @@ void *mok_lsa_state_window_base(const struct mok_lsa_args *a)
     const struct lsa_state *s = (const struct lsa_state *)((const char *)a - offsetof(struct lsa_state, a));
     return s->win.ptr;
 }
-
-/* ---- lsa-layer (layer mode): the same transfers with the expert GEMMs between them ---------------------------
- * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
- * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
- * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: sms, combine, tile_rows,
- * chunk_rows, kernel, tile_n, stages, launch, overlap. */
-enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6, L_LAUNCH = 7,
-       L_OVERLAP = 8 };
-
-static void layer_to_lsa_params(const int *lp, int *params)
-{
-    for (int i = 0; i < MOK_MAX_PARAMS; i++)
-        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull: the GEMMs read contiguous expert-major rows */
-    params[P_SMS] = lp[L_SMS], params[P_COMBINE] = lp[L_COMBINE], params[P_TILE] = lp[L_TILE];
-    params[P_CHUNK] = lp[L_CHUNK], params[P_LAUNCH] = lp[L_LAUNCH];
-}
-
-static int layer_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *lp, char *why,
-                          int why_len)
-{
-    int params[MOK_MAX_PARAMS];
-    layer_to_lsa_params(lp, params);
-    if (p->shared) {
-        snprintf(why, (size_t)why_len, "shared experts are not supported yet");
-        return 0;
-    }
-    if (!lsa_supports(p, cl, params, why, why_len))
-        return 0;
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    if (lp[L_OVERLAP] == 1 && (lp[L_KERNEL] == 1 || lp[L_SMS] >= sms)) {
-        snprintf(why, (size_t)why_len, "overlap=gemm1 needs kernel=sm90 (ready counters) and sms < the GPU's %d SMs "
-                 "(GEMM1 runs on the others)", sms);
-        return 0;
-    }
-    if (lp[L_KERNEL] == 1)
-        return 1;
-    struct mok_gemm_sm90_config c = {128, lp[L_TILE_N], lp[L_STAGES], 0, 1, 0, 0}; /* no cluster, no lockstep */
-    struct mok_gemm_args g1 = {.a = (const uint16_t *)(uintptr_t)256, .b = (const uint16_t *)(uintptr_t)256,
-                               .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts, .rows_capacity = 1 << 20,
-                               .n_out = p->inter, .k = p->hidden, .swiglu = 1};
-    struct mok_gemm_args g2 = g1;
-    g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
-    return mok_gemm_sm90_supports(&g1, &c, why, why_len) && mok_gemm_sm90_supports(&g2, &c, why, why_len);
-}
-
-static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *lp, int max_slots,
-                       char *err, int err_len)
-{
-    int params[MOK_MAX_PARAMS];
-    layer_to_lsa_params(lp, params);
-    if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
-        return -1;
-    struct lsa_state *s = *state;
-    s->layer = true;
-    s->gemm_portable = lp[L_KERNEL] == 1;
-    s->overlap_gemm1 = lp[L_OVERLAP] == 1;
-    int gpu_sms = 0;
-    cudaDeviceGetAttribute(&gpu_sms, cudaDevAttrMultiProcessorCount, cl->device);
-    /* beside the dispatch, GEMM1's persistent grid takes only the SMs the dispatch leaves: both resident at once,
-     * whichever starts first (a GEMM CTA waiting on rows must never keep a dispatch block from an SM); GEMM2,
-     * alone, takes them all */
-    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp[L_TILE_N], lp[L_STAGES], 0, 1, 0, 0};
-    s->gemm_sms_fed = gpu_sms - s->sms;
-    if (!s->gemm_portable)
-        mok_gemm_sm90_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
-    size_t cap = (size_t)s->a.capacity;
-    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
-    s->a.expert_out = s->out; /* combine sends the experts' outputs back */
-    return 0;
-}
-
-static int layer_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
-{
-    int rc = lsa_extras(state, row, iters, err, err_len);
-    struct lsa_state *s = state;
-    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note), " unfused%s",
-             s->overlap_gemm1 ? ", GEMM1 beside the dispatch (dispatch_us covers both)" : "");
-    return rc;
-}
-
-const struct mok_impl_ops mok_impl_lsa_layer = {
-    .name = "lsa-layer",
-    .supports = layer_supports,
-    .setup = layer_setup,
-    .run = lsa_run,
-    .phase_ms = lsa_phase_ms,
-    .extras = layer_extras,
-    .teardown = lsa_teardown,
-};
-
-/* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
- * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
- * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
-enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
-       M_RASTER = 7 };
-
-static void mega_to_lsa_params(const int *mp, int *params)
-{
-    for (int i = 0; i < MOK_MAX_PARAMS; i++)
-        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull, small=auto (unused), reduce=after */
-    params[P_SMS] = mp[M_SMS], params[P_COMBINE] = mp[M_COMBINE], params[P_TILE] = 128, params[P_CHUNK] = mp[M_CHUNK];
-    params[P_LAUNCH] = mp[M_LAUNCH];
-    params[P_LAYOUT] = params[P_DISPATCH] = mp[M_DISPATCH]; /* push lands rows once per rank: layout=landing */
-}
-
-static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
-                         int why_len)
-{
-    int params[MOK_MAX_PARAMS];
-    mega_to_lsa_params(mp, params);
-    if (p->shared) {
-        snprintf(why, (size_t)why_len, "shared experts are not in the megakernel yet");
-        return 0;
-    }
-    if (!lsa_supports(p, cl, params, why, why_len))
-        return 0;
-    int sms = 0, major = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cl->device);
-    if (major != 9) {
-        snprintf(why, (size_t)why_len, "the megakernel's GEMMs are sm_90a (wgmma, TMA); this GPU is sm_%d0", major);
-        return 0;
-    }
-    if (mp[M_SMS] >= sms) {
-        snprintf(why, (size_t)why_len, "sms %d: fewer than the GPU's %d SMs (the rest compute)", mp[M_SMS], sms);
-        return 0;
-    }
-    if (p->hidden % 256 || p->inter % 128 || p->local_experts > 1024) {
-        snprintf(why, (size_t)why_len, "hidden %d must be a multiple of 256, intermediate %d of 128, and at most 1024 "
-                 "local experts", p->hidden, p->inter);
-        return 0;
-    }
-    if (mp[M_STAGES] && (mp[M_STAGES] < 2 || mp[M_STAGES] > 3)) {
-        snprintf(why, (size_t)why_len, "stages %d: 0 (as many as fit) or 2..3 (beside 64 KiB of C staging)",
-                 mp[M_STAGES]);
-        return 0;
-    }
-    return 1;
-}
-
-static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *mp, int max_slots,
-                      char *err, int err_len)
-{
-    int params[MOK_MAX_PARAMS];
-    mega_to_lsa_params(mp, params);
-    if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
-        return -1;
-    struct lsa_state *s = *state;
-    s->layer = true; /* three phases, the middle one not empty */
-    s->mega = true;
-    s->breakdown = mp[M_BREAKDOWN] == 1;
-    size_t cap = (size_t)s->a.capacity;
-    if (!s->a.xin) /* dispatch=push (layout=landing): rows land in the window; the slots GEMM1 reads are ours */
-        CUDA(cudaMalloc((void **)&s->a.xin, cap * p->hidden * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
-    s->a.expert_out = s->out;
-    s->mk = (struct mok_mega_args){.lsa = s->a, .w13 = p->w13[0], .w2 = p->w2[0], .h = s->h, .out = s->out,
-                                   .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES],
-                                   .raster = mp[M_RASTER]};
-    CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * 2 * (cap / 128 + 1)));
-    char why[256];
-    if (!mok_megakernel_supports(&s->mk, why, sizeof why))
-        FAIL("megakernel: %s", why);
-    mok_megakernel_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
-    return 0;
-}
-
-/* The breakdown: the same kernel with communication skipped (compute alone, on the same compute blocks, over the
- * rows the last full forward left in the slots) and with compute skipped (publish + schedule, dispatch, combine
- * sends and the owner's sum, GEMM2 counted done at once). Median of per-iteration times over `iters` runs after 2
- * warm-ups, then the maximum over ranks; y is garbage afterwards (the driver's checks ran before). */
-static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out_ms, char *err, int err_len)
-{
-    cudaStream_t st = s->cl->stream;
-    cudaEvent_t t0, t1;
-    CUDA(cudaEventCreate(&t0));
-    CUDA(cudaEventCreate(&t1));
-    double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms)
-        FAIL("out of host memory");
-    for (int i = -2; i < iters; i++) {
-        CUDA(cudaEventRecord(t0, st));
-        s->mk.lsa = s->a;
-        s->mk.w13 = s->p->w13[0], s->mk.w2 = s->p->w2[0];
-        s->mk.skip = skip;
-        if (skip == 2) { /* the whole communication path: flags and epochs advance as in a forward */
-            CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
-            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
-        }
-        int rc = mok_megakernel_fwd(&s->mk, (mok_stream_t)st);
-        s->mk.skip = 0;
-        CUDA(rc);
-        if (skip == 2) {
-            struct mok_lsa_args r = s->a;
-            r.landing = 0;
-            CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
-        }
-        CUDA(cudaEventRecord(t1, st));
-        CUDA(cudaEventSynchronize(t1));
-        float f = 0;
-        CUDA(cudaEventElapsedTime(&f, t0, t1));
-        if (i >= 0)
-            ms[i] = f;
-    }
-    struct mok_stats stats;
-    mok_stats_compute(ms, iters, &stats);
-    free(ms);
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    MPI_Allreduce(&stats.median, out_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return 0;
-}
-
-static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
-{
-    struct lsa_state *s = state;
-    if (lsa_extras(state, row, iters, err, err_len)) /* the schedule check reads the last full forward's state */
-        return -1;
-    if (!s->breakdown) {
-        snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                 " fused (phases: schedule | kernel | owner's sum)");
-        return 0;
-    }
-    double compute_ms = 0, comm_ms = 0;
-    int n = iters < 3 ? 3 : iters;
-    if (mega_variant_ms(s, 1, n, &compute_ms, err, err_len) || mega_variant_ms(s, 2, n, &comm_ms, err, err_len))
-        return -1;
-    row->gemm_alone_us = compute_ms * 1e3;   /* the kernel with communication skipped */
-    row->dispatch_alone_us = comm_ms * 1e3;  /* the forward with compute skipped */
-    double exposed = row->time_med_us - row->gemm_alone_us;
-    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-             " fused (phases: schedule | kernel | owner's sum); compute alone %.0f us, comm alone %.0f us, exposed "
-             "comm %.0f us (%.0f%%)",
-             row->gemm_alone_us, row->dispatch_alone_us, exposed,
-             row->time_med_us > 0 ? 100.0 * exposed / row->time_med_us : 0.0);
-    return 0;
-}
-
-const struct mok_impl_ops mok_impl_megakernel = {
-    .name = "megakernel",
-    .supports = mega_supports,
-    .setup = mega_setup,
-    .run = lsa_run,
-    .phase_ms = lsa_phase_ms,
-    .extras = mega_extras,
-    .teardown = lsa_teardown,
-};
