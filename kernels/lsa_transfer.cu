@@ -496,6 +496,34 @@ extern "C" int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const fl
     return MOK_LAUNCH_RESULT();
 }
 
+/* y[t], vector v, from partials held as the sum's operands: the owner's fixed-order sum over the ranks the token
+ * touches, ascending, its own partial (bf16-rounded, in fp32) at its own rank, the peer's pushed partial elsewhere;
+ * the same operations in the same order as reduce_tokens, so y is bitwise what it computes. */
+__device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
+                                               unsigned touched, const float (&own)[8])
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int q = 0; q < a.nranks; q++)
+        if (!(touched & (1u << q))) {
+            continue;
+        } else if (q == a.rank) {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += own[i];
+        } else {
+            vec8 in;
+            in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += mok_bf16_to_f32(in.h[i]);
+        }
+    vec8 out;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        out.h[i] = mok_f32_to_bf16(acc[i]);
+    ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+}
+
 /* ---- small problems, fused (small=auto): combine and the owner's sum in one launch, on enough blocks ---------
  * lsa_combine_rank_reduce_kernel (small=v1) sums on its `sms` combine blocks: 128 tokens / 16 blocks = 8 tokens in
  * series per block after the done flags, slower than the separate lsa_reduce_kernel. Here the first `combine`
@@ -565,26 +593,7 @@ __global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_
         int v = threadIdx.x + u * blockDim.x;
         if (v >= vecs)
             continue;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int q = 0; q < a.nranks; q++) /* ascending rank, as reduce_tokens */
-            if (!(touched & (1u << q))) {
-                continue;
-            } else if (q == a.rank) {
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    acc[i] += own[u][i];
-            } else {
-                vec8 in;
-                in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    acc[i] += mok_bf16_to_f32(in.h[i]);
-            }
-        vec8 out;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            out.h[i] = mok_f32_to_bf16(acc[i]);
-        ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+        store_rank_sum(a, comb, t, v, vecs, touched, own[u]);
     }
 }
 
@@ -745,26 +754,7 @@ __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, in
                 int v = threadIdx.x + u * blockDim.x;
                 if (v >= vecs)
                     continue;
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (int q = 0; q < a.nranks; q++) /* ascending rank, as reduce_tokens */
-                    if (!(touched & (1u << q))) {
-                        continue;
-                    } else if (q == a.rank) {
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += own[u][i];
-                    } else {
-                        vec8 in;
-                        in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += mok_bf16_to_f32(in.h[i]);
-                    }
-                vec8 out;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    out.h[i] = mok_f32_to_bf16(acc[i]);
-                ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+                store_rank_sum(a, comb, t, v, vecs, touched, own[u]);
             }
         } else {
             for (int v = threadIdx.x; v < vecs; v += blockDim.x) { /* reduce_tokens' per-rank sum */
