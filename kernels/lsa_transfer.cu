@@ -280,6 +280,13 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
                         acc[i] += w * mok_bf16_to_f32(in.h[i]);
                 }
             }
+            if (a.shared_y) { /* the shared experts last, as the reference adds them */
+                vec8 sh;
+                sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[i] += mok_bf16_to_f32(sh.h[i]);
+            }
             vec8 out;
 #pragma unroll
             for (int i = 0; i < 8; i++)

@@ -31,9 +31,18 @@ struct mok_mega_args {
     int inter;
     int comm_blocks;         /* blocks (one per SM) that dispatch and combine; the others compute */
     int stages;              /* GEMM pipeline depth, 0: the deepest that fits */
-    int32_t *done;           /* [2][capacity / 128]: per row block, tile halves stored by GEMM1, by GEMM2 (zeroed by
-                                every launch) */
+    int32_t *done;           /* [2][capacity / 128] (+ shared: [t_max / 128 + 1]): per row block, tile halves
+                                stored by GEMM1, by GEMM2 (and by the shared GEMM1); zeroed by every launch */
     int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */
+    /* Shared experts (shared_inter > 0): one MLP of shared_inter columns over this rank's own tokens, computed by
+     * the compute blocks first (it needs no dispatch, so it fills the dispatch's time); its output goes to sy,
+     * which the owner's sum adds (lsa.shared_y). done gets capacity / 128 + 1 + t_max / 128 more counters. */
+    int shared_inter;
+    const uint16_t *x_local; /* this forward's token rows [t_max][hidden] (this rank's window slot) */
+    const uint16_t *sw13;    /* [2 * shared_inter][hidden]: gate rows, then up rows */
+    const uint16_t *sw2;     /* [hidden][shared_inter] */
+    uint16_t *sh;            /* [t_max][shared_inter] */
+    uint16_t *sy;            /* [t_max][hidden] */
     int skip;                /* the breakdown's variants of the same kernel: 0 everything; 1 communication skipped
                                 (comm blocks exit, the rows are what the last full forward left in the slots, the
                                 ready counters preset); 2 compute skipped (compute blocks only count every GEMM2 row

@@ -32,6 +32,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common.cuh"
 #include "gemm_sm90_parts.cuh"
@@ -63,6 +64,13 @@ struct Maps {
     CUtensorMap ha;  /* h as GEMM2's A: 128-row boxes */
     CUtensorMap w2;  /* [EL * H][I], 256-row boxes */
     CUtensorMap oc;  /* out [capacity][H] as GEMM2's C: 64 x 64 store boxes */
+    /* shared experts (shared_inter > 0; unused otherwise) */
+    CUtensorMap sx;   /* this forward's own token rows [t_max][H], A of the shared GEMM1, 128-row boxes */
+    CUtensorMap sw13; /* [2 SI][H], 128-row boxes */
+    CUtensorMap shc;  /* sh [t_max][SI] as the shared GEMM1's C: 64 x 64 store boxes */
+    CUtensorMap sha;  /* sh as the shared GEMM2's A: 128-row boxes */
+    CUtensorMap sw2;  /* [H][SI], 256-row boxes */
+    CUtensorMap syc;  /* sy [t_max][H] as the shared GEMM2's C: 64 x 64 store boxes */
 };
 
 #if MOK_SM90_DEVICE
@@ -154,15 +162,33 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, i
 
 /* Unit u of the compute blocks' list: GEMM1's units [0, u1) (m-tile major, then h column tile), then GEMM2's. */
 struct Unit {
-    int job;   /* 0: GEMM1 + SwiGLU, 1: GEMM2 */
-    int group; /* local expert */
-    int rb;    /* row block: rows [rb * 128, +128) of the slots (groups are padded to 128 rows) */
+    int job;   /* 0: GEMM1 + SwiGLU, 1: GEMM2, 2: shared GEMM1 + SwiGLU, 3: shared GEMM2 */
+    int group; /* local expert (0 for the shared jobs) */
+    int rb;    /* row block: rows [rb * 128, +128) of the slots (groups are padded to 128 rows), or of own tokens */
     int n;     /* column tile */
 };
 
-__device__ __forceinline__ Unit unit_at(int u, int u1, int n1, int n2, const int *mstart, int groups, int n_major)
+/* The unit list: the shared jobs' units first (they need no dispatch: they fill its time), us1 of shared GEMM1
+ * then us2 of shared GEMM2, then the routed GEMM1's u1 and GEMM2's units. Kept in shared memory and read through
+ * a volatile reference where used: held in registers across the main loop they made the consumers spill. */
+struct UnitList {
+    int us1, us2, u1, n1, n2, ns1, shared_blocks, units;
+};
+
+__device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const int *mstart, int groups,
+                                        int n_major)
 {
+    const int us1 = L.us1, us2 = L.us2, u1 = L.u1, n1 = L.n1, n2 = L.n2, ns1 = L.ns1, shared_blocks = L.shared_blocks;
     Unit p;
+    if (u < us1 + us2) { /* shared: one group of shared_blocks row blocks */
+        p.job = u < us1 ? 2 : 3;
+        int local = u < us1 ? u : u - us1, nt = u < us1 ? ns1 : n2;
+        p.group = 0;
+        p.rb = n_major ? local % shared_blocks : local / nt;
+        p.n = n_major ? local / shared_blocks : local % nt;
+        return p;
+    }
+    u -= us1 + us2;
     p.job = u >= u1;
     int local = p.job ? u - u1 : u, nt = p.job ? n2 : n1;
     int lo = 0, hi = groups - 1; /* the largest group whose first unit (row block x column tiles) is <= local */
@@ -231,7 +257,21 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         }
     }
     __syncthreads(); /* compute blocks only: every thread of this block is in this role */
-    const int blocks_m = mstart[groups], u1 = blocks_m * n1, units = u1 + blocks_m * n2;
+    const int blocks_m = mstart[groups];
+    /* shared experts: one MLP of shared_inter columns over this rank's own tokens (rows past them are computed
+     * from whatever the buffers hold and never stored) */
+    const int sinter = m.shared_inter;
+    __shared__ UnitList list;
+    const volatile UnitList &L = list;
+    if (threadIdx.x == 0) {
+        list.n1 = n1, list.n2 = n2, list.ns1 = sinter / (kTileN / 2);
+        list.shared_blocks = sinter ? (a.my_tokens + kTileM - 1) / kTileM : 0;
+        list.us1 = list.shared_blocks * list.ns1, list.us2 = list.shared_blocks * n2;
+        list.u1 = blocks_m * n1;
+        list.units = list.us1 + list.us2 + list.u1 + blocks_m * n2;
+    }
+    __syncthreads();
+    int32_t *done3 = done2 + a.capacity / kTileM; /* shared GEMM1's row blocks */
     if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
         scatter_landed(a, cta, nctas, diag);
     if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
@@ -248,14 +288,27 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             return;
         int slot = 0;
         uint32_t phase = 0;
-        for (int u = cta; u < units; u += nctas) {
-            Unit p = unit_at(u, u1, n1, n2, mstart, groups, m.raster);
+        for (int u = cta; u < L.units; u += nctas) {
+            Unit p = unit_at(u, L, mstart, groups, m.raster);
             const int row0 = p.rb * kTileM;
-            const int k_blocks = (p.job ? inter : hidden) / kBlockK;
-            if (!p.job) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
+            const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+            const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
+            const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13
+                                                                                                   : &maps.sw2;
+            /* B rows: with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out rows and the up half n_out
+             * further on (two 128-row boxes); without, 256 rows of the group's n_out */
+            int b_row, b_up = -1;
+            if (p.job == 0)
+                b_row = p.group * 2 * inter + p.n * (kTileN / 2), b_up = b_row + inter;
+            else if (p.job == 2)
+                b_row = p.n * (kTileN / 2), b_up = b_row + sinter;
+            else
+                b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
+            if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
                 mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
-            } else {      /* h of this row block: every GEMM1 tile half stored */
-                wait_count(&done1[p.rb], 2 * n1, diag, 0, p.rb);
+            } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
+                wait_count(p.job == 1 ? &done1[p.rb] : &done3[p.rb], 2 * (p.job == 1 ? L.n1 : L.ns1), diag,
+                           p.job == 1 ? 0 : 3, p.rb);
                 mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
             }
             for (int kb = 0; kb < k_blocks; kb++) {
@@ -264,15 +317,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
                 uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
                 int kc = kb * kBlockK;
-                if (!p.job) {
-                    int b_row = p.group * 2 * inter + p.n * (kTileN / 2); /* gate rows; up rows inter further */
-                    mok_tma_load_2d(a_dst, &maps.x, kc, row0, &full[slot]);
-                    mok_tma_load_2d(b_dst, &maps.w13, kc, b_row, &full[slot]);
-                    mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, &maps.w13, kc, b_row + inter, &full[slot]);
-                } else {
-                    mok_tma_load_2d(a_dst, &maps.ha, kc, row0, &full[slot]);
-                    mok_tma_load_2d(b_dst, &maps.w2, kc, p.group * hidden + p.n * kTileN, &full[slot]);
-                }
+                mok_tma_load_2d(a_dst, ma, kc, row0, &full[slot]);
+                mok_tma_load_2d(b_dst, mb, kc, b_row, &full[slot]);
+                if (b_up >= 0)
+                    mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, &full[slot]);
                 if (++slot == stages) {
                     slot = 0;
                     phase ^= 1;
@@ -287,13 +335,12 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const int cwg = warp / 4 - 1, wq = warp % 4;
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
-    uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
     float acc[kAcc];
     int slot = 0;
     uint32_t phase = 0;
-    for (int u = cta; u < units; u += nctas) {
-        Unit p = unit_at(u, u1, n1, n2, mstart, groups, m.raster);
-        const int k_blocks = (p.job ? inter : hidden) / kBlockK;
+    for (int u = cta; u < L.units; u += nctas) {
+        Unit p = unit_at(u, L, mstart, groups, m.raster);
+        const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
 #pragma unroll
         for (int i = 0; i < kAcc; i++)
             acc[i] = 0.0f;
@@ -329,14 +376,19 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             mok_reg_fence(acc[i]);
         release_slot(&empty[prev_slot], 1, lane, 0);
 
-        /* Epilogue: every row block is whole (padded groups), so always staged boxes and TMA stores. */
+        /* Epilogue: staged boxes and TMA stores. The routed jobs' row blocks are whole (padded groups); the shared
+         * jobs' maps end at t_max rows, so TMA drops what lies past them, and rows between the own token count and
+         * t_max get values nobody reads. While the accumulators are live (staging), registers are at the limit:
+         * everything else comes after. */
         const int bar_id = 1 + cwg;
+        uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
+        const bool swiglu = p.job == 0 || p.job == 2;
         if (leader)
             mok_bulk_wait_read();
         mok_named_barrier(bar_id, 128);
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-        if (!p.job) {
-            constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
+        constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
+        if (swiglu) {
 #pragma unroll
             for (int i = 0; i < kTileN / 16; i++) {
                 stage_word(stage, la, 8 * i + cq,
@@ -353,19 +405,26 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         }
         mok_fence_proxy_async_shared();
         mok_named_barrier(bar_id, 128);
+        const int cols = swiglu ? kTileN / 2 : kTileN, sub_row0 = p.rb * kTileM + cwg * 64;
+        /* done1 | done2 | done3 */
+        int32_t *count = p.job == 3 ? nullptr : m.done + p.job * (a.capacity / kTileM) + p.rb;
         if (leader) {
-            const int cols = p.job ? kTileN : kTileN / 2, row = p.rb * kTileM + cwg * 64;
+            const CUtensorMap *mc = p.job == 0 ? &maps.hc : p.job == 1 ? &maps.oc : p.job == 2 ? &maps.shc : &maps.syc;
             for (int b = 0; b < cols / 64; b++)
-                mok_tma_store_2d(p.job ? &maps.oc : &maps.hc, p.n * cols + b * 64, row, stage + b * kBoxBytes);
+                mok_tma_store_2d(mc, p.n * cols + b * 64, sub_row0, stage + b * kBoxBytes);
             mok_bulk_commit();
-            /* count this half tile once its bytes are in global memory: the bulk writes complete, ordered before
-             * the generic release that the waiting producer (GEMM2) or comm warp (combine) acquires */
-            mok_bulk_wait(0);
-            mok_fence_proxy_async_global();
-            __threadfence();
-            atomicAdd(&(p.job ? done2 : done1)[p.rb], 1);
+            if (count) {
+                /* count this half tile once its bytes are in global memory: the bulk writes complete, ordered
+                 * before the generic release that the waiting producer or comm warp acquires */
+                mok_bulk_wait(0);
+                mok_fence_proxy_async_global();
+                __threadfence();
+                atomicAdd(count, 1);
+            }
         }
     }
+    if (leader)
+        mok_bulk_wait(0); /* the last tiles' stores have read the staging before the block exits */
 }
 
 /* ---- comm role -------------------------------------------------------------------------------------------- */
@@ -442,6 +501,13 @@ int say(char *why, int why_len, const char *msg, long long v)
     return 0;
 }
 
+/* Row-block counters in mok_mega_args.done: GEMM1's and GEMM2's over the slots, then the shared GEMM1's over the
+ * own tokens. */
+size_t done_counters(const mok_mega_args *m)
+{
+    return 2 * (size_t)(m->lsa.capacity / kTileM) + (m->shared_inter ? (size_t)m->lsa.t_max / kTileM + 1 : 0);
+}
+
 /* The pipeline depth: as asked, or the deepest that fits next to the 64 KiB C staging. */
 int resolve_stages(const mok_mega_args *m, size_t limit)
 {
@@ -487,6 +553,10 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         return say(why, why_len, "local experts %lld: 1..1024", a.local_experts);
     if (m->comm_blocks < 1 || m->comm_blocks >= sms)
         return say(why, why_len, "comm SMs %lld: at least 1 and fewer than the GPU's SMs", m->comm_blocks);
+    if (m->shared_inter < 0 || m->shared_inter % (kTileN / 2) ||
+        (m->shared_inter && (!m->x_local || !m->sw13 || !m->sw2 || !m->sh || !m->sy)))
+        return say(why, why_len, "shared_inter %lld: 0 or a multiple of 128, with x_local, sw13, sw2, sh, sy",
+                   m->shared_inter);
     if (m->skip < 0 || m->skip > 2)
         return say(why, why_len, "skip %lld: 0, 1 (communication) or 2 (compute)", m->skip);
     if (m->stages && (m->stages < 2 || m->stages > 8))
@@ -512,6 +582,15 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const mok_lsa_args &a = m->lsa;
     const int el = a.local_experts, H = a.hidden, I = m->inter;
     Maps maps;
+    memset(&maps, 0, sizeof maps);
+    const int SI = m->shared_inter;
+    if (SI && (!encode_tile_map(&maps.sx, m->x_local, (uint64_t)a.t_max, (uint64_t)H, kTileM) ||
+               !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, kTileN / 2) ||
+               !encode_tile_map(&maps.shc, m->sh, (uint64_t)a.t_max, (uint64_t)SI, 64) ||
+               !encode_tile_map(&maps.sha, m->sh, (uint64_t)a.t_max, (uint64_t)SI, kTileM) ||
+               !encode_tile_map(&maps.sw2, m->sw2, (uint64_t)H, (uint64_t)SI, kTileN) ||
+               !encode_tile_map(&maps.syc, m->sy, (uint64_t)a.t_max, (uint64_t)H, 64)))
+        return (int)cudaErrorInvalidValue;
     if (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
         !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
         !encode_tile_map(&maps.hc, m->h, (uint64_t)a.capacity, (uint64_t)I, 64) ||
@@ -531,7 +610,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         return (int)e;
     cudaStream_t s = mok_cuda_stream(stream);
     /* the row-block counters start from zero every forward (a memset node when captured) */
-    e = cudaMemsetAsync(m->done, 0, sizeof(int32_t) * 2 * (size_t)(a.capacity / kTileM), s);
+    e = cudaMemsetAsync(m->done, 0, sizeof(int32_t) * done_counters(m), s);
     if (e == cudaSuccess && m->skip == 1) /* no dispatch: every chunk counts as arrived */
         e = cudaMemcpyAsync(a.ready, a.chunk_target,
                             sizeof(int32_t) * (size_t)((a.capacity + a.chunk_rows - 1) / a.chunk_rows),

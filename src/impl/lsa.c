@@ -182,6 +182,28 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
     return s->gemm_portable ? mok_gemm_portable(&g, (mok_stream_t)st) : mok_gemm_sm90(&g, &cfg, (mok_stream_t)st);
 }
 
+/* The megakernel's arguments for input set `set`: the lsa state as of this forward (set, y, epochs), the set's
+ * expert and shared-expert weights and its token rows in the window. */
+void mega_forward_args(struct lsa_state *s, int set)
+{
+    s->mk.lsa = s->a;
+    s->mk.w13 = s->p->w13[set], s->mk.w2 = s->p->w2[set];
+    if (s->mk.shared_inter) {
+        s->mk.sw13 = s->p->shared_w13[set], s->mk.sw2 = s->p->shared_w2[set];
+        s->mk.x_local = (const uint16_t *)((const char *)s->win.ptr + s->a.off_x + (size_t)set * s->a.x_set_bytes);
+    }
+}
+
+/* The owner's sum after the megakernel: own tokens' partials come from the expert outputs (not landed input rows,
+ * even with dispatch=push), and the shared experts' output is added last. */
+struct mok_lsa_args mega_reduce_args(const struct lsa_state *s)
+{
+    struct mok_lsa_args r = s->a;
+    r.landing = 0;
+    r.shared_y = s->mk.shared_inter ? s->mk.sy : NULL;
+    return r;
+}
+
 /* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
 static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
 {
@@ -190,12 +212,10 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
             CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
             CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
         } else if (phase == 1) {
-            s->mk.lsa = s->a; /* set, y and the epoch state as of this forward */
-            s->mk.w13 = s->p->w13[set], s->mk.w2 = s->p->w2[set];
+            mega_forward_args(s, set);
             CUDA(mok_megakernel_fwd(&s->mk, (mok_stream_t)st));
         } else {
-            struct mok_lsa_args r = s->a;
-            r.landing = 0; /* own tokens' partials come from the expert outputs, not the landed input rows */
+            struct mok_lsa_args r = mega_reduce_args(s);
             CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
         }
         return 0;
@@ -400,6 +420,8 @@ void lsa_teardown(void *state)
     cudaFree(s->h);
     cudaFree(s->out);
     cudaFree(s->mk.done);
+    cudaFree(s->mk.sh);
+    cudaFree(s->mk.sy);
     mok_slot_events_destroy(&s->ev);
     if (s->side)
         cudaStreamDestroy(s->side);

@@ -59,5 +59,8 @@ int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
 int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
 void lsa_teardown(void *state);
+/* The megakernel's per-forward arguments (src/impl/lsa.c; megakernel.c's breakdown uses them too). */
+void mega_forward_args(struct lsa_state *s, int set);
+struct mok_lsa_args mega_reduce_args(const struct lsa_state *s);
 
 #endif

@@ -28,10 +28,6 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
 {
     int params[MOK_MAX_PARAMS];
     mega_to_lsa_params(mp, params);
-    if (p->shared) {
-        snprintf(why, (size_t)why_len, "shared experts are not in the megakernel yet");
-        return 0;
-    }
     if (!lsa_supports(p, cl, params, why, why_len))
         return 0;
     int sms = 0, major = 0;
@@ -78,7 +74,14 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     s->mk = (struct mok_mega_args){.lsa = s->a, .w13 = p->w13[0], .w2 = p->w2[0], .h = s->h, .out = s->out,
                                    .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES],
                                    .raster = mp[M_RASTER]};
-    CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * 2 * (cap / 128 + 1)));
+    size_t tmax = (size_t)s->a.t_max;
+    CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * (2 * (cap / 128 + 1) + tmax / 128 + 2)));
+    if (p->shared) { /* one MLP of shared x intermediate columns over the own tokens (as the reference) */
+        s->mk.shared_inter = p->shared * p->inter;
+        CUDA(cudaMalloc((void **)&s->mk.sh, tmax * (size_t)s->mk.shared_inter * 2 + 16));
+        CUDA(cudaMalloc((void **)&s->mk.sy, tmax * (size_t)p->hidden * 2 + 16));
+        mega_forward_args(s, 0); /* so that supports() sees complete shared arguments */
+    }
     char why[256];
     if (!mok_megakernel_supports(&s->mk, why, sizeof why))
         FAIL("megakernel: %s", why);
@@ -101,8 +104,7 @@ static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out
         FAIL("out of host memory");
     for (int i = -2; i < iters; i++) {
         CUDA(cudaEventRecord(t0, st));
-        s->mk.lsa = s->a;
-        s->mk.w13 = s->p->w13[0], s->mk.w2 = s->p->w2[0];
+        mega_forward_args(s, 0);
         s->mk.skip = skip;
         if (skip == 2) { /* the whole communication path: flags and epochs advance as in a forward */
             CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
@@ -112,8 +114,7 @@ static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out
         s->mk.skip = 0;
         CUDA(rc);
         if (skip == 2) {
-            struct mok_lsa_args r = s->a;
-            r.landing = 0;
+            struct mok_lsa_args r = mega_reduce_args(s);
             CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
         }
         CUDA(cudaEventRecord(t1, st));
