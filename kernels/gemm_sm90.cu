@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            mok_mbar_init(&full[s], 1); /* the producer's arrive.expect_tx; TMA (this CTA's and the peer's) adds bytes */
+            mok_mbar_init(&full[s], 1); /* the producer's arrive.expect_tx; TMA (ours and the peer's) adds bytes */
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */

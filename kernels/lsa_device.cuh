@@ -199,7 +199,8 @@ __device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, 
 
 /* rows_landed: comm mode with layout=landing, where every route of a token returns its landed input row; else
  * each route has its own expert output row (a.expert_out[slot]). */
-__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane, bool rows_landed)
+__device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane,
+                                                 bool rows_landed)
 {
     int items = (a.nranks - 1) * a.t_max, vecs = a.hidden / 8;
     rank_item cur = load_rank_item(a, warp, items, lane);
@@ -257,7 +258,8 @@ __device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1,
 /* Pull dispatch, one warp per (source rank, token) with routes here: the row is loaded from the owner's window
  * once and stored into every local slot of the token (layout=slots) or its landing row, U vectors per lane in
  * flight; then each slot's chunk counter is released. warp / nwarps: this warp among the launch's copy warps. */
-template <int U> __device__ __forceinline__ void dispatch_pull_rows(const mok_lsa_args &a, int warp, int nwarps, int lane)
+template <int U>
+__device__ __forceinline__ void dispatch_pull_rows(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     int vecs = a.hidden / 8;
     for (int g = warp; g < a.nranks * a.t_max; g += nwarps) {

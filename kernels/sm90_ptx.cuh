@@ -19,7 +19,7 @@
 #define MOK_SM90_DIAG_OFFSETS 4         /* offset[] invalid: tile = g, kb = offset[g], extra = offset[g + 1] */
 #define MOK_SM90_DIAG_READY 5           /* rows never ready: tile, slot = chunk, kb = counter seen, extra = target */
 #define MOK_SM90_DIAG_WAVE 6            /* lockstep: tile = barrier, kb = arrivals seen, extra = expected */
-#define MOK_SM90_DIAG_MEGA 7            /* megakernel counter wait: slot = which, tile = index, kb = seen, extra = target */
+#define MOK_SM90_DIAG_MEGA 7            /* megakernel wait: slot = which, tile = index, kb = seen, extra = target */
 struct mok_sm90_diag {
     int magic, block, thread, role, slot, parity, tile, kb, extra;
 };

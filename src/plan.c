@@ -48,7 +48,7 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         return t * k * 3 * i * 2;
     if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers */
         return t * k * i * 2;
-    if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus the experts' h and out rows */
+    if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
         double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
         return t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4 + cap * (i + h) * 2;
