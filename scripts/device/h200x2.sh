@@ -31,7 +31,7 @@ for step in $STEPS; do
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
-    ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-deepseek.json 4; echo "rc=$?";;
+    ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     mega) $MPIRUN -np 2 $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     megabreakdown) $MPIRUN -np 2 $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
