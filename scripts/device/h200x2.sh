@@ -13,6 +13,7 @@ nvidia-smi topo -m | head -5
 echo "NCCL lib: $NCCL_PY"; ldd .dev/bin/mok-bench | grep -E "nccl|cjson|mpi|cublas|cudart"
 BIN=.dev/bin/mok-bench
 STEPS=${STEPS:-"symmem small quick deepseek qwen"}
+NP=${NP:-2} # ranks of the multi-GPU steps (one per GPU): 4 or 8 on the larger kinds (issue 7)
 for step in $STEPS; do
   echo "== step $step $(date -u +%T)"
   case $step in
@@ -20,36 +21,36 @@ for step in $STEPS; do
     small) sh tests/gpu_impls.sh $BIN . "$R/gpu-small"; echo "rc=$?";;
     lsatest) sh tests/gpu_run.sh .dev/bin/test_gpu_lsa; echo "rc=$?"; sh tests/gpu_lsa_timeout.sh .dev/bin/test_gpu_lsa; echo "rc=$?";;
     sanitize) for tool in memcheck racecheck; do
-        $MPIRUN -np 2 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 .dev/bin/mok-bench -w 0 -n 1 -o "$R/san-$tool" tests/gpu_sanitize.json > "$R/sanitize-$tool.log" 2>&1
+        $MPIRUN -np $NP compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 .dev/bin/mok-bench -w 0 -n 1 -o "$R/san-$tool" tests/gpu_sanitize.json > "$R/sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/sanitize-$tool.log" | sort | uniq -c | head; done;;
-    profile) $MPIRUN -np 2 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
+    profile) $MPIRUN -np $NP ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
         -k regex:lsa_ --launch-skip 20 --launch-count 20 .dev/bin/mok-bench -o "$R/profile" configs/profile-comm.json \
         > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
         sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
     gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?"; sh tests/gpu_impls.sh $BIN . "$R/gpu-gemm-small" tests/gpu_gemm_small.json; echo "rc=$?";;
-    layer) $MPIRUN -np 2 $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
+    layer) $MPIRUN -np $NP $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
-    mega) $MPIRUN -np 2 $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
-    megabreakdown) $MPIRUN -np 2 $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
+    mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
+    megabreakdown) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
     megasanitize) for tool in memcheck racecheck; do
-        timeout 300 $MPIRUN -np 2 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $BIN -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1
+        timeout 300 $MPIRUN -np $NP compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $BIN -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool (megakernel) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-sanitize-$tool.log" | sort | uniq -c | head; done;;
     tunecheck) for cfg in deepseek-v3 qwen3-235b; do  # issue 6: budgeted search vs exhaustive, then --tuned reuse
-        python3 scripts/tune_check.py --mpirun "$MPIRUN -np 2" --bin $BIN --config configs/$cfg.json \
+        python3 scripts/tune_check.py --mpirun "$MPIRUN -np $NP" --bin $BIN --config configs/$cfg.json \
           --impl nccl-overlap --out "$R/tune-check-$cfg"; echo "rc=$?"; done;;
-    tunemega) python3 scripts/tune_check.py --mpirun "$MPIRUN -np 2" --bin $BIN --config configs/megakernel.json \
+    tunemega) python3 scripts/tune_check.py --mpirun "$MPIRUN -np $NP" --bin $BIN --config configs/megakernel.json \
         --impl megakernel --out "$R/tune-check-megakernel"; echo "rc=$?";;
     graphsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-graph-small" tests/gpu_graph_small.json; echo "rc=$?";;
-    comm) $MPIRUN -np 2 $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
-    commsmallbatch) $MPIRUN -np 2 $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
-    probe) $MPIRUN -np 2 $BIN --probe; echo "rc=$?";;
-    quick) $MPIRUN -np 2 $BIN -o "$R" configs/quick.json; echo "rc=$?";;
-    deepseek) $MPIRUN -np 2 $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
-    qwen) $MPIRUN -np 2 $BIN -o "$R" configs/qwen3-235b.json; echo "rc=$?";;
+    comm) $MPIRUN -np $NP $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
+    commsmallbatch) $MPIRUN -np $NP $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
+    probe) $MPIRUN -np $NP $BIN --probe; echo "rc=$?";;
+    quick) $MPIRUN -np $NP $BIN -o "$R" configs/quick.json; echo "rc=$?";;
+    deepseek) $MPIRUN -np $NP $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
+    qwen) $MPIRUN -np $NP $BIN -o "$R" configs/qwen3-235b.json; echo "rc=$?";;
     *) eval "$step"; echo "rc=$?";;
   esac
 done
