@@ -2,7 +2,7 @@
  * and share the NCCL id; then a workspace per tuning variant, random tokens, routing and weights, mok_route +
  * mok_forward, and y checked against a host fp32 reference with the layer's bf16 roundings (GEMM outputs and the
  * SwiGLU output rounded to bf16, fp32 accumulation, the weighted top-k sum in fp32). A second forward on the same
- * inputs must give bitwise the same y. Exit 0 pass, 1 fail, 77 skip (no GPU, not sm_90, not one NVLink domain). */
+ * inputs must give bitwise the same y. Ranks hold different token counts. Exit 0 pass, 1 fail, 77 skip (no GPU, not sm_90, not one NVLink domain). */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -138,7 +138,8 @@ int main(int argc, char **argv)
     cudaStream_t st;
     cudaStreamCreate(&st);
 
-    const int T = 300, EL = E / nranks;
+    /* ragged: every rank but the first holds fewer tokens than max_tokens */
+    const int T_MAX = 300, T = rank == 0 ? T_MAX : 123, EL = E / nranks;
     uint16_t *w13 = malloc(sizeof(uint16_t) * E * 2 * I * H), *w2 = malloc(sizeof(uint16_t) * E * H * I);
     uint16_t *x = malloc(sizeof(uint16_t) * T * H), *y = malloc(sizeof(uint16_t) * T * H);
     uint16_t *y2 = malloc(sizeof(uint16_t) * T * H);
@@ -165,7 +166,7 @@ int main(int argc, char **argv)
     /* comm SMs, per-rank combine, dispatch push */
     const int variants[][3] = {{4, 0, 0}, {4, 1, 0}, {2, 0, 1}, {2, 1, 1}};
     for (int v = 0; v < 4; v++) {
-        struct mok_layer_desc d = {.hidden = H, .intermediate = I, .experts = E, .topk = K, .max_tokens = T,
+        struct mok_layer_desc d = {.hidden = H, .intermediate = I, .experts = E, .topk = K, .max_tokens = T_MAX,
                                    .capacity_factor = 4.0, .input_slots = 1, .comm_sms = variants[v][0],
                                    .combine_per_rank = variants[v][1], .chunk_rows = 7,
                                    .dispatch_push = variants[v][2]};
