@@ -1,4 +1,8 @@
-/* lsa-layer (layer mode): lsa's transfers with mok's expert GEMMs between them, stream-ordered, no host sync. */
+/* lsa-layer (layer mode): the same transfers as lsa with the expert GEMMs between them.
+ * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
+ * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
+ * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: sms, combine, tile_rows,
+ * chunk_rows, kernel, tile_n, stages, launch, overlap. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,11 +10,6 @@
 #include "fail.h"
 #include "lsa_state.h"
 
-/* ---- lsa-layer (layer mode): the same transfers with the expert GEMMs between them ---------------------------
- * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
- * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
- * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: sms, combine, tile_rows,
- * chunk_rows, kernel, tile_n, stages, launch, overlap. */
 enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6, L_LAUNCH = 7,
        L_OVERLAP = 8 };
 

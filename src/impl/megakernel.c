@@ -1,4 +1,7 @@
-/* megakernel (layer mode): the fused forward (kernels/megakernel_fwd.cu) on lsa's state. */
+/* megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
+ * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
+ * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +10,6 @@
 #include "lsa_state.h"
 #include "stats.h"
 
-/* ---- megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
- * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
- * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
 enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
        M_RASTER = 7 };
 
