@@ -197,12 +197,35 @@ __device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, 
     }
 }
 
+/* One (source rank p, token t) item of the per-rank combine: the partial of its routes into this rank (mask: the
+ * lanes j whose route is here, cur: this lane's slot and weight) to the owner's comb[t][my rank]. */
+__device__ __forceinline__ void combine_rank_item(const mok_lsa_args &a, int p, int t, int lane, unsigned mask,
+                                                  rank_item cur, bool rows_landed)
+{
+    uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                            a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
+    if (!rows_landed) {
+        stream_slots(a, dst, lane, mask, cur.slot, cur.w);
+        return;
+    }
+    /* the weights of the routes into this rank, ascending j: the r-th into a register */
+    float w[REG_ROUTES];
+    unsigned rest = mask;
+#pragma unroll
+    for (int r = 0; r < REG_ROUTES; r++) {
+        w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
+        rest &= rest - 1;
+    }
+    const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
+    stream_landed(landed_row(a, p, t), dst, a.hidden / 8, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
+}
+
 /* rows_landed: comm mode with layout=landing, where every route of a token returns its landed input row; else
  * each route has its own expert output row (a.expert_out[slot]). */
 __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp, int nwarps, int lane,
                                                  bool rows_landed)
 {
-    int items = (a.nranks - 1) * a.t_max, vecs = a.hidden / 8;
+    int items = (a.nranks - 1) * a.t_max;
     rank_item cur = load_rank_item(a, warp, items, lane);
     for (int g = warp; g < items; g += nwarps) {
         rank_item next = load_rank_item(a, g + nwarps, items, lane);
@@ -210,23 +233,7 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
         if (mask) {
             int p, t;
             remote_token_item(a, g, &p, &t);
-            uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-            if (!rows_landed) {
-                stream_slots(a, dst, lane, mask, cur.slot, cur.w);
-            } else {
-                /* the weights of the routes into this rank, ascending j: the r-th into a register */
-                float w[REG_ROUTES];
-                unsigned rest = mask;
-#pragma unroll
-                for (int r = 0; r < REG_ROUTES; r++) {
-                    w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
-                    rest &= rest - 1;
-                }
-                const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
-                const uint4 *src = landed_row(a, p, t);
-                stream_landed(src, dst, vecs, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
-            }
+            combine_rank_item(a, p, t, lane, mask, cur, rows_landed);
         }
         cur = next;
     }
@@ -335,5 +342,21 @@ template <int U> __device__ __forceinline__ void push_rows(const mok_lsa_args &a
                         dst[v0 + u * 32] = val[u];
             }
         }
+    }
+}
+
+/* One row by one warp, U 16-byte vectors per lane in flight (src or dst may be a peer's). */
+template <int U> __device__ __forceinline__ void copy_row(const uint4 *src, uint4 *dst, int vecs, int lane)
+{
+    for (int v0 = lane; v0 < vecs; v0 += 32 * U) {
+        uint4 val[U];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            if (v0 + k * 32 < vecs)
+                val[k] = src[v0 + k * 32];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            if (v0 + k * 32 < vecs)
+                dst[v0 + k * 32] = val[k];
     }
 }

@@ -21,19 +21,24 @@ __device__ __forceinline__ int32_t *table_tokens(const mok_lsa_args &a, int peer
     return (int32_t *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_table, peer);
 }
 
-/* Many blocks: my routing into my window (one block took 200-300 us at 8192 tokens: latency-bound). */
-__global__ void __launch_bounds__(SCHED_THREADS) lsa_table_kernel(mok_lsa_args a)
+/* My routing into my window's table (token count, ids, weights), thread `first` of `stride` copying. */
+__device__ __forceinline__ void write_own_table(const mok_lsa_args &a, int first, int stride)
 {
     int32_t *tab = table_tokens(a, a.rank);
     int32_t *ids = tab + 1;
     float *w = (float *)(ids + (size_t)a.t_max * a.topk);
-    int n = a.my_tokens * a.topk;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    for (int i = first; i < a.my_tokens * a.topk; i += stride) {
         ids[i] = a.my_ids[i];
         w[i] = a.my_w[i];
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0)
+    if (first == 0)
         tab[0] = a.my_tokens;
+}
+
+/* Many blocks: my routing into my window (one block took 200-300 us at 8192 tokens: latency-bound). */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_table_kernel(mok_lsa_args a)
+{
+    write_own_table(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 /* One block, after the table: epoch + 1 and a release flag in every peer's window (mine included). */
@@ -54,15 +59,7 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_publish_kernel(mok_lsa_args
 /* Small tables: the copy and the publish in one block, one launch instead of two. */
 __global__ void __launch_bounds__(SCHED_THREADS) lsa_table_publish_kernel(mok_lsa_args a)
 {
-    int32_t *tab = table_tokens(a, a.rank);
-    int32_t *ids = tab + 1;
-    float *w = (float *)(ids + (size_t)a.t_max * a.topk);
-    for (int i = threadIdx.x; i < a.my_tokens * a.topk; i += blockDim.x) {
-        ids[i] = a.my_ids[i];
-        w[i] = a.my_w[i];
-    }
-    if (threadIdx.x == 0)
-        tab[0] = a.my_tokens;
+    write_own_table(a, threadIdx.x, blockDim.x);
     __syncthreads(); /* every thread's table writes before the flag (each fences at system scope in publish) */
     publish_table(a);
 }
@@ -562,15 +559,7 @@ __global__ void __launch_bounds__(FUSED_THREADS) lsa_dispatch_fused_kernel(mok_l
     __syncthreads();
     const uint64_t epoch = epoch_sh;
     if (blockIdx.x == 0) {
-        int32_t *tab = table_tokens(a, a.rank);
-        int32_t *ids = tab + 1;
-        float *w = (float *)(ids + (size_t)a.t_max * a.topk);
-        for (int i = threadIdx.x; i < a.my_tokens * a.topk; i += blockDim.x) {
-            ids[i] = a.my_ids[i];
-            w[i] = a.my_w[i];
-        }
-        if (threadIdx.x == 0)
-            tab[0] = a.my_tokens;
+        write_own_table(a, threadIdx.x, blockDim.x);
         __syncthreads();
         if (threadIdx.x < a.nranks) { /* as publish_table, with this forward's epoch */
             __threadfence_system();

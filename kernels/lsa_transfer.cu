@@ -242,6 +242,46 @@ __device__ __forceinline__ void own_partial(const mok_lsa_args &a, int t, int v,
         part[i] = mok_bf16_to_f32(mok_f32_to_bf16(acc[i]));
 }
 
+/* The owner's fixed-order per-rank sum of token t's vector v into acc: over the ranks the token touches, in
+ * ascending order, its own partial (bf16-rounded, in fp32) at its own rank and the peer's pushed partial elsewhere.
+ * Every per-rank sum goes through here, so they are bitwise the same. */
+__device__ __forceinline__ void add_rank_partials(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
+                                                  unsigned touched, const float (&own)[8], float (&acc)[8])
+{
+    for (int q = 0; q < a.nranks; q++)
+        if (!(touched & (1u << q))) {
+            continue;
+        } else if (q == a.rank) {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += own[i];
+        } else {
+            vec8 in;
+            in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += mok_bf16_to_f32(in.h[i]);
+        }
+}
+
+__device__ __forceinline__ void store_y(const mok_lsa_args &a, int t, int v, int vecs, const float (&acc)[8])
+{
+    vec8 out;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        out.h[i] = mok_f32_to_bf16(acc[i]);
+    ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+}
+
+/* y[t], vector v, of a per-rank sum whose own partial is already at hand. */
+__device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
+                                               unsigned touched, const float (&own)[8])
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    add_rank_partials(a, comb, t, v, vecs, touched, own, acc);
+    store_y(a, t, v, vecs, acc);
+}
+
 /* The owner's fixed-order sum: one block per token (grid-stride). */
 __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
 {
@@ -254,22 +294,10 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
         for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             if (a.combine_per_rank) {
-                for (int q = 0; q < a.nranks; q++) /* ascending rank: fixed order */
-                    if (!(touched & (1u << q))) {
-                        continue;
-                    } else if (q == a.rank) {
-                        float part[8];
-                        own_partial(a, t, v, part);
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += part[i];
-                    } else {
-                        vec8 in;
-                        in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += mok_bf16_to_f32(in.h[i]);
-                    }
+                float own[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (touched & (1u << a.rank))
+                    own_partial(a, t, v, own);
+                add_rank_partials(a, comb, t, v, vecs, touched, own, acc);
             } else {
                 for (int j = 0; j < a.topk; j++) {
                     float w = a.my_w[t * a.topk + j];
@@ -287,11 +315,7 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
                 for (int i = 0; i < 8; i++)
                     acc[i] += mok_bf16_to_f32(sh.h[i]);
             }
-            vec8 out;
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                out.h[i] = mok_f32_to_bf16(acc[i]);
-            ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+            store_y(a, t, v, vecs, acc);
         }
     }
 }
@@ -387,17 +411,7 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel
         uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
                                                 a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
         const uint4 *src = a.landing ? landed_row(a, p, t) : (const uint4 *)a.expert_out + (size_t)s * vecs;
-        for (int v0 = lane; v0 < vecs; v0 += 32 * UNROLL) {
-            uint4 val[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                if (v0 + u * 32 < vecs)
-                    dst[v0 + u * 32] = val[u];
-        }
+        copy_row<UNROLL>(src, dst, vecs, lane);
     }
     signal_done(a);
 }
@@ -503,33 +517,6 @@ extern "C" int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const fl
     return MOK_LAUNCH_RESULT();
 }
 
-/* y[t], vector v, from partials held as the sum's operands: the owner's fixed-order sum over the ranks the token
- * touches, ascending, its own partial (bf16-rounded, in fp32) at its own rank, the peer's pushed partial elsewhere;
- * the same operations in the same order as reduce_tokens, so y is bitwise what it computes. */
-__device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
-                                               unsigned touched, const float (&own)[8])
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int q = 0; q < a.nranks; q++)
-        if (!(touched & (1u << q))) {
-            continue;
-        } else if (q == a.rank) {
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[i] += own[i];
-        } else {
-            vec8 in;
-            in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[i] += mok_bf16_to_f32(in.h[i]);
-        }
-    vec8 out;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        out.h[i] = mok_f32_to_bf16(acc[i]);
-    ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
-}
 
 /* ---- small problems, fused (small=auto): combine and the owner's sum in one launch, on enough blocks ---------
  * lsa_combine_rank_reduce_kernel (small=v1) sums on its `sms` combine blocks: 128 tokens / 16 blocks = 8 tokens in
@@ -678,29 +665,12 @@ __device__ __forceinline__ rank_item load_chunk_item(const mok_lsa_args &a, int 
 __device__ __forceinline__ void combine_chunk(const mok_lsa_args &a, int p, int t0, int t_end, int warp, int nwarps,
                                              int lane)
 {
-    int vecs = a.hidden / 8;
     rank_item cur = load_chunk_item(a, p, t0 + warp, t_end, lane);
     for (int t = t0 + warp; t < t_end; t += nwarps) {
         rank_item next = load_chunk_item(a, p, t + nwarps, t_end, lane);
         unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
-        if (mask) {
-            uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                (ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
-            if (!a.landing) {
-                stream_slots(a, dst, lane, mask, cur.slot, cur.w);
-            } else {
-                float w[REG_ROUTES];
-                unsigned rest = mask;
-#pragma unroll
-                for (int r = 0; r < REG_ROUTES; r++) {
-                    w[r] = __shfl_sync(0xffffffffu, cur.w, (__ffs(rest) - 1) & 31); /* past the last: unused */
-                    rest &= rest - 1;
-                }
-                const float *wrow = a.all_w + ((size_t)p * a.t_max + t) * a.topk;
-                const uint4 *src = landed_row(a, p, t);
-                stream_landed(src, dst, vecs, lane, w, min(__popc(mask), REG_ROUTES), rest, wrow);
-            }
-        }
+        if (mask)
+            combine_rank_item(a, p, t, lane, mask, cur, a.landing);
         cur = next;
     }
 }
@@ -765,28 +735,10 @@ __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, in
             }
         } else {
             for (int v = threadIdx.x; v < vecs; v += blockDim.x) { /* reduce_tokens' per-rank sum */
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (int q = 0; q < a.nranks; q++)
-                    if (!(touched & (1u << q))) {
-                        continue;
-                    } else if (q == a.rank) {
-                        float part[8];
-                        own_partial(a, t, v, part);
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += part[i];
-                    } else {
-                        vec8 in;
-                        in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += mok_bf16_to_f32(in.h[i]);
-                    }
-                vec8 out;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    out.h[i] = mok_f32_to_bf16(acc[i]);
-                ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+                float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (touched & (1u << a.rank))
+                    own_partial(a, t, v, part);
+                store_rank_sum(a, comb, t, v, vecs, touched, part);
             }
         }
     }

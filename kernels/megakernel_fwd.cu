@@ -96,22 +96,6 @@ __device__ __forceinline__ void wait_count(const int32_t *ctr, int target, struc
     }
 }
 
-/* One row by one warp, kDispatchUnroll 16-byte vectors per lane in flight (src or dst may be a peer's). */
-__device__ __forceinline__ void copy_row(const uint4 *src, uint4 *dst, int vecs, int lane)
-{
-    for (int v0 = lane; v0 < vecs; v0 += 32 * kDispatchUnroll) {
-        uint4 val[kDispatchUnroll];
-#pragma unroll
-        for (int k = 0; k < kDispatchUnroll; k++)
-            if (v0 + k * 32 < vecs)
-                val[k] = src[v0 + k * 32];
-#pragma unroll
-        for (int k = 0; k < kDispatchUnroll; k++)
-            if (v0 + k * 32 < vecs)
-                dst[v0 + k * 32] = val[k];
-    }
-}
-
 /* Until the 64-bit flag a peer stores into my window reaches target (acquire at system scope). */
 __device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target, struct mok_sm90_diag *diag, int index)
 {
@@ -150,7 +134,7 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, i
                 continue; /* padding: GEMM1 computes it, nothing reads it */
             const uint4 *src = landed_row(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF);
             uint4 *dst = (uint4 *)a.xin + (size_t)s * vecs;
-            copy_row(src, dst, vecs, lane);
+            copy_row<kDispatchUnroll>(src, dst, vecs, lane);
         }
         __syncthreads(); /* the block's rows of chunk c are written; fence after the barrier orders them all */
         if (threadIdx.x == 0) {
@@ -473,7 +457,7 @@ __device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm9
             uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
                                                     a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
             const uint4 *src = (const uint4 *)m.out + (size_t)s * vecs;
-            copy_row(src, dst, vecs, lane);
+            copy_row<kDispatchUnroll>(src, dst, vecs, lane);
         }
     }
     signal_done(a, 1, m.comm_blocks);
