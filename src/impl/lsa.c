@@ -11,6 +11,7 @@
 
 #include "fail.h"
 #include "lsa.h"
+#include "lsa_layout.h"
 #include "lsa_state.h"
 
 
@@ -103,25 +104,11 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
-    a->sched_blocks = (tmax * k + ROUTES_PER_SCHED_BLOCK - 1) / ROUTES_PER_SCHED_BLOCK;
-    if (a->sched_blocks < 1)
-        a->sched_blocks = 1;
     s->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
 
-    /* window: flags | chunk flags (reduce=overlap) | routing table | token rows of every input set | rows pushed
-     * back */
+    /* window: one token-row slot per input set (src/lsa_layout.c) */
     size_t row = (size_t)H * 2;
-    a->off_flags = 0;
-    a->off_cflags = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
-    size_t reduce_chunks = ((size_t)tmax + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
-    a->off_table = a->off_cflags + ALIGN(sizeof(uint64_t) * P * (reduce_chunks ? reduce_chunks : 1));
-    a->off_x = a->off_table + ALIGN(sizeof(int32_t) + (size_t)tmax * k * 8);
-    a->x_set_bytes = ALIGN((size_t)tmax * row);
-    a->off_comb = a->off_x + (size_t)p->sets * a->x_set_bytes;
-    size_t comb_rows = a->combine_per_rank ? (size_t)tmax * P : (size_t)tmax * k;
-    a->off_land = a->off_comb + ALIGN(comb_rows * row);
-    size_t land_bytes = a->landing ? ALIGN((size_t)P * tmax * row) : 0;
-    if (mok_symmem_alloc(cl, a->off_land + land_bytes, &s->win, err, err_len))
+    if (mok_symmem_alloc(cl, mok_lsa_layout(a, p->sets), &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
     CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags, chunk flags and table start at zero */

@@ -16,9 +16,7 @@
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
        P_SMALL = 8, P_REDUCE = 9 };
-#define ALIGN(x) (((x) + 255) & ~(size_t)255)
 #define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
-#define ROUTES_PER_SCHED_BLOCK 256 /* short stable-placement loops: a warp ranks 8 x 32 routes */
 
 struct lsa_state {
     struct mok_problem *p;

@@ -8,12 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lsa_layout.h"
 #include "megakernel.h"
 #include "mok_kernels.h"
 #include "schedule.h"
 
-#define ALIGN(x) (((x) + 255) & ~(size_t)255)
-#define ROUTES_PER_SCHED_BLOCK 256 /* as mok-bench's lsa implementation: short stable-placement loops */
 
 struct mok_workspace {
     ncclComm_t comm;
@@ -97,22 +96,11 @@ static int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len)
     return MOK_OK;
 }
 
-/* The window: flags | chunk flags | routing table | token rows of every input slot | rows pushed back | landing rows
- * (dispatch_push). The same layout as mok-bench's lsa implementation builds, so the same kernels read it. */
+/* The window as mok-bench's lsa implementation lays it out (src/lsa_layout.c), so the same kernels read it. */
 static int alloc_window(mok_workspace *ws, char *err, int err_len)
 {
     struct mok_lsa_args *a = &ws->a;
-    size_t row = (size_t)a->hidden * 2, tmax = (size_t)a->t_max, P = (size_t)a->nranks, k = (size_t)a->topk;
-    a->off_flags = 0;
-    a->off_cflags = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
-    size_t reduce_chunks = (tmax + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
-    a->off_table = a->off_cflags + ALIGN(sizeof(uint64_t) * P * reduce_chunks);
-    a->off_x = a->off_table + ALIGN(sizeof(int32_t) + tmax * k * 8);
-    a->x_set_bytes = ALIGN(tmax * row);
-    a->off_comb = a->off_x + (size_t)ws->d.input_slots * a->x_set_bytes;
-    size_t comb_rows = a->combine_per_rank ? tmax * P : tmax * k;
-    a->off_land = a->off_comb + ALIGN(comb_rows * row);
-    ws->win_bytes = a->off_land + (a->landing ? ALIGN(P * tmax * row) : 0);
+    ws->win_bytes = mok_lsa_layout(a, ws->d.input_slots);
     ncclResult_t r = ncclMemAlloc(&ws->win_ptr, ws->win_bytes);
     if (r == ncclSuccess)
         r = ncclCommWindowRegister(ws->comm, ws->win_ptr, ws->win_bytes, &ws->window, NCCL_WIN_COLL_SYMMETRIC);
@@ -192,7 +180,6 @@ int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cud
         free(ws);
         return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor %g gives no capacity", desc->capacity_factor);
     }
-    a->sched_blocks = (a->t_max * a->topk + ROUTES_PER_SCHED_BLOCK - 1) / ROUTES_PER_SCHED_BLOCK;
     ws->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
     ws->mk = (struct mok_mega_args){.inter = d->intermediate, .comm_blocks = d->comm_sms, .stages = d->stages};
     if ((rc = alloc_window(ws, err, err_len)) || (rc = alloc_device(ws, err, err_len))) {
