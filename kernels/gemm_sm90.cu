@@ -152,28 +152,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     /* Tile prefix over the groups, one warp, 32 groups per step: tiles of g = ceil(rows_g / TILE_M) * n_tiles.
      * offset[] is validated here: a bad one would make tiles write outside C or into another group. */
-    if (warp == 0) {
-        int carry = 0;
-        for (int base = 0; base <= groups; base += 32) {
-            int g = base + lane, cnt = 0;
-            if (g < groups) {
-                int r0 = offset[g], r1 = offset[g + 1];
-                if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
-                    mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
-                cnt = ((r1 - r0 + TILE_M - 1) / TILE_M + cm - 1) / cm * n_tiles;
-            }
-            int v = cnt; /* inclusive warp scan */
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                int y = __shfl_up_sync(0xffffffffu, v, d);
-                if (lane >= d)
-                    v += y;
-            }
-            if (g <= groups)
-                tile_start[g] = carry + v - cnt;
-            carry += __shfl_sync(0xffffffffu, v, 31);
-        }
-    }
+    if (warp == 0)
+        warp_group_prefix(groups, lane, tile_start, [&](int g) {
+            int r0 = offset[g], r1 = offset[g + 1];
+            if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
+                mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+            return ((r1 - r0 + TILE_M - 1) / TILE_M + cm - 1) / cm * n_tiles;
+        });
     /* barriers initialized (the peer's too: it will multicast into ours), prefix written */
     if (cm > 1)
         mok_cluster_sync();

@@ -62,6 +62,27 @@ __device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int la
         mok_mbar_arrive_cluster(empty_bar, (uint32_t)lane);
 }
 
+/* out[g] = sum of count(g') for g' < g, for g in [0, groups] (out[groups]: the total), by one warp, 32 groups
+ * per step with a shuffle scan. count(g) is called for g < groups only and may validate (and trap on) its group. */
+template <typename Count>
+__device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out, Count count)
+{
+    int carry = 0;
+    for (int base = 0; base <= groups; base += 32) {
+        int g = base + lane, cnt = g < groups ? count(g) : 0;
+        int v = cnt; /* inclusive warp scan */
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, v, d);
+            if (lane >= d)
+                v += y;
+        }
+        if (g <= groups)
+            out[g] = carry + v - cnt;
+        carry += __shfl_sync(0xffffffffu, v, 31);
+    }
+}
+
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
 template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
 {

@@ -218,28 +218,13 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         }
         mok_fence_mbar_init();
     }
-    if (warp == 0) { /* row-block prefix: the schedule pads every expert to a multiple of 128 rows */
-        int carry = 0;
-        for (int base = 0; base <= groups; base += 32) {
-            int g = base + lane, cnt = 0;
-            if (g < groups) {
-                int r0 = a.offset[g], r1 = a.offset[g + 1];
-                if (r0 < 0 || r1 < r0 || r1 > a.capacity || r0 % kTileM || r1 % kTileM)
-                    mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
-                cnt = (r1 - r0) / kTileM;
-            }
-            int v = cnt;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                int y = __shfl_up_sync(0xffffffffu, v, d);
-                if (lane >= d)
-                    v += y;
-            }
-            if (g <= groups)
-                mstart[g] = carry + v - cnt;
-            carry += __shfl_sync(0xffffffffu, v, 31);
-        }
-    }
+    if (warp == 0) /* row-block prefix: the schedule pads every expert to a multiple of 128 rows */
+        warp_group_prefix(groups, lane, mstart, [&](int g) {
+            int r0 = a.offset[g], r1 = a.offset[g + 1];
+            if (r0 < 0 || r1 < r0 || r1 > a.capacity || r0 % kTileM || r1 % kTileM)
+                mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+            return (r1 - r0) / kTileM;
+        });
     __syncthreads(); /* compute blocks only: every thread of this block is in this role */
     const int blocks_m = mstart[groups];
     /* shared experts: one MLP of shared_inter columns over this rank's own tokens (rows past them are computed
