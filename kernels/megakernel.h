@@ -13,6 +13,7 @@
 #ifndef MOK_MEGAKERNEL_H
 #define MOK_MEGAKERNEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mok_kernels.h"
@@ -31,8 +32,8 @@ struct mok_mega_args {
     int inter;
     int comm_blocks;         /* blocks (one per SM) that dispatch and combine; the others compute */
     int stages;              /* GEMM pipeline depth, 0: the deepest that fits */
-    int32_t *done;           /* [2][capacity / 128] (+ shared: [t_max / 128 + 1]): per row block, tile halves
-                                stored by GEMM1, by GEMM2 (and by the shared GEMM1); zeroed by every launch */
+    int32_t *done;           /* mok_megakernel_counters(...) int32: per row block, tile halves stored by GEMM1, by
+                                GEMM2 (and by the shared GEMM1), then the unit ticket; zeroed by every launch */
     int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */
     /* Shared experts (shared_inter > 0): one MLP of shared_inter columns over this rank's own tokens, computed by
      * the compute blocks first (it needs no dispatch, so it fills the dispatch's time); its output goes to sy,
@@ -49,6 +50,8 @@ struct mok_mega_args {
                                 block as done, after the push dispatch's scatter if any) */
 };
 
+/* How many int32 mok_mega_args.done must hold for this capacity (rows), t_max (own tokens) and shared_inter. */
+size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter);
 /* 1 if the shapes and configuration fit (sm_90a, divisibility, shared memory, resident grid), else 0 and why. */
 int mok_megakernel_supports(const struct mok_mega_args *m, char *why, int why_len);
 /* One forward's dispatch + GEMMs + combine sends on stream (after publish and schedule, before mok_lsa_reduce). */

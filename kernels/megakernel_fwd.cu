@@ -471,10 +471,14 @@ int say(char *why, int why_len, const char *msg, long long v)
 }
 
 /* Row-block counters in mok_mega_args.done: GEMM1's and GEMM2's over the slots, then the shared GEMM1's over the
- * own tokens. */
+ * own tokens, then the ticket that hands out the units (ticket_index says where it is). */
+size_t ticket_index(int capacity, int t_max, int shared_inter)
+{
+    return 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
+}
 size_t done_counters(const mok_mega_args *m)
 {
-    return 2 * (size_t)(m->lsa.capacity / kTileM) + (m->shared_inter ? (size_t)m->lsa.t_max / kTileM + 1 : 0);
+    return ticket_index(m->lsa.capacity, m->lsa.t_max, m->shared_inter) + 1;
 }
 
 /* The pipeline depth: as asked, or the deepest that fits next to the 64 KiB C staging. */
@@ -537,6 +541,11 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;
+}
+
+extern "C" size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter)
+{
+    return ticket_index(capacity, t_max, shared_inter) + 1;
 }
 
 extern "C" void mok_megakernel_prepare(mok_stream_t stream) { diag_record(mok_cuda_stream(stream)); }

@@ -74,7 +74,8 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
                                    .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES],
                                    .raster = mp[M_RASTER]};
     size_t tmax = (size_t)s->a.t_max;
-    CUDA(cudaMalloc((void **)&s->mk.done, sizeof(int32_t) * (2 * (cap / 128 + 1) + tmax / 128 + 2)));
+    CUDA(cudaMalloc((void **)&s->mk.done,
+                    sizeof(int32_t) * mok_megakernel_counters((int)cap, (int)tmax, p->shared * p->inter)));
     if (p->shared) { /* one MLP of shared x intermediate columns over the own tokens (as the reference) */
         s->mk.shared_inter = p->shared * p->inter;
         CUDA(cudaMalloc((void **)&s->mk.sh, tmax * (size_t)s->mk.shared_inter * 2 + 16));

@@ -133,7 +133,7 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     CU(cudaMalloc((void **)&a->xin, cap * (size_t)a->hidden * 2 + 16));
     CU(cudaMalloc((void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16));
     CU(cudaMalloc((void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.done, sizeof(int32_t) * 2 * (cap / 128 + 1)));
+    CU(cudaMalloc((void **)&ws->mk.done, sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, 0)));
     CU(cudaMalloc((void **)&ws->barrier_word, sizeof(int32_t)));
     CU(cudaMemset(ws->barrier_word, 0, sizeof(int32_t)));
     a->expert_out = ws->mk.out;
