@@ -17,6 +17,7 @@ constexpr int kRowBytes = kBlockK * 2;    /* 128 */
 constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
+constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
 
 /* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
 __host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }

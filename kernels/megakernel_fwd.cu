@@ -46,14 +46,32 @@ namespace {
 
 constexpr int kTileN = 256;            /* accumulator columns per tile: GEMM1 128 gate + 128 up, GEMM2 256 */
 constexpr int kMaxGroups = 1024;
+constexpr int kMaxStages = 8;
 constexpr int kSlotBBytes = kTileN * kRowBytes;
-constexpr int kStageBytes = kTileM * kTileN * 2;     /* C staging for GEMM2's 256 columns (GEMM1 uses half) */
+/* C staging: 128 rows x 128 bf16 columns, what one GEMM1 + SwiGLU tile stores. GEMM2's 256 columns go out in two
+ * halves through it: 32 KiB of staging instead of 64 leaves room for a fourth 48 KiB stage of the ring, which both
+ * GEMMs use (a second TMA store round per GEMM2 tile costs less than a shallower ring for all of them). */
+constexpr int kStageCols = kTileN / 2;
+constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
 
+/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix] */
 size_t smem_bytes(int stages, int groups)
 {
     return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
            (size_t)(groups + 1) * 4;
+}
+
+/* mok_mega_args.done: [0] the unit ticket, then per row block GEMM1's and GEMM2's counters over the slots, then the
+ * shared GEMM1's over the own tokens. The ticket first: its address is then the kernel parameter itself, which
+ * costs the producer (beside consumers at their register limit) no register to keep. */
+__host__ __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
+{
+    return done + 1 + (size_t)job * (capacity / kTileM);
+}
+size_t counters(int capacity, int t_max, int shared_inter)
+{
+    return 1 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
 }
 
 /* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */
@@ -191,9 +209,74 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
     return p;
 }
 
+/* ---- the compute blocks' epilogue, one round of 128 columns ------------------------------------------------ */
+/* Stage 128 bf16 columns of this consumer's 64 rows: round 0 the SwiGLU of gate columns [0, 128) with up columns
+ * [128, 256) (GEMM1), round 1 and 2 accumulator columns [0, 128) and [128, 256) (GEMM2). The lane holds columns
+ * 8i + cq, +1 of rows la (acc[4i], acc[4i + 1]) and lb (acc[4i + 2], acc[4i + 3]). A template, so every index is
+ * a constant: a runtime one would put the accumulators in local memory. */
+template <int kRound>
+__device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lb, int cq)
+{
+    constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
+    constexpr int kBase = kRound == 2 ? kStageCols / 8 : 0;
+#pragma unroll
+    for (int i = 0; i < kStageCols / 8; i++) {
+        const int r = 4 * (kBase + i);
+        if (kRound == 0) {
+            stage_word(stage, la, 8 * i + cq, swiglu_bf16x2(acc[r], acc[r + kUp], acc[r + 1], acc[r + 1 + kUp]));
+            stage_word(stage, lb, 8 * i + cq,
+                       swiglu_bf16x2(acc[r + 2], acc[r + 2 + kUp], acc[r + 3], acc[r + 3 + kUp]));
+        } else {
+            stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
+            stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
+        }
+    }
+}
+
+/* Before staging: the staging's previous contents have gone out (the leader's bulk reads), seen by the warpgroup. */
+__device__ __forceinline__ void epilogue_begin(bool leader, int cwg)
+{
+    if (leader)
+        mok_bulk_wait_read();
+    mok_named_barrier(1 + cwg, 128);
+}
+
+/* After staging: the leader stores the two 64-column boxes at column col0 of this consumer's 64 rows; after the
+ * tile's last round it counts the half tile in done[job][row block] (not the shared GEMM2's: nothing waits on it)
+ * once the bytes are in global memory: the bulk writes complete, ordered before the generic release that the
+ * waiting producer or comm warp acquires. */
+__device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_args &m, const Unit &p, bool leader,
+                                               int cwg, uint8_t *stage, int col0, bool last)
+{
+    mok_fence_proxy_async_shared();
+    mok_named_barrier(1 + cwg, 128);
+    if (!leader)
+        return;
+    const CUtensorMap *mc = p.job == 0 ? &maps.hc : p.job == 1 ? &maps.oc : p.job == 2 ? &maps.shc : &maps.syc;
+    const int row0 = p.rb * kTileM + cwg * 64;
+    for (int b = 0; b < kStageCols / 64; b++)
+        mok_tma_store_2d(mc, col0 + b * 64, row0, stage + b * kBoxBytes);
+    mok_bulk_commit();
+    if (last && p.job != 3) {
+        mok_bulk_wait(0);
+        mok_fence_proxy_async_global();
+        __threadfence();
+        atomicAdd(row_counters(m.done, p.job, m.lsa.capacity) + p.rb, 1); /* done1 | done2 | done3 */
+    }
+}
+
 /* ---- compute role ----------------------------------------------------------------------------------------- */
+/* The GEMM pipeline of one block over the units the ticket hands out, in ticket order: the producer thread takes
+ * a unit (atomicAdd on the ticket), waits for what its rows need, and loads its k blocks into the ring, writing
+ * the unit's index beside the slot of its first k block (slot_unit) before that slot's arrive, so the consumers,
+ * which acquire the slot, learn it there; -1 there ends the loop. Units go out in list order, so every GEMM1 unit
+ * is taken before any GEMM2 unit: a GEMM2 unit's wait is for units already taken by running blocks, and the
+ * producer of each block finishes one unit's loads before taking the next (no cycle).
+ *
+ * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
+ * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that). */
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
-                                             struct mok_sm90_diag *diag)
+                                             bool joiner, struct mok_sm90_diag *diag)
 {
     constexpr int kAcc = kTileN / 2;
     const mok_lsa_args &a = m.lsa;
@@ -206,10 +289,12 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
+    /* the unit whose first k block is in each slot: static, so its address is a constant and costs the consumers
+     * (at their register limit) no register */
+    __shared__ int slot_unit[kMaxStages];
 
     const int n1 = inter / (kTileN / 2), n2 = hidden / kTileN; /* column tiles of GEMM1 (h) and GEMM2 (out) */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int32_t *done1 = m.done, *done2 = m.done + a.capacity / kTileM;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
@@ -225,7 +310,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
             return (r1 - r0) / kTileM;
         });
-    __syncthreads(); /* compute blocks only: every thread of this block is in this role */
+    __syncthreads(); /* every thread of this block is in this role now */
     const int blocks_m = mstart[groups];
     /* shared experts: one MLP of shared_inter columns over this rank's own tokens (rows past them are computed
      * from whatever the buffers hold and never stored) */
@@ -240,61 +325,73 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         list.units = list.us1 + list.us2 + list.u1 + blocks_m * n2;
     }
     __syncthreads();
-    int32_t *done3 = done2 + a.capacity / kTileM; /* shared GEMM1's row blocks */
-    if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
-        scatter_landed(a, cta, nctas, diag);
-    if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
-        if (threadIdx.x == 0)
-            for (int rb = cta; rb < blocks_m; rb += nctas)
-                atomicAdd(&done2[rb], 2 * n2);
-        return;
+    if (!joiner) {
+        if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
+            scatter_landed(a, cta, nctas, diag);
+        if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
+            if (threadIdx.x == 0)
+                for (int rb = cta; rb < blocks_m; rb += nctas)
+                    atomicAdd(row_counters(m.done, 1, a.capacity) + rb, 2 * n2);
+            return;
+        }
     }
 
     if (warp < 4) {
-        /* ---- producer: one thread issues every TMA load ---- */
+        /* ---- producer: one thread takes the units and issues every TMA load ---- */
         mok_setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x != 0)
-            return;
-        int slot = 0;
-        uint32_t phase = 0;
-        for (int u = cta; u < L.units; u += nctas) {
-            Unit p = unit_at(u, L, mstart, groups, m.raster);
-            const int row0 = p.rb * kTileM;
-            const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
-            const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
-            const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13
-                                                                                                   : &maps.sw2;
-            /* B rows: with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out rows and the up half n_out
-             * further on (two 128-row boxes); without, 256 rows of the group's n_out */
-            int b_row, b_up = -1;
-            if (p.job == 0)
-                b_row = p.group * 2 * inter + p.n * (kTileN / 2), b_up = b_row + inter;
-            else if (p.job == 2)
-                b_row = p.n * (kTileN / 2), b_up = b_row + sinter;
-            else
-                b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
-            if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
-                mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
-            } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
-                wait_count(p.job == 1 ? &done1[p.rb] : &done3[p.rb], 2 * (p.job == 1 ? L.n1 : L.ns1), diag,
-                           p.job == 1 ? 0 : 3, p.rb);
-                mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
-            }
-            for (int kb = 0; kb < k_blocks; kb++) {
-                mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, u, kb);
-                mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
-                uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
-                uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
-                int kc = kb * kBlockK;
-                mok_tma_load_2d(a_dst, ma, kc, row0, &full[slot]);
-                mok_tma_load_2d(b_dst, mb, kc, b_row, &full[slot]);
-                if (b_up >= 0)
-                    mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, &full[slot]);
-                if (++slot == stages) {
-                    slot = 0;
-                    phase ^= 1;
+        if (threadIdx.x == 0) {
+            int slot = 0;
+            uint32_t phase = 0;
+            for (;;) {
+                const int u = atomicAdd(m.done, 1); /* the ticket */
+                if (u >= L.units) /* none left */
+                    break;
+                Unit p = unit_at(u, L, mstart, groups, m.raster);
+                const int row0 = p.rb * kTileM;
+                const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+                const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx
+                                                                                                  : &maps.sha;
+                const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13
+                                                                                                     : &maps.sw2;
+                /* B rows: with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out rows and the up half
+                 * n_out further on (two 128-row boxes); without, 256 rows of the group's n_out */
+                int b_row, b_up = -1;
+                if (p.job == 0)
+                    b_row = p.group * 2 * inter + p.n * (kTileN / 2), b_up = b_row + inter;
+                else if (p.job == 2)
+                    b_row = p.n * (kTileN / 2), b_up = b_row + sinter;
+                else
+                    b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
+                if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
+                    mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
+                } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
+                    /* job 1 waits on done1, job 3 on the shared GEMM1's done3 (row_counters' job 2) */
+                    wait_count(row_counters(m.done, p.job - 1, a.capacity) + p.rb, 2 * (p.job == 1 ? L.n1 : L.ns1), diag,
+                               p.job == 1 ? 0 : 3, p.rb);
+                    mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
+                }
+                for (int kb = 0; kb < k_blocks; kb++) {
+                    mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, u, kb);
+                    if (kb == 0)
+                        slot_unit[slot] = u; /* published by the arrive below (release), seen after the wait */
+                    mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
+                    uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
+                    uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
+                    int kc = kb * kBlockK;
+                    mok_tma_load_2d(a_dst, ma, kc, row0, &full[slot]);
+                    mok_tma_load_2d(b_dst, mb, kc, b_row, &full[slot]);
+                    if (b_up >= 0)
+                        mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, &full[slot]);
+                    if (++slot == stages) {
+                        slot = 0;
+                        phase ^= 1;
+                    }
                 }
             }
+            /* the end: the next slot carries no unit, only the -1 that stops the consumers */
+            mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, -1, 0);
+            slot_unit[slot] = -1;
+            mok_mbar_arrive(&full[slot]);
         }
         return;
     }
@@ -307,7 +404,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     float acc[kAcc];
     int slot = 0;
     uint32_t phase = 0;
-    for (int u = cta; u < L.units; u += nctas) {
+    for (;;) {
+        mok_sm90_wait(&full[slot], phase, diag, role, slot, -1, 0); /* the unit's first k block, or the end */
+        const int u = *(volatile int *)&slot_unit[slot];
+        if (u < 0)
+            break;
         Unit p = unit_at(u, L, mstart, groups, m.raster);
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
 #pragma unroll
@@ -315,7 +416,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             acc[i] = 0.0f;
         int prev_slot = 0;
         for (int kb = 0; kb < k_blocks; kb++) {
-            mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
+            mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb); /* kb 0: complete already, one probe */
 #pragma unroll
             for (int i = 0; i < kAcc; i++)
                 mok_reg_fence(acc[i]);
@@ -345,51 +446,23 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             mok_reg_fence(acc[i]);
         release_slot(&empty[prev_slot], 1, lane, 0);
 
-        /* Epilogue: staged boxes and TMA stores. The routed jobs' row blocks are whole (padded groups); the shared
-         * jobs' maps end at t_max rows, so TMA drops what lies past them, and rows between the own token count and
-         * t_max get values nobody reads. While the accumulators are live (staging), registers are at the limit:
-         * everything else comes after. */
-        const int bar_id = 1 + cwg;
+        /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256
+         * columns in two. The routed jobs' row blocks are whole (padded groups); the shared jobs' maps end at t_max
+         * rows, so TMA drops what lies past them, and rows between the own token count and t_max get values nobody
+         * reads. While the accumulators are live (staging), registers are at the limit: everything else after. */
         uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
-        const bool swiglu = p.job == 0 || p.job == 2;
-        if (leader)
-            mok_bulk_wait_read();
-        mok_named_barrier(bar_id, 128);
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-        constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
-        if (swiglu) {
-#pragma unroll
-            for (int i = 0; i < kTileN / 16; i++) {
-                stage_word(stage, la, 8 * i + cq,
-                           swiglu_bf16x2(acc[4 * i], acc[4 * i + kUp], acc[4 * i + 1], acc[4 * i + 1 + kUp]));
-                stage_word(stage, lb, 8 * i + cq,
-                           swiglu_bf16x2(acc[4 * i + 2], acc[4 * i + 2 + kUp], acc[4 * i + 3], acc[4 * i + 3 + kUp]));
-            }
+        if (p.job == 0 || p.job == 2) {
+            epilogue_begin(leader, cwg);
+            stage_round<0>(acc, stage, la, lb, cq);
+            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
         } else {
-#pragma unroll
-            for (int i = 0; i < kTileN / 8; i++) {
-                stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[4 * i], acc[4 * i + 1]));
-                stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]));
-            }
-        }
-        mok_fence_proxy_async_shared();
-        mok_named_barrier(bar_id, 128);
-        const int cols = swiglu ? kTileN / 2 : kTileN, sub_row0 = p.rb * kTileM + cwg * 64;
-        /* done1 | done2 | done3 */
-        int32_t *count = p.job == 3 ? nullptr : m.done + p.job * (a.capacity / kTileM) + p.rb;
-        if (leader) {
-            const CUtensorMap *mc = p.job == 0 ? &maps.hc : p.job == 1 ? &maps.oc : p.job == 2 ? &maps.shc : &maps.syc;
-            for (int b = 0; b < cols / 64; b++)
-                mok_tma_store_2d(mc, p.n * cols + b * 64, sub_row0, stage + b * kBoxBytes);
-            mok_bulk_commit();
-            if (count) {
-                /* count this half tile once its bytes are in global memory: the bulk writes complete, ordered
-                 * before the generic release that the waiting producer or comm warp acquires */
-                mok_bulk_wait(0);
-                mok_fence_proxy_async_global();
-                __threadfence();
-                atomicAdd(count, 1);
-            }
+            epilogue_begin(leader, cwg);
+            stage_round<1>(acc, stage, la, lb, cq);
+            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN, false);
+            epilogue_begin(leader, cwg);
+            stage_round<2>(acc, stage, la, lb, cq);
+            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN + kStageCols, true);
         }
     }
     if (leader)
@@ -397,34 +470,51 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
 }
 
 /* ---- comm role -------------------------------------------------------------------------------------------- */
-__device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm90_diag *diag)
+/* The comm blocks that stay for the combine; the others compute once their part of the dispatch is done. */
+__device__ __forceinline__ int combine_blocks(const mok_mega_args &m)
+{
+    return m.combine_blocks > 0 && m.combine_blocks < m.comm_blocks ? m.combine_blocks : m.comm_blocks;
+}
+
+/* The dispatch: every routed row to the expert slots that need it (pull), or to the landing rows of the ranks
+ * whose experts need it, once per rank (push; the compute blocks scatter them). */
+__device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
 {
     const mok_lsa_args &a = m.lsa;
     if (m.skip == 1)
         return; /* communication skipped: the compute blocks run on what the last full forward left */
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
-    const int n2 = a.hidden / kTileN, target = 2 * n2;
-    const int32_t *done2 = m.done + a.capacity / kTileM;
-    const int used = min(a.offset[a.local_experts], a.capacity);
-
-    if (a.push) { /* rows to the landing rows of the ranks their experts live on; the compute blocks scatter */
+    if (a.push) {
         push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
         signal_done(a, 2, m.comm_blocks); /* "landed", in every window */
     } else {
         dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);
     }
+}
+
+/* The combine sends, by the first combine_blocks(m) comm blocks: per route, each slot's row to its owner as soon
+ * as GEMM2 has stored the slot's row block; per rank, the partial sums once every row block is stored (a token's
+ * routes here span all experts). Then the done flag to every owner. */
+__device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_sm90_diag *diag)
+{
+    const mok_lsa_args &a = m.lsa;
+    if (m.skip == 1)
+        return;
+    const int lane = threadIdx.x % 32;
+    const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = combine_blocks(m) * kWarps;
+    const int n2 = a.hidden / kTileN, target = 2 * n2;
+    const int32_t *done2 = row_counters(m.done, 1, a.capacity);
+    const int used = min(a.offset[a.local_experts], a.capacity);
 
     if (a.combine_per_rank) {
-        /* a token's routes here lie in any expert: every row block of GEMM2 first */
         if (threadIdx.x == 0)
             for (int rb = 0; rb < used / kTileM; rb++)
                 wait_count(&done2[rb], target, diag, 1, rb);
         __syncthreads();
         combine_per_rank(a, warp, nwarps, lane, false); /* expert outputs, one row per route */
     } else {
-        /* one row per route, each as soon as its row block is stored; slots in order, so the row blocks GEMM2
-         * finishes first (it walks them in order too) go first */
+        /* slots in order, so the row blocks GEMM2 finishes first (units go out in order) go first */
         const int vecs = a.hidden / 8;
         int ready_rb = -1;
         for (int s = warp; s < used; s += nwarps) {
@@ -445,7 +535,7 @@ __device__ __forceinline__ void comm_role(const mok_mega_args &m, struct mok_sm9
             copy_row<kDispatchUnroll>(src, dst, vecs, lane);
         }
     }
-    signal_done(a, 1, m.comm_blocks);
+    signal_done(a, 1, combine_blocks(m));
 }
 #endif
 
@@ -454,10 +544,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                           struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
-    if ((int)blockIdx.x < m.comm_blocks)
-        comm_role(m, diag);
-    else
-        compute_role(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, diag);
+    if ((int)blockIdx.x < m.comm_blocks) {
+        comm_dispatch(m);
+        if ((int)blockIdx.x < combine_blocks(m)) {
+            comm_combine(m, diag);
+        } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
+            __syncthreads();
+            compute_role(maps, m, 0, 0, true, diag);
+        }
+    } else {
+        compute_role(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
+    }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
 #endif
@@ -470,18 +567,9 @@ int say(char *why, int why_len, const char *msg, long long v)
     return 0;
 }
 
-/* Row-block counters in mok_mega_args.done: GEMM1's and GEMM2's over the slots, then the shared GEMM1's over the
- * own tokens, then the ticket that hands out the units (ticket_index says where it is). */
-size_t ticket_index(int capacity, int t_max, int shared_inter)
-{
-    return 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
-}
-size_t done_counters(const mok_mega_args *m)
-{
-    return ticket_index(m->lsa.capacity, m->lsa.t_max, m->shared_inter) + 1;
-}
+size_t done_counters(const mok_mega_args *m) { return counters(m->lsa.capacity, m->lsa.t_max, m->shared_inter); }
 
-/* The pipeline depth: as asked, or the deepest that fits next to the 64 KiB C staging. */
+/* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. */
 int resolve_stages(const mok_mega_args *m, size_t limit)
 {
     if (m->stages)
@@ -530,13 +618,16 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         (m->shared_inter && (!m->x_local || !m->sw13 || !m->sw2 || !m->sh || !m->sy)))
         return say(why, why_len, "shared_inter %lld: 0 or a multiple of 128, with x_local, sw13, sw2, sh, sy",
                    m->shared_inter);
+    if (m->combine_blocks < 0 || m->combine_blocks > m->comm_blocks)
+        return say(why, why_len, "combine SMs %lld: 0 (all comm SMs) up to the comm SMs (the others compute after "
+                   "the dispatch)", m->combine_blocks);
     if (m->skip < 0 || m->skip > 2)
         return say(why, why_len, "skip %lld: 0, 1 (communication) or 2 (compute)", m->skip);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
     if (smem_bytes(resolve_stages(m, limit), a.local_experts) > limit)
-        return say(why, why_len, "shared memory: %lld stages of 48 KiB + 64 KiB staging do not fit",
+        return say(why, why_len, "shared memory: %lld stages of 48 KiB + 32 KiB staging do not fit",
                    resolve_stages(m, limit));
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
@@ -545,7 +636,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
 
 extern "C" size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter)
 {
-    return ticket_index(capacity, t_max, shared_inter) + 1;
+    return counters(capacity, t_max, shared_inter);
 }
 
 extern "C" void mok_megakernel_prepare(mok_stream_t stream) { diag_record(mok_cuda_stream(stream)); }

@@ -30,6 +30,7 @@ for step in $STEPS; do
     gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?"; sh tests/gpu_impls.sh $BIN . "$R/gpu-gemm-small" tests/gpu_gemm_small.json; echo "rc=$?";;
     layer) $MPIRUN -np $NP $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
+    gemmbest) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-best.json; echo "rc=$?";;  # issue 4: the best candidates, 50 iterations
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
