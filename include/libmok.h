@@ -5,10 +5,16 @@
  * schedule arrays; expert-slot, intermediate and output buffers). Per forward, every rank in the same order:
  *   1. write its tokens' rows into mok_workspace_input(ws, slot) (bf16 [tokens][hidden], in the window);
  *   2. mok_route: publishes its routing and builds the shared schedule on the GPU (no host synchronization);
- *   3. mok_forward: the megakernel (dispatch, GEMM1 + SwiGLU, GEMM2, combine sends in one persistent kernel) and
- *      the fixed-order weighted top-k sum into y (bitwise reproducible).
- * Everything is enqueued on the caller's stream; nothing waits on the host. Hopper (sm_90a) only for now.
- * Functions return MOK_OK or an error code, with a message in err when err_len > 0. */
+ *   3. mok_forward: the megakernel (dispatch, shared and routed expert GEMMs, combine sends in one persistent
+ *      kernel) and the fixed-order weighted top-k sum into y (bitwise reproducible). mok_forward is
+ *      mok_forward_kernel + mok_forward_sum, for callers that time or schedule the two apart.
+ * Order: every forward is mok_route, mok_forward_kernel, mok_forward_sum (or mok_route, mok_forward); a call out
+ * of that order returns MOK_ERR_ORDER and enqueues nothing. The order is that of the calls as made (or captured).
+ * Everything is enqueued on the caller's stream; nothing waits on the host and nothing is allocated after
+ * mok_workspace_create, so one forward's calls can be captured into a CUDA graph and replayed (capture a graph
+ * per input slot, weights and y: the pointers are fixed at capture). Hopper (sm_90a) only for now.
+ * Functions return MOK_OK or an error code, with a message (naming the field, its value and what is allowed) in
+ * err when err_len > 0. */
 #ifndef LIBMOK_H
 #define LIBMOK_H
 
@@ -27,41 +33,95 @@ enum mok_status {
     MOK_ERR_CUDA = 3,
     MOK_ERR_NCCL = 4,
     MOK_ERR_MEMORY = 5,
-    MOK_ERR_OVERFLOW = 6     /* mok_workspace_check: an expert received more rows than the capacity */
+    MOK_ERR_OVERFLOW = 6,    /* mok_workspace_check: an expert received more rows than the capacity */
+    MOK_ERR_ORDER = 7        /* a call out of a forward's order (mok_route, mok_forward_kernel, mok_forward_sum) */
 };
 
 struct mok_layer_desc {
     int hidden, intermediate; /* hidden a multiple of 256, intermediate of 128 */
+    int shared_intermediate;  /* shared experts: 0 none, else the columns of the one MLP over every rank's own
+                                 tokens (shared experts x their intermediate; a multiple of 128) */
     int experts, topk;        /* routed experts over all ranks (a multiple of the rank count), top-k <= 32 */
     int max_tokens;           /* tokens per rank per forward, at most; the same on every rank */
     double capacity_factor;   /* rows a rank can receive = factor x max_tokens x topk (+ padding); 2 is ample for
                                  balanced routing, skewed routing needs more (mok_workspace_check reports overflow) */
     int input_slots;          /* token buffers in the window (>= 1): e.g. 2 to fill one while the other is in use */
-    /* tuning; 0 picks the default (the best measured on 2 x H200: 16, per route, 512, as many as fit, pull) */
-    int comm_sms;             /* SMs that dispatch and combine; the others run the expert GEMMs */
+    /* tuning; 0 picks the default (the best measured on 2 x H200: 16, per route, 512, as many as fit, pull, 0) */
+    int comm_sms;             /* SMs that dispatch and combine (fewer than the GPU's); the others run the GEMMs */
     int combine_per_rank;     /* 0: one row per (token, k) back as soon as it is computed; 1: one partial per rank */
     int chunk_rows;           /* dispatched rows per ready counter */
-    int stages;               /* GEMM pipeline depth */
+    int stages;               /* GEMM pipeline depth: 0 the deepest that fits, else 2..8 (if it fits) */
     int dispatch_push;        /* 0: destinations pull rows; 1: owners push them */
+    int raster;               /* GEMM tile order within an expert: 0 m-major, 1 n-major (neighbouring SMs share
+                                 the weight tile) */
+};
+
+/* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */
+struct mok_weights {
+    const uint16_t *w13;        /* [experts / ranks][2 * intermediate][hidden]: gate rows, then up rows */
+    const uint16_t *w2;         /* [experts / ranks][hidden][intermediate] */
+    const uint16_t *shared_w13; /* [2 * shared_intermediate][hidden] (gate, then up); NULL without shared experts */
+    const uint16_t *shared_w2;  /* [hidden][shared_intermediate]; NULL without shared experts */
+};
+
+/* What mok_forward_kernel runs. The two partial variants time how much communication the full kernel hides:
+ * exposed communication = t(full forward) - t(COMPUTE_ONLY). Their y is meaningless. */
+enum mok_variant {
+    MOK_VARIANT_FULL = 0,
+    /* communication skipped: only the compute SMs run, on the rows and schedule the last full (or COMM_ONLY)
+     * forward left in the slots; no mok_route before it and no mok_forward_sum after it (nothing was sent) */
+    MOK_VARIANT_COMPUTE_ONLY = 1,
+    /* compute skipped: the dispatch and combine sends with every GEMM counted done at once; route before and sum
+     * after it as in a full forward (route + this + sum = the whole communication path) */
+    MOK_VARIANT_COMM_ONLY = 2
+};
+
+/* The schedule mok_route builds on the device, read-only, for checks (e.g. against a host-built schedule). Sizes
+ * hold from create on; the arrays hold the last route's schedule once its work is done (rows, offset, entry,
+ * chunk_target) and the last forward kernel's (ready), until the next mok_route. After an overflow
+ * (mok_workspace_check) entry holds only the slots below capacity. */
+struct mok_schedule_view {
+    int local_experts;           /* experts / ranks */
+    int capacity;                /* slots: rows this rank's experts can receive in one forward */
+    int tile_rows;               /* each expert's block of slots is padded to a multiple of this */
+    int chunk_rows, chunks;      /* slots per ready counter; counters = ceil(capacity / chunk_rows) */
+    const int32_t *rows;         /* device [local_experts]: routes to each local expert */
+    const int32_t *offset;       /* device [local_experts + 1]: first slot of each expert; [local_experts]: used */
+    const int32_t *entry;        /* device [capacity]: the route in each slot, source rank << 25 | token << 5 | k,
+                                    -1 for padding */
+    const int32_t *chunk_target; /* device [chunks]: rows each chunk receives */
+    const int32_t *ready;        /* device [chunks]: rows received (chunk_target once the dispatch is done) */
 };
 
 typedef struct mok_workspace mok_workspace;
 
+/* Whether desc can run over comm on the current device, without allocating or communicating (what create checks
+ * first): MOK_OK, MOK_ERR_ARGUMENT (a field out of range) or MOK_ERR_UNSUPPORTED (GPU, build, communicator). */
+int mok_layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, char *err, int err_len);
 /* Collective over comm. stream: where the setup work is enqueued (it is synchronized before returning). */
 int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cudaStream_t stream,
                          mok_workspace **out, char *err, int err_len);
 /* Collective; waits for the device to finish. NULL is a no-op. */
 void mok_workspace_destroy(mok_workspace *ws);
-/* bf16 [max_tokens][hidden] of input slot `slot` (device memory in the symmetric window); NULL if out of range. */
+/* bf16 [max_tokens][hidden] of input slot `slot` (device memory in the symmetric window); NULL if out of range.
+ * Peers read it during forwards that route this slot: rewrite it only when those are done. */
 uint16_t *mok_workspace_input(mok_workspace *ws, int slot);
-/* This forward reads input slot `slot`, `tokens` rows; ids [tokens][topk] (global expert ids, distinct per token)
- * and weights [tokens][topk] are device pointers that must stay valid until mok_forward's work is done. */
+/* Step 1 of a forward: this forward reads input slot `slot`, `tokens` rows; ids [tokens][topk] (global expert
+ * ids, distinct per token) and weights [tokens][topk] are device pointers that must stay valid until the
+ * forward's work is done. */
 int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const float *weights, cudaStream_t stream,
               char *err, int err_len);
-/* w13: [experts / ranks][2 * intermediate][hidden] (gate rows, then up rows), w2: [experts / ranks][hidden]
- * [intermediate], this rank's experts, bf16; y: bf16 [tokens][hidden]. */
-int mok_forward(mok_workspace *ws, const uint16_t *w13, const uint16_t *w2, uint16_t *y, cudaStream_t stream,
-                char *err, int err_len);
+/* Steps 2 and 3 in one call: mok_forward_kernel(MOK_VARIANT_FULL) then mok_forward_sum. y: bf16 [tokens][hidden]
+ * (NULL only when tokens is 0). */
+int mok_forward(mok_workspace *ws, const struct mok_weights *w, uint16_t *y, cudaStream_t stream, char *err,
+                int err_len);
+/* Step 2: the fused kernel (dispatch, shared + routed expert GEMMs, combine sends), or a partial variant. */
+int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_variant variant,
+                       cudaStream_t stream, char *err, int err_len);
+/* Step 3: the owner's weighted top-k sum (plus the shared experts' output) into y, once every rank's rows are in. */
+int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *err, int err_len);
+/* Fills *out (see struct mok_schedule_view); MOK_ERR_ARGUMENT when ws or out is NULL. Enqueues nothing. */
+int mok_workspace_schedule(const mok_workspace *ws, struct mok_schedule_view *out);
 /* Synchronizes stream and reports an overflow of the last schedule (MOK_ERR_OVERFLOW, naming the expert), a
  * kernel failure (MOK_ERR_CUDA) or MOK_OK. */
 int mok_workspace_check(mok_workspace *ws, cudaStream_t stream, char *err, int err_len);

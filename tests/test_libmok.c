@@ -1,8 +1,11 @@
 /* test_libmok: include/libmok.h driven from a plain C program, as a framework would: MPI only to start the ranks
- * and share the NCCL id; then a workspace per tuning variant, random tokens, routing and weights, mok_route +
- * mok_forward, and y checked against a host fp32 reference with the layer's bf16 roundings (GEMM outputs and the
- * SwiGLU output rounded to bf16, fp32 accumulation, the weighted top-k sum in fp32). A second forward on the same
- * inputs must give bitwise the same y. Ranks hold different token counts. Exit 0 pass, 1 fail, 77 skip (no GPU, not sm_90, not one NVLink domain). */
+ * and share the NCCL id; then a workspace per tuning variant (comm SMs, combine, dispatch, raster, shared experts),
+ * random tokens, routing and weights, mok_route + mok_forward, and y checked against a host fp32 reference with the
+ * layer's bf16 roundings (GEMM outputs and the SwiGLU output rounded to bf16, fp32 accumulation, the weighted top-k
+ * sum in fp32, the shared experts' bf16 output added last). A second forward on the same inputs must give bitwise
+ * the same y, and so must a forward after the breakdown's partial variants (compute only, comm only). Calls out of
+ * order and bad fields must fail with their codes. Ranks hold different token counts. Exit 0 pass, 1 fail, 77 skip
+ * (no GPU, not sm_90, not one NVLink domain). */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -16,6 +19,7 @@
 #define I 128
 #define E 8
 #define K 2
+#define SI 128 /* the shared experts' intermediate, where a variant has them */
 
 static uint32_t lcg(uint32_t *s)
 {
@@ -40,14 +44,20 @@ static float from_bf16(uint16_t b)
 }
 static float round_bf16(float f) { return from_bf16(to_bf16(f)); }
 
-/* Expert e's weights, the same on every rank (each rank's reference needs every expert). */
-static void make_weights(uint16_t *w13, uint16_t *w2)
+static void fill_bf16(uint16_t *v, size_t n, float scale, uint32_t *s)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = to_bf16(uniform(s) * scale);
+}
+
+/* Expert e's weights, the same on every rank (each rank's reference needs every expert), and the shared ones. */
+static void make_weights(uint16_t *w13, uint16_t *w2, uint16_t *sw13, uint16_t *sw2)
 {
     uint32_t s = 12345;
-    for (size_t i = 0; i < (size_t)E * 2 * I * H; i++)
-        w13[i] = to_bf16(uniform(&s) / sqrtf((float)H));
-    for (size_t i = 0; i < (size_t)E * H * I; i++)
-        w2[i] = to_bf16(uniform(&s) / sqrtf((float)I));
+    fill_bf16(w13, (size_t)E * 2 * I * H, 1.0f / sqrtf((float)H), &s);
+    fill_bf16(w2, (size_t)E * H * I, 1.0f / sqrtf((float)I), &s);
+    fill_bf16(sw13, (size_t)2 * SI * H, 1.0f / sqrtf((float)H), &s);
+    fill_bf16(sw2, (size_t)H * SI, 1.0f / sqrtf((float)SI), &s);
 }
 
 static void make_tokens(int rank, int T, uint16_t *x, int32_t *ids, float *w)
@@ -65,28 +75,44 @@ static void make_tokens(int rank, int T, uint16_t *x, int32_t *ids, float *w)
     }
 }
 
-static void reference(int T, const uint16_t *x, const int32_t *ids, const float *w, const uint16_t *w13,
-                      const uint16_t *w2, float *y)
+/* One MLP on token row x: out = bf16(bf16(silu(gate) * up) . w2), gate and up rounded to bf16 (inter columns). */
+static void mlp(const uint16_t *x, const uint16_t *w13, const uint16_t *w2, int inter, float *out)
 {
-    float g[2 * I], h[I];
+    float g[2 * (I > SI ? I : SI)], h[I > SI ? I : SI];
+    for (int n = 0; n < 2 * inter; n++) {
+        float a = 0;
+        for (int c = 0; c < H; c++)
+            a += from_bf16(x[c]) * from_bf16(w13[(size_t)n * H + c]);
+        g[n] = round_bf16(a);
+    }
+    for (int n = 0; n < inter; n++)
+        h[n] = round_bf16(g[n] / (1.0f + expf(-g[n])) * g[inter + n]);
+    for (int n = 0; n < H; n++) {
+        float a = 0;
+        for (int c = 0; c < inter; c++)
+            a += h[c] * from_bf16(w2[(size_t)n * inter + c]);
+        out[n] = round_bf16(a);
+    }
+}
+
+/* y = sum_j w_j expert_j(x) (+ the shared MLP's output when sw13 is given) */
+static void reference(int T, const uint16_t *x, const int32_t *ids, const float *w, const uint16_t *w13,
+                      const uint16_t *w2, const uint16_t *sw13, const uint16_t *sw2, float *y)
+{
+    float o[H];
     for (int t = 0; t < T; t++) {
+        const uint16_t *xt = x + (size_t)t * H;
         float acc_y[H] = {0};
         for (int j = 0; j < K; j++) {
             int e = ids[t * K + j];
-            for (int n = 0; n < 2 * I; n++) {
-                float a = 0;
-                for (int c = 0; c < H; c++)
-                    a += from_bf16(x[(size_t)t * H + c]) * from_bf16(w13[((size_t)e * 2 * I + n) * H + c]);
-                g[n] = round_bf16(a);
-            }
-            for (int n = 0; n < I; n++)
-                h[n] = round_bf16(g[n] / (1.0f + expf(-g[n])) * g[I + n]);
-            for (int n = 0; n < H; n++) {
-                float a = 0;
-                for (int c = 0; c < I; c++)
-                    a += h[c] * from_bf16(w2[((size_t)e * H + n) * I + c]);
-                acc_y[n] += w[t * K + j] * round_bf16(a);
-            }
+            mlp(xt, w13 + (size_t)e * 2 * I * H, w2 + (size_t)e * H * I, I, o);
+            for (int n = 0; n < H; n++)
+                acc_y[n] += w[t * K + j] * o[n];
+        }
+        if (sw13) {
+            mlp(xt, sw13, sw2, SI, o);
+            for (int n = 0; n < H; n++)
+                acc_y[n] += o[n];
         }
         for (int n = 0; n < H; n++)
             y[(size_t)t * H + n] = acc_y[n];
@@ -96,118 +122,232 @@ static void reference(int T, const uint16_t *x, const int32_t *ids, const float 
 #define CK(cond, ...)                                                                                            \
     do {                                                                                                         \
         if (!(cond)) {                                                                                           \
-            fprintf(stderr, "rank %d: ", rank);                                                                  \
+            fprintf(stderr, "rank %d: ", t->rank);                                                               \
             fprintf(stderr, __VA_ARGS__);                                                                        \
             fprintf(stderr, "\n");                                                                               \
-            failures++;                                                                                          \
-            goto next;                                                                                           \
+            return 1;                                                                                            \
         }                                                                                                        \
     } while (0)
+
+/* One rank's problem: host inputs and both references, and the device copies libmok reads. */
+struct test {
+    int rank, nranks, T, T_MAX, EL;
+    cudaStream_t st;
+    uint16_t *x, *y, *y2;
+    float *ref, *ref_shared; /* without and with the shared experts */
+    uint16_t *d_w13, *d_w2, *d_sw13, *d_sw2, *d_y;
+    int32_t *d_ids;
+    float *d_w;
+};
+
+static void *upload(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    cudaMalloc(&d, bytes);
+    cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+static void make_test(struct test *t)
+{
+    /* ragged: every rank but the first holds fewer tokens than max_tokens */
+    t->T_MAX = 300, t->T = t->rank == 0 ? t->T_MAX : 123, t->EL = E / t->nranks;
+    int T = t->T, EL = t->EL;
+    uint16_t *w13 = malloc(sizeof(uint16_t) * E * 2 * I * H), *w2 = malloc(sizeof(uint16_t) * E * H * I);
+    uint16_t *sw13 = malloc(sizeof(uint16_t) * 2 * SI * H), *sw2 = malloc(sizeof(uint16_t) * H * SI);
+    int32_t *ids = malloc(sizeof(int32_t) * T * K);
+    float *w = malloc(sizeof(float) * T * K);
+    t->x = malloc(sizeof(uint16_t) * T * H), t->y = malloc(sizeof(uint16_t) * T * H);
+    t->y2 = malloc(sizeof(uint16_t) * T * H);
+    t->ref = malloc(sizeof(float) * T * H), t->ref_shared = malloc(sizeof(float) * T * H);
+    make_weights(w13, w2, sw13, sw2);
+    make_tokens(t->rank, T, t->x, ids, w);
+    reference(T, t->x, ids, w, w13, w2, NULL, NULL, t->ref);
+    reference(T, t->x, ids, w, w13, w2, sw13, sw2, t->ref_shared);
+    t->d_w13 = upload(w13 + (size_t)t->rank * EL * 2 * I * H, sizeof(uint16_t) * EL * 2 * I * H);
+    t->d_w2 = upload(w2 + (size_t)t->rank * EL * H * I, sizeof(uint16_t) * EL * H * I);
+    t->d_sw13 = upload(sw13, sizeof(uint16_t) * 2 * SI * H);
+    t->d_sw2 = upload(sw2, sizeof(uint16_t) * H * SI);
+    t->d_ids = upload(ids, sizeof(int32_t) * T * K);
+    t->d_w = upload(w, sizeof(float) * T * K);
+    cudaMalloc((void **)&t->d_y, sizeof(uint16_t) * T * H);
+    free(w13), free(w2), free(sw13), free(sw2), free(ids), free(w);
+}
+
+/* One whole forward into the host buffer out, NaN-poisoned first. */
+static int forward(const struct test *t, mok_workspace *ws, const struct mok_weights *wt, uint16_t *out, char *err,
+                   int err_len)
+{
+    size_t bytes = sizeof(uint16_t) * (size_t)t->T * H;
+    cudaMemsetAsync(t->d_y, 0xFF, bytes, t->st);
+    int rc = mok_route(ws, 0, t->T, t->d_ids, t->d_w, t->st, err, err_len);
+    if (!rc)
+        rc = mok_forward(ws, wt, t->d_y, t->st, err, err_len);
+    if (!rc)
+        rc = mok_workspace_check(ws, t->st, err, err_len);
+    if (!rc && cudaMemcpy(out, t->d_y, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rc = MOK_ERR_CUDA;
+    return rc;
+}
+
+/* Before any forward: each call out of order fails with MOK_ERR_ORDER and enqueues nothing. */
+static int check_order(const struct test *t, mok_workspace *ws, const struct mok_weights *wt)
+{
+    char err[512];
+    int rc = mok_forward_sum(ws, t->d_y, t->st, err, sizeof err);
+    CK(rc == MOK_ERR_ORDER, "sum before route: %s (%s)", mok_status_string(rc), err);
+    rc = mok_forward_kernel(ws, wt, MOK_VARIANT_FULL, t->st, err, sizeof err);
+    CK(rc == MOK_ERR_ORDER, "kernel before route: %s (%s)", mok_status_string(rc), err);
+    rc = mok_forward_kernel(ws, wt, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err);
+    CK(rc == MOK_ERR_ORDER, "compute_only before any forward: %s (%s)", mok_status_string(rc), err);
+    return 0;
+}
+
+/* The breakdown's partial variants run (compute alone; route + comm alone + sum), and a full forward after
+ * them gives the same y as before. */
+static int check_partial_variants(const struct test *t, mok_workspace *ws, const struct mok_weights *wt)
+{
+    char err[512];
+    int rc = mok_forward_kernel(ws, wt, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err);
+    if (!rc)
+        rc = mok_route(ws, 0, t->T, t->d_ids, t->d_w, t->st, err, sizeof err);
+    if (!rc)
+        rc = mok_forward_kernel(ws, wt, MOK_VARIANT_COMM_ONLY, t->st, err, sizeof err);
+    if (!rc)
+        rc = mok_forward_sum(ws, t->d_y, t->st, err, sizeof err);
+    if (!rc)
+        rc = mok_workspace_check(ws, t->st, err, sizeof err);
+    CK(rc == MOK_OK, "partial variants: %s: %s", mok_status_string(rc), err);
+    rc = forward(t, ws, wt, t->y2, err, sizeof err);
+    CK(rc == MOK_OK, "forward after the partial variants: %s: %s", mok_status_string(rc), err);
+    CK(!memcmp(t->y, t->y2, sizeof(uint16_t) * (size_t)t->T * H), "the forward after the partial variants differs");
+    return 0;
+}
+
+/* y of the first forward against the reference, the second bitwise equal to it. */
+static int check_output(const struct test *t, const float *ref, double *rel)
+{
+    double maxref = 0, maxerr = 0;
+    for (size_t i = 0; i < (size_t)t->T * H; i++) {
+        maxref = fmax(maxref, fabs(ref[i]));
+        float got = from_bf16(t->y[i]);
+        maxerr = isnan(got) ? INFINITY : fmax(maxerr, fabs(got - ref[i]));
+    }
+    *rel = maxerr / maxref;
+    CK(maxerr <= 1e-2 * maxref, "max error %.3e of max|ref| %.3e", maxerr, maxref);
+    CK(!memcmp(t->y, t->y2, sizeof(uint16_t) * (size_t)t->T * H), "two forwards differ");
+    return 0;
+}
+
+struct variant {
+    int comm_sms, per_rank, push, raster, shared;
+};
+
+static int run_variant(const struct test *t, const struct variant *v, mok_workspace *ws)
+{
+    char err[512];
+    struct mok_weights wt = {.w13 = t->d_w13, .w2 = t->d_w2};
+    if (v->shared)
+        wt.shared_w13 = t->d_sw13, wt.shared_w2 = t->d_sw2;
+    if (check_order(t, ws, &wt))
+        return 1;
+    cudaMemcpy(mok_workspace_input(ws, 0), t->x, sizeof(uint16_t) * (size_t)t->T * H, cudaMemcpyHostToDevice);
+    int rc = forward(t, ws, &wt, t->y, err, sizeof err);
+    CK(rc == MOK_OK, "first forward: %s: %s", mok_status_string(rc), err);
+    rc = forward(t, ws, &wt, t->y2, err, sizeof err);
+    CK(rc == MOK_OK, "second forward: %s: %s", mok_status_string(rc), err);
+    double rel = 0;
+    if (check_output(t, v->shared ? t->ref_shared : t->ref, &rel) || check_partial_variants(t, ws, &wt))
+        return 1;
+    if (t->rank == 0)
+        printf("ok   comm_sms %d, per_rank %d, push %d, raster %d, shared %d: max err %.2e of max|ref|, bitwise "
+               "repeatable, also after the partial variants\n", v->comm_sms, v->per_rank, v->push, v->raster,
+               v->shared, rel);
+    return 0;
+}
+
+/* A bad field is refused by name and value, with no communication (mok_layer_check). */
+static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct mok_layer_desc *good)
+{
+    char err[512];
+    struct mok_layer_desc d = *good;
+    d.raster = 2;
+    int rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "raster = 2"), "raster 2: %s (%s)", mok_status_string(rc), err);
+    d = *good;
+    d.shared_intermediate = 100;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "shared_intermediate = 100"), "shared_intermediate 100: %s (%s)",
+       mok_status_string(rc), err);
+    rc = mok_layer_check(comm, good, err, sizeof err);
+    CK(rc == MOK_OK, "a good description: %s (%s)", mok_status_string(rc), err);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    int rank = 0, nranks = 1, ngpu = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    struct test t = {0};
+    int ngpu = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &t.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &t.nranks);
     if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-        if (rank == 0)
+        if (t.rank == 0)
             printf("SKIP: no GPU\n");
         MPI_Finalize();
         return 77;
     }
-    cudaSetDevice(rank % ngpu);
+    cudaSetDevice(t.rank % ngpu);
     struct cudaDeviceProp prop;
-    cudaGetDeviceProperties(&prop, rank % ngpu);
-    if (prop.major != 9 || E % nranks) {
-        if (rank == 0)
+    cudaGetDeviceProperties(&prop, t.rank % ngpu);
+    if (prop.major != 9 || E % t.nranks) {
+        if (t.rank == 0)
             printf("SKIP: libmok runs on sm_90 with the experts divisible by the ranks (sm_%d%d, %d ranks)\n",
-                   prop.major, prop.minor, nranks);
+                   prop.major, prop.minor, t.nranks);
         MPI_Finalize();
         return 77;
     }
     ncclUniqueId id;
-    if (rank == 0)
+    if (t.rank == 0)
         ncclGetUniqueId(&id);
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", rank);
+    if (ncclCommInitRank(&comm, t.nranks, id, t.rank) != ncclSuccess) {
+        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", t.rank);
         return 1;
     }
-    cudaStream_t st;
-    cudaStreamCreate(&st);
+    cudaStreamCreate(&t.st);
+    make_test(&t);
 
-    /* ragged: every rank but the first holds fewer tokens than max_tokens */
-    const int T_MAX = 300, T = rank == 0 ? T_MAX : 123, EL = E / nranks;
-    uint16_t *w13 = malloc(sizeof(uint16_t) * E * 2 * I * H), *w2 = malloc(sizeof(uint16_t) * E * H * I);
-    uint16_t *x = malloc(sizeof(uint16_t) * T * H), *y = malloc(sizeof(uint16_t) * T * H);
-    uint16_t *y2 = malloc(sizeof(uint16_t) * T * H);
-    int32_t *ids = malloc(sizeof(int32_t) * T * K);
-    float *w = malloc(sizeof(float) * T * K), *ref = malloc(sizeof(float) * T * H);
-    make_weights(w13, w2);
-    make_tokens(rank, T, x, ids, w);
-    reference(T, x, ids, w, w13, w2, ref);
-    uint16_t *d_w13, *d_w2, *d_y;
-    int32_t *d_ids;
-    float *d_w;
-    cudaMalloc((void **)&d_w13, sizeof(uint16_t) * EL * 2 * I * H);
-    cudaMalloc((void **)&d_w2, sizeof(uint16_t) * EL * H * I);
-    cudaMalloc((void **)&d_y, sizeof(uint16_t) * T * H);
-    cudaMalloc((void **)&d_ids, sizeof(int32_t) * T * K);
-    cudaMalloc((void **)&d_w, sizeof(float) * T * K);
-    cudaMemcpy(d_w13, w13 + (size_t)rank * EL * 2 * I * H, sizeof(uint16_t) * EL * 2 * I * H, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_w2, w2 + (size_t)rank * EL * H * I, sizeof(uint16_t) * EL * H * I, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_ids, ids, sizeof(int32_t) * T * K, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_w, w, sizeof(float) * T * K, cudaMemcpyHostToDevice);
-
-    int failures = 0;
+    const struct variant variants[] = {
+        {4, 0, 0, 0, 0}, {4, 1, 0, 1, 0}, {2, 0, 1, 0, 0}, {2, 1, 1, 1, 0}, {4, 0, 0, 1, SI}, {2, 1, 1, 0, SI}};
+    int nvar = (int)(sizeof variants / sizeof variants[0]), failures = 0;
     char err[512];
-    /* comm SMs, per-rank combine, dispatch push */
-    const int variants[][3] = {{4, 0, 0}, {4, 1, 0}, {2, 0, 1}, {2, 1, 1}};
-    for (int v = 0; v < 4; v++) {
-        struct mok_layer_desc d = {.hidden = H, .intermediate = I, .experts = E, .topk = K, .max_tokens = T_MAX,
-                                   .capacity_factor = 4.0, .input_slots = 1, .comm_sms = variants[v][0],
-                                   .combine_per_rank = variants[v][1], .chunk_rows = 7,
-                                   .dispatch_push = variants[v][2]};
+    for (int v = 0; v < nvar; v++) {
+        struct mok_layer_desc d = {.hidden = H, .intermediate = I, .shared_intermediate = variants[v].shared,
+                                   .experts = E, .topk = K, .max_tokens = t.T_MAX, .capacity_factor = 4.0,
+                                   .input_slots = 1, .comm_sms = variants[v].comm_sms,
+                                   .combine_per_rank = variants[v].per_rank, .chunk_rows = 7,
+                                   .dispatch_push = variants[v].push, .raster = variants[v].raster};
+        if (v == 0)
+            failures += check_bad_fields(&t, comm, &d);
         mok_workspace *ws = NULL;
-        int rc = mok_workspace_create(comm, &d, st, &ws, err, sizeof err);
+        int rc = mok_workspace_create(comm, &d, t.st, &ws, err, sizeof err);
         if (rc) {
-            fprintf(stderr, "rank %d: create (variant %d): %s: %s\n", rank, v, mok_status_string(rc), err);
+            fprintf(stderr, "rank %d: create (variant %d): %s: %s\n", t.rank, v, mok_status_string(rc), err);
             failures++;
             break; /* the other ranks may be waiting in a collective: stop here */
         }
-        cudaMemcpy(mok_workspace_input(ws, 0), x, sizeof(uint16_t) * T * H, cudaMemcpyHostToDevice);
-        for (int pass = 0; pass < 2; pass++) {
-            cudaMemsetAsync(d_y, 0xFF, sizeof(uint16_t) * T * H, st); /* poison: NaN */
-            rc = mok_route(ws, 0, T, d_ids, d_w, st, err, sizeof err);
-            if (!rc)
-                rc = mok_forward(ws, d_w13, d_w2, d_y, st, err, sizeof err);
-            if (!rc)
-                rc = mok_workspace_check(ws, st, err, sizeof err);
-            CK(rc == MOK_OK, "variant %d pass %d: %s: %s", v, pass, mok_status_string(rc), err);
-            cudaMemcpy(pass ? y2 : y, d_y, sizeof(uint16_t) * T * H, cudaMemcpyDeviceToHost);
+        if (run_variant(&t, &variants[v], ws)) {
+            fprintf(stderr, "rank %d: variant %d failed (above)\n", t.rank, v);
+            failures++;
         }
-        {
-            double maxref = 0, maxerr = 0;
-            for (size_t i = 0; i < (size_t)T * H; i++) {
-                maxref = fmax(maxref, fabs(ref[i]));
-                float got = from_bf16(y[i]);
-                maxerr = isnan(got) ? INFINITY : fmax(maxerr, fabs(got - ref[i]));
-            }
-            CK(maxerr <= 1e-2 * maxref, "variant %d: max error %.3e of max|ref| %.3e", v, maxerr, maxref);
-            CK(!memcmp(y, y2, sizeof(uint16_t) * T * H), "variant %d: two forwards differ", v);
-            if (rank == 0)
-                printf("ok   variant %d (comm_sms %d, per_rank %d, push %d): max err %.2e of max|ref|, bitwise "
-                       "repeatable\n", v, variants[v][0], variants[v][1], variants[v][2], maxerr / maxref);
-        }
-    next:
         mok_workspace_destroy(ws);
     }
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("test_libmok: %s (%d failures over %d ranks)\n", total ? "FAILED" : "all passed", total, nranks);
+    if (t.rank == 0)
+        printf("test_libmok: %s (%d failures over %d ranks)\n", total ? "FAILED" : "all passed", total, t.nranks);
     ncclCommDestroy(comm);
     MPI_Finalize();
     return total ? 1 : 0;

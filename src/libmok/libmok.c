@@ -1,6 +1,7 @@
-/* libmok: the workspace and the forward call of include/libmok.h, on the same kernels mok-bench's `megakernel`
- * implementation runs (kernels/lsa_*.cu for routing publish, schedule and the owner's sum, kernels/megakernel_fwd.cu
- * for the fused kernel). No MPI: the only collectives are NCCL's (window registration and one barrier). */
+/* libmok: the workspace and the forward calls of include/libmok.h, on mok's kernels (kernels/lsa_*.cu for routing
+ * publish, schedule and the owner's sum, kernels/megakernel_fwd.cu for the fused kernel). mok-bench's `megakernel`
+ * implementation runs through this file only. No MPI: the only collectives are NCCL's (window registration and
+ * one barrier). */
 #include "libmok.h"
 
 #include <stdarg.h>
@@ -13,16 +14,21 @@
 #include "mok_kernels.h"
 #include "schedule.h"
 
+/* Where the forward stands, so that a call out of order fails before it enqueues anything (a route without its
+ * sum would leave the peers' flags one epoch apart; a sum without a kernel would wait for rows never sent). */
+enum step { STEP_IDLE = 0, STEP_ROUTED = 1, STEP_SENT = 2 };
 
 struct mok_workspace {
     ncclComm_t comm;
-    struct mok_layer_desc d;
+    struct mok_layer_desc d; /* tuning defaults filled in */
     void *win_ptr;
     size_t win_bytes;
     ncclWindow_t window;
     int nchunks;
     int32_t *barrier_word; /* device int for the NCCL barrier */
     int created;           /* every rank finished mok_workspace_create: destroy may synchronize with the others */
+    enum step step;
+    int dispatched;        /* a full or comm-only kernel has filled the slots: compute-only may run on them */
     struct mok_lsa_args a;
     struct mok_mega_args mk;
 };
@@ -56,18 +62,20 @@ const char *mok_status_string(int status)
     case MOK_ERR_NCCL: return "NCCL error";
     case MOK_ERR_MEMORY: return "out of memory";
     case MOK_ERR_OVERFLOW: return "expert capacity overflow";
+    case MOK_ERR_ORDER: return "call out of order";
     default: return "unknown status";
     }
 }
 
-static int check_desc(const struct mok_layer_desc *d, int nranks, char *err, int err_len)
+static int check_shape(const struct mok_layer_desc *d, int nranks, char *err, int err_len)
 {
-    if (!d)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "desc is NULL");
     if (d->hidden < 256 || d->hidden % 256)
         return say(err, err_len, MOK_ERR_ARGUMENT, "hidden = %d: a positive multiple of 256", d->hidden);
     if (d->intermediate < 128 || d->intermediate % 128)
         return say(err, err_len, MOK_ERR_ARGUMENT, "intermediate = %d: a positive multiple of 128", d->intermediate);
+    if (d->shared_intermediate < 0 || d->shared_intermediate % 128)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "shared_intermediate = %d: 0 (no shared experts) or a positive "
+                   "multiple of 128", d->shared_intermediate);
     if (d->experts < nranks || d->experts % nranks || d->experts / nranks > 1024)
         return say(err, err_len, MOK_ERR_ARGUMENT, "experts = %d: a multiple of the %d ranks, at most 1024 per rank",
                    d->experts, nranks);
@@ -79,11 +87,103 @@ static int check_desc(const struct mok_layer_desc *d, int nranks, char *err, int
         return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor = %g: positive", d->capacity_factor);
     if (d->input_slots < 1 || d->input_slots > 64)
         return say(err, err_len, MOK_ERR_ARGUMENT, "input_slots = %d: 1..64", d->input_slots);
-    if (d->comm_sms < 0 || d->chunk_rows < 0 || d->stages < 0 || d->stages > 3 ||
-        (d->combine_per_rank != 0 && d->combine_per_rank != 1) || (d->dispatch_push != 0 && d->dispatch_push != 1))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "tuning: comm_sms, chunk_rows >= 0, stages 0..3, "
-                   "combine_per_rank and dispatch_push 0 or 1");
     return MOK_OK;
+}
+
+static int check_flag(const char *field, int v, char *err, int err_len)
+{
+    if (v != 0 && v != 1)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "%s = %d: 0 or 1", field, v);
+    return MOK_OK;
+}
+
+/* The tuning fields as given (0: default), against the current GPU's SM count. */
+static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, int err_len)
+{
+    int rc;
+    if (d->comm_sms < 0 || d->comm_sms >= gpu_sms)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "comm_sms = %d: 0 (default 16) or 1..%d (fewer than the GPU's "
+                   "%d SMs: the others compute)", d->comm_sms, gpu_sms - 1, gpu_sms);
+    if (d->chunk_rows < 0)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 512) or positive", d->chunk_rows);
+    if (d->stages < 0 || d->stages == 1 || d->stages > 8)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
+    if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
+        (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
+        (rc = check_flag("raster", d->raster, err, err_len)))
+        return rc;
+    return MOK_OK;
+}
+
+static struct mok_layer_desc with_defaults(const struct mok_layer_desc *desc)
+{
+    struct mok_layer_desc d = *desc;
+    if (!d.comm_sms)
+        d.comm_sms = 16;
+    if (!d.chunk_rows)
+        d.chunk_rows = 512;
+    return d;
+}
+
+/* The kernels' arguments for a checked description (sizes and modes; no pointers yet). */
+static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struct mok_lsa_args *a,
+                     struct mok_mega_args *mk, char *err, int err_len)
+{
+    int EL = d->experts / nranks;
+    *a = (struct mok_lsa_args){.rank = rank, .nranks = nranks, .experts = d->experts, .local_experts = EL,
+                               .topk = d->topk, .t_max = d->max_tokens, .hidden = d->hidden, .tile_rows = 128,
+                               .chunk_rows = d->chunk_rows, .combine_per_rank = d->combine_per_rank,
+                               .landing = d->dispatch_push, .push = d->dispatch_push,
+                               .small_paths = MOK_LSA_SMALL_FUSED};
+    a->capacity = mok_schedule_capacity(d->capacity_factor, a->t_max, a->topk, EL, a->tile_rows);
+    if (a->capacity < 1)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor = %g: gives no capacity for %d tokens x top-%d "
+                   "(or more than 2^31 rows)", d->capacity_factor, d->max_tokens, d->topk);
+    *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
+                                 .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
+    return MOK_OK;
+}
+
+/* mok_layer_check's work, also giving create the rank, the rank count and the description with its defaults. */
+static int layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, int *rank, int *nranks,
+                       struct mok_layer_desc *resolved, char *err, int err_len)
+{
+    if (!desc)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "desc is NULL");
+    if (!comm || ncclCommUserRank(comm, rank) != ncclSuccess || ncclCommCount(comm, nranks) != ncclSuccess)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "comm: not a usable NCCL communicator");
+    if (*nranks > MOK_LSA_MAX_RANKS)
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "%d ranks: at most %d", *nranks, MOK_LSA_MAX_RANKS);
+    int lsa = mok_nccl_lsa_size((void *)comm);
+    if (lsa != *nranks)
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "every rank must be in one NVLink (LSA) domain: LSA team %d of "
+                   "%d ranks", lsa, *nranks);
+    int dev = 0, gpu_sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&gpu_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "cannot query the current CUDA device");
+    }
+    int rc = check_shape(desc, *nranks, err, err_len);
+    if (rc || (rc = check_tuning(desc, gpu_sms, err, err_len)))
+        return rc;
+    *resolved = with_defaults(desc);
+    struct mok_lsa_args a;
+    struct mok_mega_args mk;
+    if ((rc = init_args(resolved, *rank, *nranks, &a, &mk, err, err_len)))
+        return rc;
+    mk.shared_inter = 0; /* the shared buffers and weights do not exist yet: check_shape covered its value */
+    char why[256];
+    if (!mok_megakernel_supports(&mk, why, sizeof why))
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
+    return MOK_OK;
+}
+
+int mok_layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, char *err, int err_len)
+{
+    int rank = 0, nranks = 0;
+    struct mok_layer_desc resolved;
+    return layer_check(comm, desc, &rank, &nranks, &resolved, err, err_len);
 }
 
 /* Every rank has reached this point of its stream (a one-int all-reduce), and the host waits for it. */
@@ -112,6 +212,17 @@ static int alloc_window(mok_workspace *ws, char *err, int err_len)
     return MOK_OK;
 }
 
+/* The shared experts' intermediate and output over this rank's own tokens (none without shared experts). */
+static int alloc_shared(mok_workspace *ws, char *err, int err_len)
+{
+    size_t tmax = (size_t)ws->a.t_max, SI = (size_t)ws->mk.shared_inter;
+    if (!SI)
+        return MOK_OK;
+    CU(cudaMalloc((void **)&ws->mk.sh, tmax * SI * 2 + 16));
+    CU(cudaMalloc((void **)&ws->mk.sy, tmax * (size_t)ws->a.hidden * 2 + 16));
+    return MOK_OK;
+}
+
 static int alloc_device(mok_workspace *ws, char *err, int err_len)
 {
     struct mok_lsa_args *a = &ws->a;
@@ -130,14 +241,16 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     CU(cudaMalloc((void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks));
     CU(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
     CU(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
+    /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here) */
     CU(cudaMalloc((void **)&a->xin, cap * (size_t)a->hidden * 2 + 16));
     CU(cudaMalloc((void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16));
     CU(cudaMalloc((void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.done, sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, 0)));
+    CU(cudaMalloc((void **)&ws->mk.done,
+                  sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter)));
     CU(cudaMalloc((void **)&ws->barrier_word, sizeof(int32_t)));
     CU(cudaMemset(ws->barrier_word, 0, sizeof(int32_t)));
     a->expert_out = ws->mk.out;
-    return MOK_OK;
+    return alloc_shared(ws, err, err_len);
 }
 
 int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cudaStream_t stream,
@@ -147,52 +260,22 @@ int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cud
         return say(err, err_len, MOK_ERR_ARGUMENT, "out is NULL");
     *out = NULL;
     int rank = 0, nranks = 0;
-    if (ncclCommUserRank(comm, &rank) != ncclSuccess || ncclCommCount(comm, &nranks) != ncclSuccess)
-        return say(err, err_len, MOK_ERR_NCCL, "cannot query the communicator");
-    int rc = check_desc(desc, nranks, err, err_len);
+    struct mok_layer_desc d;
+    int rc = layer_check(comm, desc, &rank, &nranks, &d, err, err_len);
     if (rc)
         return rc;
-    if (nranks > MOK_LSA_MAX_RANKS)
-        return say(err, err_len, MOK_ERR_UNSUPPORTED, "%d ranks: at most %d", nranks, MOK_LSA_MAX_RANKS);
-    int lsa = mok_nccl_lsa_size((void *)comm);
-    if (lsa != nranks)
-        return say(err, err_len, MOK_ERR_UNSUPPORTED, "every rank must be in one NVLink (LSA) domain: LSA team %d of "
-                   "%d ranks", lsa, nranks);
     mok_workspace *ws = calloc(1, sizeof(*ws));
     if (!ws)
         return say(err, err_len, MOK_ERR_MEMORY, "out of host memory");
     ws->comm = comm;
-    ws->d = *desc;
-    struct mok_layer_desc *d = &ws->d;
-    if (!d->comm_sms)
-        d->comm_sms = 16;
-    if (!d->chunk_rows)
-        d->chunk_rows = 512;
-    int EL = d->experts / nranks;
-    struct mok_lsa_args *a = &ws->a;
-    *a = (struct mok_lsa_args){.rank = rank, .nranks = nranks, .experts = d->experts, .local_experts = EL,
-                               .topk = d->topk, .t_max = d->max_tokens, .hidden = d->hidden, .tile_rows = 128,
-                               .chunk_rows = d->chunk_rows, .combine_per_rank = d->combine_per_rank,
-                               .landing = d->dispatch_push, .push = d->dispatch_push,
-                               .small_paths = MOK_LSA_SMALL_FUSED};
-    a->capacity = mok_schedule_capacity(d->capacity_factor, a->t_max, a->topk, EL, a->tile_rows);
-    if (a->capacity < 1) {
-        free(ws);
-        return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor %g gives no capacity", desc->capacity_factor);
-    }
-    ws->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
-    ws->mk = (struct mok_mega_args){.inter = d->intermediate, .comm_blocks = d->comm_sms, .stages = d->stages};
+    ws->d = d;
+    init_args(&ws->d, rank, nranks, &ws->a, &ws->mk, err, err_len); /* layer_check ran it on the same input */
+    ws->nchunks = (ws->a.capacity + ws->a.chunk_rows - 1) / ws->a.chunk_rows;
     if ((rc = alloc_window(ws, err, err_len)) || (rc = alloc_device(ws, err, err_len))) {
         mok_workspace_destroy(ws);
         return rc;
     }
-    ws->mk.lsa = *a;
-    char why[256];
-    if (!mok_megakernel_supports(&ws->mk, why, sizeof why)) {
-        mok_workspace_destroy(ws);
-        return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
-    }
-    mok_megakernel_prepare((mok_stream_t)stream);
+    mok_megakernel_prepare((mok_stream_t)stream); /* its failure record: allocated now, never during a capture */
     /* every window is zeroed before any rank can flag into it */
     if ((rc = barrier(ws, stream, err, err_len))) {
         mok_workspace_destroy(ws);
@@ -215,7 +298,7 @@ void mok_workspace_destroy(mok_workspace *ws)
     struct mok_lsa_args *a = &ws->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin, ws->mk.h, ws->mk.out, ws->mk.done,
-                   ws->barrier_word};
+                   ws->mk.sh, ws->mk.sy, ws->barrier_word};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     if (ws->window)
@@ -232,13 +315,25 @@ uint16_t *mok_workspace_input(mok_workspace *ws, int slot)
     return (uint16_t *)((char *)ws->win_ptr + ws->a.off_x + (size_t)slot * ws->a.x_set_bytes);
 }
 
+static int out_of_order(const char *call, const char *needs, char *err, int err_len)
+{
+    return say(err, err_len, MOK_ERR_ORDER, "%s: %s", call, needs);
+}
+
 int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const float *weights, cudaStream_t stream,
               char *err, int err_len)
 {
-    if (!ws || slot < 0 || slot >= ws->d.input_slots)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "slot = %d: 0..input_slots - 1", slot);
-    if (tokens < 0 || tokens > ws->a.t_max || (tokens && (!ids || !weights)))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "tokens = %d: 0..%d, with ids and weights", tokens, ws->a.t_max);
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if (slot < 0 || slot >= ws->d.input_slots)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "slot = %d: 0..%d (input_slots - 1)", slot, ws->d.input_slots - 1);
+    if (tokens < 0 || tokens > ws->a.t_max)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "tokens = %d: 0..%d (max_tokens)", tokens, ws->a.t_max);
+    if (tokens && (!ids || !weights))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "ids and weights: device pointers when tokens = %d > 0", tokens);
+    if (ws->step != STEP_IDLE)
+        return out_of_order("mok_route", "the previous forward is not finished (mok_forward_kernel and "
+                            "mok_forward_sum come first)", err, err_len);
     ws->a.set = slot;
     ws->a.my_ids = ids;
     ws->a.my_w = weights;
@@ -248,26 +343,112 @@ int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const
         rc = mok_lsa_schedule(&ws->a, (mok_stream_t)stream);
     if (rc)
         return say(err, err_len, MOK_ERR_CUDA, "route: %s", cudaGetErrorString((cudaError_t)rc));
+    ws->step = STEP_ROUTED;
     return MOK_OK;
 }
 
-int mok_forward(mok_workspace *ws, const uint16_t *w13, const uint16_t *w2, uint16_t *y, cudaStream_t stream,
-                char *err, int err_len)
+/* The weights against the description: the routed ones always, the shared ones exactly when it has shared
+ * experts (a mismatch would silently drop or invent them). */
+static int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *err, int err_len)
 {
-    if (!ws || !w13 || !w2 || (!y && ws->a.my_tokens))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace, w13, w2 and y must be given");
-    ws->a.y = y;
-    ws->mk.lsa = ws->a;
-    ws->mk.w13 = w13;
-    ws->mk.w2 = w2;
-    int rc = mok_megakernel_fwd(&ws->mk, (mok_stream_t)stream);
-    if (!rc) {
-        struct mok_lsa_args r = ws->a;
-        r.landing = 0; /* own tokens' partials come from the expert outputs, not the landed input rows */
-        rc = mok_lsa_reduce(&r, (mok_stream_t)stream);
+    if (!w || !w->w13 || !w->w2)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: w13 and w2 must be device pointers");
+    int shared = ws->d.shared_intermediate > 0;
+    if (shared && (!w->shared_w13 || !w->shared_w2))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: shared_w13 and shared_w2 must be given "
+                   "(shared_intermediate = %d)", ws->d.shared_intermediate);
+    if (!shared && (w->shared_w13 || w->shared_w2))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: shared_w13 and shared_w2 must be NULL "
+                   "(shared_intermediate = 0: no shared experts)");
+    return MOK_OK;
+}
+
+/* Whether variant may run now (mok_route before a full or comm-only kernel, rows in the slots for compute-only). */
+static int check_variant_order(const mok_workspace *ws, enum mok_variant variant, char *err, int err_len)
+{
+    if (variant == MOK_VARIANT_COMPUTE_ONLY) {
+        if (ws->step != STEP_IDLE)
+            return out_of_order("mok_forward_kernel", "variant compute_only between a forward's calls (it runs "
+                                "alone, after mok_forward_sum)", err, err_len);
+        if (!ws->dispatched)
+            return out_of_order("mok_forward_kernel", "variant compute_only computes on the rows a full forward "
+                                "dispatched: run one first", err, err_len);
+        return MOK_OK;
     }
+    if (ws->step != STEP_ROUTED)
+        return out_of_order("mok_forward_kernel", "mok_route comes first in every forward", err, err_len);
+    return MOK_OK;
+}
+
+int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_variant variant,
+                       cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if (variant != MOK_VARIANT_FULL && variant != MOK_VARIANT_COMPUTE_ONLY && variant != MOK_VARIANT_COMM_ONLY)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0), _COMPUTE_ONLY (1) or "
+                   "_COMM_ONLY (2)", (int)variant);
+    int rc = check_weights(ws, w, err, err_len);
+    if (rc || (rc = check_variant_order(ws, variant, err, err_len)))
+        return rc;
+    struct mok_mega_args *mk = &ws->mk;
+    mk->lsa = ws->a;
+    mk->w13 = w->w13, mk->w2 = w->w2;
+    mk->sw13 = w->shared_w13, mk->sw2 = w->shared_w2;
+    mk->x_local = mk->shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL; /* the shared experts' tokens */
+    _Static_assert(MOK_VARIANT_COMPUTE_ONLY == 1 && MOK_VARIANT_COMM_ONLY == 2, "mok_mega_args.skip values");
+    mk->skip = (int)variant; /* the kernel's skip values are the variants' */
+    rc = mok_megakernel_fwd(mk, (mok_stream_t)stream);
+    mk->skip = 0;
+    if (rc) {
+        char why[256] = "";
+        if (!mok_megakernel_supports(mk, why, sizeof why)) /* the arguments it rejected, rather than "invalid value" */
+            return say(err, err_len, MOK_ERR_UNSUPPORTED, "forward kernel: megakernel: %s", why);
+        return say(err, err_len, MOK_ERR_CUDA, "forward kernel: %s", cudaGetErrorString((cudaError_t)rc));
+    }
+    if (variant != MOK_VARIANT_COMPUTE_ONLY)
+        ws->step = STEP_SENT, ws->dispatched = 1;
+    return MOK_OK;
+}
+
+int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if (!y && ws->a.my_tokens)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "y: a device pointer when tokens = %d > 0", ws->a.my_tokens);
+    if (ws->step != STEP_SENT)
+        return out_of_order("mok_forward_sum", "a full or comm-only mok_forward_kernel after mok_route comes first",
+                            err, err_len);
+    struct mok_lsa_args r = ws->a;
+    r.y = y;
+    r.landing = 0; /* own tokens' partials come from the expert outputs, not the landed input rows */
+    r.shared_y = ws->mk.shared_inter ? ws->mk.sy : NULL; /* the shared experts' output, added last */
+    int rc = mok_lsa_reduce(&r, (mok_stream_t)stream);
     if (rc)
-        return say(err, err_len, MOK_ERR_CUDA, "forward: %s", cudaGetErrorString((cudaError_t)rc));
+        return say(err, err_len, MOK_ERR_CUDA, "forward sum: %s", cudaGetErrorString((cudaError_t)rc));
+    ws->step = STEP_IDLE;
+    return MOK_OK;
+}
+
+int mok_forward(mok_workspace *ws, const struct mok_weights *w, uint16_t *y, cudaStream_t stream, char *err,
+                int err_len)
+{
+    if (ws && !y && ws->a.my_tokens) /* before the kernel: a failed call enqueues nothing */
+        return say(err, err_len, MOK_ERR_ARGUMENT, "y: a device pointer when tokens = %d > 0", ws->a.my_tokens);
+    int rc = mok_forward_kernel(ws, w, MOK_VARIANT_FULL, stream, err, err_len);
+    return rc ? rc : mok_forward_sum(ws, y, stream, err, err_len);
+}
+
+int mok_workspace_schedule(const mok_workspace *ws, struct mok_schedule_view *out)
+{
+    if (!ws || !out)
+        return MOK_ERR_ARGUMENT;
+    const struct mok_lsa_args *a = &ws->a;
+    *out = (struct mok_schedule_view){.local_experts = a->local_experts, .capacity = a->capacity,
+                                      .tile_rows = a->tile_rows, .chunk_rows = a->chunk_rows, .chunks = ws->nchunks,
+                                      .rows = a->rows, .offset = a->offset, .entry = a->entry,
+                                      .chunk_target = a->chunk_target, .ready = a->ready};
     return MOK_OK;
 }
 
@@ -280,6 +461,7 @@ int mok_workspace_check(mok_workspace *ws, cudaStream_t stream, char *err, int e
     CU(cudaMemcpy(status, ws->a.status, sizeof status, cudaMemcpyDeviceToHost));
     if (status[0])
         return say(err, err_len, MOK_ERR_OVERFLOW, "rank %d: expert %d needs %d rows but the capacity is %d "
-                   "(raise capacity_factor)", ws->a.rank, status[1], status[2], status[3]);
+                   "(raise capacity_factor = %g)", ws->a.rank, status[1], status[2], status[3],
+                   ws->d.capacity_factor);
     return MOK_OK;
 }
