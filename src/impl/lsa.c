@@ -2,7 +2,7 @@
  * LSA pointers into symmetric windows, epoch flags instead of host synchronization (kernels/lsa_*.cu). The host
  * never sees a split size on the timed path; it rebuilds the schedule from the gathered routing only to check the
  * device's and to count the bytes that crossed NVLink for the report. The state, phases (including lsa-layer's
- * GEMMs and the megakernel's launch), graphs and checks here serve lsa_layer.c and megakernel.c too. */
+ * GEMMs) and checks here serve lsa_layer.c too. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "lsa.h"
 #include "lsa_layout.h"
 #include "lsa_state.h"
+#include "sched_check.h"
 
 
 int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
@@ -53,31 +54,7 @@ int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, cons
     return 1;
 }
 
-/* The host copy of the schedule: every rank's routing gathered over MPI (outside the timed path). */
-static int build_host_schedule(struct lsa_state *s, char *err, int err_len)
-{
-    struct mok_problem *p = s->p;
-    int P = p->nranks, k = p->topk, tmax = s->a.t_max;
-    s->gathered_ids = calloc((size_t)P * tmax * k + 1, sizeof(int32_t));
-    int *tokens = calloc((size_t)P, sizeof(int));
-    const int32_t **ids = calloc((size_t)P, sizeof(int32_t *));
-    int32_t *mine = calloc((size_t)tmax * k + 1, sizeof(int32_t));
-    if (!s->gathered_ids || !tokens || !ids || !mine)
-        FAIL("out of host memory");
-    memcpy(mine, p->h_ids, sizeof(int32_t) * (size_t)p->tokens * k);
-    MPI_Allgather(mine, tmax * k, MPI_INT32_T, s->gathered_ids, tmax * k, MPI_INT32_T, MPI_COMM_WORLD);
-    MPI_Allgather(&p->tokens, 1, MPI_INT, tokens, 1, MPI_INT, MPI_COMM_WORLD);
-    for (int q = 0; q < P; q++)
-        ids[q] = s->gathered_ids + (size_t)q * tmax * k;
-    int rc = mok_schedule_build(&s->host, P, p->rank, p->experts, k, tmax, tokens, ids, s->a.tile_rows,
-                                s->a.chunk_rows, s->a.capacity);
-    free(tokens);
-    free(ids);
-    free(mine);
-    if (rc)
-        FAIL("host schedule: invalid routing");
-    return 0;
-}
+static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len);
 
 int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
                      char *err, int err_len)
@@ -89,7 +66,6 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     s->p = p;
     s->cl = cl;
     s->sms = params[P_SMS];
-    s->use_graphs = params[P_LAUNCH] == 1;
     struct mok_lsa_args *a = &s->a;
     int P = p->nranks, k = p->topk, H = p->hidden, EL = p->local_experts;
     int tmax = (int)mok_allreduce_max_ll(p->tokens);
@@ -138,11 +114,13 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     a->my_w = p->w;
     a->my_tokens = p->tokens;
 
-    CUDA(mok_slot_events_create(&s->ev, max_slots, 4));
+    if (phased_run_init(&s->run, enqueue_phase, s, p->sets, params[P_LAUNCH] == 1, max_slots, err, err_len))
+        return -1;
     CUDA(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
     CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
     CUDA(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming));
-    if (build_host_schedule(s, err, err_len))
+    /* the host copy of the schedule, from every rank's routing: what extras() checks the device's against */
+    if (sched_check_build(p, tmax, a->tile_rows, a->chunk_rows, a->capacity, &s->host, err, err_len))
         return -1;
     CUDA(cudaDeviceSynchronize());
     MPI_Barrier(MPI_COMM_WORLD); /* every window is zeroed before anyone flags into it */
@@ -169,44 +147,12 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
     return s->gemm_portable ? mok_gemm_portable(&g, (mok_stream_t)st) : mok_gemm_sm90(&g, &cfg, (mok_stream_t)st);
 }
 
-/* The megakernel's arguments for input set `set`: the lsa state as of this forward (set, y, epochs), the set's
- * expert and shared-expert weights and its token rows in the window. */
-void mega_forward_args(struct lsa_state *s, int set)
+/* The kernels of one phase (phased_run's phase_fn): the same calls whether launched directly or captured. */
+static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
 {
-    s->mk.lsa = s->a;
-    s->mk.w13 = s->p->w13[set], s->mk.w2 = s->p->w2[set];
-    if (s->mk.shared_inter) {
-        s->mk.sw13 = s->p->shared_w13[set], s->mk.sw2 = s->p->shared_w2[set];
-        s->mk.x_local = (const uint16_t *)((const char *)s->win.ptr + s->a.off_x + (size_t)set * s->a.x_set_bytes);
-    }
-}
-
-/* The owner's sum after the megakernel: own tokens' partials come from the expert outputs (not landed input rows,
- * even with dispatch=push), and the shared experts' output is added last. */
-struct mok_lsa_args mega_reduce_args(const struct lsa_state *s)
-{
-    struct mok_lsa_args r = s->a;
-    r.landing = 0;
-    r.shared_y = s->mk.shared_inter ? s->mk.sy : NULL;
-    return r;
-}
-
-/* The kernels of one phase, enqueued on st: the same calls whether launched directly or captured. */
-static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
-{
-    if (s->mega) {
-        if (phase == 0) {
-            CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
-            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
-        } else if (phase == 1) {
-            mega_forward_args(s, set);
-            CUDA(mok_megakernel_fwd(&s->mk, (mok_stream_t)st));
-        } else {
-            struct mok_lsa_args r = mega_reduce_args(s);
-            CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
-        }
-        return 0;
-    }
+    struct lsa_state *s = ctx;
+    s->a.set = set;
+    s->a.y = y;
     if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
         /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
         CUDA(mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st));
@@ -247,87 +193,16 @@ static int enqueue_phase(struct lsa_state *s, int phase, int set, cudaStream_t s
     return 0;
 }
 
-static void destroy_graphs(struct lsa_state *s)
-{
-    for (int i = 0; s->graphs && i < s->p->sets * LSA_PHASES; i++)
-        if (s->graphs[i])
-            cudaGraphExecDestroy(s->graphs[i]);
-    free(s->graphs);
-    s->graphs = NULL;
-}
-
-/* Captures every input set's phases for output y (all at once, so that only the first run pays for it: the
- * driver's check run, before warm-up and timing). The kernel arguments (set, y, pointers, epoch counters on the
- * device) are fixed per set and output, which is why a graph per set. */
-static int capture_graphs(struct lsa_state *s, uint16_t *y, char *err, int err_len)
-{
-    destroy_graphs(s);
-    int n = s->p->sets * LSA_PHASES;
-    s->graphs = calloc((size_t)n, sizeof(cudaGraphExec_t));
-    if (!s->graphs)
-        FAIL("out of host memory");
-    cudaStream_t st = s->cl->stream;
-    for (int set = 0; set < s->p->sets; set++)
-        for (int phase = 0; phase < LSA_PHASES; phase++) {
-            if (phase == 1 && !s->layer)
-                continue;
-            s->a.set = set;
-            s->a.y = y;
-            cudaGraph_t g = NULL;
-            CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
-            int rc = enqueue_phase(s, phase, set, st, err, err_len);
-            cudaError_t end = cudaStreamEndCapture(st, &g); /* always end it, even after a failure */
-            if (rc) {
-                if (g)
-                    cudaGraphDestroy(g);
-                return -1;
-            }
-            if (end != cudaSuccess)
-                FAIL("capture of lsa phase %d, set %d: %s", phase, set, cudaGetErrorString(end));
-            cudaError_t inst = cudaGraphInstantiate(&s->graphs[set * LSA_PHASES + phase], g, 0);
-            cudaGraphDestroy(g);
-            if (inst != cudaSuccess)
-                FAIL("instantiate lsa phase %d, set %d: %s", phase, set, cudaGetErrorString(inst));
-        }
-    s->graphs_y = y;
-    return 0;
-}
-
 int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 {
     struct lsa_state *s = state;
-    cudaStream_t st = s->cl->stream;
-    if (s->use_graphs && (!s->graphs || s->graphs_y != y) && capture_graphs(s, y, err, err_len))
-        return -1;
-    s->a.set = set;
-    s->a.y = y;
-    bool timed = mok_slot_events_timed(&s->ev, slot);
-    if (timed)
-        CUDA(mok_slot_events_record(&s->ev, slot, 0, st));
-    for (int phase = 0; phase < LSA_PHASES; phase++) {
-        bool empty = phase == 1 && !s->layer; /* comm mode has no experts: its graph would be empty */
-        if (!empty && s->use_graphs)
-            CUDA(cudaGraphLaunch(s->graphs[set * LSA_PHASES + phase], st));
-        if (!empty && !s->use_graphs && enqueue_phase(s, phase, set, st, err, err_len))
-            return -1;
-        if (timed)
-            CUDA(mok_slot_events_record(&s->ev, slot, 1 + phase, st));
-    }
-    return 0;
+    return phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len);
 }
 
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct lsa_state *s = state;
-    out[MOK_PHASE_DISPATCH] = out[MOK_PHASE_GEMM] = out[MOK_PHASE_COMBINE] = NAN;
-    float d = 0, g = 0, c = 0;
-    if (mok_slot_events_ms(&s->ev, slot, 0, &d) && mok_slot_events_ms(&s->ev, slot, 1, &g) &&
-        mok_slot_events_ms(&s->ev, slot, 2, &c)) {
-        out[MOK_PHASE_DISPATCH] = d;
-        out[MOK_PHASE_COMBINE] = c;
-        if (s->layer)
-            out[MOK_PHASE_GEMM] = g;
-    }
+    phased_run_ms(&s->run, slot, s->layer, out);
 }
 
 /* After the timed runs: overflow status, the device schedule against the host's, every chunk counter at its
@@ -337,58 +212,20 @@ int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_l
     (void)iters;
     struct lsa_state *s = state;
     struct mok_lsa_args *a = &s->a;
-    const struct mok_schedule *h = &s->host;
     int32_t status[4];
     CUDA(cudaMemcpy(status, a->status, sizeof(status), cudaMemcpyDeviceToHost));
-    int bad = 0;
-    char msg[512] = "";
-    if (status[0]) {
-        snprintf(msg, sizeof msg, "rank %d: schedule overflow: expert %d needs %d rows but the capacity is %d "
-                 "(capacity_factor %g is too small for this routing)", a->rank, status[1], status[2], status[3],
+    char overflow[256];
+    if (status[0])
+        snprintf(overflow, sizeof overflow, "rank %d: schedule overflow: expert %d needs %d rows but the capacity is "
+                 "%d (capacity_factor %g is too small for this routing)", a->rank, status[1], status[2], status[3],
                  s->p->spec.capacity_factor);
-        bad = 1;
-    } else {
-        int EL = a->local_experts, used = h->offset[EL];
-        int32_t *rows = malloc(sizeof(int32_t) * EL), *offset = malloc(sizeof(int32_t) * (EL + 1));
-        int32_t *entry = malloc(sizeof(int32_t) * (size_t)a->capacity);
-        int32_t *ready = malloc(sizeof(int32_t) * s->nchunks), *target = malloc(sizeof(int32_t) * s->nchunks);
-        if (!rows || !offset || !entry || !ready || !target)
-            FAIL("out of host memory");
-        CUDA(cudaMemcpy(rows, a->rows, sizeof(int32_t) * EL, cudaMemcpyDeviceToHost));
-        CUDA(cudaMemcpy(offset, a->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost));
-        CUDA(cudaMemcpy(entry, a->entry, sizeof(int32_t) * (size_t)a->capacity, cudaMemcpyDeviceToHost));
-        CUDA(cudaMemcpy(ready, a->ready, sizeof(int32_t) * s->nchunks, cudaMemcpyDeviceToHost));
-        CUDA(cudaMemcpy(target, a->chunk_target, sizeof(int32_t) * s->nchunks, cudaMemcpyDeviceToHost));
-        for (int le = 0; le < EL && !bad; le++)
-            if (rows[le] != h->rows[le] || offset[le] != h->offset[le])
-                bad = snprintf(msg, sizeof msg, "rank %d: device schedule differs from the host's at expert %d: "
-                               "rows %d vs %d, offset %d vs %d", a->rank, le, rows[le], h->rows[le], offset[le],
-                               h->offset[le]) > 0;
-        for (int i = 0; i < used && i < a->capacity && !bad; i++)
-            if (entry[i] != h->entry[i])
-                bad = snprintf(msg, sizeof msg, "rank %d: device schedule slot %d holds %08x, host %08x", a->rank,
-                               i, (unsigned)entry[i], (unsigned)h->entry[i]) > 0;
-        for (int c = 0; c < s->nchunks && !bad; c++)
-            if (ready[c] != target[c] || (c < h->nchunks && target[c] != h->chunk_rows_valid[c]))
-                bad = snprintf(msg, sizeof msg, "rank %d: chunk %d ready %d, target %d, host target %d", a->rank, c,
-                               ready[c], target[c], c < h->nchunks ? h->chunk_rows_valid[c] : -1) > 0;
-        free(rows), free(offset), free(entry), free(ready), free(target);
-    }
-    int any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any)
-        FAIL("%s", bad ? msg : "another rank's schedule check failed");
-    double rowb = (double)a->hidden * 2;
-    long long local_routes = 0; /* routes of my own tokens to my own experts never cross NVLink */
-    for (int t = 0; t < s->p->tokens; t++)
-        for (int j = 0; j < a->topk; j++)
-            local_routes += s->p->h_ids[t * a->topk + j] / a->local_experts == a->rank;
-    row->dispatch_bytes = (double)mok_allreduce_max_ll(h->remote_tokens_in) * rowb;
-    row->combine_bytes = (double)mok_allreduce_max_ll(a->combine_per_rank ? h->remote_tokens_in
-                                                                          : h->routes_in - local_routes) * rowb;
-    row->comm_sms = s->sms;
-    snprintf(row->note, sizeof row->note, "capacity=%d used=%d rows_in=%lld remote_tokens_in=%lld", a->capacity,
-             h->offset[a->local_experts], h->routes_in, h->remote_tokens_in);
+    struct mok_schedule_view dev = {.local_experts = a->local_experts, .capacity = a->capacity,
+                                    .tile_rows = a->tile_rows, .chunk_rows = a->chunk_rows, .chunks = s->nchunks,
+                                    .rows = a->rows, .offset = a->offset, .entry = a->entry,
+                                    .chunk_target = a->chunk_target, .ready = a->ready};
+    if (sched_check_compare(&dev, &s->host, a->rank, status[0] ? overflow : NULL, err, err_len))
+        return -1;
+    sched_check_report(row, s->p, &s->host, a->capacity, a->combine_per_rank, s->sms);
     return 0;
 }
 
@@ -398,7 +235,7 @@ void lsa_teardown(void *state)
     if (!s)
         return;
     cudaDeviceSynchronize();
-    destroy_graphs(s);
+    phased_run_destroy(&s->run);
     struct mok_lsa_args *a = &s->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin};
@@ -406,10 +243,6 @@ void lsa_teardown(void *state)
         cudaFree(dev[i]);
     cudaFree(s->h);
     cudaFree(s->out);
-    cudaFree(s->mk.done);
-    cudaFree(s->mk.sh);
-    cudaFree(s->mk.sy);
-    mok_slot_events_destroy(&s->ev);
     if (s->side)
         cudaStreamDestroy(s->side);
     if (s->fork)
@@ -421,7 +254,6 @@ void lsa_teardown(void *state)
     if (s->win.ptr)
         mok_symmem_free(s->cl, &s->win);
     mok_schedule_free(&s->host);
-    free(s->gathered_ids);
     free(s);
 }
 

@@ -1,5 +1,5 @@
-/* lsa_state: what the three implementations built on mok's LSA transfers share (src/impl/lsa.c: `lsa` and the
- * state, phases, graphs and checks; lsa_layer.c: `lsa-layer`; megakernel.c: `megakernel`). Internal to src/impl. */
+/* lsa_state: what the two implementations built on mok's LSA transfers share (src/impl/lsa.c: `lsa` and the
+ * state, phases and checks; lsa_layer.c: `lsa-layer`). Internal to src/impl. (`megakernel` runs on libmok.) */
 #ifndef MOK_IMPL_LSA_STATE_H
 #define MOK_IMPL_LSA_STATE_H
 
@@ -7,16 +7,14 @@
 
 #include "cluster.h"
 #include "impl.h"
-#include "megakernel.h"
 #include "mok_gemm.h"
 #include "mok_kernels.h"
+#include "phased_run.h"
 #include "problem.h"
 #include "schedule.h"
-#include "slot_events.h"
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
        P_SMALL = 8, P_REDUCE = 9 };
-#define LSA_PHASES 3 /* dispatch, experts (lsa-layer only), combine */
 
 struct lsa_state {
     struct mok_problem *p;
@@ -24,7 +22,7 @@ struct lsa_state {
     struct mok_symmem win;
     struct mok_lsa_args a;
     int sms, nchunks;
-    struct mok_slot_events ev; /* marks: start, dispatched, experts done, combined */
+    struct phased_run run; /* dispatch, experts (lsa-layer only), combine; launch=graph replays them */
     /* dispatch=push: the schedule does not depend on the push (nor the push on it), so it runs on a side stream
      * beside it instead of after it; fork/join by events, which a CUDA graph capture turns into edges */
     cudaStream_t side;
@@ -36,19 +34,10 @@ struct lsa_state {
     int gemm_sms_fed; /* GEMM1's CTAs beside the dispatch: the GPU's SMs less the dispatch's */
     struct mok_gemm_sm90_config gemm_cfg;
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
-    /* megakernel: phase 0 publish + schedule, phase 1 the one persistent kernel, phase 2 the owner's sum */
-    bool mega, breakdown;
-    struct mok_mega_args mk;
-    /* launch=graph: per input set, the phases (dispatch, experts, combine) captured once and replayed; the
-     * events between them stay outside the graphs so the phase times mean the same as with launch=stream */
-    bool use_graphs;
-    cudaGraphExec_t *graphs; /* [sets][LSA_PHASES], NULL until the first run */
-    const uint16_t *graphs_y; /* the output they were captured for */
     struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
-    int32_t *gathered_ids;    /* [P][t_max*k] */
 };
 
-/* The `lsa` implementation's operations, which lsa-layer and megakernel reuse around their own setup and extras.
+/* The `lsa` implementation's operations, which lsa-layer reuses around its own setup and extras.
  * params are lsa's (the P_* indices above). */
 int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why, int why_len);
 int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots, char *err,
@@ -57,8 +46,5 @@ int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
 int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
 void lsa_teardown(void *state);
-/* The megakernel's per-forward arguments (src/impl/lsa.c; megakernel.c's breakdown uses them too). */
-void mega_forward_args(struct lsa_state *s, int set);
-struct mok_lsa_args mega_reduce_args(const struct lsa_state *s);
 
 #endif

@@ -1,99 +1,144 @@
-/* megakernel (layer mode): dispatch, GEMM1 + SwiGLU, GEMM2 and the combine sends in one persistent launch
- * (kernels/megakernel_fwd.cu), between the stream-ordered publish + schedule and the owner's sum. The phase slots
- * of the report then hold: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum.
+/* megakernel (layer mode): the fused forward through libmok (include/libmok.h) and nothing else of mok's: a
+ * workspace per candidate whose input slots hold the problem's input sets, then per forward mok_route (publish +
+ * schedule), mok_forward_kernel (dispatch, shared and routed expert GEMMs, combine sends in one persistent launch)
+ * and mok_forward_sum (the owner's sum). Those three calls are the report's phase slots: dispatch = publish +
+ * schedule, experts = the megakernel, combine = the owner's sum. launch=graph captures each call per input set.
  * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "fail.h"
-#include "lsa_state.h"
+#include "impl.h"
+#include "libmok.h"
+#include "phased_run.h"
+#include "sched_check.h"
 #include "stats.h"
 
 enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
        M_RASTER = 7 };
 
-static void mega_to_lsa_params(const int *mp, int *params)
+struct mega_state {
+    struct mok_problem *p;
+    struct mok_cluster *cl;
+    mok_workspace *ws;
+    struct mok_layer_desc desc;
+    bool breakdown;
+    struct phased_run run;
+    struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
+};
+
+/* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
+static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *mp, int max_tokens)
 {
-    for (int i = 0; i < MOK_MAX_PARAMS; i++)
-        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull, small=auto (unused), reduce=after */
-    params[P_SMS] = mp[M_SMS], params[P_COMBINE] = mp[M_COMBINE], params[P_TILE] = 128, params[P_CHUNK] = mp[M_CHUNK];
-    params[P_LAUNCH] = mp[M_LAUNCH];
-    params[P_LAYOUT] = params[P_DISPATCH] = mp[M_DISPATCH]; /* push lands rows once per rank: layout=landing */
+    return (struct mok_layer_desc){.hidden = p->hidden, .intermediate = p->inter,
+                                   .shared_intermediate = p->shared * p->inter, .experts = p->experts,
+                                   .topk = p->topk, .max_tokens = max_tokens,
+                                   .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
+                                   .comm_sms = mp[M_SMS], .combine_per_rank = mp[M_COMBINE],
+                                   .chunk_rows = mp[M_CHUNK], .stages = mp[M_STAGES],
+                                   .dispatch_push = mp[M_DISPATCH], .raster = mp[M_RASTER]};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
                          int why_len)
 {
-    int params[MOK_MAX_PARAMS];
-    mega_to_lsa_params(mp, params);
-    if (!lsa_supports(p, cl, params, why, why_len))
+    /* this rank's tokens stand for max_tokens: supports() must not communicate (the driver takes the minimum) */
+    struct mok_layer_desc d = mega_desc(p, mp, p->tokens > 0 ? p->tokens : 1);
+    return mok_layer_check(cl->nccl, &d, why, why_len) == MOK_OK;
+}
+
+/* This set's weights, the shared experts' only where the model has them. */
+static struct mok_weights set_weights(const struct mok_problem *p, int set)
+{
+    struct mok_weights w = {.w13 = p->w13[set], .w2 = p->w2[set]};
+    if (p->shared)
+        w.shared_w13 = p->shared_w13[set], w.shared_w2 = p->shared_w2[set];
+    return w;
+}
+
+/* A libmok call's status as a bench failure: the message it wrote, behind its status. */
+static int lib_fail(int rc, const char *call, char *err, int err_len)
+{
+    if (rc == MOK_OK)
         return 0;
-    int sms = 0, major = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cl->device);
-    if (major != 9) {
-        snprintf(why, (size_t)why_len, "the megakernel's GEMMs are sm_90a (wgmma, TMA); this GPU is sm_%d0", major);
-        return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", err);
+    snprintf(err, (size_t)err_len, "%s: %s: %s", call, mok_status_string(rc), msg);
+    return -1;
+}
+
+/* The phases (phased_run's phase_fn): route, kernel, sum, each one libmok call. */
+static int mega_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
+{
+    struct mega_state *s = ctx;
+    struct mok_problem *p = s->p;
+    if (phase == 0)
+        return lib_fail(mok_route(s->ws, set, p->tokens, p->ids, p->w, st, err, err_len), "mok_route", err, err_len);
+    if (phase == 1) {
+        struct mok_weights w = set_weights(p, set);
+        return lib_fail(mok_forward_kernel(s->ws, &w, MOK_VARIANT_FULL, st, err, err_len), "mok_forward_kernel",
+                        err, err_len);
     }
-    if (mp[M_SMS] >= sms) {
-        snprintf(why, (size_t)why_len, "sms %d: fewer than the GPU's %d SMs (the rest compute)", mp[M_SMS], sms);
-        return 0;
-    }
-    if (p->hidden % 256 || p->inter % 128 || p->local_experts > 1024) {
-        snprintf(why, (size_t)why_len, "hidden %d must be a multiple of 256, intermediate %d of 128, and at most 1024 "
-                 "local experts", p->hidden, p->inter);
-        return 0;
-    }
-    if (mp[M_STAGES] && (mp[M_STAGES] < 2 || mp[M_STAGES] > 3)) {
-        snprintf(why, (size_t)why_len, "stages %d: 0 (as many as fit) or 2..3 (beside 64 KiB of C staging)",
-                 mp[M_STAGES]);
-        return 0;
-    }
-    return 1;
+    return lib_fail(mok_forward_sum(s->ws, y, st, err, err_len), "mok_forward_sum", err, err_len);
 }
 
 static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *mp, int max_slots,
                       char *err, int err_len)
 {
-    int params[MOK_MAX_PARAMS];
-    mega_to_lsa_params(mp, params);
-    if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
-        return -1;
-    struct lsa_state *s = *state;
-    s->layer = true; /* three phases, the middle one not empty */
-    s->mega = true;
+    struct mega_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        FAIL("out of host memory");
+    *state = s;
+    s->p = p;
+    s->cl = cl;
     s->breakdown = mp[M_BREAKDOWN] == 1;
-    size_t cap = (size_t)s->a.capacity;
-    if (!s->a.xin) /* dispatch=push (layout=landing): rows land in the window; the slots GEMM1 reads are ours */
-        CUDA(cudaMalloc((void **)&s->a.xin, cap * p->hidden * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
-    s->a.expert_out = s->out;
-    s->mk = (struct mok_mega_args){.lsa = s->a, .w13 = p->w13[0], .w2 = p->w2[0], .h = s->h, .out = s->out,
-                                   .inter = p->inter, .comm_blocks = mp[M_SMS], .stages = mp[M_STAGES],
-                                   .raster = mp[M_RASTER]};
-    size_t tmax = (size_t)s->a.t_max;
-    CUDA(cudaMalloc((void **)&s->mk.done,
-                    sizeof(int32_t) * mok_megakernel_counters((int)cap, (int)tmax, p->shared * p->inter)));
-    if (p->shared) { /* one MLP of shared x intermediate columns over the own tokens (as the reference) */
-        s->mk.shared_inter = p->shared * p->inter;
-        CUDA(cudaMalloc((void **)&s->mk.sh, tmax * (size_t)s->mk.shared_inter * 2 + 16));
-        CUDA(cudaMalloc((void **)&s->mk.sy, tmax * (size_t)p->hidden * 2 + 16));
-        mega_forward_args(s, 0); /* so that supports() sees complete shared arguments */
-    }
-    char why[256];
-    if (!mok_megakernel_supports(&s->mk, why, sizeof why))
-        FAIL("megakernel: %s", why);
-    mok_megakernel_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
-    return 0;
+    s->desc = mega_desc(p, mp, (int)mok_allreduce_max_ll(p->tokens));
+    if (lib_fail(mok_workspace_create(cl->nccl, &s->desc, cl->stream, &s->ws, err, err_len), "mok_workspace_create",
+                 err, err_len))
+        return -1;
+    /* the input sets into the workspace's slots (no peer reads them before a forward routes them) */
+    for (int set = 0; set < p->sets; set++)
+        CUDA(cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
+                        cudaMemcpyDeviceToDevice));
+    if (phased_run_init(&s->run, mega_phase, s, p->sets, mp[M_LAUNCH] == 1, max_slots, err, err_len))
+        return -1;
+    struct mok_schedule_view v;
+    mok_workspace_schedule(s->ws, &v);
+    return sched_check_build(p, s->desc.max_tokens, v.tile_rows, v.chunk_rows, v.capacity, &s->host, err, err_len);
+}
+
+static int mega_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+{
+    struct mega_state *s = state;
+    return phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len);
+}
+
+static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])
+{
+    phased_run_ms(&((struct mega_state *)state)->run, slot, true, out);
+}
+
+/* One iteration of a breakdown variant on input set 0: the kernel alone (compute only), or route, kernel and sum
+ * (comm only: the whole communication path, flags and epochs advancing as in a forward). */
+static int variant_once(struct mega_state *s, enum mok_variant variant, cudaStream_t st, char *err, int err_len)
+{
+    struct mok_weights w = set_weights(s->p, 0);
+    int comm = variant == MOK_VARIANT_COMM_ONLY;
+    if (comm && mega_phase(s, 0, 0, s->p->y, st, err, err_len))
+        return -1;
+    if (lib_fail(mok_forward_kernel(s->ws, &w, variant, st, err, err_len), "mok_forward_kernel", err, err_len))
+        return -1;
+    return comm ? mega_phase(s, 2, 0, s->p->y, st, err, err_len) : 0;
 }
 
 /* The breakdown: the same kernel with communication skipped (compute alone, on the same compute blocks, over the
  * rows the last full forward left in the slots) and with compute skipped (publish + schedule, dispatch, combine
  * sends and the owner's sum, GEMM2 counted done at once). Median of per-iteration times over `iters` runs after 2
  * warm-ups, then the maximum over ranks; y is garbage afterwards (the driver's checks ran before). */
-static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out_ms, char *err, int err_len)
+static int mega_variant_ms(struct mega_state *s, enum mok_variant variant, int iters, double *out_ms, char *err,
+                           int err_len)
 {
     cudaStream_t st = s->cl->stream;
     cudaEvent_t t0, t1;
@@ -104,19 +149,8 @@ static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out
         FAIL("out of host memory");
     for (int i = -2; i < iters; i++) {
         CUDA(cudaEventRecord(t0, st));
-        mega_forward_args(s, 0);
-        s->mk.skip = skip;
-        if (skip == 2) { /* the whole communication path: flags and epochs advance as in a forward */
-            CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
-            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
-        }
-        int rc = mok_megakernel_fwd(&s->mk, (mok_stream_t)st);
-        s->mk.skip = 0;
-        CUDA(rc);
-        if (skip == 2) {
-            struct mok_lsa_args r = mega_reduce_args(s);
-            CUDA(mok_lsa_reduce(&r, (mok_stream_t)st));
-        }
+        if (variant_once(s, variant, st, err, err_len))
+            return -1;
         CUDA(cudaEventRecord(t1, st));
         CUDA(cudaEventSynchronize(t1));
         float f = 0;
@@ -133,10 +167,28 @@ static int mega_variant_ms(struct lsa_state *s, int skip, int iters, double *out
     return 0;
 }
 
+/* The schedule of the last full forward against the host's (an overflow fails it too), and the report's bytes and
+ * note. */
+static int mega_check_schedule(struct mega_state *s, struct mok_row *row, char *err, int err_len)
+{
+    char msg[400] = "", overflow[512] = "";
+    int rc = mok_workspace_check(s->ws, s->cl->stream, msg, sizeof msg);
+    if (rc != MOK_OK && rc != MOK_ERR_OVERFLOW)
+        FAIL("mok_workspace_check: %s: %s", mok_status_string(rc), msg);
+    if (rc == MOK_ERR_OVERFLOW)
+        snprintf(overflow, sizeof overflow, "schedule overflow: %s", msg);
+    struct mok_schedule_view v;
+    mok_workspace_schedule(s->ws, &v);
+    if (sched_check_compare(&v, &s->host, s->p->rank, rc == MOK_ERR_OVERFLOW ? overflow : NULL, err, err_len))
+        return -1;
+    sched_check_report(row, s->p, &s->host, v.capacity, s->desc.combine_per_rank, s->desc.comm_sms);
+    return 0;
+}
+
 static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {
-    struct lsa_state *s = state;
-    if (lsa_extras(state, row, iters, err, err_len)) /* the schedule check reads the last full forward's state */
+    struct mega_state *s = state;
+    if (mega_check_schedule(s, row, err, err_len)) /* before the variants: it reads the last full forward's state */
         return -1;
     if (!s->breakdown) {
         snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
@@ -145,7 +197,8 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     }
     double compute_ms = 0, comm_ms = 0;
     int n = iters < 3 ? 3 : iters;
-    if (mega_variant_ms(s, 1, n, &compute_ms, err, err_len) || mega_variant_ms(s, 2, n, &comm_ms, err, err_len))
+    if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||
+        mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, n, &comm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = compute_ms * 1e3;   /* the kernel with communication skipped */
     row->dispatch_alone_us = comm_ms * 1e3;  /* the forward with compute skipped */
@@ -158,12 +211,24 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     return 0;
 }
 
+static void mega_teardown(void *state)
+{
+    struct mega_state *s = state;
+    if (!s)
+        return;
+    cudaDeviceSynchronize();
+    phased_run_destroy(&s->run);
+    mok_workspace_destroy(s->ws); /* collective: waits for every rank (peers may still read this window) */
+    mok_schedule_free(&s->host);
+    free(s);
+}
+
 const struct mok_impl_ops mok_impl_megakernel = {
     .name = "megakernel",
     .supports = mega_supports,
     .setup = mega_setup,
-    .run = lsa_run,
-    .phase_ms = lsa_phase_ms,
+    .run = mega_run,
+    .phase_ms = mega_phase_ms,
     .extras = mega_extras,
-    .teardown = lsa_teardown,
+    .teardown = mega_teardown,
 };
