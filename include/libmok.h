@@ -48,6 +48,8 @@ struct mok_layer_desc {
     int input_slots;          /* token buffers in the window (>= 1): e.g. 2 to fill one while the other is in use */
     /* tuning; 0 picks the default (the best measured on 2 x H200: 16, per route, 512, as many as fit, pull, 0) */
     int comm_sms;             /* SMs that dispatch and combine (fewer than the GPU's); the others run the GEMMs */
+    int combine_sms;          /* of the comm SMs, those that also send the combine; the others run GEMM tiles once
+                                 their share of the dispatch is done. 0: all comm SMs (none joins the GEMMs) */
     int combine_per_rank;     /* 0: one row per (token, k) back as soon as it is computed; 1: one partial per rank */
     int chunk_rows;           /* dispatched rows per ready counter */
     int stages;               /* GEMM pipeline depth: 0 the deepest that fits, else 2..8 (if it fits) */

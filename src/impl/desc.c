@@ -111,7 +111,7 @@ static const struct mok_param_def megakernel_params[] = {
      "GEMM2 is done", combine_choices, 2, 0, 1, 1},
     {"chunk_rows", "dispatched rows per ready counter (GEMM1 tiles wait on the counters of their rows)", NULL, 0, 1,
      1 << 20, 128},
-    {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit (3 beside the C staging)", NULL, 0, 0, 3, 0},
+    {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit (4 beside the C staging)", NULL, 0, 0, 8, 0},
     LAUNCH_PARAM,
     {"dispatch", "pull: comm blocks pull each row into every local expert slot; push: owners push each row once per "
      "rank into landing rows, the compute blocks copy them into the slots", dispatch_choices, 2, 0, 1, 0},
@@ -119,6 +119,8 @@ static const struct mok_param_def megakernel_params[] = {
      "(report: gemm_alone_us, dispatch_alone_us, the exposed communication in the note)", NULL, 0, 0, 1, 0},
     {"raster", "GEMM tile order within an expert: 0 m-major, 1 n-major (neighbouring CTAs share the weight tile)",
      NULL, 0, 0, 1, 0},
+    {"combine_sms", "of the comm SMs, those that also send the combine; the others run GEMM tiles once their share "
+     "of the dispatch is done (0: all comm SMs)", NULL, 0, 0, 131, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -141,7 +143,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     8, megakernel_params},
+     9, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

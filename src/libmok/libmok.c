@@ -104,6 +104,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->comm_sms < 0 || d->comm_sms >= gpu_sms)
         return say(err, err_len, MOK_ERR_ARGUMENT, "comm_sms = %d: 0 (default 16) or 1..%d (fewer than the GPU's "
                    "%d SMs: the others compute)", d->comm_sms, gpu_sms - 1, gpu_sms);
+    if (d->combine_sms < 0 || d->combine_sms > (d->comm_sms ? d->comm_sms : 16))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "combine_sms = %d: 0 (all comm SMs) or 1..comm_sms (%d)",
+                   d->combine_sms, d->comm_sms ? d->comm_sms : 16);
     if (d->chunk_rows < 0)
         return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 512) or positive", d->chunk_rows);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
@@ -140,7 +143,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
         return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor = %g: gives no capacity for %d tokens x top-%d "
                    "(or more than 2^31 rows)", d->capacity_factor, d->max_tokens, d->topk);
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
-                                 .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
+                                 .combine_blocks = d->combine_sms, .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
 
