@@ -406,7 +406,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint32_t phase = 0;
     for (;;) {
         mok_sm90_wait(&full[slot], phase, diag, role, slot, -1, 0); /* the unit's first k block, or the end */
-        const int u = *(volatile int *)&slot_unit[slot];
+        /* lane 0 reads it and hands it to the warp: lane 0 is also the one whose arrive releases the slot to the
+         * producer, so the read is ordered before the producer's next write by program order plus that release */
+        const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[slot] : 0, 0);
         if (u < 0)
             break;
         Unit p = unit_at(u, L, mstart, groups, m.raster);
