@@ -4,10 +4,12 @@
  * Block roles, by blockIdx (one block of 384 threads per SM):
  *   [0, comm_blocks)  comm: 12 copy warps each. Dispatch (lsa_device.cuh, 8 vectors in flight per lane): pull each
  *                     row into every local expert slot, or push each own row once per destination rank into its
- *                     landing row and flag "landed" (the compute blocks then copy landed rows into the slots before
- *                     their tiles). Then the combine: per route, each slot's row goes to its owner as soon as GEMM2
- *                     has stored the slot's 128-row block; per rank, the partial sums once every row block is stored
- *                     (a token's routes here span all experts). Then the done flag to every owner.
+ *                     landing row and flag "landed"; then the landed rows are copied into the slots (the compute
+ *                     blocks one chunk each before their tiles, the comm blocks the rest, in order). Then the
+ *                     combine, by the first combine_blocks (the others join the compute blocks): per route, each
+ *                     slot's row goes to its owner as soon as GEMM2 has stored the slot's 128-row block; per rank,
+ *                     the partial sums once every row block is stored (a token's routes here span all experts).
+ *                     Then the done flag to every owner.
  *   [comm_blocks, grid) compute: the tile loop of gemm_sm90 (warp-specialized: one TMA producer thread, two wgmma
  *                     consumer warpgroups, a shared-memory ring on mbarriers) over one list of units: every GEMM1
  *                     tile (128 rows x 128 h columns, SwiGLU fused), then every GEMM2 tile (128 rows x 256 output
@@ -128,12 +130,14 @@ __device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target,
     }
 }
 
-/* dispatch=push, on the compute blocks before their tiles: every peer has pushed its rows into my landing rows
- * (their "landed" flags); copy them, with my own tokens' rows, into the expert slots GEMM1's TMA reads, chunk c by
- * block c % nctas, releasing each chunk's ready counter once the block's copies of it are done. Local traffic at
- * HBM rate on ~116 SMs instead of one copy per route on the few comm SMs; the first chunks, which the first
- * GEMM1 tiles need, are copied first. */
-__device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, int nctas, struct mok_sm90_diag *diag)
+/* dispatch=push: every peer has pushed its rows into my landing rows (their "landed" flags); copy them, with my own
+ * tokens' rows, into the expert slots GEMM1's TMA reads: chunks [c0, c1), chunk c by part (c - c0) % parts,
+ * releasing each chunk's ready counter once the part's copies of it are done. Local traffic at HBM rate. The
+ * compute blocks copy the first round (one chunk each) before their tiles, so the first GEMM1 tiles start after a
+ * short copy; the comm blocks, done pushing and idle until GEMM2 finishes row blocks, copy the rest in order,
+ * ahead of the GEMM1 tiles that need them (rows are copied faster than GEMM1 consumes them). */
+__device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, int c1, int part, int parts,
+                                               struct mok_sm90_diag *diag)
 {
     if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
         wait_flag((const uint64_t *)ncclGetLsaPointer(
@@ -142,9 +146,8 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, i
                   a.epoch[0], diag, (int)threadIdx.x);
     __syncthreads();
     const int used = min(a.offset[a.local_experts], a.capacity), vecs = a.hidden / 8;
-    const int nchunks = (used + a.chunk_rows - 1) / a.chunk_rows;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int c = cta; c < nchunks; c += nctas) {
+    for (int c = c0 + part; c < c1; c += parts) {
         int s1 = min((c + 1) * a.chunk_rows, used);
         for (int s = c * a.chunk_rows + warp; s < s1; s += kWarps) {
             int32_t e = a.entry[s];
@@ -160,6 +163,17 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int cta, i
             atomicAdd(&a.ready[c], a.chunk_target[c]);
         }
     }
+}
+
+/* The slots' chunk count, and how many of them the compute blocks scatter themselves (one each, first). */
+__device__ __forceinline__ int slot_chunks(const mok_lsa_args &a)
+{
+    const int used = min(a.offset[a.local_experts], a.capacity);
+    return (used + a.chunk_rows - 1) / a.chunk_rows;
+}
+__device__ __forceinline__ int first_round(const mok_lsa_args &a, const mok_mega_args &m)
+{
+    return min(slot_chunks(a), (int)gridDim.x - m.comm_blocks);
 }
 
 /* Unit u of the compute blocks' list: GEMM1's units [0, u1) (m-tile major, then h column tile), then GEMM2's. */
@@ -327,7 +341,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __syncthreads();
     if (!joiner) {
         if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
-            scatter_landed(a, cta, nctas, diag);
+            scatter_landed(a, 0, first_round(a, m), cta, nctas, diag);
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
             if (threadIdx.x == 0)
                 for (int rb = cta; rb < blocks_m; rb += nctas)
@@ -548,6 +562,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
         comm_dispatch(m);
+        if (m.lsa.push && m.skip != 1) /* the landed rows past the compute blocks' first round */
+            scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, diag);
         if ((int)blockIdx.x < combine_blocks(m)) {
             comm_combine(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
