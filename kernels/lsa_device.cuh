@@ -239,27 +239,34 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
     }
 }
 
+/* One contribution of `expected` to this forward's kind flag, by one thread whose (or whose group's) writes are
+ * done: fenced at system scope, counted in epoch[kind]; the last contribution resets the counter and stores the
+ * forward's epoch into the kind flag of every rank's window (release, system scope). */
+__device__ __forceinline__ void count_and_signal(const mok_lsa_args &a, int kind, int expected)
+{
+    __threadfence_system();
+    unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[kind], 1ull);
+    if (prev == (unsigned long long)expected - 1) {
+        a.epoch[kind] = 0;
+        __threadfence_system();
+        uint64_t epoch = a.epoch[0];
+        for (int q = 0; q < a.nranks; q++) {
+            uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t),
+                q);
+            mok_st_release_sys(flag, epoch);
+        }
+    }
+}
+
 /* The last block of a combine kernel to finish tells every owner that this rank's rows of this epoch are in
  * place: each block's writes are fenced at system scope before it counts itself. blocks: how many blocks of the
  * launch combine (all of them unless given: the megakernel's comm blocks are a prefix of its grid). */
 __device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1, int blocks = -1)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[kind], 1ull);
-        if (prev == (unsigned long long)(blocks < 0 ? (int)gridDim.x : blocks) - 1) {
-            a.epoch[kind] = 0;
-            __threadfence_system();
-            uint64_t epoch = a.epoch[0];
-            for (int q = 0; q < a.nranks; q++) {
-                uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window,
-                    a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t), q);
-                mok_st_release_sys(flag, epoch);
-            }
-        }
-    }
+    if (threadIdx.x == 0)
+        count_and_signal(a, kind, blocks < 0 ? (int)gridDim.x : blocks);
 }
 
 /* Pull dispatch, one warp per (source rank, token) with routes here: the row is loaded from the owner's window

@@ -34,6 +34,9 @@ struct mok_mega_args {
     int stages;              /* GEMM pipeline depth, 0: the deepest that fits */
     int32_t *done;           /* mok_megakernel_counters(...) int32: per row block, tile halves stored by GEMM1, by
                                 GEMM2 (and by the shared GEMM1), then the unit ticket; zeroed by every launch */
+    int send_from_gemm;      /* per route only: 1, the GEMM2 consumer warpgroup whose half tile completes a row block
+                                sends that row block's rows to their owners, and every comm block joins the GEMMs
+                                after the dispatch; 0, the comm blocks send */
     int combine_blocks;      /* of the comm blocks, how many send the combine; the others join the compute blocks
                                 once their part of the dispatch is done. 0 (or comm_blocks): all of them */
     int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */

@@ -55,6 +55,9 @@ constexpr int kSlotBBytes = kTileN * kRowBytes;
  * GEMMs use (a second TMA store round per GEMM2 tile costs less than a shallower ring for all of them). */
 constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
+constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup (the
+                                                  8 rows one store instruction covers share banks: 8-way conflicts,
+                                                  about 1 us per tile, against 12% of the GPU for comm SMs) */
 constexpr int kSmemLimit = 227 * 1024;
 
 /* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix] */
@@ -165,6 +168,14 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
     }
 }
 
+/* send_from_gemm: the done flag goes out after this many contributions, one per consumer warpgroup of every block
+ * that computes (all of them: the comm blocks join after the dispatch; with compute skipped, the compute blocks
+ * count both of theirs after sending their row blocks). */
+__device__ __forceinline__ int send_contributions(const mok_mega_args &m)
+{
+    return 2 * ((int)gridDim.x - (m.skip == 2 ? m.comm_blocks : 0));
+}
+
 /* The slots' chunk count, and how many of them the compute blocks scatter themselves (one each, first). */
 __device__ __forceinline__ int slot_chunks(const mok_lsa_args &a)
 {
@@ -232,7 +243,7 @@ template <int kRound>
 __device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lb, int cq)
 {
     constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
-    constexpr int kBase = kRound == 2 ? kStageCols / 8 : 0;
+    constexpr int kBase = kRound == 2 || kRound == 4 ? kStageCols / 8 : 0;
 #pragma unroll
     for (int i = 0; i < kStageCols / 8; i++) {
         const int r = 4 * (kBase + i);
@@ -240,17 +251,22 @@ __device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint
             stage_word(stage, la, 8 * i + cq, swiglu_bf16x2(acc[r], acc[r + kUp], acc[r + 1], acc[r + 1 + kUp]));
             stage_word(stage, lb, 8 * i + cq,
                        swiglu_bf16x2(acc[r + 2], acc[r + 2 + kUp], acc[r + 3], acc[r + 3 + kUp]));
-        } else {
+        } else if (kRound <= 2) {
             stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
             stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
+        } else { /* plain rows of 128 columns (256 bytes), for one bulk copy per row */
+            *reinterpret_cast<uint32_t *>(stage + la * kPlainRowBytes + (8 * i + cq) * 2) = pack_bf16x2(acc[r], acc[r + 1]);
+            *reinterpret_cast<uint32_t *>(stage + lb * kPlainRowBytes + (8 * i + cq) * 2) =
+                pack_bf16x2(acc[r + 2], acc[r + 3]);
         }
     }
 }
 
-/* Before staging: the staging's previous contents have gone out (the leader's bulk reads), seen by the warpgroup. */
-__device__ __forceinline__ void epilogue_begin(bool leader, int cwg)
+/* Before staging: the staging's previous contents have gone out (the bulk reads of every lane that issued some:
+ * the leader's TMA stores, or warp 0's row sends), seen by the warpgroup. */
+__device__ __forceinline__ void epilogue_begin(bool issuer, int cwg)
 {
-    if (leader)
+    if (issuer)
         mok_bulk_wait_read();
     mok_named_barrier(1 + cwg, 128);
 }
@@ -279,6 +295,57 @@ __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_
     }
 }
 
+/* send_from_gemm (the kSend kernel), after staging a plain round: warp 0 of the consumer warpgroup copies each of
+ * its 64 rows' 128 columns (256 bytes, one bulk copy from shared memory) at column col0 to where the row goes:
+ * the routed GEMM2's straight into the owner's combine row of its route (with communication skipped: into out,
+ * locally), the shared GEMM2's into sy (rows below t_max). Padding rows have no owner. The copies complete
+ * asynchronously: the next round's staging waits for their reads (epilogue_begin), the done flag for their
+ * writes (the end of the consumer loop). */
+__device__ __forceinline__ void epilogue_send(const mok_mega_args &m, const Unit &p, int cwg, int wq, int lane,
+                                              uint8_t *stage, int col0, uint8_t *const *comb_base)
+{
+    mok_fence_proxy_async_shared();
+    mok_named_barrier(1 + cwg, 128);
+    if (wq != 0)
+        return;
+    const mok_lsa_args &a = m.lsa;
+    for (int r = lane; r < 64; r += 32) {
+        const int row = p.rb * kTileM + cwg * 64 + r;
+        void *dst;
+        if (p.job == 3) {
+            if (row >= a.t_max)
+                continue;
+            dst = m.sy + (size_t)row * a.hidden + col0;
+        } else {
+            int32_t e = a.entry[row];
+            if (e < 0)
+                continue;
+            int owner = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+            dst = m.skip == 1 ? (void *)(m.out + (size_t)row * a.hidden + col0)
+                              : (void *)(comb_base[owner] + (((size_t)t * a.topk + j) * a.hidden + col0) * 2);
+        }
+        mok_bulk_store(dst, stage + r * kPlainRowBytes, kPlainRowBytes);
+    }
+    mok_bulk_commit();
+}
+
+/* combine per route from the GEMM side (send_from_gemm): row block rb of the expert outputs to the rows' owners,
+ * one slot per warp of nwarps (padding slots have no owner). */
+__device__ __forceinline__ void send_row_block(const mok_mega_args &m, int rb, int warp, int nwarps, int lane)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int vecs = a.hidden / 8;
+    for (int s = rb * kTileM + warp; s < (rb + 1) * kTileM; s += nwarps) {
+        int32_t e = a.entry[s];
+        if (e < 0)
+            continue;
+        int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+        uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
+        copy_row<kDispatchUnroll>((const uint4 *)m.out + (size_t)s * vecs, dst, vecs, lane);
+    }
+}
+
 /* ---- compute role ----------------------------------------------------------------------------------------- */
 /* The GEMM pipeline of one block over the units the ticket hands out, in ticket order: the producer thread takes
  * a unit (atomicAdd on the ticket), waits for what its rows need, and loads its k blocks into the ring, writing
@@ -289,6 +356,7 @@ __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that). */
+template <bool kSend>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -326,6 +394,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         });
     __syncthreads(); /* every thread of this block is in this role now */
     const int blocks_m = mstart[groups];
+    /* kSend: every rank's combine rows in my view of the window, looked up once (the consumers, at their register
+     * limit while they send, then only add an offset) */
+    __shared__ uint8_t *comb_base[MOK_LSA_MAX_RANKS];
+    if (kSend && (int)threadIdx.x < a.nranks)
+        comb_base[threadIdx.x] = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, threadIdx.x);
     /* shared experts: one MLP of shared_inter columns over this rank's own tokens (rows past them are computed
      * from whatever the buffers hold and never stored) */
     const int sinter = m.shared_inter;
@@ -343,9 +416,17 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
             scatter_landed(a, 0, first_round(a, m), cta, nctas, diag);
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
-            if (threadIdx.x == 0)
+            if (kSend) { /* ... which is here: the whole block sends its row blocks from out */
+                for (int rb = cta; rb < blocks_m; rb += nctas)
+                    send_row_block(m, rb, warp, kWarps, lane);
+                __syncthreads();
+                if (threadIdx.x == 0) /* both of this block's contributions (one per consumer warpgroup otherwise) */
+                    for (int i = 0; i < 2; i++)
+                        count_and_signal(a, 1, send_contributions(m));
+            } else if (threadIdx.x == 0) {
                 for (int rb = cta; rb < blocks_m; rb += nctas)
                     atomicAdd(row_counters(m.done, 1, a.capacity) + rb, 2 * n2);
+            }
             return;
         }
     }
@@ -415,6 +496,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const int cwg = warp / 4 - 1, wq = warp % 4;
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
+    const bool signal = kSend && m.skip == 0; /* the sends are the combine: they count toward its done flag */
     float acc[kAcc];
     int slot = 0;
     uint32_t phase = 0;
@@ -468,21 +550,34 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
          * reads. While the accumulators are live (staging), registers are at the limit: everything else after. */
         uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+        const bool issuer = wq == 0; /* lanes that may have bulk copies in flight: the leader's, warp 0's sends */
         if (p.job == 0 || p.job == 2) {
-            epilogue_begin(leader, cwg);
+            epilogue_begin(issuer, cwg);
             stage_round<0>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
+        } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
+            epilogue_begin(issuer, cwg);
+            stage_round<3>(acc, stage, la, lb, cq);
+            epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN, comb_base);
+            epilogue_begin(issuer, cwg);
+            stage_round<4>(acc, stage, la, lb, cq);
+            epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN + kStageCols, comb_base);
         } else {
-            epilogue_begin(leader, cwg);
+            epilogue_begin(issuer, cwg);
             stage_round<1>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN, false);
-            epilogue_begin(leader, cwg);
+            epilogue_begin(issuer, cwg);
             stage_round<2>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN + kStageCols, true);
         }
     }
-    if (leader)
-        mok_bulk_wait(0); /* the last tiles' stores have read the staging before the block exits */
+    if (wq == 0) {
+        mok_bulk_wait(0); /* every bulk copy complete: the staging read, the sends' writes done */
+        mok_fence_proxy_async_global();
+        __syncwarp();
+        if (signal && lane == 0) /* this warpgroup's sends are all in place: one of the done flag's contributions */
+            count_and_signal(a, 1, send_contributions(m));
+    }
 }
 
 /* ---- comm role -------------------------------------------------------------------------------------------- */
@@ -555,6 +650,9 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
 }
 #endif
 
+/* kSend: m.send_from_gemm (the GEMM2 epilogue sends rows with bulk copies; no comm block combines). Two kernels,
+ * so that each carries only its own two epilogues: three in one do not fit the consumers' registers. */
+template <bool kSend>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -564,14 +662,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         comm_dispatch(m);
         if (m.lsa.push && m.skip != 1) /* the landed rows past the compute blocks' first round */
             scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, diag);
-        if ((int)blockIdx.x < combine_blocks(m)) {
+        if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
             comm_combine(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role(maps, m, 0, 0, true, diag);
+            compute_role<kSend>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
+        compute_role<kSend>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -614,7 +712,8 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (major != 9)
         return say(why, why_len, "sm_90a only (this GPU is sm_%lld0)", major);
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, megakernel_fwd_kernel) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, m->send_from_gemm ? megakernel_fwd_kernel<true> : megakernel_fwd_kernel<false>) !=
+        cudaSuccess) {
         cudaGetLastError();
         return say(why, why_len, "no sm_90a image of the megakernel in this build%.0lld", 0);
     }
@@ -636,6 +735,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         (m->shared_inter && (!m->x_local || !m->sw13 || !m->sw2 || !m->sh || !m->sy)))
         return say(why, why_len, "shared_inter %lld: 0 or a multiple of 128, with x_local, sw13, sw2, sh, sy",
                    m->shared_inter);
+    if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
+        return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (the GEMM2 warpgroup that "
+                   "completes a row block sends its rows)", m->send_from_gemm);
     if (m->combine_blocks < 0 || m->combine_blocks > m->comm_blocks)
         return say(why, why_len, "combine SMs %lld: 0 (all comm SMs) up to the comm SMs (the others compute after "
                    "the dispatch)", m->combine_blocks);
@@ -692,7 +794,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
     size_t smem = smem_bytes(args.stages, el);
-    cudaError_t e = cudaFuncSetAttribute(megakernel_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    auto kernel = m->send_from_gemm ? megakernel_fwd_kernel<true> : megakernel_fwd_kernel<false>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;
     cudaStream_t s = mok_cuda_stream(stream);
@@ -714,6 +817,6 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     cfg.stream = s;
     cfg.attrs = &coop;
     cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, megakernel_fwd_kernel, maps, args, diag_record(s));
+    e = cudaLaunchKernelEx(&cfg, kernel, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

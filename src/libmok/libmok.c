@@ -109,10 +109,14 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    d->combine_sms, d->comm_sms ? d->comm_sms : 16);
     if (d->chunk_rows < 0)
         return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 512) or positive", d->chunk_rows);
+    if (d->send_from_gemm && d->combine_per_rank)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "send_from_gemm = 1 with combine_per_rank = 1: the GEMM epilogue "
+                   "sends one row per route (combine_per_rank = 0)");
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
         (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
+        (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -143,7 +147,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
         return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor = %g: gives no capacity for %d tokens x top-%d "
                    "(or more than 2^31 rows)", d->capacity_factor, d->max_tokens, d->topk);
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
-                                 .combine_blocks = d->combine_sms, .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
+                                 .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm, .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
 
