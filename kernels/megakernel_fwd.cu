@@ -48,16 +48,12 @@ namespace {
 
 constexpr int kTileN = 256;            /* accumulator columns per tile: GEMM1 128 gate + 128 up, GEMM2 256 */
 constexpr int kMaxGroups = 1024;
-constexpr int kMaxStages = 8;
 constexpr int kSlotBBytes = kTileN * kRowBytes;
 /* C staging: 128 rows x 128 bf16 columns, what one GEMM1 + SwiGLU tile stores. GEMM2's 256 columns go out in two
  * halves through it: 32 KiB of staging instead of 64 leaves room for a fourth 48 KiB stage of the ring, which both
  * GEMMs use (a second TMA store round per GEMM2 tile costs less than a shallower ring for all of them). */
 constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
-constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup (the
-                                                  8 rows one store instruction covers share banks: 8-way conflicts,
-                                                  about 1 us per tile, against 12% of the GPU for comm SMs) */
 constexpr int kSmemLimit = 227 * 1024;
 
 /* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix] */
@@ -68,12 +64,8 @@ size_t smem_bytes(int stages, int groups)
 }
 
 /* mok_mega_args.done: [0] the unit ticket, then per row block GEMM1's and GEMM2's counters over the slots, then the
- * shared GEMM1's over the own tokens. The ticket first: its address is then the kernel parameter itself, which
- * costs the producer (beside consumers at their register limit) no register to keep. */
-__host__ __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
-{
-    return done + 1 + (size_t)job * (capacity / kTileM);
-}
+ * shared GEMM1's over the own tokens (row_counters). The ticket first: its address is then the kernel parameter
+ * itself, which costs the producer (beside consumers at their register limit) no register to keep. */
 size_t counters(int capacity, int t_max, int shared_inter)
 {
     return 1 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
@@ -97,6 +89,16 @@ struct Maps {
 };
 
 #if MOK_SM90_DEVICE
+constexpr int kMaxStages = 8;
+constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup (the
+                                                  8 rows one store instruction covers share banks: 8-way conflicts,
+                                                  about 1 us per tile, against 12% of the GPU for comm SMs) */
+
+__device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
+{
+    return done + 1 + (size_t)job * (capacity / kTileM);
+}
+
 constexpr int kWarps = kThreads / 32; /* 12 copy warps per comm block */
 constexpr int kDispatchUnroll = 8;    /* 12 warps per SM: more vectors per lane in flight than the 1024-thread
                                          dispatch kernel's 4 */
@@ -329,21 +331,18 @@ __device__ __forceinline__ void epilogue_send(const mok_mega_args &m, const Unit
     mok_bulk_commit();
 }
 
-/* combine per route from the GEMM side (send_from_gemm): row block rb of the expert outputs to the rows' owners,
- * one slot per warp of nwarps (padding slots have no owner). */
-__device__ __forceinline__ void send_row_block(const mok_mega_args &m, int rb, int warp, int nwarps, int lane)
+/* The per-route combine of slot s by one warp: its expert output row to the owner's combine row of its route
+ * (padding slots have no owner). U vectors per lane in flight. */
+template <int U> __device__ __forceinline__ void send_route_row(const mok_mega_args &m, int s, int lane)
 {
     const mok_lsa_args &a = m.lsa;
-    const int vecs = a.hidden / 8;
-    for (int s = rb * kTileM + warp; s < (rb + 1) * kTileM; s += nwarps) {
-        int32_t e = a.entry[s];
-        if (e < 0)
-            continue;
-        int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
-        uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
-        copy_row<kDispatchUnroll>((const uint4 *)m.out + (size_t)s * vecs, dst, vecs, lane);
-    }
+    int32_t e = a.entry[s];
+    if (e < 0)
+        return;
+    int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+    uint4 *dst =
+        (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
+    copy_row<U>((const uint4 *)m.out + (size_t)s * (a.hidden / 8), dst, a.hidden / 8, lane);
 }
 
 /* ---- compute role ----------------------------------------------------------------------------------------- */
@@ -417,8 +416,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             scatter_landed(a, 0, first_round(a, m), cta, nctas, diag);
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
             if (kSend) { /* ... which is here: the whole block sends its row blocks from out */
-                for (int rb = cta; rb < blocks_m; rb += nctas)
-                    send_row_block(m, rb, warp, kWarps, lane);
+                /* 2 vectors in flight, not 8: this path sits before the roles split, and 8 there made ptxas
+                 * spill values the GEMM roles keep (the whole kernel shares one register budget) */
+                for (int s = cta * kWarps + warp; s < blocks_m * kTileM; s += nctas * kWarps)
+                    send_route_row<2>(m, s, lane);
                 __syncthreads();
                 if (threadIdx.x == 0) /* both of this block's contributions (one per consumer warpgroup otherwise) */
                     for (int i = 0; i < 2; i++)
@@ -626,7 +627,6 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
         combine_per_rank(a, warp, nwarps, lane, false); /* expert outputs, one row per route */
     } else {
         /* slots in order, so the row blocks GEMM2 finishes first (units go out in order) go first */
-        const int vecs = a.hidden / 8;
         int ready_rb = -1;
         for (int s = warp; s < used; s += nwarps) {
             int rb = s / kTileM;
@@ -636,14 +636,7 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
                 __syncwarp();
                 ready_rb = rb;
             }
-            int32_t e = a.entry[s];
-            if (e < 0)
-                continue; /* padding */
-            int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
-            uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                    a.off_comb + ((size_t)t * a.topk + j) * a.hidden * 2, p);
-            const uint4 *src = (const uint4 *)m.out + (size_t)s * vecs;
-            copy_row<kDispatchUnroll>(src, dst, vecs, lane);
+            send_route_row<kDispatchUnroll>(m, s, lane);
         }
     }
     signal_done(a, 1, combine_blocks(m));
