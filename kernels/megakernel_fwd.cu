@@ -257,7 +257,8 @@ __device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint
             stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
             stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
         } else { /* plain rows of 128 columns (256 bytes), for one bulk copy per row */
-            *reinterpret_cast<uint32_t *>(stage + la * kPlainRowBytes + (8 * i + cq) * 2) = pack_bf16x2(acc[r], acc[r + 1]);
+            *reinterpret_cast<uint32_t *>(stage + la * kPlainRowBytes + (8 * i + cq) * 2) =
+                pack_bf16x2(acc[r], acc[r + 1]);
             *reinterpret_cast<uint32_t *>(stage + lb * kPlainRowBytes + (8 * i + cq) * 2) =
                 pack_bf16x2(acc[r + 2], acc[r + 3]);
         }
@@ -462,8 +463,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
                 } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
                     /* job 1 waits on done1, job 3 on the shared GEMM1's done3 (row_counters' job 2) */
-                    wait_count(row_counters(m.done, p.job - 1, a.capacity) + p.rb, 2 * (p.job == 1 ? L.n1 : L.ns1), diag,
-                               p.job == 1 ? 0 : 3, p.rb);
+                    wait_count(row_counters(m.done, p.job - 1, a.capacity) + p.rb, 2 * (p.job == 1 ? L.n1 : L.ns1),
+                               diag, p.job == 1 ? 0 : 3, p.rb);
                     mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
                 }
                 for (int kb = 0; kb < k_blocks; kb++) {

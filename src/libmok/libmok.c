@@ -147,7 +147,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
         return say(err, err_len, MOK_ERR_ARGUMENT, "capacity_factor = %g: gives no capacity for %d tokens x top-%d "
                    "(or more than 2^31 rows)", d->capacity_factor, d->max_tokens, d->topk);
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
-                                 .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm, .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
+                                 .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
+                                 .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
 
