@@ -591,8 +591,11 @@ void diag_print()
     else if (d->role == MOK_SM90_DIAG_MEGA)
         fprintf(stderr, "mok-bench: megakernel trapped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
                 d->block, d->thread,
-                d->slot == 0 ? "GEMM1 tiles done (row block)" : d->slot == 1 ? "GEMM2 tiles done (row block)"
-                                                                 : "the landed flag of rank",
+                d->slot == 0   ? "GEMM1 tiles done (row block)"
+                : d->slot == 1 ? "GEMM2 tiles done (row block)"
+                : d->slot == 2 ? "the landed flag of rank"
+                : d->slot == 3 ? "shared GEMM1 tiles done (row block)"
+                               : "units started (lockstep) before unit",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "

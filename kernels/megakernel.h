@@ -39,6 +39,8 @@ struct mok_mega_args {
                                 after the dispatch; 0, the comm blocks send */
     int combine_blocks;      /* of the comm blocks, how many send the combine; the others join the compute blocks
                                 once their part of the dispatch is done. 0 (or comm_blocks): all of them */
+    int lockstep;            /* 1: a unit starts once every unit of the previous wave (tickets / compute blocks) has
+                                started: the blocks sharing a weight tile stay in step */
     int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */
     /* Shared experts (shared_inter > 0): one MLP of shared_inter columns over this rank's own tokens, computed by
      * the compute blocks first (it needs no dispatch, so it fills the dispatch's time); its output goes to sy,

@@ -63,12 +63,13 @@ size_t smem_bytes(int stages, int groups)
            (size_t)(groups + 1) * 4;
 }
 
-/* mok_mega_args.done: [0] the unit ticket, then per row block GEMM1's and GEMM2's counters over the slots, then the
- * shared GEMM1's over the own tokens (row_counters). The ticket first: its address is then the kernel parameter
- * itself, which costs the producer (beside consumers at their register limit) no register to keep. */
+/* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's
+ * counters over the slots, then the shared GEMM1's over the own tokens (row_counters). The ticket first: its
+ * address is then the kernel parameter itself, which costs the producer (beside consumers at their register
+ * limit) no register to keep. */
 size_t counters(int capacity, int t_max, int shared_inter)
 {
-    return 1 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
+    return 2 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
 }
 
 /* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */
@@ -96,7 +97,7 @@ constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 r
 
 __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
 {
-    return done + 1 + (size_t)job * (capacity / kTileM);
+    return done + 2 + (size_t)job * (capacity / kTileM);
 }
 
 constexpr int kWarps = kThreads / 32; /* 12 copy warps per comm block */
@@ -459,6 +460,13 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     b_row = p.n * (kTileN / 2), b_up = b_row + sinter;
                 else
                     b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
+                /* lockstep: unit u of wave u / G (G: the compute blocks) starts once every unit of the earlier waves
+                 * has started, so the blocks that share a weight tile (raster=1: neighbouring tickets) load it
+                 * together from L2 instead of drifting apart (gemm_sm90's lockstep, per unit). Only lower tickets
+                 * are waited for, and each of those starts after waiting only for lower ones: no cycle. */
+                const int wave_units = (int)gridDim.x - m.comm_blocks;
+                if (m.lockstep && u >= wave_units)
+                    wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
                 if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
                     mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
                 } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
@@ -479,6 +487,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     mok_tma_load_2d(b_dst, mb, kc, b_row, &full[slot]);
                     if (b_up >= 0)
                         mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, &full[slot]);
+                    if (kb == 0 && m.lockstep)
+                        atomicAdd(m.done + 1, 1); /* this unit has started */
                     if (++slot == stages) {
                         slot = 0;
                         phase ^= 1;
@@ -732,6 +742,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
         return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (the GEMM2 warpgroup that "
                    "completes a row block sends its rows)", m->send_from_gemm);
+    if (m->lockstep < 0 || m->lockstep > 1)
+        return say(why, why_len, "lockstep %lld: 0 or 1 (a unit starts once the previous wave's units have)",
+                   m->lockstep);
     if (m->combine_blocks < 0 || m->combine_blocks > m->comm_blocks)
         return say(why, why_len, "combine SMs %lld: 0 (all comm SMs) up to the comm SMs (the others compute after "
                    "the dispatch)", m->combine_blocks);

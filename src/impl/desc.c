@@ -123,6 +123,8 @@ static const struct mok_param_def megakernel_params[] = {
      "of the dispatch is done (0: all comm SMs)", NULL, 0, 0, 131, 0},
     {"send", "1: each GEMM2 tile's rows go to their owners straight from the GEMM epilogue (bulk copies; per_route "
      "only) and every comm SM runs GEMM tiles after the dispatch; 0: the comm SMs send", NULL, 0, 0, 1, 0},
+    {"lockstep", "1: a GEMM tile starts once every tile of the previous wave (one per compute SM) has started, so the "
+     "SMs that share a weight tile stay in step", NULL, 0, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -145,7 +147,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     10, megakernel_params},
+     11, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -117,6 +117,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
         (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
         (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
+        (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -148,7 +149,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                    "(or more than 2^31 rows)", d->capacity_factor, d->max_tokens, d->topk);
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
-                                 .stages = d->stages, .raster = d->raster, .shared_inter = d->shared_intermediate};
+                                 .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
+                                 .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
 
