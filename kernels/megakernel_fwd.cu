@@ -56,11 +56,12 @@ constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
 
-/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix] */
+/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix][own_pack]
+ * [own_start] */
 size_t smem_bytes(int stages, int groups)
 {
     return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
-           (size_t)(groups + 1) * 4;
+           (size_t)(3 * groups + 2) * 4;
 }
 
 /* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's
@@ -138,14 +139,18 @@ __device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target,
 
 /* dispatch=push: every peer has pushed its rows into my landing rows (their "landed" flags); copy them, with my own
  * tokens' rows, into the expert slots GEMM1's TMA reads: chunks [c0, c1), chunk c by part (c - c0) % parts,
- * releasing each chunk's ready counter once the part's copies of it are done. Local traffic at HBM rate. The
- * compute blocks copy the first round (one chunk each) before their tiles, so the first GEMM1 tiles start after a
- * short copy; the comm blocks, done pushing and idle until GEMM2 finishes row blocks, copy the rest in order,
- * ahead of the GEMM1 tiles that need them (rows are copied faster than GEMM1 consumes them). */
-__device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, int c1, int part, int parts,
+ * releasing each chunk's ready counter by the rows copied (each warp its own, after its copies: the counter
+ * reaches chunk_target once every row of the chunk is in). Local traffic at HBM rate. Who copies what:
+ *   own_first: the compute blocks copy every chunk's own rows (kScatterOwn: no push to wait for) before their
+ *     tiles, whose own-row units go first; the comm blocks, done pushing, copy the landed rows (kScatterRemote).
+ *   else: the compute blocks copy the first round (one chunk each, kScatterAll) before their tiles; the comm
+ *     blocks the rest, in order, ahead of the GEMM1 tiles that need them (rows are copied faster than GEMM1
+ *     consumes them). */
+enum { kScatterAll = 0, kScatterOwn = 1, kScatterRemote = 2 };
+__device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, int c1, int part, int parts, int which,
                                                struct mok_sm90_diag *diag)
 {
-    if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
+    if (which != kScatterOwn && (int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
         wait_flag((const uint64_t *)ncclGetLsaPointer(
                       (ncclWindow_t)a.window,
                       a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
@@ -154,19 +159,22 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
     const int used = min(a.offset[a.local_experts], a.capacity), vecs = a.hidden / 8;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int c = c0 + part; c < c1; c += parts) {
-        int s1 = min((c + 1) * a.chunk_rows, used);
+        int s1 = min((c + 1) * a.chunk_rows, used), copied = 0;
         for (int s = c * a.chunk_rows + warp; s < s1; s += kWarps) {
             int32_t e = a.entry[s];
             if (e < 0)
                 continue; /* padding: GEMM1 computes it, nothing reads it */
-            const uint4 *src = landed_row(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF);
-            uint4 *dst = (uint4 *)a.xin + (size_t)s * vecs;
-            copy_row<kDispatchUnroll>(src, dst, vecs, lane);
+            const int p = (int)((uint32_t)e >> 25);
+            if ((which == kScatterOwn && p != a.rank) || (which == kScatterRemote && p == a.rank))
+                continue;
+            copy_row<kDispatchUnroll>(landed_row(a, p, (e >> 5) & 0xFFFFF), (uint4 *)a.xin + (size_t)s * vecs, vecs,
+                                      lane);
+            copied++;
         }
-        __syncthreads(); /* the block's rows of chunk c are written; fence after the barrier orders them all */
-        if (threadIdx.x == 0) {
+        __syncwarp(); /* the warp's rows are written; lane 0's fence orders them all before its count */
+        if (lane == 0 && copied) {
             __threadfence();
-            atomicAdd(&a.ready[c], a.chunk_target[c]);
+            atomicAdd(&a.ready[c], copied);
         }
     }
 }
@@ -203,12 +211,72 @@ struct Unit {
  * a volatile reference where used: held in registers across the main loop they made the consumers spill. */
 struct UnitList {
     int us1, us2, u1, n1, n2, ns1, shared_blocks, units;
+    int own_units; /* own_first: the routed GEMM1's units over own-row blocks, which go first (0: no such split) */
 };
 
+/* The row-block sets of the routed GEMM1 with own_first: per group g, own_pack[g] = first own-only row block
+ * (within the group) | their count << 16, own_start[g] = own-only blocks of the groups before g ([groups + 1]). */
+struct OwnBlocks {
+    const int *own_pack, *own_start;
+};
+
+/* A unit as the producer hands it to the consumers (slot_unit): job | column tile << 2 | row block << 10, >= 0
+ * (rb < 2^21), so -1 can say "no more". The consumers need no group and no unit list. */
+__device__ __forceinline__ int pack_unit(const Unit &p) { return p.job | p.n << 2 | p.rb << 10; }
+__device__ __forceinline__ Unit unpack_unit(int v)
+{
+    Unit p;
+    p.job = v & 3, p.n = (v >> 2) & 0xFF, p.rb = v >> 10, p.group = -1;
+    return p;
+}
+
+/* own_first: group g's row blocks that hold only this rank's own rows (its tokens need no push). A group's rows
+ * are in (source rank, token, k) order, so the own ones are one range: found by two binary searches over the
+ * entries' source ranks; the blocks wholly inside it (with the padding after the last real row, if the range
+ * ends there) are own-only. Returns first block (within the group) | count << 16. A wrong guess here would only
+ * cost time: every tile still waits for its rows' ready counters. */
+__device__ __forceinline__ int own_row_blocks(const mok_lsa_args &a, int g)
+{
+    const int r0 = a.offset[g], n = a.rows[g], blocks = (a.offset[g + 1] - r0) / kTileM;
+    auto first_at_least = [&](int rank) { /* first row in [r0, r0 + n) whose source rank is >= rank */
+        int lo = r0, hi = r0 + n;
+        while (lo < hi) {
+            int mid = (lo + hi) >> 1;
+            if ((int)((uint32_t)a.entry[mid] >> 25) < rank)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo;
+    };
+    const int lo = first_at_least(a.rank), hi = first_at_least(a.rank + 1);
+    if (hi <= lo)
+        return 0;
+    const int b0 = (lo - r0 + kTileM - 1) / kTileM;
+    const int b1 = hi == r0 + n ? blocks : (hi - r0) / kTileM;
+    return b1 > b0 ? b0 | (b1 - b0) << 16 : 0;
+}
+
+/* The group holding item `local` of a list where group g's items start at start[g] * per (start: a prefix over the
+ * groups, empty groups repeating the same value): the largest g with start[g] * per <= local. */
+__device__ __forceinline__ int group_of(int local, const int *start, int groups, int per)
+{
+    int lo = 0, hi = groups - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (start[mid] * per <= local)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const int *mstart, int groups,
-                                        int n_major)
+                                        int n_major, OwnBlocks own)
 {
     const int us1 = L.us1, us2 = L.us2, u1 = L.u1, n1 = L.n1, n2 = L.n2, ns1 = L.ns1, shared_blocks = L.shared_blocks;
+    const int own_units = L.own_units;
     Unit p;
     if (u < us1 + us2) { /* shared: one group of shared_blocks row blocks */
         p.job = u < us1 ? 2 : 3;
@@ -221,14 +289,35 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
     u -= us1 + us2;
     p.job = u >= u1;
     int local = p.job ? u - u1 : u, nt = p.job ? n2 : n1;
-    int lo = 0, hi = groups - 1; /* the largest group whose first unit (row block x column tiles) is <= local */
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (mstart[mid] * nt <= local)
-            lo = mid;
-        else
-            hi = mid - 1;
+    if (!p.job && own_units) { /* own_first: the own-only row blocks of every group, then the others */
+        const bool mine = local < own_units;
+        if (!mine)
+            local -= own_units;
+        /* group g's blocks in this part start at own_start[g] (mine) or mstart[g] - own_start[g] (the rest) */
+        int lo = 0, hi = groups - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) >> 1;
+            int start = mine ? own.own_start[mid] : mstart[mid] - own.own_start[mid];
+            if (start * nt <= local)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const int own0 = own.own_pack[lo] & 0xFFFF, own_n = own.own_pack[lo] >> 16;
+        const int start = mine ? own.own_start[lo] : mstart[lo] - own.own_start[lo];
+        const int blocks = mine ? own_n : mstart[lo + 1] - mstart[lo] - own_n;
+        const int in_group = local - start * nt;
+        int b = n_major ? in_group % blocks : in_group / nt; /* the b-th block of this part within the group */
+        if (mine)
+            b += own0;
+        else if (b >= own0)
+            b += own_n; /* the rest: the blocks before the own ones, then those after */
+        p.group = lo;
+        p.rb = mstart[lo] + b;
+        p.n = n_major ? in_group / blocks : in_group % nt;
+        return p;
     }
+    int lo = group_of(local, mstart, groups, nt); /* the group whose first unit (row block x column tiles) <= local */
     p.group = lo;
     /* within the group: m-major (neighbouring units share the A rows) or n-major (they share the weight tile) */
     int in_group = local - mstart[lo] * nt, blocks = mstart[lo + 1] - mstart[lo];
@@ -372,6 +461,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
+    int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks) */
     /* the unit whose first k block is in each slot: static, so its address is a constant and costs the consumers
      * (at their register limit) no register */
     __shared__ int slot_unit[kMaxStages];
@@ -393,8 +483,15 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
             return (r1 - r0) / kTileM;
         });
+    const bool own_first = m.own_first && a.push;
+    if (own_first) /* own-only row blocks per group (own rows need no push: their GEMM1 tiles go first) */
+        for (int g = threadIdx.x; g < groups; g += blockDim.x)
+            own_pack[g] = own_row_blocks(a, g);
     __syncthreads(); /* every thread of this block is in this role now */
+    if (own_first && warp == 0)
+        warp_group_prefix(groups, lane, own_start, [&](int g) { return own_pack[g] >> 16; });
     const int blocks_m = mstart[groups];
+    const OwnBlocks own = {own_pack, own_start};
     /* kSend: every rank's combine rows in my view of the window, looked up once (the consumers, at their register
      * limit while they send, then only add an offset) */
     __shared__ uint8_t *comb_base[MOK_LSA_MAX_RANKS];
@@ -412,10 +509,17 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         list.u1 = blocks_m * n1;
         list.units = list.us1 + list.us2 + list.u1 + blocks_m * n2;
     }
+    __syncthreads(); /* own_start (warp 0) and the list */
+    if (threadIdx.x == 0)
+        list.own_units = own_first ? own_start[groups] * n1 : 0;
     __syncthreads();
     if (!joiner) {
-        if (a.push && m.skip != 1) /* skip 1: the slots still hold the last full forward's rows */
-            scatter_landed(a, 0, first_round(a, m), cta, nctas, diag);
+        if (a.push && m.skip != 1) { /* skip 1: the slots still hold the last full forward's rows */
+            if (own_first) /* every chunk's own rows (the comm blocks copy the landed ones) */
+                scatter_landed(a, 0, slot_chunks(a), cta, nctas, kScatterOwn, diag);
+            else /* one chunk each (the comm blocks copy the rest) */
+                scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
+        }
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
             if (kSend) { /* ... which is here: the whole block sends its row blocks from out */
                 /* 2 vectors in flight, not 8: this path sits before the roles split, and 8 there made ptxas
@@ -444,7 +548,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 const int u = atomicAdd(m.done, 1); /* the ticket */
                 if (u >= L.units) /* none left */
                     break;
-                Unit p = unit_at(u, L, mstart, groups, m.raster);
+                Unit p = unit_at(u, L, mstart, groups, m.raster, own);
                 const int row0 = p.rb * kTileM;
                 const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
                 const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx
@@ -478,7 +582,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 for (int kb = 0; kb < k_blocks; kb++) {
                     mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, u, kb);
                     if (kb == 0)
-                        slot_unit[slot] = u; /* published by the arrive below (release), seen after the wait */
+                        slot_unit[slot] = pack_unit(p); /* published by the arrive below (release) */
                     mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
                     uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
                     uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
@@ -519,7 +623,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[slot] : 0, 0);
         if (u < 0)
             break;
-        Unit p = unit_at(u, L, mstart, groups, m.raster);
+        const Unit p = unpack_unit(u);
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
 #pragma unroll
         for (int i = 0; i < kAcc; i++)
@@ -664,8 +768,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
         comm_dispatch(m);
-        if (m.lsa.push && m.skip != 1) /* the landed rows past the compute blocks' first round */
-            scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, diag);
+        if (m.lsa.push && m.skip != 1) { /* the landed rows (own_first), or the chunks past the first round */
+            if (m.own_first)
+                scatter_landed(m.lsa, 0, slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);
+            else
+                scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
+                               kScatterAll, diag);
+        }
         if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
             comm_combine(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
@@ -742,6 +851,12 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
         return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (the GEMM2 warpgroup that "
                    "completes a row block sends its rows)", m->send_from_gemm);
+    if (m->own_first < 0 || m->own_first > 1 || (m->own_first && !a.push))
+        return say(why, why_len, "own_first %lld: 0, or 1 with dispatch=push (own rows are copied before the push "
+                   "lands and their GEMM1 tiles go first)", m->own_first);
+    if (a.hidden / kTileN > 255 || m->inter / (kTileN / 2) > 255 || a.capacity / kTileM >= (1 << 21))
+        return say(why, why_len, "hidden %lld, intermediate or capacity too large for the unit packing (at most 255 "
+                   "column tiles of each GEMM and 2^21 row blocks)", a.hidden);
     if (m->lockstep < 0 || m->lockstep > 1)
         return say(why, why_len, "lockstep %lld: 0 or 1 (a unit starts once the previous wave's units have)",
                    m->lockstep);

@@ -240,7 +240,7 @@ static int check_output(const struct test *t, const float *ref, double *rel)
 }
 
 struct variant {
-    int comm_sms, per_rank, push, raster, shared, combine_sms, send;
+    int comm_sms, per_rank, push, raster, shared, combine_sms, send, lockstep, own_first;
 };
 
 static int run_variant(const struct test *t, const struct variant *v, mok_workspace *ws)
@@ -260,9 +260,10 @@ static int run_variant(const struct test *t, const struct variant *v, mok_worksp
     if (check_output(t, v->shared ? t->ref_shared : t->ref, &rel) || check_partial_variants(t, ws, &wt))
         return 1;
     if (t->rank == 0)
-        printf("ok   comm_sms %d (combine %d), per_rank %d, push %d, raster %d, shared %d, send %d: max err %.2e of "
-               "max|ref|, bitwise repeatable, also after the partial variants\n", v->comm_sms, v->combine_sms,
-               v->per_rank, v->push, v->raster, v->shared, v->send, rel);
+        printf("ok   comm_sms %d (combine %d), per_rank %d, push %d, raster %d, shared %d, send %d, lockstep %d, "
+               "own_first %d: max err %.2e of max|ref|, bitwise repeatable, also after the partial variants\n",
+               v->comm_sms, v->combine_sms, v->per_rank, v->push, v->raster, v->shared, v->send, v->lockstep,
+               v->own_first, rel);
     return 0;
 }
 
@@ -320,9 +321,12 @@ int main(int argc, char **argv)
     make_test(&t);
 
     const struct variant variants[] = {
-        {4, 0, 0, 0, 0, 0, 0}, {4, 1, 0, 1, 0, 1, 0}, {2, 0, 1, 0, 0, 0, 0}, {2, 1, 1, 1, 0, 1, 0},
-        {4, 0, 0, 1, SI, 2, 0}, {2, 1, 1, 0, SI, 0, 0}, {4, 0, 0, 1, 0, 0, 1}, {2, 0, 1, 0, SI, 0, 1}};
-    /* combine_sms < comm_sms: the other comm SMs join the GEMMs after the dispatch; send: GEMM2 sends the rows */
+        {4, 0, 0, 0, 0, 0, 0, 0, 0},  {4, 1, 0, 1, 0, 1, 0, 0, 0},  {2, 0, 1, 0, 0, 0, 0, 0, 0},
+        {2, 1, 1, 1, 0, 1, 0, 0, 0},  {4, 0, 0, 1, SI, 2, 0, 0, 0}, {2, 1, 1, 0, SI, 0, 0, 0, 0},
+        {4, 0, 0, 1, 0, 0, 1, 0, 0},  {2, 0, 1, 0, SI, 0, 1, 0, 0}, {2, 0, 1, 1, SI, 0, 1, 1, 1},
+        {4, 1, 1, 1, 0, 0, 0, 1, 1}};
+    /* combine_sms < comm_sms: the other comm SMs join the GEMMs after the dispatch; send: GEMM2 sends the rows;
+     * lockstep, own_first (push only) */
     int nvar = (int)(sizeof variants / sizeof variants[0]), failures = 0;
     char err[512];
     for (int v = 0; v < nvar; v++) {
@@ -331,7 +335,8 @@ int main(int argc, char **argv)
                                    .input_slots = 1, .comm_sms = variants[v].comm_sms,
                                    .combine_per_rank = variants[v].per_rank, .chunk_rows = 7,
                                    .dispatch_push = variants[v].push, .raster = variants[v].raster,
-                                   .combine_sms = variants[v].combine_sms, .send_from_gemm = variants[v].send};
+                                   .combine_sms = variants[v].combine_sms, .send_from_gemm = variants[v].send,
+                                   .lockstep = variants[v].lockstep, .own_first = variants[v].own_first};
         if (v == 0)
             failures += check_bad_fields(&t, comm, &d);
         mok_workspace *ws = NULL;

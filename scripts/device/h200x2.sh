@@ -35,6 +35,7 @@ for step in $STEPS; do
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
+    megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
     mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     megareport) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-report.json; echo "rc=$?";;  # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
     megabreakdown) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;

@@ -125,6 +125,8 @@ static const struct mok_param_def megakernel_params[] = {
      "only) and every comm SM runs GEMM tiles after the dispatch; 0: the comm SMs send", NULL, 0, 0, 1, 0},
     {"lockstep", "1: a GEMM tile starts once every tile of the previous wave (one per compute SM) has started, so the "
      "SMs that share a weight tile stay in step", NULL, 0, 0, 1, 0},
+    {"own_first", "dispatch=push only: 1, own rows are copied into the slots first and their GEMM1 tiles run while "
+     "the peers' rows are still arriving", NULL, 0, 0, 1, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {
@@ -147,7 +149,7 @@ static const struct mok_impl_desc impl_descs[] = {
     {"megakernel", "layer",
      "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
      "blocks, ready counters), then the owner's sum",
-     11, megakernel_params},
+     12, megakernel_params},
 };
 
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }

@@ -17,7 +17,7 @@
 #include "stats.h"
 
 enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
-       M_RASTER = 7, M_COMBINE_SMS = 8, M_SEND = 9, M_LOCKSTEP = 10 };
+       M_RASTER = 7, M_COMBINE_SMS = 8, M_SEND = 9, M_LOCKSTEP = 10, M_OWN_FIRST = 11 };
 
 struct mega_state {
     struct mok_problem *p;
@@ -38,6 +38,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *m
                                    .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
                                    .comm_sms = mp[M_SMS], .combine_sms = mp[M_COMBINE_SMS],
                                    .send_from_gemm = mp[M_SEND], .lockstep = mp[M_LOCKSTEP],
+                                   .own_first = mp[M_OWN_FIRST],
                                    .combine_per_rank = mp[M_COMBINE],
                                    .chunk_rows = mp[M_CHUNK], .stages = mp[M_STAGES],
                                    .dispatch_push = mp[M_DISPATCH], .raster = mp[M_RASTER]};

@@ -109,6 +109,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    d->combine_sms, d->comm_sms ? d->comm_sms : 16);
     if (d->chunk_rows < 0)
         return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 512) or positive", d->chunk_rows);
+    if (d->own_first && !d->dispatch_push)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = 1 with dispatch_push = 0: own rows go first only "
+                   "when the peers push theirs (dispatch_push = 1)");
     if (d->send_from_gemm && d->combine_per_rank)
         return say(err, err_len, MOK_ERR_ARGUMENT, "send_from_gemm = 1 with combine_per_rank = 1: the GEMM epilogue "
                    "sends one row per route (combine_per_rank = 0)");
@@ -118,6 +121,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
         (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
         (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
+        (rc = check_flag("own_first", d->own_first, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -150,6 +154,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
+                                 .own_first = d->own_first,
                                  .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
