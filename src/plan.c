@@ -51,7 +51,13 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
         double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
-        return t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4 + cap * (i + h) * 2;
+        double bytes = t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4 + cap * (i + h) * 2;
+        /* the megakernel (libmok's workspace): push lands rows once per rank in the window (the slots stay
+         * local), shared experts have their h and y. params[5]: dispatch, in desc.c's order (params[1]: combine) */
+        if (!strcmp(impl, "megakernel"))
+            bytes += (params[5] ? nranks * t * h * 2 : 0) +
+                     (m->shared_experts ? t * (m->shared_experts * i + h) * 2 : 0);
+        return bytes;
     }
     if (!strcmp(impl, "lsa")) { /* window: x per set, rows back; local: received rows at the capacity */
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
