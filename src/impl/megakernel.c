@@ -3,7 +3,8 @@
  * schedule), mok_forward_kernel (dispatch, shared and routed expert GEMMs, combine sends in one persistent launch)
  * and mok_forward_sum (the owner's sum). Those three calls are the report's phase slots: dispatch = publish +
  * schedule, experts = the megakernel, combine = the owner's sum. launch=graph captures each call per input set.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster. */
+ * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster, combine_sms, send,
+ * lockstep, own_first (desc.c says what each does). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,8 +153,12 @@ static int mega_variant_ms(struct mega_state *s, enum mok_variant variant, int i
         FAIL("out of host memory");
     for (int i = -2; i < iters; i++) {
         CUDA(cudaEventRecord(t0, st));
-        if (variant_once(s, variant, st, err, err_len))
+        if (variant_once(s, variant, st, err, err_len)) {
+            free(ms);
+            cudaEventDestroy(t0);
+            cudaEventDestroy(t1);
             return -1;
+        }
         CUDA(cudaEventRecord(t1, st));
         CUDA(cudaEventSynchronize(t1));
         float f = 0;
