@@ -11,15 +11,18 @@
  *                     the partial sums once every row block is stored (a token's routes here span all experts).
  *                     Then the done flag to every owner.
  *   [comm_blocks, grid) compute: the tile loop of gemm_sm90 (warp-specialized: one TMA producer thread, two wgmma
- *                     consumer warpgroups, a shared-memory ring on mbarriers) over one list of units: every GEMM1
- *                     tile (128 rows x 128 h columns, SwiGLU fused), then every GEMM2 tile (128 rows x 256 output
- *                     columns). A GEMM1 tile's producer waits for the dispatch's ready counters of its rows; a GEMM2
- *                     tile's producer waits until its row block's h is complete (both consumer warpgroups of all
- *                     I/128 GEMM1 tiles counted themselves). After storing its half tile (TMA store, waited), a
- *                     consumer warpgroup's leader counts it in done[job][row block] (release).
- * Order and progress: each compute block walks its GEMM1 units before its GEMM2 units, and GEMM1 waits only on the
- * comm blocks, which wait only on GEMM2; every block is resident (cooperative launch), so every wait is eventually
- * satisfied. Every wait gives up after ~10 s with a record in mapped host memory (gemm_sm90's failure record,
+ *                     consumer warpgroups, a shared-memory ring on mbarriers) over one list of units handed out by
+ *                     a ticket: every GEMM1 tile (128 rows x 128 h columns, SwiGLU fused), then every GEMM2 tile
+ *                     (128 rows x 256 output columns). A GEMM1 tile's producer waits for the dispatch's ready
+ *                     counters of its rows; a GEMM2 tile's producer waits until its row block's h is complete (both
+ *                     consumer warpgroups of all I/128 GEMM1 tiles counted themselves). After storing its half tile
+ *                     (TMA store, waited), a consumer warpgroup's leader counts it in done[job][row block] (release).
+ *                     With send_from_gemm (the kSend kernel) GEMM2's rows go instead straight from the epilogue to
+ *                     their owners' combine rows (bulk copies), no comm block combines, and every comm block joins
+ *                     the compute blocks once its share of the dispatch is done.
+ * Order and progress: tickets go out in list order, so every GEMM1 unit is taken before any GEMM2 unit; GEMM1 waits
+ * only on the dispatch, GEMM2 only on GEMM1 units already taken by running blocks, the comm blocks' combine only on
+ * GEMM2; every block is resident (cooperative launch), so every wait is eventually satisfied. Every wait gives up after ~10 s with a record in mapped host memory (gemm_sm90's failure record,
  * printed at exit; no printf in this kernel: a call in a kernel makes ptxas serialize its wgmmas).
  *
  * skip (the breakdown): 1 runs the compute blocks alone on what the last full forward left in the slots, 2 runs the
@@ -849,8 +852,8 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         return say(why, why_len, "shared_inter %lld: 0 or a multiple of 128, with x_local, sw13, sw2, sh, sy",
                    m->shared_inter);
     if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
-        return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (the GEMM2 warpgroup that "
-                   "completes a row block sends its rows)", m->send_from_gemm);
+        return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (GEMM2's epilogue sends "
+                   "one row per route)", m->send_from_gemm);
     if (m->own_first < 0 || m->own_first > 1 || (m->own_first && !a.push))
         return say(why, why_len, "own_first %lld: 0, or 1 with dispatch=push (own rows are copied before the push "
                    "lands and their GEMM1 tiles go first)", m->own_first);
