@@ -46,7 +46,9 @@ struct mok_layer_desc {
     double capacity_factor;   /* rows a rank can receive = factor x max_tokens x topk (+ padding); 2 is ample for
                                  balanced routing, skewed routing needs more (mok_workspace_check reports overflow) */
     int input_slots;          /* token buffers in the window (>= 1): e.g. 2 to fill one while the other is in use */
-    /* tuning; 0 picks the default (the best measured on 2 x H200: 16, per route, 512, as many as fit, pull, 0) */
+    /* tuning; 0 picks the default (comm_sms 16, chunk_rows 128, stages as many as fit, flags off). Best measured on
+     * 2 x H200 (results/h200x2/2026-11-29-megakernel-v3): send_from_gemm 1, dispatch_push 1, raster 1, comm_sms
+     * 16-64, chunk_rows 128; lockstep and own_first measured no gain there. mok-bench's tuner finds them per shape. */
     int comm_sms;             /* SMs that dispatch and combine (fewer than the GPU's); the others run the GEMMs */
     int combine_sms;          /* of the comm SMs, those that also send the combine; the others run GEMM tiles once
                                  their share of the dispatch is done. 0: all comm SMs (none joins the GEMMs) */
