@@ -133,7 +133,7 @@ static struct mok_layer_desc with_defaults(const struct mok_layer_desc *desc)
     if (!d.comm_sms)
         d.comm_sms = 16;
     if (!d.chunk_rows)
-        d.chunk_rows = 128; /* the best measured on 2 x H200 with send_from_gemm (results/h200x2/*megakernel-v3) */
+        d.chunk_rows = 128; /* the best measured on 2 x H200 with send_from_gemm (megakernel-v3 results) */
     return d;
 }
 
