@@ -240,23 +240,34 @@ __device__ __forceinline__ void combine_per_rank(const mok_lsa_args &a, int warp
 }
 
 /* One contribution of `expected` to this forward's kind flag, by one thread whose (or whose group's) writes are
- * done: fenced at system scope, counted in epoch[kind]; the last contribution resets the counter and stores the
- * forward's epoch into the kind flag of every rank's window (release, system scope). */
-__device__ __forceinline__ void count_and_signal(const mok_lsa_args &a, int kind, int expected)
+ * done: fenced at system scope, counted in epoch[kind]. True for the last contribution, which has reset the
+ * counter and must then store the epoch into every rank's flag (store_kind_flag). */
+__device__ __forceinline__ bool count_contribution(const mok_lsa_args &a, int kind, int expected)
 {
     __threadfence_system();
     unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[kind], 1ull);
-    if (prev == (unsigned long long)expected - 1) {
-        a.epoch[kind] = 0;
-        __threadfence_system();
-        uint64_t epoch = a.epoch[0];
-        for (int q = 0; q < a.nranks; q++) {
-            uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
-                (ncclWindow_t)a.window, a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t),
-                q);
-            mok_st_release_sys(flag, epoch);
-        }
+    if (prev != (unsigned long long)expected - 1)
+        return false;
+    a.epoch[kind] = 0;
+    __threadfence_system();
+    return true;
+}
+
+/* This rank's kind flag in every rank's window := epoch (release, system scope). */
+__device__ __forceinline__ void store_kind_flag(const mok_lsa_args &a, int kind, uint64_t epoch)
+{
+    for (int q = 0; q < a.nranks; q++) {
+        uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
+            (ncclWindow_t)a.window, a.off_flags + ((size_t)kind * MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t), q);
+        mok_st_release_sys(flag, epoch);
     }
+}
+
+/* count_contribution, and the flag with this forward's epoch (epoch[0]) from the last one. */
+__device__ __forceinline__ void count_and_signal(const mok_lsa_args &a, int kind, int expected)
+{
+    if (count_contribution(a, kind, expected))
+        store_kind_flag(a, kind, a.epoch[0]);
 }
 
 /* The last block of a combine kernel to finish tells every owner that this rank's rows of this epoch are in

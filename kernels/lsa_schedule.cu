@@ -6,6 +6,7 @@
 #include <nccl_device.h>
 
 #include "common.cuh"
+#include "lsa_device.cuh" /* count_contribution, store_kind_flag */
 #include "lsa_sync.cuh"
 
 #define SCHED_THREADS 256
@@ -610,18 +611,11 @@ __global__ void __launch_bounds__(FUSED_THREADS) lsa_dispatch_fused_kernel(mok_l
             }
         }
     }
-    /* the last pushing block flags "landed" in every window, mine included (as signal_done, over the pushers) */
+    /* the last pushing block flags "landed" in every window, mine included (as signal_done, over the pushers, with
+     * this launch's epoch: a.epoch[0] is still the previous forward's here) */
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[2], 1ull);
-        if (prev == (unsigned long long)pushers - 1) {
-            a.epoch[2] = 0;
-            __threadfence_system();
-            for (int q = 0; q < a.nranks; q++)
-                mok_st_release_sys(flag_slot(a, q, 2, a.rank), epoch);
-        }
-    }
+    if (threadIdx.x == 0 && count_contribution(a, 2, pushers))
+        store_kind_flag(a, 2, epoch);
 }
 
 static bool block_schedule_fits(const mok_lsa_args *a)

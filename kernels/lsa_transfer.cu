@@ -527,27 +527,6 @@ extern "C" int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const fl
 #define WIDE_COMBINE_THREADS 512 /* also fits the per-rank combine's registers; 2 vectors per thread at hidden 7168 */
 #define WIDE_OWN_VECS 2          /* own partials held in registers across the wait: vectors per thread */
 
-/* signal_done over the first n blocks only (the others combine nothing) */
-__device__ __forceinline__ void signal_done_first(const mok_lsa_args &a, int n)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        unsigned long long prev = atomicAdd((unsigned long long *)&a.epoch[1], 1ull);
-        if (prev == (unsigned long long)n - 1) {
-            a.epoch[1] = 0;
-            __threadfence_system();
-            uint64_t epoch = a.epoch[0];
-            for (int q = 0; q < a.nranks; q++)
-                mok_st_release_sys(
-                    (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                  a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + a.rank) * sizeof(uint64_t),
-                                                  q),
-                    epoch);
-        }
-    }
-}
-
 __global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_wide_kernel(mok_lsa_args a,
                                                                                            int combine)
 {
@@ -555,7 +534,7 @@ __global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_
         int lane = threadIdx.x & 31;
         int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (combine * blockDim.x) >> 5;
         combine_per_rank(a, warp, nwarps, lane, a.landing);
-        signal_done_first(a, combine);
+        signal_done(a, 1, combine); /* over the combining blocks only */
     }
     int vecs = a.hidden / 8;
     if (gridDim.x < (unsigned)a.my_tokens || vecs > WIDE_OWN_VECS * (int)blockDim.x) { /* grid-uniform */
@@ -691,7 +670,7 @@ __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, i
             mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
         }
     }
-    signal_done_first(a, ncb);
+    signal_done(a, 1, ncb); /* over the combining blocks only */
 }
 
 /* Reduce block rb of nrb: reduce_tokens' grid-stride over my tokens with a wait per chunk. */
