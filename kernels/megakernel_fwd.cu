@@ -59,12 +59,12 @@ constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
 
-/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix][own_pack]
- * [own_start] */
-size_t smem_bytes(int stages, int groups)
+/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
+ * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
+size_t smem_bytes(int stages, int groups, int own_first)
 {
     return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
-           (size_t)(3 * groups + 2) * 4;
+           (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
 }
 
 /* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's
@@ -97,7 +97,7 @@ struct Maps {
 constexpr int kMaxStages = 8;
 constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup (the
                                                   8 rows one store instruction covers share banks: 8-way conflicts,
-                                                  about 1 us per tile, against 12% of the GPU for comm SMs) */
+                                                  not measured apart; padding the rows would cost the 4th stage) */
 
 __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
 {
@@ -464,7 +464,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
-    int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks) */
+    int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks): there
+                                                                               only with own_first */
     /* the unit whose first k block is in each slot: static, so its address is a constant and costs the consumers
      * (at their register limit) no register */
     __shared__ int slot_unit[kMaxStages];
@@ -762,7 +763,8 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
 #endif
 
 /* kSend: m.send_from_gemm (the GEMM2 epilogue sends rows with bulk copies; no comm block combines). Two kernels,
- * so that each carries only its own two epilogues: three in one do not fit the consumers' registers. */
+ * so that each carries only its own two epilogues: with the choice made at run time in one kernel, ptxas reloads
+ * 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 40. */
 template <bool kSend>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
@@ -807,7 +809,7 @@ int resolve_stages(const mok_mega_args *m, size_t limit)
     if (m->stages)
         return m->stages;
     int s = 8;
-    while (s > 2 && smem_bytes(s, m->lsa.local_experts) > limit)
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first) > limit)
         s--;
     return s;
 }
@@ -871,7 +873,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
-    if (smem_bytes(resolve_stages(m, limit), a.local_experts) > limit)
+    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first) > limit)
         return say(why, why_len, "shared memory: %lld stages of 48 KiB + 32 KiB staging do not fit",
                    resolve_stages(m, limit));
     if (why && why_len > 0)
@@ -918,7 +920,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
-    size_t smem = smem_bytes(args.stages, el);
+    size_t smem = smem_bytes(args.stages, el, m->own_first);
     auto kernel = m->send_from_gemm ? megakernel_fwd_kernel<true> : megakernel_fwd_kernel<false>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
