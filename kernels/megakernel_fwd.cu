@@ -260,14 +260,14 @@ __device__ __forceinline__ int own_row_blocks(const mok_lsa_args &a, int g)
     return b1 > b0 ? b0 | (b1 - b0) << 16 : 0;
 }
 
-/* The group holding item `local` of a list where group g's items start at start[g] * per (start: a prefix over the
- * groups, empty groups repeating the same value): the largest g with start[g] * per <= local. */
-__device__ __forceinline__ int group_of(int local, const int *start, int groups, int per)
+/* The group holding item `local` of a list where group g's items start at start(g) * per (start: a prefix over the
+ * groups, empty groups repeating the same value): the largest g with start(g) * per <= local. */
+template <typename Start> __device__ __forceinline__ int group_of(int local, Start start, int groups, int per)
 {
     int lo = 0, hi = groups - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) >> 1;
-        if (start[mid] * per <= local)
+        if (start(mid) * per <= local)
             lo = mid;
         else
             hi = mid - 1;
@@ -297,17 +297,10 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
         if (!mine)
             local -= own_units;
         /* group g's blocks in this part start at own_start[g] (mine) or mstart[g] - own_start[g] (the rest) */
-        int lo = 0, hi = groups - 1;
-        while (lo < hi) {
-            int mid = (lo + hi + 1) >> 1;
-            int start = mine ? own.own_start[mid] : mstart[mid] - own.own_start[mid];
-            if (start * nt <= local)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
+        auto part_start = [&](int g) { return mine ? own.own_start[g] : mstart[g] - own.own_start[g]; };
+        const int lo = group_of(local, part_start, groups, nt);
         const int own0 = own.own_pack[lo] & 0xFFFF, own_n = own.own_pack[lo] >> 16;
-        const int start = mine ? own.own_start[lo] : mstart[lo] - own.own_start[lo];
+        const int start = part_start(lo);
         const int blocks = mine ? own_n : mstart[lo + 1] - mstart[lo] - own_n;
         const int in_group = local - start * nt;
         int b = n_major ? in_group % blocks : in_group / nt; /* the b-th block of this part within the group */
@@ -320,7 +313,8 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
         p.n = n_major ? in_group / blocks : in_group % nt;
         return p;
     }
-    int lo = group_of(local, mstart, groups, nt); /* the group whose first unit (row block x column tiles) <= local */
+    /* the group whose first unit (row block x column tiles) is <= local */
+    int lo = group_of(local, [&](int g) { return mstart[g]; }, groups, nt);
     p.group = lo;
     /* within the group: m-major (neighbouring units share the A rows) or n-major (they share the weight tile) */
     int in_group = local - mstart[lo] * nt, blocks = mstart[lo + 1] - mstart[lo];
