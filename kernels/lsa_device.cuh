@@ -280,6 +280,33 @@ __device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1,
         count_and_signal(a, kind, blocks < 0 ? (int)gridDim.x : blocks);
 }
 
+/* Vectors [v_begin, v_end) of a row by one warp, U 16-byte vectors per lane in flight: each group is loaded from
+ * src once and stored to every destination row for_each_dst hands to its callback (src or a destination may be
+ * a peer's). The dispatch's fan-out (one load, a store per rank or slot) and copy_row are this loop. */
+template <int U, typename ForEachDst>
+__device__ __forceinline__ void fan_out_row(const uint4 *src, int v_begin, int v_end, int lane, ForEachDst for_each_dst)
+{
+    for (int v0 = v_begin + lane; v0 < v_end; v0 += 32 * U) {
+        uint4 val[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (v0 + u * 32 < v_end)
+                val[u] = src[v0 + u * 32];
+        for_each_dst([&](uint4 *dst) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (v0 + u * 32 < v_end)
+                    dst[v0 + u * 32] = val[u];
+        });
+    }
+}
+
+/* One row by one warp, U 16-byte vectors per lane in flight (src or dst may be a peer's). */
+template <int U> __device__ __forceinline__ void copy_row(const uint4 *src, uint4 *dst, int vecs, int lane)
+{
+    fan_out_row<U>(src, 0, vecs, lane, [&](auto store) { store(dst); });
+}
+
 /* Pull dispatch, one warp per (source rank, token) with routes here: the row is loaded from the owner's window
  * once and stored into every local slot of the token (layout=slots) or its landing row, U vectors per lane in
  * flight; then each slot's chunk counter is released. warp / nwarps: this warp among the launch's copy warps. */
@@ -299,29 +326,15 @@ __device__ __forceinline__ void dispatch_pull_rows(const mok_lsa_args &a, int wa
         const uint4 *src = (const uint4 *)ncclGetLsaPointer(
             (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
         bool stays = a.landing && p == a.rank; /* landing: own tokens are read where they are */
-        for (int v0 = lane; v0 < vecs && !stays; v0 += 32 * U) {
-            uint4 val[U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-            if (a.landing) { /* one landing row for all of this token's slots */
-                uint4 *dst = (uint4 *)landed_row(a, p, t);
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-                continue;
-            }
-            for (unsigned m = mask; m; m &= m - 1) {
-                int slot = __shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1);
-                uint4 *dst = (uint4 *)a.xin + (size_t)slot * vecs;
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-            }
-        }
+        if (!stays)
+            fan_out_row<U>(src, 0, vecs, lane, [&](auto store) {
+                if (a.landing) { /* one landing row for all of this token's slots */
+                    store((uint4 *)landed_row(a, p, t));
+                    return;
+                }
+                for (unsigned m = mask; m; m &= m - 1)
+                    store((uint4 *)a.xin + (size_t)__shfl_sync(0xffffffffu, my_slot, __ffs(m) - 1) * vecs);
+            });
         /* every lane's stores of this row (warp barrier), then per slot a fence and the count: the fence comes
          * after the barrier so it orders the other lanes' stores too, and a consumer that sees the count sees the
          * whole row */
@@ -344,37 +357,12 @@ template <int U> __device__ __forceinline__ void push_rows(const mok_lsa_args &a
         if (!ranks)
             continue;
         const uint4 *src = landed_row(a, a.rank, t); /* my own row, in my window */
-        for (int v0 = lane; v0 < vecs; v0 += 32 * U) {
-            uint4 val[U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (v0 + u * 32 < vecs)
-                    val[u] = src[v0 + u * 32];
-            for (unsigned m = ranks; m; m &= m - 1) {
-                int q = __ffs(m) - 1;
-                uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * a.hidden * 2, q);
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    if (v0 + u * 32 < vecs)
-                        dst[v0 + u * 32] = val[u];
-            }
-        }
+        fan_out_row<U>(src, 0, vecs, lane, [&](auto store) {
+            for (unsigned m = ranks; m; m &= m - 1)
+                store((uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                 a.off_land + ((size_t)a.rank * a.t_max + t) * a.hidden * 2,
+                                                 __ffs(m) - 1));
+        });
     }
 }
 
-/* One row by one warp, U 16-byte vectors per lane in flight (src or dst may be a peer's). */
-template <int U> __device__ __forceinline__ void copy_row(const uint4 *src, uint4 *dst, int vecs, int lane)
-{
-    for (int v0 = lane; v0 < vecs; v0 += 32 * U) {
-        uint4 val[U];
-#pragma unroll
-        for (int k = 0; k < U; k++)
-            if (v0 + k * 32 < vecs)
-                val[k] = src[v0 + k * 32];
-#pragma unroll
-        for (int k = 0; k < U; k++)
-            if (v0 + k * 32 < vecs)
-                dst[v0 + k * 32] = val[k];
-    }
-}

@@ -594,22 +594,12 @@ __global__ void __launch_bounds__(FUSED_THREADS) lsa_dispatch_fused_kernel(mok_l
         unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
         if (!ranks)
             continue;
-        const uint4 *src = mine + (size_t)t * vecs;
-        for (int v0 = v_begin + lane; v0 < v_end; v0 += 32 * FUSED_PUSH_UNROLL) {
-            uint4 val[FUSED_PUSH_UNROLL];
-#pragma unroll
-            for (int u = 0; u < FUSED_PUSH_UNROLL; u++)
-                if (v0 + u * 32 < v_end)
-                    val[u] = src[v0 + u * 32];
-            for (unsigned m = ranks; m; m &= m - 1) {
-                uint4 *dst = (uint4 *)ncclGetLsaPointer(
-                    (ncclWindow_t)a.window, a.off_land + ((size_t)a.rank * a.t_max + t) * row_bytes, __ffs(m) - 1);
-#pragma unroll
-                for (int u = 0; u < FUSED_PUSH_UNROLL; u++)
-                    if (v0 + u * 32 < v_end)
-                        dst[v0 + u * 32] = val[u];
-            }
-        }
+        fan_out_row<FUSED_PUSH_UNROLL>(mine + (size_t)t * vecs, v_begin, v_end, lane, [&](auto store) {
+            for (unsigned m = ranks; m; m &= m - 1)
+                store((uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
+                                                 a.off_land + ((size_t)a.rank * a.t_max + t) * row_bytes,
+                                                 __ffs(m) - 1));
+        });
     }
     /* the last pushing block flags "landed" in every window, mine included (as signal_done, over the pushers, with
      * this launch's epoch: a.epoch[0] is still the previous forward's here) */
