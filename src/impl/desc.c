@@ -46,15 +46,20 @@ static const char *const reduce_choices[] = {"after", "overlap"};
     {"launch", "stream: kernels launched one by one each run; graph: dispatch, (experts,) combine each replayed " \
      "from a CUDA graph captured once per input set", launch_choices, 2, 0, 1, 0}
 
+/* The LSA transfers' first four knobs, the same in lsa and lsa-layer (the first four indices of both). */
+#define LSA_TRANSFER_PARAMS                                                                                    \
+    {"sms", "blocks (SMs) of 1024 threads that run dispatch and combine", NULL, 0, 1, 132, 16},              \
+    {"combine", "combine sends one row per (token, k) or one partial sum per (token, rank)", combine_choices, \
+     2, 0, 1, 1},                                                                                              \
+    {"tile_rows", "each expert's rows are padded to a multiple of this (the GEMM's M tile)", NULL, 0, 1, 1024, \
+     128},                                                                                                     \
+    {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256}
+
 /* The LSA path's knobs: how many SMs move data, how combine sends (a row per route, or one fp32-summed partial
  * per token and rank, which moves fewer bytes), the GEMM tile the schedule pads each expert to, and the rows
  * per ready counter (the overlap granularity a consumer waits on). */
 static const struct mok_param_def lsa_params[] = {
-    {"sms", "blocks (SMs) of 1024 threads that run dispatch and combine", NULL, 0, 1, 132, 16},
-    {"combine", "combine sends one row per (token, k) or one partial sum per (token, rank)", combine_choices, 2, 0,
-     1, 1},
-    {"tile_rows", "each expert's rows are padded to a multiple of this (the GEMM's M tile)", NULL, 0, 1, 1024, 128},
-    {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256},
+    LSA_TRANSFER_PARAMS,
     {"copy", "rows move by warp 16-byte loads/stores or by the bulk copy engine (dispatch, per-route combine)",
      copy_choices, 2, 0, 1, 0},
     {"layout", "slots: a copy of the row per expert slot; landing: one row per token and rank, slots read it there",
@@ -90,11 +95,7 @@ static const struct mok_param_def mok_gemm_params[] = {
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
 static const struct mok_param_def lsa_layer_params[] = {
-    {"sms", "blocks (SMs) of 1024 threads that run dispatch and combine", NULL, 0, 1, 132, 16},
-    {"combine", "combine sends one row per (token, k) or one partial sum per (token, rank)", combine_choices, 2, 0,
-     1, 1},
-    {"tile_rows", "each expert's rows are padded to a multiple of this (the GEMM's M tile)", NULL, 0, 1, 1024, 128},
-    {"chunk_rows", "schedule rows per ready counter", NULL, 0, 1, 1 << 20, 256},
+    LSA_TRANSFER_PARAMS,
     {"kernel", "sm90: wgmma + TMA expert GEMMs; portable: mma.sync", kernel_choices, 2, 0, 1, 0},
     {"tile_n", "GEMM output columns per tile before SwiGLU (128 or 256)", NULL, 0, 128, 256, 128},
     {"stages", "GEMM shared-memory pipeline stages, 0: as many as fit", NULL, 0, 0, 8, 0},
