@@ -11,8 +11,9 @@ for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule megakernel_fwd; do
     "$SRC/kernels/$cu.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
   # The megakernel's one kernel holds every role at the consumers' register limit, and ptxas keeps a few setup
   # values (block index, block counts, chunk index) on the stack: reloaded per unit or per chunk, never inside a
-  # main loop (SASS read with cuobjdump when the unit ticket came in: the LDLs sit in the producer's per-unit code
-  # and the push scatter). Allow those few words there and nothing anywhere else: more would reach the main loops.
+  # main loop (SASS of both kernel instances read with cuobjdump at the session's last kernel: the LDLs sit in the
+  # setup and the producer's per-unit code, none between the consumers' HGMMAs and their epilogue). Allow those few
+  # words there and nothing anywhere else: more would reach the main loops.
   limit=0; [ "$cu" = megakernel_fwd ] && limit=64
   bad=$(grep -E "bytes spill stores" "$SCRATCH/$cu.log" | awk -v l=$limit '{if ($5 > l || $9 > l) print}')
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }
