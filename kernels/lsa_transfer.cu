@@ -11,6 +11,7 @@
 
 #include "common.cuh"
 #include "bulk.cuh"
+#include "lsa_bulk_ring.cuh"
 #include "lsa_device.cuh"
 #include "lsa_sync.cuh"
 
@@ -170,6 +171,48 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_push_kernel(mok_lsa_arg
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
     push_rows<UNROLL>(a, warp, nwarps, lane);
     signal_done(a, 2);
+}
+
+/* copy=bulk, layout=landing: the push and the per-rank combine through per-warp bulk rings (lsa_bulk_ring.cuh),
+ * `ring` warps per block, every one a ring warp. */
+__global__ void lsa_push_ring_kernel(mok_lsa_args a, int ring)
+{
+    extern __shared__ __align__(128) char smem[];
+    int warp = threadIdx.x >> 5;
+    ring_stream<false>(a, (ring_smem *)smem, smem + RING_BUFS_OFFSET, warp, ring, blockIdx.x * ring + warp,
+                       gridDim.x * ring, 0, 0, false);
+    signal_done(a, 2);
+}
+
+__global__ void lsa_combine_rank_ring_kernel(mok_lsa_args a, int ring)
+{
+    extern __shared__ __align__(128) char smem[];
+    ring_init((ring_smem *)smem);
+    ring_stream<true>(a, (ring_smem *)smem, smem + RING_BUFS_OFFSET, threadIdx.x >> 5, ring, 0, 0, blockIdx.x,
+                      gridDim.x, false);
+    signal_done(a);
+}
+
+/* Ring warps per block (at most max_warps) for this row size, and their dynamic shared memory; the kernel's
+ * shared-memory limit raised to it. 0: not even one warp's ring fits (supports() rejects that). */
+template <typename Kernel> static int ring_config(Kernel kernel, int hidden, int max_warps, size_t *smem)
+{
+    int dev = 0, max_smem = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int warps = ring_warps(hidden * 2, max_smem, max_warps);
+    *smem = ring_smem_bytes(warps, hidden * 2);
+    if (warps > 0)
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem);
+    return warps;
+}
+
+extern "C" int mok_lsa_ring_fits(int hidden)
+{
+    int dev = 0, max_smem = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    return ring_warps(hidden * 2, max_smem, RING_MAX_WARPS) > 0;
 }
 
 /* Push dispatch, receiving side: every source's rows landed (its flag), so every chunk is ready at once. */
@@ -454,6 +497,14 @@ extern "C" int mok_lsa_push(const struct mok_lsa_args *a, int blocks, mok_stream
         return 0;
     if (a->hidden % 8 || a->topk > 32 || !a->landing)
         return (int)cudaErrorInvalidValue;
+    if (a->bulk_copies) {
+        size_t smem;
+        int ring = ring_config(lsa_push_ring_kernel, a->hidden, RING_MAX_WARPS, &smem);
+        if (ring < 1)
+            return (int)cudaErrorInvalidValue;
+        lsa_push_ring_kernel<<<blocks, ring * 32, smem, mok_cuda_stream(stream)>>>(*a, ring);
+        return MOK_LAUNCH_RESULT();
+    }
     lsa_push_kernel<<<blocks, WARP_COPY_THREADS, 0, mok_cuda_stream(stream)>>>(*a);
     return MOK_LAUNCH_RESULT();
 }
@@ -483,7 +534,13 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     }
     if (a->combine_per_rank && a->reduce_overlap) /* the sum inside the combine launch (end of this file) */
         return launch_combine_overlap(a, blocks, s);
-    if (a->combine_per_rank) {
+    if (a->combine_per_rank && a->bulk_copies && a->landing) {
+        size_t smem;
+        int ring = ring_config(lsa_combine_rank_ring_kernel, a->hidden, RING_MAX_WARPS, &smem);
+        if (ring < 1)
+            return (int)cudaErrorInvalidValue;
+        lsa_combine_rank_ring_kernel<<<blocks, ring * 32, smem, s>>>(*a, ring);
+    } else if (a->combine_per_rank) {
         lsa_combine_rank_kernel<<<blocks, RANK_COMBINE_THREADS, 0, s>>>(*a);
     } else if (!a->bulk_copies) {
         lsa_combine_route_warp_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
@@ -723,12 +780,25 @@ __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, in
     }
 }
 
-__global__ void __launch_bounds__(OVERLAP_THREADS) lsa_combine_rank_overlap_kernel(mok_lsa_args a, int combine)
+/* kRing (copy=bulk, layout=landing): the combine blocks send through per-warp bulk rings, `ring` warps each, and
+ * flag each chunk once its rows' writes are complete (ring_chunks_done). */
+template <bool kRing>
+__global__ void __launch_bounds__(OVERLAP_THREADS, 1) lsa_combine_rank_overlap_kernel(mok_lsa_args a, int combine,
+                                                                                   int ring)
 {
-    if ((int)blockIdx.x < combine)
-        overlap_combine(a, blockIdx.x, combine);
-    else
+    if ((int)blockIdx.x >= combine) {
         overlap_reduce(a, blockIdx.x - combine, gridDim.x - combine);
+    } else if (!kRing) {
+        overlap_combine(a, blockIdx.x, combine);
+    } else {
+        extern __shared__ __align__(128) char smem[];
+        ring_init((ring_smem *)smem);
+        int warp = threadIdx.x >> 5;
+        if (warp < ring)
+            ring_stream<true>(a, (ring_smem *)smem, smem + RING_BUFS_OFFSET, warp, ring, 0, 0, blockIdx.x, combine,
+                              true);
+        signal_done(a, 1, combine);
+    }
 }
 
 extern "C" int mok_lsa_overlap_reduce_blocks(int blocks)
@@ -738,8 +808,8 @@ extern "C" int mok_lsa_overlap_reduce_blocks(int blocks)
         int dev = 0, n = 0, per_sm = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_combine_rank_overlap_kernel, OVERLAP_THREADS,
-                                                          0) != cudaSuccess)
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_combine_rank_overlap_kernel<false>,
+                                                          OVERLAP_THREADS, 0) != cudaSuccess)
             n = 0, per_sm = 0, cudaGetLastError(); /* a failed query must not linger as a launch's error */
         sms = per_sm >= 1 ? n : 0;
     }
@@ -760,6 +830,14 @@ static int launch_combine_overlap(const mok_lsa_args *a, int blocks, cudaStream_
     cfg.stream = s;
     cfg.attrs = &coop;
     cfg.numAttrs = 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_overlap_kernel, *a, blocks);
+    if (a->bulk_copies && a->landing) { /* one block per SM either way: the ring's shared memory costs no SM */
+        int ring = ring_config(lsa_combine_rank_overlap_kernel<true>, a->hidden, OVERLAP_THREADS / 32,
+                               &cfg.dynamicSmemBytes);
+        if (ring < 1)
+            return (int)cudaErrorInvalidValue;
+        cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_overlap_kernel<true>, *a, blocks, ring);
+        return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
+    }
+    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_overlap_kernel<false>, *a, blocks, 0);
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -178,6 +178,9 @@ int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t
 /* reduce=overlap: blocks beside `blocks` combine blocks that sum as chunks arrive (one block per SM in all);
  * 0 if none fit (then the launch would fail: supports() rejects the config). */
 int mok_lsa_overlap_reduce_blocks(int blocks);
+/* copy=bulk with layout=landing (the push and the per-rank combine through per-warp bulk rings): whether one warp's
+ * ring of rows of this hidden size fits in a block's shared memory. */
+int mok_lsa_ring_fits(int hidden);
 /* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order
  * and roundings (per route: one fp32 sum over j; per rank: bf16 partial per rank, then fp32 sum over ranks). */
 int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk, int hidden,

@@ -96,7 +96,8 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
 /* small_off: the `small` parameter's value: 0 (auto) lets this small problem take the fused variants, 1 (off)
  * forces the general kernels (multi-kernel schedule, separate combine and sum), 2 (v1) the first one-launch
  * variants; all must give the reference bit for bit. */
-static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off)
+static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off,
+                        int reduce_overlap)
 {
     struct mok_problem_spec spec = comm_spec(300, 512, 16, 4, 4.0);
     struct mok_problem p;
@@ -106,8 +107,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
         return;
     }
     const struct mok_impl_ops *ops = mok_impl_find("lsa");
-    /* sms combine tile chunk copy layout dispatch launch small */
-    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push, 0, small_off};
+    /* sms combine tile chunk copy layout dispatch launch small reduce */
+    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push, 0, small_off, reduce_overlap};
     void *st = NULL;
     if (ops->setup(&st, &p, cl, params, 4, err, sizeof(err))) {
         EXPECT(0, "setup: %s", err);
@@ -124,8 +125,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     check_dispatched_rows(mok_lsa_state_args(st), &p);
     uint16_t *h_ref = to_host(ref, ybytes), *first = to_host(p.y, ybytes);
     EXPECT(memcmp(first, h_ref, ybytes) == 0,
-           "combine (per_rank=%d bulk=%d landing=%d push=%d small_off=%d) differs from the reference",
-           combine_per_rank, bulk, landing, push, small_off);
+           "combine (per_rank=%d bulk=%d landing=%d push=%d small_off=%d reduce_overlap=%d) differs from the reference",
+           combine_per_rank, bulk, landing, push, small_off, reduce_overlap);
     for (int rep = 0; rep < 3; rep++) { /* repeated runs: bitwise identical */
         mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
         ops->run(st, 0, p.y, -1, err, sizeof(err));
@@ -238,10 +239,13 @@ int main(int argc, char **argv)
     for (int small_off = 0; small_off < 3; small_off++) /* small = auto, off, v1 */
         for (int per_rank = 0; per_rank < 2; per_rank++) {
             for (int bulk = 0; bulk < 2; bulk++)
-                run_variant(&cl, per_rank, bulk, 0, 0, small_off);
-            run_variant(&cl, per_rank, 0, 1, 0, small_off);
-            run_variant(&cl, per_rank, 0, 1, 1, small_off);
+                run_variant(&cl, per_rank, bulk, 0, 0, small_off, 0);
+            run_variant(&cl, per_rank, 0, 1, 0, small_off, 0);
+            run_variant(&cl, per_rank, 0, 1, 1, small_off, 0);
         }
+    for (int small_off = 0; small_off < 3; small_off++) /* the bulk rings: push + per-rank combine, landing */
+        for (int overlap = 0; overlap < 2; overlap++)
+            run_variant(&cl, 1, 1, 1, 1, small_off, overlap);
     run_overflow(&cl);
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -60,7 +60,9 @@ static const char *const reduce_choices[] = {"after", "overlap"};
  * per ready counter (the overlap granularity a consumer waits on). */
 static const struct mok_param_def lsa_params[] = {
     LSA_TRANSFER_PARAMS,
-    {"copy", "rows move by warp 16-byte loads/stores or by the bulk copy engine (dispatch, per-route combine)",
+    {"copy", "rows move by warp 16-byte loads/stores or by the bulk copy engine: layout=slots: the pull dispatch and "
+     "the per-route combine; layout=landing: the push and the per-rank combine through per-warp rings of rows in "
+     "shared memory (general paths; the small one-launch paths copy with warps)",
      copy_choices, 2, 0, 1, 0},
     {"layout", "slots: a copy of the row per expert slot; landing: one row per token and rank, slots read it there",
      layout_choices, 2, 0, 1, 0},

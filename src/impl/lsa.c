@@ -32,8 +32,14 @@ int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, cons
         snprintf(why, (size_t)why_len, "dispatch=push needs layout=landing (the owner does not know the slots)");
         return 0;
     }
-    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1) {
-        snprintf(why, (size_t)why_len, "layout=landing moves rows with warp copies only (copy=warp)");
+    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1 && (params[P_DISPATCH] != 1 || params[P_COMBINE] != 1)) {
+        snprintf(why, (size_t)why_len, "copy=bulk with layout=landing is the bulk ring of the push and the per-rank "
+                 "combine: needs dispatch=push and combine=per_rank");
+        return 0;
+    }
+    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1 && !mok_lsa_ring_fits(p->hidden)) {
+        snprintf(why, (size_t)why_len, "copy=bulk: three rows of hidden %d do not fit in a block's shared memory",
+                 p->hidden);
         return 0;
     }
     int sms = 0;
