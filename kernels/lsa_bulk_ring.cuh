@@ -263,7 +263,7 @@ __device__ __forceinline__ void ring_stream(const mok_lsa_args &a, ring_smem *rs
                     store_pos = m->pos;
                 }
                 mok_bulk_store(ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                 a.off_comb + comb_rank_row(a, m->t, a.rank) * row_bytes, m->p),
+                                                 a.off_comb + ((size_t)m->t * a.nranks + a.rank) * row_bytes, m->p),
                                row, row_bytes);
             } else {
                 for (unsigned q = m->mask; q; q &= q - 1)

@@ -47,16 +47,8 @@ __device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p,
                                             a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2, a.rank);
 }
 
-/* Per rank, the row in the owner's comb area where rank q's partial of token t goes: source-major ([q][t]), so
- * each rank writes one contiguous block of rows in its peer's window, as the push does into the landing rows
- * (token-major [t][q] interleaved the writers' rows). */
-__device__ __forceinline__ size_t comb_rank_row(const mok_lsa_args &a, int t, int q)
-{
-    return (size_t)q * a.t_max + t;
-}
-
 /* Per rank: one warp per (source rank, token) with routes into this rank: sum_j w_j * out[slot_j] in fp32
- * (ascending j), one bf16 row to the owner's comb row [my rank][t]. It streams like lsa_push_kernel (which runs near the
+ * (ascending j), one bf16 row to the owner's comb[t][my rank]. It streams like lsa_push_kernel (which runs near the
  * link rate) only if the sum costs few instructions per vector and loads stay in flight: the landing path gathers
  * the token's weights into registers once (no shuffle per vector and route), converts each vector once, and keeps
  * LANDED_UNROLL loads per lane in flight by refilling each as it is consumed; the next item's metadata loads while
@@ -206,12 +198,12 @@ __device__ __forceinline__ void stream_slots(const mok_lsa_args &a, uint4 *dst, 
 }
 
 /* One (source rank p, token t) item of the per-rank combine: the partial of its routes into this rank (mask: the
- * lanes j whose route is here, cur: this lane's slot and weight) to the owner's comb row [my rank][t]. */
+ * lanes j whose route is here, cur: this lane's slot and weight) to the owner's comb[t][my rank]. */
 __device__ __forceinline__ void combine_rank_item(const mok_lsa_args &a, int p, int t, int lane, unsigned mask,
                                                   rank_item cur, bool rows_landed)
 {
     uint4 *dst = (uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                            a.off_comb + comb_rank_row(a, t, a.rank) * a.hidden * 2, p);
+                                            a.off_comb + ((size_t)t * a.nranks + a.rank) * a.hidden * 2, p);
     if (!rows_landed) {
         stream_slots(a, dst, lane, mask, cur.slot, cur.w);
         return;

@@ -346,7 +346,7 @@ __device__ __forceinline__ void add_rank_partials(const mok_lsa_args &a, const u
                 acc[i] += own[i];
         } else {
             vec8 in;
-            in.v = comb[comb_rank_row(a, t, q) * vecs + v];
+            in.v = comb[((size_t)t * a.nranks + q) * vecs + v];
 #pragma unroll
             for (int i = 0; i < 8; i++)
                 acc[i] += mok_bf16_to_f32(in.h[i]);
