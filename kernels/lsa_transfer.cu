@@ -712,13 +712,13 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
 /* ---- reduce=overlap (per rank, general path): the owner's sum inside the combine launch, chunk by chunk ---------
  * lsa_reduce_kernel starts only after every rank's done flag, so its HBM traffic (peers' partials, own rows, y) is
  * exposed after the transfer. Here one cooperative launch of `combine` blocks plus a reduce block on every other
- * SM: once every token of a chunk (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner) has been sent, the epoch
- * goes into that chunk's flag [my rank][chunk] in the owner's window (overlap_combine: counted per token; the bulk
- * ring: per chunk position). Chunks without tokens get no flag: no owner token waits for them. Reduce blocks walk
- * the owner's tokens as reduce_tokens does (grid-stride), form the own partial, wait for the token's chunk flags of
- * every peer, and sum in reduce_tokens' order: y is bitwise the same. Combine blocks wait only on each other's
- * warps (bounded skew), never on reduce blocks or peers, so with all blocks resident nothing can deadlock. The done
- * flags are still set (by the last combine block), so the protocol stays what it was for anything else. */
+ * SM: combine blocks send whole chunks (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner, owners interleaved
+ * and rotated by this rank as rank_token_item does) and after each chunk store the epoch into that chunk's flag
+ * [my rank][chunk] in the owner's window (every chunk of every owner, empty ones included, so an owner can wait
+ * for all its peers). Reduce blocks walk the owner's tokens as reduce_tokens does (grid-stride), form the own
+ * partial, wait for the token's chunk flags of every peer, and sum in reduce_tokens' order: y is bitwise the same.
+ * Combine blocks never wait, so with all blocks resident nothing can deadlock. The done flags are still set (by
+ * the last combine block), so the protocol stays what it was for anything else. */
 #define OVERLAP_THREADS RANK_COMBINE_THREADS
 #define OVERLAP_OWN_VECS 2 /* own partials held in registers across the chunk wait: vectors per thread */
 
@@ -734,103 +734,46 @@ __device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int own
         (ncclWindow_t)a.window, a.off_cflags + ((size_t)src * overlap_chunks(a) + c) * sizeof(uint64_t), owner);
 }
 
-/* Combine blocks: combine_per_rank's token-interleaved walk (the warps of all ncb blocks take consecutive items, so
- * they move through the owners' tokens together) and, per chunk of an owner's tokens, a count of the tokens sent:
- * the count that completes a chunk stores the epoch into its flag. Chunks so finish in token order, a few at a time,
- * and what the reduce blocks have left after the last flag is a few tokens each. (Before, each combine block sent
- * whole chunks, and all ncb blocks finished their last chunk together: ncb x 64 tokens for the sum after the last
- * flag.)
- * Step k of a block = its warps' k-th items. A warp's arrival at step k is counted in shared memory (release /
- * acquire at block scope, after the warp's stores); the warp that completes the step fences at system scope once
- * and adds the step's tokens to their chunks' global counts. A warp may run OVERLAP_SKEW steps ahead of its block's
- * slowest (the step counters are a ring), and waits (with the timeout every spin has) beyond that. */
-#define OVERLAP_SKEW 8
-
-__device__ __forceinline__ int atomic_add_acq_rel_cta(int *p, int v)
+/* load_rank_item for token t of source p (t_end: the chunk's end, at most p's token count) */
+__device__ __forceinline__ rank_item load_chunk_item(const mok_lsa_args &a, int p, int t, int t_end, int lane)
 {
-    int old;
-    asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;"
-                 : "=r"(old)
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(v)
-                 : "memory");
-    return old;
+    rank_item it = {-1, 0.0f};
+    if (t < t_end && lane < a.topk) { /* warp-uniform t */
+        size_t e = ((size_t)p * a.t_max + t) * a.topk + lane;
+        it.slot = a.route_slot[e];
+        it.w = a.all_w[e];
+    }
+    return it;
 }
 
-/* Warp-collective: the tokens of items [g0, g1) (at most 32, all sent) into their chunks' counts, one
- * atomic per chunk (lanes grouped by chunk); the count that completes a chunk flags it. One lane per item and one
- * atomic per group: a single thread adding item by item (16 dependent atomics per step) made the whole combine 60%
- * slower. */
-__device__ __forceinline__ void count_step_tokens(const mok_lsa_args &a, int g0, int g1, int lane, uint64_t epoch)
+/* combine_per_rank's item loop over the tokens [t0, t_end) of source p, warps of one block */
+__device__ __forceinline__ void combine_chunk(const mok_lsa_args &a, int p, int t0, int t_end, int warp, int nwarps,
+                                             int lane)
 {
-    int nch = overlap_chunks(a), g = g0 + lane, p = 0, t = 0, key = -1;
-    if (g < g1) {
-        remote_token_item(a, g, &p, &t);
-        if (t < a.all_tokens[p])
-            key = p * nch + t / MOK_LSA_REDUCE_CHUNK;
-    }
-    unsigned group = __match_any_sync(0xffffffffu, key);
-    if (key < 0 || lane != __ffs(group) - 1)
-        return;
-    int c = t / MOK_LSA_REDUCE_CHUNK, n = __popc(group);
-    int expected = min(MOK_LSA_REDUCE_CHUNK, a.all_tokens[p] - c * MOK_LSA_REDUCE_CHUNK);
-    int32_t *count = a.chunk_arrivals + key;
-    __threadfence_system(); /* the block's step stores (acquired by lane 0, then __syncwarp) before the count */
-    if (atomicAdd(count, n) == expected - n) {
-        *count = 0; /* every count of this forward is in: the next forward starts from zero */
-        __threadfence_system();
-        mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
+    rank_item cur = load_chunk_item(a, p, t0 + warp, t_end, lane);
+    for (int t = t0 + warp; t < t_end; t += nwarps) {
+        rank_item next = load_chunk_item(a, p, t + nwarps, t_end, lane);
+        unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
+        if (mask)
+            combine_rank_item(a, p, t, lane, mask, cur, a.landing);
+        cur = next;
     }
 }
 
+/* Combine block cb of ncb: chunk items i = cb, cb + ncb, ... of (P - 1) x chunks, each flagged once done. */
 __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, int ncb)
 {
-    __shared__ int step_arrivals[OVERLAP_SKEW];
-    __shared__ int steps_done; /* steps every warp of this block has completed */
-    if (threadIdx.x < OVERLAP_SKEW)
-        step_arrivals[threadIdx.x] = 0;
-    if (threadIdx.x == 0)
-        steps_done = 0;
-    __syncthreads();
-    int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nwb = blockDim.x >> 5;
-    int warp = cb * nwb + wib, nwarps = ncb * nwb;
-    int items = (a.nranks - 1) * a.t_max, steps = (items + nwarps - 1) / nwarps;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int others = a.nranks - 1, items = others * overlap_chunks(a);
     uint64_t epoch = a.epoch[0];
-    rank_item cur = load_rank_item(a, warp, items, lane);
-    for (int k = 0; k < steps; k++) {
-        int g = warp + k * nwarps;
-        if (k >= OVERLAP_SKEW && lane == 0) { /* the ring slot of step k - OVERLAP_SKEW must be free */
-            long long start = clock64();
-            while (*(volatile int *)&steps_done <= k - OVERLAP_SKEW)
-                if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
-                    printf("mok-bench: TIMEOUT rank %d block %d phase combine: warp %d at step %d waited for its "
-                           "block's step %d, saw %d steps done\n",
-                           a.rank, (int)blockIdx.x, wib, k, k - OVERLAP_SKEW, *(volatile int *)&steps_done);
-                    __trap();
-                }
-        }
-        __syncwarp();
-        rank_item next = load_rank_item(a, g + nwarps, items, lane);
-        unsigned mask = __ballot_sync(0xffffffffu, cur.slot >= 0);
-        if (mask) {
-            int p, t;
-            remote_token_item(a, g, &p, &t);
-            combine_rank_item(a, p, t, lane, mask, cur, a.landing);
-        }
-        cur = next;
-        __syncwarp(); /* the warp's stores before lane 0's release */
-        int last = 0;
-        if (lane == 0 && atomic_add_acq_rel_cta(&step_arrivals[k % OVERLAP_SKEW], 1) == nwb - 1) {
-            /* free the slot by subtracting, not storing 0: an arrival for step k + OVERLAP_SKEW may already be in */
-            atomicSub(&step_arrivals[k % OVERLAP_SKEW], nwb);
-            last = 1;
-        }
-        if (__shfl_sync(0xffffffffu, last, 0)) { /* this warp completed step k: count its tokens */
-            __syncwarp();
-            int g0 = cb * nwb + k * nwarps;
-            count_step_tokens(a, g0, min(g0 + nwb, items), lane, epoch);
-            __syncwarp();
-            if (lane == 0)
-                atomicAdd(&steps_done, 1); /* >= k + 1 completed steps: every step <= k has all its arrivals */
+    for (int i = cb; i < items; i += ncb) {
+        int c = i / others, p = (a.rank + 1 + i % others) % a.nranks;
+        int t0 = c * MOK_LSA_REDUCE_CHUNK, t_end = min(t0 + MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
+        combine_chunk(a, p, t0, t_end, warp, nwarps, lane);
+        __syncthreads(); /* every warp's stores of this chunk issued */
+        if (threadIdx.x == 0) {
+            __threadfence_system();
+            mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
         }
     }
     signal_done(a, 1, ncb); /* over the combining blocks only */

@@ -151,8 +151,6 @@ struct mok_lsa_args {
      * soon as every peer flagged that chunk, inside the combine launch, instead of after every done flag */
     int reduce_overlap;
     size_t off_cflags;     /* window: uint64 [P][ceil(t_max / MOK_LSA_REDUCE_CHUNK)] epoch per (source, chunk) */
-    int32_t *chunk_arrivals; /* reduce=overlap: [P][chunks] tokens of the owner's chunk whose partials this rank has
-                                sent (zero between forwards: the count that completes a chunk resets it) */
     const uint16_t *shared_y; /* [my_tokens][H] or NULL: the shared experts' output, added last by the owner's sum
                                  (the general per-route and per-rank sums only: the megakernel's) */
 };

@@ -112,9 +112,6 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     CUDA(cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * s->nchunks));
     CUDA(cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks));
     CUDA(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
-    size_t arrivals = sizeof(int32_t) * P * ((tmax + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK);
-    CUDA(cudaMalloc((void **)&a->chunk_arrivals, arrivals));
-    CUDA(cudaMemset(a->chunk_arrivals, 0, arrivals));
     CUDA(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
     if (!a->landing) /* landing: rows land in the window, one per (rank, token), and slots read them there */
         CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
@@ -247,7 +244,7 @@ void lsa_teardown(void *state)
     phased_run_destroy(&s->run);
     struct mok_lsa_args *a = &s->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
-                   a->block_off, a->chunk_target, a->ready, a->status, a->chunk_arrivals, a->xin};
+                   a->block_off, a->chunk_target, a->ready, a->status, a->xin};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     cudaFree(s->h);
