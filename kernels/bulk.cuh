@@ -23,6 +23,22 @@ __device__ __forceinline__ void mok_mbar_expect_tx(uint64_t *bar, uint32_t bytes
                  : "memory");
 }
 
+/* One probe of the phase with this parity: true once it has completed. (try_wait may itself suspend the
+ * thread for a short, hardware-chosen time before answering false, so a loop of these is not a hot spin.) */
+__device__ __forceinline__ bool mok_mbar_try_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 " .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
 /* Spins until the barrier's phase with this parity completed. */
 __device__ __forceinline__ void mok_mbar_wait(uint64_t *bar, uint32_t parity)
 {

@@ -49,27 +49,12 @@ __host__ __device__ __forceinline__ size_t ring_smem_bytes(int warps, int row_by
     return RING_BUFS_OFFSET + (size_t)warps * RING_DEPTH * row_bytes;
 }
 
-/* One probe of the buffer's mbarrier phase with this parity (try_wait may suspend briefly before answering). */
-__device__ __forceinline__ bool ring_try_wait(uint64_t *bar, uint32_t parity)
-{
-    uint32_t done;
-    asm volatile("{\n"
-                 " .reg .pred p;\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n"
-                 "}\n"
-                 : "=r"(done)
-                 : "r"(mok_smem_addr(bar)), "r"(parity)
-                 : "memory");
-    return done != 0;
-}
-
 /* mbarrier wait with the clock64 budget every spin in this code has: a local bulk load that never completes is
  * reported (rank, block, warp, buffer) and traps instead of hanging. */
 __device__ __forceinline__ void ring_wait_full(uint64_t *bar, uint32_t parity, const mok_lsa_args &a, int warp, int d)
 {
     long long start = clock64();
-    while (!ring_try_wait(bar, parity)) {
+    while (!mok_mbar_try_wait(mok_smem_addr(bar), parity)) {
         if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
             printf("mok-bench: TIMEOUT rank %d block %d phase ring: warp %d waited for its row load into buffer %d "
                    "(parity %u)\n",

@@ -51,8 +51,8 @@ __device__ __forceinline__ const uint4 *landed_row(const mok_lsa_args &a, int p,
  * (ascending j), one bf16 row to the owner's comb[t][my rank]. It streams like lsa_push_kernel (which runs near the
  * link rate) only if the sum costs few instructions per vector and loads stay in flight: the landing path gathers
  * the token's weights into registers once (no shuffle per vector and route), converts each vector once, and streams
- * the row in batches (stream_landed); the next item's metadata loads while
- * this one streams. 512 threads: at 1024 (64 registers) sm_100 spills the landing loop. */
+ * the row in batches (stream_landed); the next item's metadata loads while this one streams. 512 threads: at 1024
+ * (64 registers) sm_100 spills the landing loop. */
 #define RANK_COMBINE_THREADS 512
 #define RANK_UNROLL 4   /* slots: the accumulators of this many vectors per lane live across the routes */
 #define REG_ROUTES 8    /* routes whose weight sits in a register; more (topk > 8) are read from memory */

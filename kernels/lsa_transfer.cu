@@ -297,6 +297,24 @@ __device__ __forceinline__ void load_token_meta(const mok_lsa_args &a, int t, to
     }
 }
 
+/* The landing layout's own partial from the token's own row vector (every own route reads that one row). */
+__device__ __forceinline__ void weigh_own(uint4 raw, const token_meta &m, float part[8])
+{
+    vec8 in;
+    in.v = raw;
+    float x[8], acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        x[i] = mok_bf16_to_f32(in.h[i]);
+    for (int r = 0; r < m.n_own; r++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += m.w_own[r] * x[i];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        part[i] = mok_bf16_to_f32(mok_f32_to_bf16(acc[i]));
+}
+
 /* Per rank, my own tokens: the partial sum of their routes into my experts, computed where the owner sums
  * rather than sent to myself by the combine (which would cost the few comm SMs a local read and write of every
  * token). The same operations in the same order as the combine's (ascending j, fp32 fma from 0, rounded to bf16),
@@ -304,27 +322,18 @@ __device__ __forceinline__ void load_token_meta(const mok_lsa_args &a, int t, to
  * loaded once. */
 __device__ __forceinline__ void own_partial(const mok_lsa_args &a, const token_meta &m, int t, int v, float part[8])
 {
+    if (a.landing) {
+        weigh_own(m.n_own > 0 ? landed_row(a, a.rank, t)[v] : make_uint4(0, 0, 0, 0), m, part);
+        return;
+    }
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (a.landing && m.n_own > 0) {
+    int vecs = a.hidden / 8;
+    for (int r = 0; r < m.n_own; r++) {
         vec8 in;
-        in.v = landed_row(a, a.rank, t)[v];
-        float x[8];
+        in.v = ((const uint4 *)a.expert_out)[(size_t)m.slot_own[r] * vecs + v];
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            x[i] = mok_bf16_to_f32(in.h[i]);
-        for (int r = 0; r < m.n_own; r++)
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[i] += m.w_own[r] * x[i];
-    } else {
-        int vecs = a.hidden / 8;
-        for (int r = 0; r < m.n_own; r++) {
-            vec8 in;
-            in.v = ((const uint4 *)a.expert_out)[(size_t)m.slot_own[r] * vecs + v];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[i] += m.w_own[r] * mok_bf16_to_f32(in.h[i]);
-        }
+            acc[i] += m.w_own[r] * mok_bf16_to_f32(in.h[i]);
     }
 #pragma unroll
     for (int i = 0; i < 8; i++)
@@ -779,10 +788,71 @@ __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, i
     signal_done(a, 1, ncb); /* over the combining blocks only */
 }
 
+/* Block-wide: every peer has flagged the chunk of my token t (waited: the chunk already waited for; block-uniform). */
+__device__ __forceinline__ void wait_token_chunk(const mok_lsa_args &a, int t, int *waited, uint64_t epoch)
+{
+    int c = t / MOK_LSA_REDUCE_CHUNK;
+    if (c == *waited)
+        return;
+    int q = threadIdx.x;
+    if (q < a.nranks && q != a.rank)
+        mok_wait_geq_sys(overlap_flag(a, a.rank, q, c), epoch, a.rank, "combine",
+                         "chunk flag [source * chunks + chunk]", q * overlap_chunks(a) + c, a.timeout_cycles);
+    __syncthreads();
+    *waited = c;
+}
+
+/* overlap_reduce for the landing layout with the own partials in registers: token t + nrb's metadata and own row
+ * are loaded while token t waits and is summed. After the combine's last chunk flags, what is left of the phase is
+ * each reduce block's last few tokens, and each then costs about one memory round trip (the peers' partials)
+ * instead of four in a row (metadata, own row, flag, partials). Same sums in the same order as overlap_reduce. */
+__device__ __forceinline__ void overlap_reduce_landed(const mok_lsa_args &a, int rb, int nrb)
+{
+    int vecs = a.hidden / 8;
+    uint64_t epoch = a.epoch[0];
+    const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
+    __shared__ token_meta m[2]; /* token k of this block in m[k & 1] */
+    uint4 x[OVERLAP_OWN_VECS];  /* the own row's vectors of the token at hand, then of the next */
+    int t = rb;
+    if (t < a.my_tokens)
+        load_token_meta(a, t, &m[0]);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
+        int v = threadIdx.x + u * blockDim.x;
+        if (t < a.my_tokens && v < vecs)
+            x[u] = landed_row(a, a.rank, t)[v];
+    }
+    int waited = -1;
+    for (int k = 0; t < a.my_tokens; t += nrb, k++) { /* block-uniform */
+        const token_meta &cm = m[k & 1];
+        int tn = t + nrb;
+        if (tn < a.my_tokens) /* warp 0; m[(k + 1) & 1] was last read before the previous iteration's barrier */
+            load_token_meta(a, tn, &m[(k + 1) & 1]);
+        float own[OVERLAP_OWN_VECS][8];
+#pragma unroll
+        for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
+            int v = threadIdx.x + u * blockDim.x;
+            if (v < vecs)
+                weigh_own(x[u], cm, own[u]);
+            if (tn < a.my_tokens && v < vecs) /* the next token's own row, in flight across this token's wait */
+                x[u] = landed_row(a, a.rank, tn)[v];
+        }
+        wait_token_chunk(a, t, &waited, epoch);
+#pragma unroll
+        for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
+            int v = threadIdx.x + u * blockDim.x;
+            if (v < vecs)
+                store_rank_sum(a, comb, t, v, vecs, cm.touched, own[u]);
+        }
+        __syncthreads(); /* every thread is done with m[k & 1]; warp 0's m[(k + 1) & 1] is complete */
+    }
+}
+
 /* Reduce block rb of nrb: reduce_tokens' grid-stride over my tokens with a wait per chunk. */
 __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, int nrb)
 {
-    int vecs = a.hidden / 8, nch = overlap_chunks(a);
+    int vecs = a.hidden / 8;
     uint64_t epoch = a.epoch[0];
     const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
     bool regs = vecs <= OVERLAP_OWN_VECS * (int)blockDim.x; /* grid-uniform */
@@ -803,15 +873,7 @@ __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, in
                     own_partial(a, m, t, v, own[u]);
             }
         }
-        int c = t / MOK_LSA_REDUCE_CHUNK;
-        if (c != waited) { /* block-uniform */
-            int q = threadIdx.x;
-            if (q < a.nranks && q != a.rank)
-                mok_wait_geq_sys(overlap_flag(a, a.rank, q, c), epoch, a.rank, "combine",
-                                 "chunk flag [source * chunks + chunk]", q * nch + c, a.timeout_cycles);
-            __syncthreads();
-            waited = c;
-        }
+        wait_token_chunk(a, t, &waited, epoch);
         if (regs) {
 #pragma unroll
             for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
@@ -838,7 +900,10 @@ __global__ void __launch_bounds__(OVERLAP_THREADS, 1) lsa_combine_rank_overlap_k
                                                                                    int ring)
 {
     if ((int)blockIdx.x >= combine) {
-        overlap_reduce(a, blockIdx.x - combine, gridDim.x - combine);
+        if (a.landing && a.hidden / 8 <= OVERLAP_OWN_VECS * OVERLAP_THREADS) /* grid-uniform */
+            overlap_reduce_landed(a, blockIdx.x - combine, gridDim.x - combine);
+        else
+            overlap_reduce(a, blockIdx.x - combine, gridDim.x - combine);
     } else if (!kRing) {
         overlap_combine(a, blockIdx.x, combine);
     } else {

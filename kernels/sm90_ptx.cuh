@@ -38,22 +38,6 @@ struct mok_sm90_diag {
 
 /* ---- mbarrier ----------------------------------------------------------------------------------------- */
 
-/* One probe of the phase with this parity: true once it has completed. (try_wait may itself suspend the
- * thread for a short, hardware-chosen time before answering false, so a loop of these is not a hot spin.) */
-__device__ __forceinline__ bool mok_mbar_try_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    asm volatile("{\n"
-                 " .reg .pred p;\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n"
-                 "}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return done != 0;
-}
-
 /* A stuck wait or a bad input: record who and what (MOK_SM90_DIAG_* in the role field), then trap.
  *
  * Why not printf, as kernels/lsa_sync.cuh does: printf is a function call, and ptxas serializes every wgmma
