@@ -4,8 +4,11 @@
  * warp transforms it in place (the combine's weighted sum; nothing for the push) and lane 0 stores it to its
  * destination(s) in the peers' windows (shared -> global, one bulk group per row). A buffer is reloaded once its
  * store has *read* it (wait_group.read), not once the remote write completed, so what is on the wire is not held
- * in registers or buffers. Why: warp copies hold every byte in flight in registers, and the combine's fp32 sum
- * leaves few for that: its warp version moved ~240 GB/s with 16 SMs where the plain push moves ~330.
+ * in registers or buffers. The idea: warp copies hold every byte in flight in registers, which the combine's fp32
+ * sum competes for. Measured (results/h200x2/2026-11-30-lsa-comm-v3, 2 x H200, 16 SMs): the ring push moves rows
+ * as fast as the warp push (both at the link rate), the ring combine is slower than the batched warp combine
+ * (three 14 KiB buffers per warp leave room for 5 ring warps per SM, too few to weigh rows at the link rate).
+ * Kept as a tuning option (copy=bulk with layout=landing), not the default.
  *
  * The session-1 bulk pipeline (bulk_pipeline in lsa_transfer.cu, per-route rows) waited for each store's write
  * to complete before reusing its buffer, a NVLink round trip per row; that is why it lost to warp copies. */
@@ -30,19 +33,18 @@ struct ring_smem {
     int flagged_upto;              /* combine: chunk positions whose flag this block has set */
 };
 
-/* Ring warps of a block for rows of row_bytes, and the dynamic shared memory they take (0 warps: a row ring does
- * not fit). Host and device agree on this. */
+/* the row buffers start at this offset of the dynamic shared memory, after the ring_smem header */
+#define RING_BUFS_OFFSET ((sizeof(ring_smem) + 127) / 128 * 128)
+
+/* Ring warps of a block for rows of row_bytes (0: not even one warp's ring fits in max_smem), and the dynamic
+ * shared memory they take. Host and device agree on this. */
 __host__ __device__ __forceinline__ int ring_warps(int row_bytes, int max_smem, int max_warps)
 {
-    long long w = ((long long)max_smem - (long long)((sizeof(ring_smem) + 127) / 128 * 128)) /
-                  ((long long)RING_DEPTH * row_bytes);
+    long long w = ((long long)max_smem - (long long)RING_BUFS_OFFSET) / ((long long)RING_DEPTH * row_bytes);
     if (w > RING_MAX_WARPS)
         w = RING_MAX_WARPS;
     return w > max_warps ? max_warps : w < 0 ? 0 : (int)w;
 }
-
-/* the row buffers start at this offset of the dynamic shared memory, after the ring_smem header */
-#define RING_BUFS_OFFSET ((sizeof(ring_smem) + 127) / 128 * 128)
 
 __host__ __device__ __forceinline__ size_t ring_smem_bytes(int warps, int row_bytes)
 {
@@ -62,6 +64,20 @@ __device__ __forceinline__ void ring_wait_full(uint64_t *bar, uint32_t parity, c
             __trap();
         }
     }
+}
+
+/* reduce=overlap's chunk flags (here because the ring flags chunks too; lsa_transfer.cu includes this file):
+ * chunks of MOK_LSA_REDUCE_CHUNK owner tokens, and the flag of chunk c of owner `owner`'s tokens, set by source
+ * rank src, in the owner's window. */
+__device__ __forceinline__ int overlap_chunks(const mok_lsa_args &a)
+{
+    return (a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
+}
+
+__device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int owner, int src, int c)
+{
+    return (uint64_t *)ncclGetLsaPointer(
+        (ncclWindow_t)a.window, a.off_cflags + ((size_t)src * overlap_chunks(a) + c) * sizeof(uint64_t), owner);
 }
 
 /* The items of one ring warp. Combine (kCombine): the tokens of the block's chunk sequence i = cb, cb + ncb, ...
@@ -110,7 +126,7 @@ template <bool kCombine> struct ring_walker {
           t_end(0), t(warp_), pre_slot(-1), pre_w(0.0f)
     {
         if (kCombine) {
-            int items = (a.nranks - 1) * ((a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK);
+            int items = (a.nranks - 1) * overlap_chunks(a);
             npos = cb < items ? (items - cb + ncb - 1) / ncb : 0;
             if (npos > 0)
                 set_chunk();
@@ -169,12 +185,7 @@ __device__ __forceinline__ void ring_chunks_done(const mok_lsa_args &a, ring_sme
     int others = a.nranks - 1;
     for (int k = old + 1; k <= m; k++) {
         int i = cb + k * ncb, c = i / others, p = (a.rank + 1 + i % others) % a.nranks;
-        uint64_t *flag = (uint64_t *)ncclGetLsaPointer(
-            (ncclWindow_t)a.window,
-            a.off_cflags + ((size_t)a.rank * ((a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK) + c) *
-                               sizeof(uint64_t),
-            p);
-        mok_st_release_sys(flag, epoch);
+        mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
     }
 }
 

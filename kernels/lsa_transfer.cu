@@ -731,18 +731,6 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
 #define OVERLAP_THREADS RANK_COMBINE_THREADS
 #define OVERLAP_OWN_VECS 2 /* own partials held in registers across the chunk wait: vectors per thread */
 
-__device__ __forceinline__ int overlap_chunks(const mok_lsa_args &a)
-{
-    return (a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
-}
-
-/* the flag of chunk c of owner `owner`'s tokens, set by source rank src, in the owner's window */
-__device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int owner, int src, int c)
-{
-    return (uint64_t *)ncclGetLsaPointer(
-        (ncclWindow_t)a.window, a.off_cflags + ((size_t)src * overlap_chunks(a) + c) * sizeof(uint64_t), owner);
-}
-
 /* load_rank_item for token t of source p (t_end: the chunk's end, at most p's token count) */
 __device__ __forceinline__ rank_item load_chunk_item(const mok_lsa_args &a, int p, int t, int t_end, int lane)
 {
