@@ -95,7 +95,8 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
 
 /* small_off: the `small` parameter's value: 0 (auto) lets this small problem take the fused variants, 1 (off)
  * forces the general kernels (multi-kernel schedule, separate combine and sum), 2 (v1) the first one-launch
- * variants; all must give the reference bit for bit. */
+ * variants; reduce_overlap: the `reduce` parameter (1: the owner's sum inside the combine launch, general per-rank
+ * path only); all must give the reference bit for bit. */
 static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off,
                         int reduce_overlap)
 {
