@@ -173,6 +173,22 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_push_kernel(mok_lsa_arg
     signal_done(a, 2);
 }
 
+/* The shared memory one block may opt in to (227 KiB on Hopper), asked once (one device per process): the bulk
+ * launches size their rings and stages from it on every launch. */
+static int block_smem_optin()
+{
+    static int optin = -1; /* kept once known; a failed query is asked again next time */
+    if (optin < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
+            optin = v;
+        else
+            cudaGetLastError(); /* a failed query must not linger as a launch's error */
+    }
+    return optin < 0 ? 0 : optin;
+}
+
 /* copy=bulk, layout=landing: the push and the per-rank combine through per-warp bulk rings (lsa_bulk_ring.cuh),
  * `ring` warps per block, every one a ring warp. */
 __global__ void lsa_push_ring_kernel(mok_lsa_args a, int ring)
@@ -197,9 +213,7 @@ __global__ void lsa_combine_rank_ring_kernel(mok_lsa_args a, int ring)
  * shared-memory limit raised to it. 0: not even one warp's ring fits (supports() rejects that). */
 template <typename Kernel> static int ring_config(Kernel kernel, int hidden, int max_warps, size_t *smem)
 {
-    int dev = 0, max_smem = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int max_smem = block_smem_optin();
     int warps = ring_warps(hidden * 2, max_smem, max_warps);
     *smem = ring_smem_bytes(warps, hidden * 2);
     if (warps > 0)
@@ -209,9 +223,7 @@ template <typename Kernel> static int ring_config(Kernel kernel, int hidden, int
 
 extern "C" int mok_lsa_ring_fits(int hidden)
 {
-    int dev = 0, max_smem = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int max_smem = block_smem_optin();
     return ring_warps(hidden * 2, max_smem, RING_MAX_WARPS) > 0;
 }
 
@@ -380,6 +392,20 @@ __device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint
     store_y(a, t, v, vecs, acc);
 }
 
+/* store_rank_sum for the U vectors per thread of token t whose own partials a block holds in registers (vector
+ * threadIdx.x + u * blockDim.x in own[u]). */
+template <int U>
+__device__ __forceinline__ void store_rank_sums(const mok_lsa_args &a, const uint4 *comb, int t, int vecs,
+                                                unsigned touched, const float (&own)[U][8])
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int v = threadIdx.x + u * blockDim.x;
+        if (v < vecs)
+            store_rank_sum(a, comb, t, v, vecs, touched, own[u]);
+    }
+}
+
 /* The owner's fixed-order sum: one block per token (grid-stride). */
 __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
 {
@@ -518,9 +544,7 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel
 /* As many row stages per warp as fit in the shared memory a block may use (227 KiB on Hopper). */
 static int pipe_stages(int hidden, size_t *smem_bytes)
 {
-    int dev = 0, max_smem = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    int max_smem = block_smem_optin();
     int stages = MAX_STAGES;
     while (stages > LAG + 1 && PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2) > (size_t)max_smem)
         stages--;
@@ -676,13 +700,7 @@ __global__ void __launch_bounds__(WIDE_COMBINE_THREADS) lsa_combine_rank_reduce_
     if (t >= a.my_tokens)
         return;
     const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
-#pragma unroll
-    for (int u = 0; u < WIDE_OWN_VECS; u++) {
-        int v = threadIdx.x + u * blockDim.x;
-        if (v >= vecs)
-            continue;
-        store_rank_sum(a, comb, t, v, vecs, touched, own[u]);
-    }
+    store_rank_sums(a, comb, t, vecs, touched, own);
 }
 
 extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
@@ -827,12 +845,7 @@ __device__ __forceinline__ void overlap_reduce_landed(const mok_lsa_args &a, int
                 x[u] = landed_row(a, a.rank, tn)[v];
         }
         wait_token_chunk(a, t, &waited, epoch);
-#pragma unroll
-        for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
-            int v = threadIdx.x + u * blockDim.x;
-            if (v < vecs)
-                store_rank_sum(a, comb, t, v, vecs, cm.touched, own[u]);
-        }
+        store_rank_sums(a, comb, t, vecs, cm.touched, own);
         __syncthreads(); /* every thread is done with m[k & 1]; warp 0's m[(k + 1) & 1] is complete */
     }
 }
@@ -863,13 +876,7 @@ __device__ __forceinline__ void overlap_reduce(const mok_lsa_args &a, int rb, in
         }
         wait_token_chunk(a, t, &waited, epoch);
         if (regs) {
-#pragma unroll
-            for (int u = 0; u < OVERLAP_OWN_VECS; u++) {
-                int v = threadIdx.x + u * blockDim.x;
-                if (v >= vecs)
-                    continue;
-                store_rank_sum(a, comb, t, v, vecs, touched, own[u]);
-            }
+            store_rank_sums(a, comb, t, vecs, touched, own);
         } else {
             for (int v = threadIdx.x; v < vecs; v += blockDim.x) { /* reduce_tokens' per-rank sum */
                 float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
