@@ -60,8 +60,9 @@ struct mok_layer_desc {
     int dispatch_push;        /* 0: destinations pull rows; 1: owners push them */
     int raster;               /* GEMM tile order within an expert: 0 m-major, 1 n-major (neighbouring SMs share
                                  the weight tile) */
-    int own_first;            /* with dispatch_push: 1, own rows are copied into the expert slots first and their
-                                 GEMM1 tiles run while the peers' rows are still arriving */
+    int own_first;            /* with dispatch_push, K in 1..65536: the own rows of the first K local experts are
+                                 copied into their slots first and those GEMM1 tiles run while the peers' rows are
+                                 still arriving (K >= the local experts: all; their weights then stream twice) */
     int lockstep;             /* 1: a GEMM tile starts once the previous wave's tiles have (keeps the SMs that share
                                  a weight tile in step) */
 };

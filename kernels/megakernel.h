@@ -39,8 +39,10 @@ struct mok_mega_args {
                                 after the dispatch; 0, the comm blocks send */
     int combine_blocks;      /* of the comm blocks, how many send the combine; the others join the compute blocks
                                 once their part of the dispatch is done. 0 (or comm_blocks): all of them */
-    int own_first;           /* dispatch=push only: 1, the compute blocks copy own rows first and GEMM1's own-row
-                                tiles go first (they need no push); the comm blocks copy the landed rows */
+    int own_first;           /* dispatch=push only, K >= 1: the compute blocks copy the own rows of the first K local
+                                experts first and those experts' own-row GEMM1 tiles go first (they need no push,
+                                so they fill the push's time); the comm blocks copy the rest. K >= local experts:
+                                all of them (every expert's weights then stream twice) */
     int lockstep;            /* 1: a unit starts once every unit of the previous wave (tickets / compute blocks) has
                                 started: the blocks sharing a weight tile stay in step */
     int raster;              /* tile order within an expert: 0 m-major, 1 n-major (as mok_gemm_sm90_config.raster) */

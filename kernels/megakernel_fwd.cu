@@ -58,6 +58,7 @@ constexpr int kSlotBBytes = kTileN * kRowBytes;
 constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
+constexpr int kOwnFirstMax = 1 << 16; /* own_first: leading experts (a value >= the local experts means all) */
 
 /* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
  * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
@@ -144,8 +145,9 @@ __device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target,
  * tokens' rows, into the expert slots GEMM1's TMA reads: chunks [c0, c1), chunk c by part (c - c0) % parts,
  * releasing each chunk's ready counter by the rows copied (each warp its own, after its copies: the counter
  * reaches chunk_target once every row of the chunk is in). Local traffic at HBM rate. Who copies what:
- *   own_first: the compute blocks copy every chunk's own rows (kScatterOwn: no push to wait for) before their
- *     tiles, whose own-row units go first; the comm blocks, done pushing, copy the landed rows (kScatterRemote).
+ *   own_first = K: the compute blocks copy the own rows (kScatterOwn: no push to wait for) of the chunks of the
+ *     first K experts (own_chunks) before their tiles, whose own-row units of those experts go first; the comm
+ *     blocks, done pushing, copy those chunks' landed rows (kScatterRemote), then every row of the later chunks.
  *   else: the compute blocks copy the first round (one chunk each, kScatterAll) before their tiles; the comm
  *     blocks the rest, in order, ahead of the GEMM1 tiles that need them (rows are copied faster than GEMM1
  *     consumes them). */
@@ -199,6 +201,13 @@ __device__ __forceinline__ int slot_chunks(const mok_lsa_args &a)
 __device__ __forceinline__ int first_round(const mok_lsa_args &a, const mok_mega_args &m)
 {
     return min(slot_chunks(a), (int)gridDim.x - m.comm_blocks);
+}
+/* own_first = K: the chunks holding the rows of the first K experts (the last may hold some of expert K's too:
+ * whoever copies a chunk's own rows copies them all, so each row is copied once). */
+__device__ __forceinline__ int own_chunks(const mok_lsa_args &a, const mok_mega_args &m)
+{
+    const int rows = min(a.offset[min(m.own_first, a.local_experts)], a.capacity);
+    return min(slot_chunks(a), (rows + a.chunk_rows - 1) / a.chunk_rows);
 }
 
 /* Unit u of the compute blocks' list: GEMM1's units [0, u1) (m-tile major, then h column tile), then GEMM2's. */
@@ -482,9 +491,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             return (r1 - r0) / kTileM;
         });
     const bool own_first = m.own_first && a.push;
-    if (own_first) /* own-only row blocks per group (own rows need no push: their GEMM1 tiles go first) */
+    if (own_first) /* own-only row blocks of the first own_first groups (own rows need no push: their GEMM1 tiles
+                    * go first); the later groups have none, so their blocks keep the plain order. Only a few groups:
+                    * each group's row blocks split in two passes stream its weight tiles twice */
         for (int g = threadIdx.x; g < groups; g += blockDim.x)
-            own_pack[g] = own_row_blocks(a, g);
+            own_pack[g] = g < m.own_first ? own_row_blocks(a, g) : 0;
     __syncthreads(); /* every thread of this block is in this role now */
     if (own_first && warp == 0)
         warp_group_prefix(groups, lane, own_start, [&](int g) { return own_pack[g] >> 16; });
@@ -513,8 +524,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __syncthreads();
     if (!joiner) {
         if (a.push && m.skip != 1) { /* skip 1: the slots still hold the last full forward's rows */
-            if (own_first) /* every chunk's own rows (the comm blocks copy the landed ones) */
-                scatter_landed(a, 0, slot_chunks(a), cta, nctas, kScatterOwn, diag);
+            if (own_first) /* the own rows of the first experts' chunks (the comm blocks copy the rest) */
+                scatter_landed(a, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
             else /* one chunk each (the comm blocks copy the rest) */
                 scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
         }
@@ -767,10 +778,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
         comm_dispatch(m);
-        if (m.lsa.push && m.skip != 1) { /* the landed rows (own_first), or the chunks past the first round */
-            if (m.own_first)
-                scatter_landed(m.lsa, 0, slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);
-            else
+        if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
+                                            * of the others; else the chunks past the first round */
+            if (m.own_first) {
+                const int own = own_chunks(m.lsa, m);
+                scatter_landed(m.lsa, 0, own, (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);
+                scatter_landed(m.lsa, own, slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, kScatterAll, diag);
+            } else
                 scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
                                kScatterAll, diag);
         }
@@ -850,9 +864,10 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
         return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (GEMM2's epilogue sends "
                    "one row per route)", m->send_from_gemm);
-    if (m->own_first < 0 || m->own_first > 1 || (m->own_first && !a.push))
-        return say(why, why_len, "own_first %lld: 0, or 1 with dispatch=push (own rows are copied before the push "
-                   "lands and their GEMM1 tiles go first)", m->own_first);
+    if (m->own_first < 0 || m->own_first > kOwnFirstMax || (m->own_first && !a.push))
+        return say(why, why_len, "own_first %lld: 0, or 1..65536 experts with dispatch=push (the own rows of the first "
+                   "own_first local experts are copied before the push lands and their GEMM1 tiles go first)",
+                   m->own_first);
     if (a.hidden / kTileN > 255 || m->inter / (kTileN / 2) > 255 || a.capacity / kTileM >= (1 << 21))
         return say(why, why_len, "hidden %lld, intermediate or capacity too large for the unit packing (at most 255 "
                    "column tiles of each GEMM and 2^21 row blocks)", a.hidden);

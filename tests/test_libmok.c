@@ -280,6 +280,10 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
     rc = mok_layer_check(comm, &d, err, sizeof err);
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "shared_intermediate = 100"), "shared_intermediate 100: %s (%s)",
        mok_status_string(rc), err);
+    d = *good;
+    d.own_first = -1;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "own_first = -1"), "own_first -1: %s (%s)", mok_status_string(rc), err);
     rc = mok_layer_check(comm, good, err, sizeof err);
     CK(rc == MOK_OK, "a good description: %s (%s)", mok_status_string(rc), err);
     return 0;
@@ -324,9 +328,9 @@ int main(int argc, char **argv)
         {4, 0, 0, 0, 0, 0, 0, 0, 0},  {4, 1, 0, 1, 0, 1, 0, 0, 0},  {2, 0, 1, 0, 0, 0, 0, 0, 0},
         {2, 1, 1, 1, 0, 1, 0, 0, 0},  {4, 0, 0, 1, SI, 2, 0, 0, 0}, {2, 1, 1, 0, SI, 0, 0, 0, 0},
         {4, 0, 0, 1, 0, 0, 1, 0, 0},  {2, 0, 1, 0, SI, 0, 1, 0, 0}, {2, 0, 1, 1, SI, 0, 1, 1, 1},
-        {4, 1, 1, 1, 0, 0, 0, 1, 1}};
+        {4, 1, 1, 1, 0, 0, 0, 1, E},  {2, 0, 1, 0, 0, 0, 1, 0, 2}};
     /* combine_sms < comm_sms: the other comm SMs join the GEMMs after the dispatch; send: GEMM2 sends the rows;
-     * lockstep, own_first (push only) */
+     * lockstep, own_first (push only: the first 1 or 2 local experts' own rows first, or all E / nranks) */
     int nvar = (int)(sizeof variants / sizeof variants[0]), failures = 0;
     char err[512];
     for (int v = 0; v < nvar; v++) {

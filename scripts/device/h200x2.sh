@@ -38,6 +38,7 @@ for step in $STEPS; do
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
     mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     megareport) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-report.json; echo "rc=$?";;  # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
+    megaownfirst) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-own-first.json; echo "rc=$?";;  # own_first = 0 / K experts / all
     megabreakdown) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
     megasanitize) for tool in memcheck racecheck; do
         timeout 300 $MPIRUN -np $NP compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $BIN -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1

@@ -128,8 +128,9 @@ static const struct mok_param_def megakernel_params[] = {
      "only) and every comm SM runs GEMM tiles after the dispatch; 0: the comm SMs send", NULL, 0, 0, 1, 0},
     {"lockstep", "1: a GEMM tile starts once every tile of the previous wave (one per compute SM) has started, so the "
      "SMs that share a weight tile stay in step", NULL, 0, 0, 1, 0},
-    {"own_first", "dispatch=push only: 1, own rows are copied into the slots first and their GEMM1 tiles run while "
-     "the peers' rows are still arriving", NULL, 0, 0, 1, 0},
+    {"own_first", "dispatch=push only, K >= 1: the own rows of the first K local experts are copied into the slots "
+     "first and those GEMM1 tiles run while the peers' rows are still arriving (K >= local experts: all)", NULL, 0, 0,
+     65536, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {

@@ -109,9 +109,12 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    d->combine_sms, d->comm_sms ? d->comm_sms : 16);
     if (d->chunk_rows < 0)
         return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 128) or positive", d->chunk_rows);
+    if (d->own_first < 0 || d->own_first > 65536)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = %d: 0 (off) or 1..65536 (leading experts whose own "
+                   "rows go first)", d->own_first);
     if (d->own_first && !d->dispatch_push)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = 1 with dispatch_push = 0: own rows go first only "
-                   "when the peers push theirs (dispatch_push = 1)");
+        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = %d with dispatch_push = 0: own rows go first only "
+                   "when the peers push theirs (dispatch_push = 1)", d->own_first);
     if (d->send_from_gemm && d->combine_per_rank)
         return say(err, err_len, MOK_ERR_ARGUMENT, "send_from_gemm = 1 with combine_per_rank = 1: the GEMM epilogue "
                    "sends one row per route (combine_per_rank = 0)");
@@ -121,7 +124,6 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
         (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
         (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
-        (rc = check_flag("own_first", d->own_first, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
