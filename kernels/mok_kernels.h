@@ -154,7 +154,9 @@ struct mok_lsa_args {
     const uint16_t *shared_y; /* [my_tokens][H] or NULL: the shared experts' output, added last by the owner's sum
                                  (the general per-route and per-rank sums only: the megakernel's) */
 };
+#ifndef MOK_LSA_REDUCE_CHUNK /* a build may set it (-D) to measure another granularity */
 #define MOK_LSA_REDUCE_CHUNK 64 /* owner tokens per chunk flag of reduce=overlap */
+#endif
 
 /* Kernel 1: next epoch; my table into my window; flag every peer. */
 int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream);
