@@ -50,6 +50,7 @@ for step in $STEPS; do
         --impl megakernel --out "$R/tune-check-megakernel"; echo "rc=$?";;
     graphsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-graph-small" tests/gpu_graph_small.json; echo "rc=$?";;
     comm) $MPIRUN -np $NP $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
+    commbest) $MPIRUN -np $NP $BIN -o "$R" configs/comm-deepseek-best.json; echo "rc=$?";;  # the best lsa candidates, 100 iterations
     commsmallbatch) $MPIRUN -np $NP $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
     probe) $MPIRUN -np $NP $BIN --probe; echo "rc=$?";;
     quick) $MPIRUN -np $NP $BIN -o "$R" configs/quick.json; echo "rc=$?";;
