@@ -81,8 +81,8 @@ __device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int own
 }
 
 /* The items of one ring warp. Combine (kCombine): the tokens of the block's chunk sequence i = cb, cb + ncb, ...
- * over (peer p, chunk c of MOK_LSA_REDUCE_CHUNK tokens) pairs, rank-rotated like overlap_combine's (single chunks
- * throughout), this warp taking tokens t0 + warp, t0 + warp + nwarps, ... of each chunk. Push: own tokens t = warp, warp + nwarps, ... (warp over the
+ * over (peer p, 64-token chunk c) pairs, ordered like overlap_combine's (rank-rotated), this warp taking tokens
+ * t0 + warp, t0 + warp + nwarps, ... of each chunk. Push: own tokens t = warp, warp + nwarps, ... (warp over the
  * grid) with at least one remote destination rank. The candidate's routing is loaded one step ahead, so its
  * latency hides behind the row being summed and stored. */
 template <bool kCombine> struct ring_walker {

@@ -739,9 +739,8 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
 /* ---- reduce=overlap (per rank, general path): the owner's sum inside the combine launch, chunk by chunk ---------
  * lsa_reduce_kernel starts only after every rank's done flag, so its HBM traffic (peers' partials, own rows, y) is
  * exposed after the transfer. Here one cooperative launch of `combine` blocks plus a reduce block on every other
- * SM: combine blocks send whole chunks (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner, two at a time but for
- * the last round, owners interleaved and rotated by this rank as rank_token_item does) and after each chunk store
- * the epoch into that chunk's flag
+ * SM: combine blocks send whole chunks (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner, owners interleaved
+ * and rotated by this rank as rank_token_item does) and after each chunk store the epoch into that chunk's flag
  * [my rank][chunk] in the owner's window (every chunk of every owner, empty ones included, so an owner can wait
  * for all its peers). Reduce blocks walk the owner's tokens as reduce_tokens does (grid-stride), form the own
  * partial, wait for the token's chunk flags of every peer, and sum in reduce_tokens' order: y is bitwise the same.
@@ -776,30 +775,20 @@ __device__ __forceinline__ void combine_chunk(const mok_lsa_args &a, int p, int 
     }
 }
 
-/* Combine block cb of ncb: items i = cb, cb + ncb, ... over (peer, chunks), each chunk flagged once done. The
- * early chunks go in pairs (one block barrier and flag step per 2 x MOK_LSA_REDUCE_CHUNK tokens), the last round
- * of items (ncb of them) singly: the owner's sum left after the last flags is then ncb single chunks. Measured
- * (2 x H200, DeepSeek-V3 rows, 16 combine SMs, results/h200x2/2026-11-30-lsa-comm-v4): every chunk of 64 tokens
- * leaves ~1024 tokens to sum after the last flag; every chunk of 32 shrinks that tail (4096 tokens: -10 us) but
- * doubles the barriers (8192: no gain), every chunk of 16 loses at both. */
+/* Combine block cb of ncb: chunk items i = cb, cb + ncb, ... of (P - 1) x chunks, each flagged once done. */
 __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, int ncb)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    int others = a.nranks - 1, chunks = overlap_chunks(a);
-    int tail = min(chunks, (ncb + others - 1) / others); /* chunks per peer sent singly, at the end */
-    int split = (chunks - tail) & ~1;                   /* chunks [0, split) go in pairs */
-    int pairs = others * (split / 2), items = pairs + others * (chunks - split);
+    int others = a.nranks - 1, items = others * overlap_chunks(a);
     uint64_t epoch = a.epoch[0];
     for (int i = cb; i < items; i += ncb) {
-        int j = i < pairs ? i : i - pairs, n = i < pairs ? 2 : 1;
-        int c = i < pairs ? 2 * (j / others) : split + j / others, p = (a.rank + 1 + j % others) % a.nranks;
-        int t0 = c * MOK_LSA_REDUCE_CHUNK, t_end = min(t0 + n * MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
+        int c = i / others, p = (a.rank + 1 + i % others) % a.nranks;
+        int t0 = c * MOK_LSA_REDUCE_CHUNK, t_end = min(t0 + MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
         combine_chunk(a, p, t0, t_end, warp, nwarps, lane);
-        __syncthreads(); /* every warp's stores of these chunks issued */
+        __syncthreads(); /* every warp's stores of this chunk issued */
         if (threadIdx.x == 0) {
             __threadfence_system();
-            for (int k = 0; k < n; k++)
-                mok_st_release_sys(overlap_flag(a, p, a.rank, c + k), epoch);
+            mok_st_release_sys(overlap_flag(a, p, a.rank, c), epoch);
         }
     }
     signal_done(a, 1, ncb); /* over the combining blocks only */

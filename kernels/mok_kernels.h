@@ -155,8 +155,7 @@ struct mok_lsa_args {
                                  (the general per-route and per-rank sums only: the megakernel's) */
 };
 #ifndef MOK_LSA_REDUCE_CHUNK /* a build may set it (-D) to measure another granularity */
-#define MOK_LSA_REDUCE_CHUNK 32 /* owner tokens per chunk flag of reduce=overlap (the combine sends pairs of them
-                                   but for the last round: overlap_combine) */
+#define MOK_LSA_REDUCE_CHUNK 64 /* owner tokens per chunk flag of reduce=overlap */
 #endif
 
 /* Kernel 1: next epoch; my table into my window; flag every peer. */
