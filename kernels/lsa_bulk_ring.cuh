@@ -67,11 +67,11 @@ __device__ __forceinline__ void ring_wait_full(uint64_t *bar, uint32_t parity, c
 }
 
 /* reduce=overlap's chunk flags (here because the ring flags chunks too; lsa_transfer.cu includes this file):
- * chunks of MOK_LSA_REDUCE_CHUNK owner tokens, and the flag of chunk c of owner `owner`'s tokens, set by source
+ * chunks of a.reduce_chunk owner tokens, and the flag of chunk c of owner `owner`'s tokens, set by source
  * rank src, in the owner's window. */
 __device__ __forceinline__ int overlap_chunks(const mok_lsa_args &a)
 {
-    return (a.t_max + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
+    return (a.t_max + a.reduce_chunk - 1) / a.reduce_chunk;
 }
 
 __device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int owner, int src, int c)
@@ -81,7 +81,7 @@ __device__ __forceinline__ uint64_t *overlap_flag(const mok_lsa_args &a, int own
 }
 
 /* The items of one ring warp. Combine (kCombine): the tokens of the block's chunk sequence i = cb, cb + ncb, ...
- * over (peer p, 64-token chunk c) pairs, ordered like overlap_combine's (rank-rotated), this warp taking tokens
+ * over (peer p, chunk c) pairs, ordered like overlap_combine's (rank-rotated), this warp taking tokens
  * t0 + warp, t0 + warp + nwarps, ... of each chunk. Push: own tokens t = warp, warp + nwarps, ... (warp over the
  * grid) with at least one remote destination rank. The candidate's routing is loaded one step ahead, so its
  * latency hides behind the row being summed and stored. */
@@ -97,8 +97,8 @@ template <bool kCombine> struct ring_walker {
     {
         int others = a.nranks - 1, i = cb + pos * ncb, c = i / others;
         p = (a.rank + 1 + i % others) % a.nranks;
-        t0 = c * MOK_LSA_REDUCE_CHUNK;
-        t_end = min(t0 + MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
+        t0 = c * a.reduce_chunk;
+        t_end = min(t0 + a.reduce_chunk, a.all_tokens[p]);
         t = t0 + warp;
     }
 

@@ -739,7 +739,7 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
 /* ---- reduce=overlap (per rank, general path): the owner's sum inside the combine launch, chunk by chunk ---------
  * lsa_reduce_kernel starts only after every rank's done flag, so its HBM traffic (peers' partials, own rows, y) is
  * exposed after the transfer. Here one cooperative launch of `combine` blocks plus a reduce block on every other
- * SM: combine blocks send whole chunks (MOK_LSA_REDUCE_CHUNK consecutive tokens of one owner, owners interleaved
+ * SM: combine blocks send whole chunks (reduce_chunk consecutive tokens of one owner, owners interleaved
  * and rotated by this rank as rank_token_item does) and after each chunk store the epoch into that chunk's flag
  * [my rank][chunk] in the owner's window (every chunk of every owner, empty ones included, so an owner can wait
  * for all its peers). Reduce blocks walk the owner's tokens as reduce_tokens does (grid-stride), form the own
@@ -783,7 +783,7 @@ __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, i
     uint64_t epoch = a.epoch[0];
     for (int i = cb; i < items; i += ncb) {
         int c = i / others, p = (a.rank + 1 + i % others) % a.nranks;
-        int t0 = c * MOK_LSA_REDUCE_CHUNK, t_end = min(t0 + MOK_LSA_REDUCE_CHUNK, a.all_tokens[p]);
+        int t0 = c * a.reduce_chunk, t_end = min(t0 + a.reduce_chunk, a.all_tokens[p]);
         combine_chunk(a, p, t0, t_end, warp, nwarps, lane);
         __syncthreads(); /* every warp's stores of this chunk issued */
         if (threadIdx.x == 0) {
@@ -797,7 +797,7 @@ __device__ __forceinline__ void overlap_combine(const mok_lsa_args &a, int cb, i
 /* Block-wide: every peer has flagged the chunk of my token t (waited: the chunk already waited for; block-uniform). */
 __device__ __forceinline__ void wait_token_chunk(const mok_lsa_args &a, int t, int *waited, uint64_t epoch)
 {
-    int c = t / MOK_LSA_REDUCE_CHUNK;
+    int c = t / a.reduce_chunk;
     if (c == *waited)
         return;
     int q = threadIdx.x;

@@ -147,16 +147,21 @@ struct mok_lsa_args {
     const float *my_w;
     int my_tokens;
     uint16_t *y;           /* [my_tokens][H] */
-    /* reduce=overlap (per rank, general path): the owner sums each chunk of MOK_LSA_REDUCE_CHUNK of its tokens as
-     * soon as every peer flagged that chunk, inside the combine launch, instead of after every done flag */
+    /* reduce=overlap (per rank, general path): the owner sums each chunk of reduce_chunk of its tokens as soon as
+     * every peer flagged that chunk, inside the combine launch, instead of after every done flag */
     int reduce_overlap;
-    size_t off_cflags;     /* window: uint64 [P][ceil(t_max / MOK_LSA_REDUCE_CHUNK)] epoch per (source, chunk) */
+    int reduce_chunk;      /* owner tokens per chunk flag, >= MOK_LSA_REDUCE_CHUNK_MIN (0: mok_lsa_layout sets the
+                              default) */
+    size_t off_cflags;     /* window: uint64 [P][ceil(t_max / reduce_chunk)] epoch per (source, chunk) */
     const uint16_t *shared_y; /* [my_tokens][H] or NULL: the shared experts' output, added last by the owner's sum
                                  (the general per-route and per-rank sums only: the megakernel's) */
 };
-#ifndef MOK_LSA_REDUCE_CHUNK /* a build may set it (-D) to measure another granularity */
-#define MOK_LSA_REDUCE_CHUNK 64 /* owner tokens per chunk flag of reduce=overlap */
-#endif
+/* reduce=overlap's chunk of owner tokens per flag: the default, and the smallest the window's flags are sized for.
+ * Finer chunks let the owner's sum follow the combine more closely (less of it left after the last flag) but cost
+ * a block barrier and a flag per chunk: measured best at 32 for 4096 DeepSeek-V3 tokens, 64 for 8192 (2 x H200,
+ * results/h200x2/2026-11-30-lsa-comm-v4), hence a tuning parameter. */
+#define MOK_LSA_REDUCE_CHUNK 64
+#define MOK_LSA_REDUCE_CHUNK_MIN 16
 
 /* Kernel 1: next epoch; my table into my window; flag every peer. */
 int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream);

@@ -12,7 +12,9 @@ size_t mok_lsa_layout(struct mok_lsa_args *a, int input_slots)
     a->sched_blocks = (int)((tmax * k + ROUTES_PER_SCHED_BLOCK - 1) / ROUTES_PER_SCHED_BLOCK);
     if (a->sched_blocks < 1)
         a->sched_blocks = 1;
-    size_t reduce_chunks = (tmax + MOK_LSA_REDUCE_CHUNK - 1) / MOK_LSA_REDUCE_CHUNK;
+    if (a->reduce_chunk < MOK_LSA_REDUCE_CHUNK_MIN) /* not set (paths without reduce=overlap) */
+        a->reduce_chunk = MOK_LSA_REDUCE_CHUNK;
+    size_t reduce_chunks = (tmax + MOK_LSA_REDUCE_CHUNK_MIN - 1) / MOK_LSA_REDUCE_CHUNK_MIN; /* for any chunk size */
     a->off_flags = 0;
     a->off_cflags = ALIGN(sizeof(uint64_t) * 3 * MOK_LSA_MAX_RANKS);
     a->off_table = a->off_cflags + ALIGN(sizeof(uint64_t) * P * (reduce_chunks ? reduce_chunks : 1));

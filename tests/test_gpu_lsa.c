@@ -98,7 +98,7 @@ static void check_dispatched_rows(const struct mok_lsa_args *a, const struct mok
  * variants; reduce_overlap: the `reduce` parameter (1: the owner's sum inside the combine launch, general per-rank
  * path only); all must give the reference bit for bit. */
 static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, int landing, int push, int small_off,
-                        int reduce_overlap)
+                        int reduce_overlap, int reduce_chunk)
 {
     struct mok_problem_spec spec = comm_spec(300, 512, 16, 4, 4.0);
     struct mok_problem p;
@@ -108,8 +108,9 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
         return;
     }
     const struct mok_impl_ops *ops = mok_impl_find("lsa");
-    /* sms combine tile chunk copy layout dispatch launch small reduce */
-    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push, 0, small_off, reduce_overlap};
+    /* sms combine tile chunk copy layout dispatch launch small reduce reduce_chunk (0: the default) */
+    int params[MOK_MAX_PARAMS] = {3, combine_per_rank, 64, 7, bulk, landing, push, 0, small_off, reduce_overlap,
+                                  reduce_chunk};
     void *st = NULL;
     if (ops->setup(&st, &p, cl, params, 4, err, sizeof(err))) {
         EXPECT(0, "setup: %s", err);
@@ -240,13 +241,18 @@ int main(int argc, char **argv)
     for (int small_off = 0; small_off < 3; small_off++) /* small = auto, off, v1 */
         for (int per_rank = 0; per_rank < 2; per_rank++) {
             for (int bulk = 0; bulk < 2; bulk++)
-                run_variant(&cl, per_rank, bulk, 0, 0, small_off, 0);
-            run_variant(&cl, per_rank, 0, 1, 0, small_off, 0);
-            run_variant(&cl, per_rank, 0, 1, 1, small_off, 0);
+                run_variant(&cl, per_rank, bulk, 0, 0, small_off, 0, 0);
+            run_variant(&cl, per_rank, 0, 1, 0, small_off, 0, 0);
+            run_variant(&cl, per_rank, 0, 1, 1, small_off, 0, 0);
         }
     for (int small_off = 0; small_off < 3; small_off++) /* the bulk rings: push + per-rank combine, landing */
         for (int overlap = 0; overlap < 2; overlap++)
-            run_variant(&cl, 1, 1, 1, 1, small_off, overlap);
+            run_variant(&cl, 1, 1, 1, 1, small_off, overlap, 0);
+    /* reduce=overlap with the warp combine and the ring, chunk flags per 16 (the smallest) and 48 tokens (300 tokens:
+     * a partial last chunk) */
+    for (int ring = 0; ring < 2; ring++)
+        for (int chunk = 16; chunk <= 48; chunk += 32)
+            run_variant(&cl, 1, ring, 1, 1, 1, 1, chunk);
     run_overflow(&cl);
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

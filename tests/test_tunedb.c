@@ -101,7 +101,7 @@ static void test_round_trip(void)
 
     /* Replace in place: same key and impl, new params and time. */
     struct mok_tune_entry e = make_entry(1);
-    strcpy(e.params, "sms=32,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=stream,small=auto,reduce=after");
+    strcpy(e.params, "sms=32,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=stream,small=auto,reduce=after,reduce_chunk=64");
     e.time_us = 1089.8240208625793;
     CHECK(mok_tunedb_put(&db, &e) == 0 && db.n == 7, "replace grew the db to %d", db.n);
     const struct mok_tune_entry *f = mok_tunedb_find(&db, &e.key, "lsa");
@@ -246,7 +246,7 @@ static void expect_stale(const char *impl, const char *mode, const char *params,
     printf("  %-66.66s %s\n", params, why);
 }
 
-#define LSA_OK "sms=16,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=graph,small=off,reduce=after"
+#define LSA_OK "sms=16,combine=per_rank,tile_rows=128,chunk_rows=256,copy=warp,layout=landing,dispatch=push,launch=graph,small=off,reduce=after,reduce_chunk=64"
 
 static void test_stale(void)
 {

@@ -1,5 +1,6 @@
 /* desc: the table of implementations and their tuning parameters (see desc.h). */
 #include "desc.h"
+#include "mok_kernels.h" /* MOK_LSA_REDUCE_CHUNK (the lsa reduce_chunk default) */
 
 #include <stdio.h>
 #include <string.h>
@@ -72,8 +73,10 @@ static const struct mok_param_def lsa_params[] = {
     SMALL_PARAM,
     {"reduce", "combine=per_rank, general path (not the small fused ones): after: the owner sums once every rank's "
      "done flag is in (a separate kernel); overlap: one cooperative launch, reduce blocks on the SMs the combine "
-     "leaves sum each 64-token chunk as soon as every peer flagged it (same order, bitwise the same y)",
+     "leaves sum each chunk of reduce_chunk tokens as soon as every peer flagged it (same order, bitwise the same y)",
      reduce_choices, 2, 0, 1, 0},
+    {"reduce_chunk", "reduce=overlap: owner tokens per chunk flag; finer chunks leave less of the sum after the last "
+     "flag but cost a barrier and a flag each", NULL, 0, MOK_LSA_REDUCE_CHUNK_MIN, 1024, MOK_LSA_REDUCE_CHUNK},
 };
 
 static const char *const kernel_choices[] = {"sm90", "portable"};
@@ -140,7 +143,7 @@ static const struct mok_impl_desc impl_descs[] = {
      "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another", 5,
      nccl_overlap_params},
     {"lsa", "comm", "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host "
-     "sync", 10, lsa_params},
+     "sync", 11, lsa_params},
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
      0, NULL},
     {"cublas-gemm", "gemm", "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart",

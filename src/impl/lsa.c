@@ -48,6 +48,11 @@ int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, cons
         snprintf(why, (size_t)why_len, "sms %d > the GPU's %d SMs", params[P_SMS], sms);
         return 0;
     }
+    if (params[P_REDUCE] != 1 && params[P_REDUCE_CHUNK] && params[P_REDUCE_CHUNK] != MOK_LSA_REDUCE_CHUNK) {
+        snprintf(why, (size_t)why_len, "reduce_chunk %d with reduce=after: only reduce=overlap has chunk flags (leave "
+                 "it at %d)", params[P_REDUCE_CHUNK], MOK_LSA_REDUCE_CHUNK);
+        return 0;
+    }
     if (params[P_REDUCE] == 1 && params[P_COMBINE] != 1) {
         snprintf(why, (size_t)why_len, "reduce=overlap sums per-rank partials as chunks arrive: needs combine=per_rank");
         return 0;
@@ -79,7 +84,8 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
                                .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
                                .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
                                .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
-                               .push = params[P_DISPATCH], .reduce_overlap = params[P_REDUCE]};
+                               .push = params[P_DISPATCH], .reduce_overlap = params[P_REDUCE],
+                               .reduce_chunk = params[P_REDUCE_CHUNK]};
     /* small: auto, off, v1 (the first one-launch variants, kept to measure against) */
     a->small_paths = params[P_SMALL] == 0 ? MOK_LSA_SMALL_FUSED : params[P_SMALL] == 2 ? MOK_LSA_SMALL_V1
                                                                                       : MOK_LSA_SMALL_OFF;

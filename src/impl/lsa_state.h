@@ -14,7 +14,7 @@
 #include "schedule.h"
 
 enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
-       P_SMALL = 8, P_REDUCE = 9 };
+       P_SMALL = 8, P_REDUCE = 9, P_REDUCE_CHUNK = 10 };
 
 struct lsa_state {
     struct mok_problem *p;
