@@ -97,6 +97,25 @@ static void collect_phases(const struct mok_impl_ops *ops, void *state, int slot
 }
 
 /* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
+/* Diagnostics: with MOK_ITER_LOG=file, rank 0 appends every timed iteration's time (max over ranks, ms) of each
+ * candidate, one line each, to see a distribution the report's median and p10/p90 only summarize. */
+static void log_iterations(const struct mok_cluster *cl, const struct mok_row *row, const double *iter_ms, int iters)
+{
+    const char *path = getenv("MOK_ITER_LOG");
+    if (!path || !path[0] || cl->rank != 0)
+        return;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "mok-bench: MOK_ITER_LOG: cannot open %s\n", path);
+        return;
+    }
+    fprintf(f, "%s %d %s %s %s:", row->model, row->tokens_per_rank, row->routing, row->impl, row->params);
+    for (int i = 0; i < iters; i++)
+        fprintf(f, " %.4f", iter_ms[i]);
+    fprintf(f, "\n");
+    fclose(f);
+}
+
 static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
                          struct mok_checker *checker, const struct mok_impl_ops *ops, const int *params,
                          struct mok_row *row)
@@ -134,6 +153,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
         mok_time_layer(cl->stream, cfg->warmup, cfg->iters, layer_call, &ctx, iter_ms, &st, err, sizeof(err)))
         die(cl, "timed run", err);
+    log_iterations(cl, row, iter_ms, cfg->iters);
     free(iter_ms);
 
     /* the timed iterations wrote y too: check the last one, so a race that only shows back to back is caught */
