@@ -634,6 +634,23 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             break;
         const Unit p = unpack_unit(u);
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+        if ((p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + cwg * 64] < 0) {
+            /* A routed half tile that starts with padding is all padding (each expert's rows are padded to 128 at
+             * its end, and row blocks never cross experts): nobody reads its rows, so no wgmma and no epilogue,
+             * only the slots passed back and the half tile counted where the epilogue would have counted it. About
+             * half of the experts' last row blocks are such halves: ~5% of the tensor work at 512 rows per expert. */
+            for (int kb = 0; kb < k_blocks; kb++) {
+                mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
+                release_slot(&empty[slot], 1, lane, 0);
+                if (++slot == stages) {
+                    slot = 0;
+                    phase ^= 1;
+                }
+            }
+            if (leader && (p.job == 0 || !kSend)) /* done1, or done2 that the comm blocks' sends wait for */
+                atomicAdd(row_counters(m.done, p.job, m.lsa.capacity) + p.rb, 1);
+            continue;
+        }
 #pragma unroll
         for (int i = 0; i < kAcc; i++)
             acc[i] = 0.0f;
