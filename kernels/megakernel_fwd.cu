@@ -341,7 +341,7 @@ template <int kRound>
 __device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lb, int cq)
 {
     constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
-    constexpr int kBase = kRound == 2 || kRound == 4 ? kStageCols / 8 : 0;
+    constexpr int kBase = kRound == 2 ? kStageCols / 8 : 0;
 #pragma unroll
     for (int i = 0; i < kStageCols / 8; i++) {
         const int r = 4 * (kBase + i);
@@ -349,14 +349,72 @@ __device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint
             stage_word(stage, la, 8 * i + cq, swiglu_bf16x2(acc[r], acc[r + kUp], acc[r + 1], acc[r + 1 + kUp]));
             stage_word(stage, lb, 8 * i + cq,
                        swiglu_bf16x2(acc[r + 2], acc[r + 2 + kUp], acc[r + 3], acc[r + 3 + kUp]));
-        } else if (kRound <= 2) {
+        } else {
             stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
             stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
-        } else { /* plain rows of 128 columns (256 bytes), for one bulk copy per row */
-            *reinterpret_cast<uint32_t *>(stage + la * kPlainRowBytes + (8 * i + cq) * 2) =
-                pack_bf16x2(acc[r], acc[r + 1]);
-            *reinterpret_cast<uint32_t *>(stage + lb * kPlainRowBytes + (8 * i + cq) * 2) =
-                pack_bf16x2(acc[r + 2], acc[r + 3]);
+        }
+    }
+}
+
+/* One of 4 words by a lane-dependent index s (0..3): two levels of selects, no local memory. */
+__device__ __forceinline__ uint32_t pick4(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int s)
+{
+    const uint32_t lo = (s & 1) ? w1 : w0, hi = (s & 1) ? w3 : w2;
+    return (s & 2) ? hi : lo;
+}
+
+/* A quad's 4 x 4 transpose: lane q of the quad holds w_j = its column pair (q) of 8-column group j, j = 0..3; it
+ * gets back group q whole (column pairs 0..3, 16 bytes). Step k sends w_(q ^ k) to lane q ^ k and receives that
+ * lane's w_q, column pair q ^ k of group q; the two conditional swaps put pair p at position p. */
+__device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int q)
+{
+    uint32_t r0 = pick4(w0, w1, w2, w3, q);
+    uint32_t r1 = __shfl_xor_sync(0xffffffffu, pick4(w0, w1, w2, w3, q ^ 1), 1);
+    uint32_t r2 = __shfl_xor_sync(0xffffffffu, pick4(w0, w1, w2, w3, q ^ 2), 2);
+    uint32_t r3 = __shfl_xor_sync(0xffffffffu, pick4(w0, w1, w2, w3, q ^ 3), 3);
+    uint32_t t;
+    if (q & 1) {
+        t = r0, r0 = r1, r1 = t;
+        t = r2, r2 = r3, r3 = t;
+    }
+    if (q & 2) {
+        t = r0, r0 = r2, r2 = t;
+        t = r1, r1 = r3, r3 = t;
+    }
+    return make_uint4(r0, r1, r2, r3);
+}
+
+/* send_from_gemm's staging of one round (kRound 3: accumulator columns [0, 128), 4: [128, 256)) as plain rows of
+ * 128 bf16 columns (256 bytes: one bulk copy per row). A lane holds column pair q = lane % 4 of every 8-column
+ * group of its rows la and la + 8; 4-byte stores of those pairs put the quarter warp's 8 rows, 256 bytes apart, on
+ * the same 4 banks (8-way conflicts). Here each quad transposes 4 groups (quad_transpose) and every lane stores 16
+ * bytes; the rows of odd quads take the other 64-byte half of each 128-byte window first, so the two rows of a
+ * quarter warp (the 8 lanes of one 16-byte store phase) fill the banks once: no conflicts. */
+template <int kRound>
+__device__ __forceinline__ void stage_plain(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lane)
+{
+    constexpr int kBase = kRound == 4 ? kStageCols / 8 : 0;
+    const int q = lane & 3, odd = (lane >> 2) & 1;
+#pragma unroll
+    for (int half = 0; half < 2; half++) { /* row la: accumulators r, r + 1; row la + 8: r + 2, r + 3 */
+        uint8_t *row = stage + (la + 8 * half) * kPlainRowBytes;
+#pragma unroll
+        for (int h = 0; h < 2; h++) { /* 64-byte blocks 2h and 2h + 1 (4 groups each): one 128-byte window */
+            uint32_t w[2][4];
+#pragma unroll
+            for (int b = 0; b < 2; b++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int r = 4 * (kBase + 4 * (2 * h + b) + j) + 2 * half;
+                    w[b][j] = pack_bf16x2(acc[r], acc[r + 1]);
+                }
+#pragma unroll
+            for (int st = 0; st < 2; st++) {
+                const int b = st ^ odd;
+                const uint4 v = quad_transpose(b ? w[1][0] : w[0][0], b ? w[1][1] : w[0][1], b ? w[1][2] : w[0][2],
+                                               b ? w[1][3] : w[0][3], q);
+                *reinterpret_cast<uint4 *>(row + 64 * (2 * h + b) + 16 * q) = v;
+            }
         }
     }
 }
@@ -699,10 +757,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
         } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
             epilogue_begin(issuer, cwg);
-            stage_round<3>(acc, stage, la, lb, cq);
+            stage_plain<3>(acc, stage, la, lane);
             epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN, comb_base);
             epilogue_begin(issuer, cwg);
-            stage_round<4>(acc, stage, la, lb, cq);
+            stage_plain<4>(acc, stage, la, lane);
             epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN + kStageCols, comb_base);
         } else {
             epilogue_begin(issuer, cwg);
