@@ -17,6 +17,9 @@ rm -rf .dev && mkdir -p .dev/bin .dev/lib
 cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm \
   build/tests/test_libmok .dev/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
+# the carried tree (tracked files + .dev) is limited to 64 MiB and the fat binaries are ~10 MB each: gzip them
+# (scripts/device/env.sh unpacks them on the GPU machine)
+gzip -9 .dev/bin/*
 git rev-parse --short=12 HEAD > .dev/commit
 git status --porcelain | grep -q . && echo dirty >> .dev/commit || true
 du -sh .dev
