@@ -14,6 +14,14 @@ echo "NCCL lib: $NCCL_PY"; ldd .dev/bin/mok-bench | grep -E "nccl|cjson|mpi|cubl
 BIN=.dev/bin/mok-bench
 STEPS=${STEPS:-"symmem small quick deepseek qwen"}
 NP=${NP:-2} # ranks of the multi-GPU steps (one per GPU): 4 or 8 on the larger kinds (issue 7)
+# CLOCKS=1: sample every GPU's SM clock, power and temperature every 200 ms while the steps run (read-only queries;
+# nothing here sets clocks or limits), into reports/clocks.csv, to tell power-limited clock steps from the code's
+CLOCK_PID=
+if [ "${CLOCKS:-0}" = 1 ]; then
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 200 > "$R/clocks.csv" 2>&1 &
+  CLOCK_PID=$!
+fi
 for step in $STEPS; do
   echo "== step $step $(date -u +%T)"
   case $step in
@@ -59,5 +67,6 @@ for step in $STEPS; do
     *) eval "$step"; echo "rc=$?";;
   esac
 done
+[ -n "$CLOCK_PID" ] && kill "$CLOCK_PID" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/reports.tgz" reports && rm -rf "$R"
 echo "== done $(date -u +%T)"
