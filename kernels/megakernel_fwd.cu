@@ -696,7 +696,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             /* A routed half tile that starts with padding is all padding (each expert's rows are padded to 128 at
              * its end, and row blocks never cross experts): nobody reads its rows, so no wgmma and no epilogue,
              * only the slots passed back and the half tile counted where the epilogue would have counted it. About
-             * half of the experts' last row blocks are such halves: ~5% of the tensor work at 512 rows per expert. */
+             * half of the experts' last row blocks hold such a half; measured 1-3% faster (2 x H200, DeepSeek-V3 and
+             * Qwen3 at 4096-8192 tokens: results/h200x2/2026-11-30-megakernel-v4): the idle warpgroup's half tile
+             * still streams its weights, and the other half takes more than half the time alone. */
             for (int kb = 0; kb < k_blocks; kb++) {
                 mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
                 release_slot(&empty[slot], 1, lane, 0);
