@@ -96,9 +96,9 @@ struct Maps {
 
 #if MOK_SM90_DEVICE
 constexpr int kMaxStages = 8;
-constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup (the
-                                                  8 rows one store instruction covers share banks: 8-way conflicts,
-                                                  not measured apart; padding the rows would cost the 4th stage) */
+constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup, no
+                                                  padding (it would cost the 4th stage): stage_plain keeps the stores
+                                                  off shared banks another row of the same store uses */
 
 __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
 {
@@ -387,9 +387,10 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
 /* send_from_gemm's staging of one round (kRound 3: accumulator columns [0, 128), 4: [128, 256)) as plain rows of
  * 128 bf16 columns (256 bytes: one bulk copy per row). A lane holds column pair q = lane % 4 of every 8-column
  * group of its rows la and la + 8; 4-byte stores of those pairs put the quarter warp's 8 rows, 256 bytes apart, on
- * the same 4 banks (8-way conflicts). Here each quad transposes 4 groups (quad_transpose) and every lane stores 16
- * bytes; the rows of odd quads take the other 64-byte half of each 128-byte window first, so the two rows of a
- * quarter warp (the 8 lanes of one 16-byte store phase) fill the banks once: no conflicts. */
+ * the same 4 banks (8-way conflicts, by the bank arithmetic). Here each quad transposes 4 groups (quad_transpose)
+ * and every lane stores 16 bytes; the rows of odd quads take the other 64-byte half of each 128-byte window first,
+ * so the two rows of a quarter warp (the 8 lanes of one 16-byte store phase) cover the banks once: no conflicts by
+ * the same arithmetic (not profiled; the kernel measured 0-1.7% faster, results/h200x2/2026-11-30-megakernel-v4). */
 template <int kRound>
 __device__ __forceinline__ void stage_plain(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lane)
 {
@@ -695,10 +696,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         if ((p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + cwg * 64] < 0) {
             /* A routed half tile that starts with padding is all padding (each expert's rows are padded to 128 at
              * its end, and row blocks never cross experts): nobody reads its rows, so no wgmma and no epilogue,
-             * only the slots passed back and the half tile counted where the epilogue would have counted it. About
-             * half of the experts' last row blocks hold such a half; measured 1-3% faster (2 x H200, DeepSeek-V3 and
-             * Qwen3 at 4096-8192 tokens: results/h200x2/2026-11-30-megakernel-v4): the idle warpgroup's half tile
-             * still streams its weights, and the other half takes more than half the time alone. */
+             * only the slots passed back and the half tile counted where the epilogue would have counted it. With
+             * rows per expert spread evenly modulo 128, about half of the experts' last row blocks hold such a half.
+             * Measured 1-3% faster (2 x H200, DeepSeek-V3 and Qwen3 at 4096-8192 tokens,
+             * results/h200x2/2026-11-30-megakernel-v4), less than the skipped tensor work: such a tile still streams
+             * its weights and its other half. */
             for (int kb = 0; kb < k_blocks; kb++) {
                 mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
                 release_slot(&empty[slot], 1, lane, 0);
