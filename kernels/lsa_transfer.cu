@@ -272,16 +272,15 @@ __device__ __forceinline__ void wait_all_done(const mok_lsa_args &a)
     __syncthreads();
 }
 
-/* What the owner's sum needs of token t besides the rows, read once per token by one warp into shared memory:
- * the ranks it touches, its routes into my experts (own partial: weights and slots, ascending j, compacted) and
- * every route's weight (per route). Read per thread and vector instead (a chain of dependent loads per route,
- * with a branch on each slot) this was what bounded the sum: 157 us for 8192 DeepSeek-V3 tokens, ~2.2 TB/s. */
+/* What the owner's per-rank sum needs of token t besides the rows, read once per token by one warp into shared
+ * memory: the ranks it touches and its routes into my experts (own partial: weights and slots, ascending j,
+ * compacted). Read per thread and vector instead (a chain of dependent loads per route, with a branch on each slot)
+ * this was what bounded the sum: 157 us for 8192 DeepSeek-V3 tokens, ~2.2 TB/s. */
 struct token_meta {
     unsigned touched;
     int n_own;
     float w_own[32];
     int slot_own[32];
-    float w[32];
 };
 
 /* Warp 0 of the block fills *m; the caller synchronizes the block before reading it (and before refilling). */
@@ -301,8 +300,6 @@ __device__ __forceinline__ void load_token_meta(const mok_lsa_args &a, int t, to
         m->w_own[r] = a.all_w[e];
         m->slot_own[r] = slot;
     }
-    if (route)
-        m->w[lane] = a.my_w[t * a.topk + lane];
     if (lane == 0) {
         m->touched = touched;
         m->n_own = __popc(own);
@@ -406,7 +403,7 @@ __device__ __forceinline__ void store_rank_sums(const mok_lsa_args &a, const uin
     }
 }
 
-/* The owner's fixed-order sum: one block per token (grid-stride). */
+/* The owner's fixed-order per-rank sum: one block per token (grid-stride). (Per route: lsa_reduce_routes_kernel.) */
 __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
 {
     int vecs = a.hidden / 8;
@@ -418,21 +415,10 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
         __syncthreads();
         for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            if (a.combine_per_rank) {
-                float own[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                if (m.touched & (1u << a.rank))
-                    own_partial(a, m, t, v, own);
-                add_rank_partials(a, comb, t, v, vecs, m.touched, own, acc);
-            } else {
-                for (int j = 0; j < a.topk; j++) {
-                    float w = m.w[j];
-                    vec8 in;
-                    in.v = comb[((size_t)t * a.topk + j) * vecs + v];
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        acc[i] += w * mok_bf16_to_f32(in.h[i]);
-                }
-            }
+            float own[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            if (m.touched & (1u << a.rank))
+                own_partial(a, m, t, v, own);
+            add_rank_partials(a, comb, t, v, vecs, m.touched, own, acc);
             if (a.shared_y) { /* the shared experts last, as the reference adds them */
                 vec8 sh;
                 sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
@@ -449,6 +435,49 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
 {
     wait_all_done(a);
     reduce_tokens(a);
+}
+
+/* The per-route owner's sum (the megakernel's), one thread per (token, 16-byte vector), grid-stride. Every route's
+ * row vector (up to ROUTE_BATCH of them) is loaded before the first is added, so a thread has 8 loads in flight
+ * instead of one: a loop that loaded, waited and added route by route, a block of 256 threads per token
+ * (DeepSeek-V3: 896 vectors, 3.5 per thread), was latency-bound (~2.3 TB/s). The adds go in the fixed order
+ * j = 0..topk-1, then the shared experts' (as the reference), so y is bitwise the same from run to run. A warp's 32 vectors belong to one token
+ * when hidden / 8 is a multiple of 32 (every supported model), so its weight loads are one broadcast each. */
+#define ROUTE_BATCH 8
+__global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
+{
+    wait_all_done(a);
+    int vecs = a.hidden / 8, topk = a.topk;
+    const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
+    size_t total = (size_t)a.my_tokens * vecs, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        int t = (int)(i / vecs), v = (int)(i % vecs);
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j0 = 0; j0 < topk; j0 += ROUTE_BATCH) {
+            vec8 in[ROUTE_BATCH];
+            float w[ROUTE_BATCH];
+#pragma unroll
+            for (int j = 0; j < ROUTE_BATCH; j++)
+                if (j0 + j < topk) {
+                    in[j].v = comb[((size_t)t * topk + j0 + j) * vecs + v];
+                    w[j] = a.my_w[(size_t)t * topk + j0 + j];
+                }
+#pragma unroll
+            for (int j = 0; j < ROUTE_BATCH; j++)
+                if (j0 + j < topk)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        acc[e] += w[j] * mok_bf16_to_f32(in[j].h[e]);
+        }
+        if (a.shared_y) { /* the shared experts last, as the reference adds them */
+            vec8 sh;
+            sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                acc[e] += mok_bf16_to_f32(sh.h[e]);
+        }
+        store_y(a, t, v, vecs, acc);
+    }
 }
 
 /* Small problems, per rank: combine, done signal and the owner's sum in one launch. Every block waits for every
@@ -638,6 +667,20 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
 
 extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)
 {
+    if (!a->combine_per_rank) { /* one thread per vector, at most 8 blocks of 256 per SM (grid-stride beyond) */
+        static int sms = 0;    /* one device per process */
+        if (sms < 1) {
+            int dev = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+                sms = 0, cudaGetLastError(); /* a failed query must not linger as a launch's error */
+        }
+        size_t threads = (size_t)a->my_tokens * (size_t)(a->hidden / 8), most = 8 * (size_t)(sms > 0 ? sms : 132);
+        size_t grid = (threads + 255) / 256;
+        grid = grid < 1 ? 1 : grid > most ? most : grid;
+        lsa_reduce_routes_kernel<<<(unsigned)grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
     int grid = a->my_tokens < 1 ? 1 : a->my_tokens > 4096 ? 4096 : a->my_tokens;
     lsa_reduce_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
     return MOK_LAUNCH_RESULT();

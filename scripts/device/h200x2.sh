@@ -60,6 +60,7 @@ for step in $STEPS; do
     comm) $MPIRUN -np $NP $BIN --probe -o "$R" configs/comm-deepseek.json; echo "rc=$?";;
     commbest) $MPIRUN -np $NP $BIN -o "$R" configs/comm-deepseek-best.json; echo "rc=$?";;  # the best lsa candidates, 100 iterations
     commsmallbatch) $MPIRUN -np $NP $BIN -o "$R" configs/comm-small-batch.json; echo "rc=$?";;
+    ab) . scripts/device/ab.sh;;  # AB_OLD, AB_NEW, AB_CONFIG, AB_REPS: two binaries on one config, alternating
     probe) $MPIRUN -np $NP $BIN --probe; echo "rc=$?";;
     quick) $MPIRUN -np $NP $BIN -o "$R" configs/quick.json; echo "rc=$?";;
     deepseek) $MPIRUN -np $NP $BIN -o "$R" configs/deepseek-v3.json; echo "rc=$?";;
