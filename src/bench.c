@@ -148,10 +148,11 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     struct layer_ctx ctx = {ops, state, p};
     double *iter_ms = calloc((size_t)cfg->iters, sizeof(double));
     struct mok_stats st;
+    struct mok_power_window pw;
     if (!iter_ms)
         die(cl, "timing", "out of host memory");
     if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
-        mok_time_layer(cl->stream, cfg->warmup, cfg->iters, layer_call, &ctx, iter_ms, &st, err, sizeof(err)))
+        mok_time_layer(cl->stream, cfg->warmup, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err, sizeof(err)))
         die(cl, "timed run", err);
     log_iterations(cl, row, iter_ms, cfg->iters);
     free(iter_ms);
@@ -172,6 +173,10 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     row->time_med_us = st.median * 1e3;
     row->time_p10_us = st.p10 * 1e3;
     row->time_p90_us = st.p90 * 1e3;
+    row->energy_j = pw.energy_j;
+    row->power_w = pw.power_w;
+    row->power_capped = pw.capped_frac;
+    row->sm_mhz = pw.sm_mhz;
     collect_phases(ops, state, slots, row);
     if (ops->extras && ops->extras(state, row, cfg->iters, err, sizeof(err)))
         die(cl, "extras", err);

@@ -6,12 +6,21 @@
 #include <stdlib.h>
 
 int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
-                   struct mok_stats *stats, char *err, int err_len)
+                   struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
 {
     int it = 0;
     for (; it < warmup; it++)
         if (fn(ctx, it, -1, err, err_len))
             return -1;
+    /* the warm-ups finish first, so the energy window (NVML counters read from the host) holds the timed
+     * iterations only; the events below time the stream either way */
+    cudaError_t ws = cudaStreamSynchronize(stream);
+    if (ws != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "warm-up iterations: %s", cudaGetErrorString(ws));
+        return -1;
+    }
+    struct mok_power_sample p0, p_mid, p1;
+    mok_power_sample_now(&p0);
     /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream
      * timeline is measured without gaps, host-side work between launches included */
     cudaEvent_t *ev = calloc((size_t)iters + 1, sizeof(cudaEvent_t));
@@ -31,12 +40,15 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
             rc = -1;
     }
     if (!rc) {
+        mok_power_sample_now(&p_mid); /* the clock while the queued iterations run */
         cudaError_t ce = cudaEventSynchronize(ev[iters]);
         if (ce != cudaSuccess) {
             snprintf(err, (size_t)err_len, "timed iterations: %s", cudaGetErrorString(ce));
             rc = -1;
         }
     }
+    if (!rc)
+        mok_power_sample_now(&p1);
     for (int i = 0; i < iters && !rc; i++) {
         float ms = 0;
         cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
@@ -50,5 +62,7 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
         return -1;
     MPI_Allreduce(MPI_IN_PLACE, iter_ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     mok_stats_compute(iter_ms, iters, stats);
+    if (power)
+        mok_power_reduce(&p0, &p_mid, &p1, iters, power);
     return 0;
 }

@@ -6,13 +6,15 @@
 
 #include <cuda_runtime.h>
 
+#include "power.h"
 #include "stats.h"
 
 /* One layer call; iter counts from 0 over warm-up then timed iterations; slot is the timed index or -1. */
 typedef int (*mok_layer_fn)(void *ctx, int iter, int slot, char *err, int err_len);
 
-/* iter_ms (iters entries) receives the per-iteration max over ranks. Collective. Returns 0 or -1 with err. */
+/* iter_ms (iters entries) receives the per-iteration max over ranks; power (or NULL) the energy, power and
+ * power-capped share of the timed iterations (power.h). Collective. Returns 0 or -1 with err. */
 int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
-                   struct mok_stats *stats, char *err, int err_len);
+                   struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len);
 
 #endif
