@@ -4,8 +4,7 @@ against the baselines of the same run: speedup over `nccl` and the best `nccl-ov
 fraction of the rate of the nccl baseline's cuBLAS expert GEMMs timed alone (gemm_alone_us of its row), and, with
 breakdown=1, the kernel with communication skipped (compute alone) and the exposed communication from the row's
 note; where the report has them (NVML on the GPU machine), the energy per forward of the job (megakernel / nccl),
-the share of the timed iterations under the power cap and the SM clock sampled during them. Every number comes
-from the reports."""
+and the share of the time under the power cap. Every number comes from the reports."""
 import csv
 import re
 import sys
@@ -27,8 +26,8 @@ def main():
             if key not in best or num(r, "time_med_us") < num(best[key], "time_med_us"):
                 best[key] = r
     print("| model | tokens/rank | routing | megakernel ms (p10-p90) | vs nccl | vs nccl-overlap | layer rate / cuBLAS "
-          "GEMMs' | compute alone ms | exposed | J per forward (megakernel / nccl) | power-capped | SM MHz | params |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "GEMMs' | compute alone ms | exposed | J per forward (megakernel / nccl) | power-capped | params |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted(best, key=lambda k: (k[0], int(k[1]))):
         path, problem, impl = key
         if impl != "megakernel":
@@ -44,10 +43,9 @@ def main():
         energy = f"{num(m, 'energy_j'):.2f} / {num(nccl, 'energy_j'):.2f}" if m.get("energy_j") and nccl and \
             nccl.get("energy_j") else "-"
         capped = f"{num(m, 'power_capped'):.0%}" if m.get("power_capped") else "-"
-        mhz = f"{num(m, 'sm_mhz'):.0f}" if m.get("sm_mhz") else "-"
         print(f"| {m['model']} | {m['tokens_per_rank']} | {m['routing']} | {t / 1e3:.2f} "
               f"({num(m, 'time_p10_us') / 1e3:.2f}-{num(m, 'time_p90_us') / 1e3:.2f}) | {vs_nccl} | {vs_overlap} | "
-              f"{cublas} | {alone} | {exposed.group(2) + '%' if exposed else '-'} | {energy} | {capped} | {mhz} | "
+              f"{cublas} | {alone} | {exposed.group(2) + '%' if exposed else '-'} | {energy} | {capped} | "
               f"{m['params']} |")
 
 

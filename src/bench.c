@@ -176,7 +176,6 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     row->energy_j = pw.energy_j;
     row->power_w = pw.power_w;
     row->power_capped = pw.capped_frac;
-    row->sm_mhz = pw.sm_mhz;
     collect_phases(ops, state, slots, row);
     if (ops->extras && ops->extras(state, row, cfg->iters, err, sizeof(err)))
         die(cl, "extras", err);

@@ -15,14 +15,13 @@ struct nvml_violation_time {
     unsigned long long reference_time; /* host timestamp, us */
     unsigned long long violation_time; /* ns under the policy since the driver loaded */
 };
-enum { NVML_PERF_POLICY_POWER = 0, NVML_CLOCK_SM = 1 };
+enum { NVML_PERF_POLICY_POWER = 0 };
 
 static struct {
     int tried, ready;
     nvml_device dev;
     int (*energy)(nvml_device, unsigned long long *);
     int (*violation)(nvml_device, int, struct nvml_violation_time *);
-    int (*clock)(nvml_device, int, unsigned *);
 } nv;
 
 static void power_open(void)
@@ -38,7 +37,6 @@ static void power_open(void)
         (int (*)(const char *, nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
     nv.energy = (int (*)(nvml_device, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
     nv.violation = (int (*)(nvml_device, int, struct nvml_violation_time *))dlsym(lib, "nvmlDeviceGetViolationStatus");
-    nv.clock = (int (*)(nvml_device, int, unsigned *))dlsym(lib, "nvmlDeviceGetClockInfo");
     char bus[32] = "";
     int dev = 0;
     if (!init || !by_bus || !nv.energy || init() != 0 || cudaGetDevice(&dev) != cudaSuccess ||
@@ -49,54 +47,58 @@ static void power_open(void)
     nv.ready = 1;
 }
 
-void mok_power_sample_now(struct mok_power_sample *s)
+static double now_s(void)
 {
-    memset(s, 0, sizeof *s);
-    power_open();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    s->wall_s = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (!nv.ready || nv.energy(nv.dev, &s->energy_mj) != 0)
-        return;
-    struct nvml_violation_time v = {0, 0};
-    if (nv.violation && nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) == 0)
-        s->capped_ns = v.violation_time;
-    else
-        s->capped_ns = ~0ull; /* unknown */
-    if (!nv.clock || nv.clock(nv.dev, NVML_CLOCK_SM, &s->sm_mhz) != 0)
-        s->sm_mhz = 0;
-    s->ok = 1;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void mok_power_reduce(const struct mok_power_sample *start, const struct mok_power_sample *mid,
-                      const struct mok_power_sample *end, int iters, struct mok_power_window *out)
+void mok_power_begin(struct mok_power_meter *m)
 {
-    double window = end->wall_s - start->wall_s;
-    int ok = start->ok && end->ok && iters > 0 && window >= MOK_POWER_MIN_WINDOW_S &&
-             end->energy_mj >= start->energy_mj;
-    /* [0] energy per iteration (summed), [1] power (max), [2] capped share (max), [3] minus the clock (max: the
-     * lowest clock); NaN where this rank has no figure */
-    double mine[4] = {NAN, NAN, NAN, NAN};
-    if (ok) {
-        double joules = 1e-3 * (double)(end->energy_mj - start->energy_mj);
-        mine[0] = joules / iters;
-        mine[1] = joules / window;
-        if (start->capped_ns != ~0ull && end->capped_ns != ~0ull && end->capped_ns >= start->capped_ns)
-            mine[2] = 1e-9 * (double)(end->capped_ns - start->capped_ns) / window;
+    memset(m, 0, sizeof *m);
+    power_open();
+    m->ok = nv.ready && nv.energy(nv.dev, &m->seen_mj) == 0;
+}
+
+void mok_power_poll(struct mok_power_meter *m)
+{
+    unsigned long long e = 0;
+    if (!m->ok || nv.energy(nv.dev, &e) != 0 || e == m->seen_mj)
+        return;
+    m->seen_mj = e; /* a step of the counter: the energy up to now */
+    struct nvml_violation_time v = {0, 0};
+    unsigned long long capped = nv.violation && nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) == 0 ?
+                                    v.violation_time : ~0ull;
+    double t = now_s();
+    if (m->steps++ == 0)
+        m->first_mj = e, m->first_capped_ns = capped, m->first_s = t;
+    m->last_mj = e, m->last_capped_ns = capped, m->last_s = t;
+}
+
+void mok_power_reduce(const struct mok_power_meter *m, double ms_per_iter, struct mok_power_window *out)
+{
+    double span = m->steps >= 2 ? m->last_s - m->first_s : 0;
+    /* [0] energy per iteration (summed over ranks), [1] power (max), [2] capped share (max); NaN where this rank
+     * has no figure */
+    double mine[3] = {NAN, NAN, NAN};
+    if (m->ok && span >= MOK_POWER_MIN_SPAN_S && m->last_mj >= m->first_mj && ms_per_iter > 0) {
+        double watts = 1e-3 * (double)(m->last_mj - m->first_mj) / span;
+        mine[0] = watts * ms_per_iter * 1e-3;
+        mine[1] = watts;
+        if (m->first_capped_ns != ~0ull && m->last_capped_ns != ~0ull && m->last_capped_ns >= m->first_capped_ns)
+            mine[2] = 1e-9 * (double)(m->last_capped_ns - m->first_capped_ns) / span;
     }
-    if (mid && mid->ok && mid->sm_mhz > 0)
-        mine[3] = -(double)mid->sm_mhz;
     /* NaN through MPI_SUM / MPI_MAX is not portable: reduce a stand-in (0, -inf) and a valid flag (min: all ranks) */
-    double val[4], flag[4], sum_val[4], max_val[4], min_flag[4];
-    for (int i = 0; i < 4; i++) {
+    double val[3], flag[3], sum_val[1], max_val[3], min_flag[3];
+    for (int i = 0; i < 3; i++) {
         flag[i] = isnan(mine[i]) ? 0.0 : 1.0;
         val[i] = isnan(mine[i]) ? (i == 0 ? 0.0 : -INFINITY) : mine[i];
     }
     MPI_Allreduce(val, sum_val, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(val + 1, max_val + 1, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(flag, min_flag, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(val + 1, max_val + 1, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(flag, min_flag, 3, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     out->energy_j = min_flag[0] > 0 ? sum_val[0] : NAN; /* every rank's energy, or none: a partial sum misleads */
     out->power_w = min_flag[1] > 0 ? max_val[1] : NAN;
     out->capped_frac = min_flag[2] > 0 ? max_val[2] : NAN;
-    out->sm_mhz = min_flag[3] > 0 ? -max_val[3] : NAN;
 }

@@ -86,11 +86,10 @@ struct mok_row {
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */
     double a2a_ref_gbps;
 
-    /* the timed iterations' power (NVML, power.h; NaN without NVML or under MOK_POWER_MIN_WINDOW_S) */
+    /* power while the iterations ran (NVML, power.h; NaN without NVML or under MOK_POWER_MIN_SPAN_S) */
     double energy_j;     /* per iteration, summed over ranks: the job's energy per forward */
-    double power_w;      /* mean power of a GPU over the timed iterations, the highest rank's */
-    double power_capped; /* share of the timed iterations under the power cap (clocks held down), highest rank's */
-    double sm_mhz;       /* SM clock sampled once while the iterations ran, the lowest rank's */
+    double power_w;      /* mean power of a GPU, the highest rank's */
+    double power_capped; /* share of that time under the power cap (clocks held down), the highest rank's */
 
     char note[256];
 };

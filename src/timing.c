@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
                    struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
@@ -12,15 +13,8 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
     for (; it < warmup; it++)
         if (fn(ctx, it, -1, err, err_len))
             return -1;
-    /* the warm-ups finish first, so the energy window (NVML counters read from the host) holds the timed
-     * iterations only; the events below time the stream either way */
-    cudaError_t ws = cudaStreamSynchronize(stream);
-    if (ws != cudaSuccess) {
-        snprintf(err, (size_t)err_len, "warm-up iterations: %s", cudaGetErrorString(ws));
-        return -1;
-    }
-    struct mok_power_sample p0, p_mid, p1;
-    mok_power_sample_now(&p0);
+    struct mok_power_meter meter;
+    mok_power_begin(&meter);
     /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream
      * timeline is measured without gaps, host-side work between launches included */
     cudaEvent_t *ev = calloc((size_t)iters + 1, sizeof(cudaEvent_t));
@@ -38,21 +32,27 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
         rc = fn(ctx, it, i, err, err_len);
         if (!rc && cudaEventRecord(ev[i + 1], stream) != cudaSuccess)
             rc = -1;
+        mok_power_poll(&meter); /* the GPU is busy with the warm-ups or the queued iterations */
     }
     if (!rc) {
-        mok_power_sample_now(&p_mid); /* the clock while the queued iterations run */
-        cudaError_t ce = cudaEventSynchronize(ev[iters]);
+        /* wait for the last event, polling the energy counter meanwhile (power.h) */
+        cudaError_t ce;
+        while ((ce = cudaEventQuery(ev[iters])) == cudaErrorNotReady) {
+            mok_power_poll(&meter);
+            struct timespec nap = {0, 1000000}; /* 1 ms: the counter steps tens of ms apart */
+            nanosleep(&nap, NULL);
+        }
         if (ce != cudaSuccess) {
             snprintf(err, (size_t)err_len, "timed iterations: %s", cudaGetErrorString(ce));
             rc = -1;
         }
     }
-    if (!rc)
-        mok_power_sample_now(&p1);
+    double my_ms = 0; /* this rank's own time of the timed iterations, for its energy per iteration */
     for (int i = 0; i < iters && !rc; i++) {
         float ms = 0;
         cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
         iter_ms[i] = ms;
+        my_ms += ms;
     }
     for (int i = 0; i <= iters; i++)
         if (ev[i])
@@ -63,6 +63,6 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
     MPI_Allreduce(MPI_IN_PLACE, iter_ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     mok_stats_compute(iter_ms, iters, stats);
     if (power)
-        mok_power_reduce(&p0, &p_mid, &p1, iters, power);
+        mok_power_reduce(&meter, iters > 0 ? my_ms / iters : 0, power);
     return 0;
 }

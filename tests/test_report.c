@@ -160,7 +160,6 @@ static void make_rows(struct mok_row rows[3])
     r->energy_j = 7.25;
     r->power_w = 612.5;
     r->power_capped = 0.875;
-    r->sm_mhz = 1410;
     snprintf(r->note, sizeof r->note, ",");
 }
 
@@ -174,7 +173,7 @@ static void compare_rows(const char *what, int idx, const struct mok_row *a, con
     CD(max_rel_err); CD(norm_rel_err); CI(bad_count); CI(nan_count); CI(iters); CD(time_med_us);
     CD(time_p10_us); CD(time_p90_us); CD(flops); CD(tflops); CD(dispatch_bytes); CD(combine_bytes);
     CD(comm_gbps); CD(speedup_vs_nccl); CD(dispatch_us); CD(dispatch_gbps); CD(dispatch_alone_us); CD(combine_us); CD(comm_sms); CD(peer_frac); CD(gemm_us); CD(gemm1_us); CD(gemm2_us); CD(gemm_frac); CD(gemm_alone_us);
-    CD(a2a_ref_us); CD(a2a_ref_gbps); CD(energy_j); CD(power_w); CD(power_capped); CD(sm_mhz); CS(note);
+    CD(a2a_ref_us); CD(a2a_ref_gbps); CD(energy_j); CD(power_w); CD(power_capped); CS(note);
 #undef CI
 #undef CD
 #undef CS
@@ -276,7 +275,7 @@ static void test_round_trip(const char *dir)
                        "dtype,pass,impl,params,disposition,max_rel_err,norm_rel_err,bad_count,nan_count,iters,"
                        "time_med_us,time_p10_us,time_p90_us,flops,tflops,dispatch_bytes,combine_bytes,comm_gbps,"
                        "speedup_vs_nccl,dispatch_us,dispatch_gbps,dispatch_alone_us,combine_us,comm_sms,peer_frac,gemm_us,gemm_alone_us,a2a_ref_us,a2a_ref_gbps,"
-                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped,sm_mhz,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,"
+                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,"
                        "commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");
