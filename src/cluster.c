@@ -197,18 +197,6 @@ void mok_symmem_free(struct mok_cluster *cl, struct mok_symmem *m)
     memset(m, 0, sizeof(*m));
 }
 
-double mok_allreduce_max(double v)
-{
-    double out = v;
-    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return out;
-}
-
-void mok_allreduce_max_array(double *values, int n)
-{
-    MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-}
-
 long long mok_allreduce_max_ll(long long v)
 {
     long long out = v;

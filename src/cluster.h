@@ -44,9 +44,7 @@ void mok_cluster_finalize(struct mok_cluster *cl);
 int mok_symmem_alloc(struct mok_cluster *cl, size_t bytes, struct mok_symmem *out, char *err, int err_len);
 void mok_symmem_free(struct mok_cluster *cl, struct mok_symmem *m);
 
-/* Max / sum of a value over ranks (MPI_Allreduce), for "per-iteration max over ranks" and capacities. */
-double mok_allreduce_max(double v);
-void mok_allreduce_max_array(double *values, int n);
+/* Max of a value over ranks (MPI_Allreduce), for capacities and byte counts. */
 long long mok_allreduce_max_ll(long long v);
 
 #endif

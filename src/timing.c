@@ -1,6 +1,7 @@
 /* timing: event-timed layer iterations, max over ranks, order statistics. */
 #include "timing.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,4 +66,42 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
     if (power)
         mok_power_reduce(&meter, iters > 0 ? my_ms / iters : 0, power);
     return 0;
+}
+
+int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, double *median_ms, char *err,
+                   int err_len)
+{
+    *median_ms = NAN;
+    cudaEvent_t a = NULL, b = NULL;
+    double *ms = calloc((size_t)(iters > 0 ? iters : 1), sizeof(double));
+    int rc = ms && cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess ? 0 : -1;
+    if (rc)
+        snprintf(err, (size_t)err_len, "timing alone: out of host memory or events");
+    for (int it = -2; it < iters && !rc; it++) {
+        cudaError_t ce = cudaEventRecord(a, stream);
+        if (ce == cudaSuccess && (rc = fn(ctx, it, err, err_len)) == 0) {
+            ce = cudaEventRecord(b, stream);
+            if (ce == cudaSuccess)
+                ce = cudaEventSynchronize(b);
+        }
+        if (!rc && ce != cudaSuccess) {
+            snprintf(err, (size_t)err_len, "timing alone: %s", cudaGetErrorString(ce));
+            rc = -1;
+        }
+        float f = 0;
+        if (!rc && it >= 0 && cudaEventElapsedTime(&f, a, b) == cudaSuccess)
+            ms[it] = f;
+    }
+    if (!rc && iters > 0) {
+        MPI_Allreduce(MPI_IN_PLACE, ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        struct mok_stats st;
+        mok_stats_compute(ms, iters, &st);
+        *median_ms = st.median;
+    }
+    free(ms);
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    return rc;
 }

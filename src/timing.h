@@ -17,4 +17,15 @@ typedef int (*mok_layer_fn)(void *ctx, int iter, int slot, char *err, int err_le
 int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
                    struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len);
 
+/* One run of something timed alone (a breakdown's variant, a baseline's transfers or GEMMs by themselves); iter
+ * counts -2, -1 (warm-ups), then 0..iters-1. Returns 0, or -1 with err. */
+typedef int (*mok_alone_fn)(void *ctx, int iter, char *err, int err_len);
+
+/* Times fn between two events on stream, a synchronization after each run, 2 warm-ups first; *median_ms gets the
+ * median over iterations of each iteration's max over ranks (as mok_time_layer reduces). Collective when every
+ * run succeeds; after a failed run it returns -1 at once (a peer may be waiting inside a collective the failed
+ * run never reached: the caller aborts the job). */
+int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, double *median_ms, char *err,
+                   int err_len);
+
 #endif

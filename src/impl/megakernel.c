@@ -15,7 +15,7 @@
 #include "libmok.h"
 #include "phased_run.h"
 #include "sched_check.h"
-#include "stats.h"
+#include "timing.h"
 
 enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
        M_RASTER = 7, M_COMBINE_SMS = 8, M_SEND = 9, M_LOCKSTEP = 10, M_OWN_FIRST = 11 };
@@ -137,42 +137,27 @@ static int variant_once(struct mega_state *s, enum mok_variant variant, cudaStre
     return comm ? mega_phase(s, 2, 0, s->p->y, st, err, err_len) : 0;
 }
 
+struct variant_run {
+    struct mega_state *s;
+    enum mok_variant variant;
+};
+
+static int variant_run_once(void *ctx, int iter, char *err, int err_len)
+{
+    struct variant_run *r = ctx;
+    (void)iter;
+    return variant_once(r->s, r->variant, r->s->cl->stream, err, err_len);
+}
+
 /* The breakdown: the same kernel with communication skipped (compute alone, on the same compute blocks, over the
  * rows the last full forward left in the slots) and with compute skipped (publish + schedule, dispatch, combine
- * sends and the owner's sum, GEMM2 counted done at once). Median of per-iteration times over `iters` runs after 2
- * warm-ups, then the maximum over ranks; y is garbage afterwards (the driver's checks ran before). */
+ * sends and the owner's sum, GEMM2 counted done at once), timed as the baselines' parts alone are (timing.h: the
+ * median of per-iteration maxima over ranks); y is garbage afterwards (the driver's checks ran before). */
 static int mega_variant_ms(struct mega_state *s, enum mok_variant variant, int iters, double *out_ms, char *err,
                            int err_len)
 {
-    cudaStream_t st = s->cl->stream;
-    cudaEvent_t t0, t1;
-    CUDA(cudaEventCreate(&t0));
-    CUDA(cudaEventCreate(&t1));
-    double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms)
-        FAIL("out of host memory");
-    for (int i = -2; i < iters; i++) {
-        CUDA(cudaEventRecord(t0, st));
-        if (variant_once(s, variant, st, err, err_len)) {
-            free(ms);
-            cudaEventDestroy(t0);
-            cudaEventDestroy(t1);
-            return -1;
-        }
-        CUDA(cudaEventRecord(t1, st));
-        CUDA(cudaEventSynchronize(t1));
-        float f = 0;
-        CUDA(cudaEventElapsedTime(&f, t0, t1));
-        if (i >= 0)
-            ms[i] = f;
-    }
-    struct mok_stats stats;
-    mok_stats_compute(ms, iters, &stats);
-    free(ms);
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    MPI_Allreduce(&stats.median, out_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return 0;
+    struct variant_run r = {s, variant};
+    return mok_time_alone(s->cl->stream, iters, variant_run_once, &r, out_ms, err, err_len);
 }
 
 /* The schedule of the last full forward against the host's (an overflow fails it too), and the report's bytes and

@@ -9,6 +9,7 @@
 #include "fail.h"
 #include "mok_kernels.h"
 #include "stats.h"
+#include "timing.h"
 
 #define KERN(call)                                                                                            \
     do {                                                                                                      \
@@ -306,74 +307,48 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
 }
 
 /* Median over iterations of the per-iteration max over ranks, in ms. Every rank calls it with its own times. */
-static double median_max_over_ranks(double *ms, int n)
-{
-    mok_allreduce_max_array(ms, n);
-    struct mok_stats st;
-    mok_stats_compute(ms, n, &st);
-    return st.median;
-}
-
 /* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
  * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
-static int time_dispatch_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, char *err, int err_len)
+static int dispatch_once(void *ctx, int iter, char *err, int err_len)
 {
-    cudaEvent_t a, b;
-    CUDA(cudaEventCreate(&a));
-    CUDA(cudaEventCreate(&b));
-    double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms)
-        FAIL("out of host memory");
-    for (int it = -2; it < iters; it++) {
-        CUDA(cudaEventRecord(a, s->comm));
-        for (int st = 0; st < s->stages; st++)
-            if (p2p_chunk(s, st, true, err, err_len))
-                return -1; /* a peer may now wait in NCCL: the caller aborts the job */
-        CUDA(cudaEventRecord(b, s->comm));
-        CUDA(cudaEventSynchronize(b));
-        float f = 0;
-        cudaEventElapsedTime(&f, a, b);
-        if (it >= 0)
-            ms[it] = f;
-    }
-    *out_ms = median_max_over_ranks(ms, iters);
-    free(ms);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
+    struct mok_nccl_pipe *s = ctx;
+    (void)iter;
+    for (int st = 0; st < s->stages; st++)
+        if (p2p_chunk(s, st, true, err, err_len))
+            return -1; /* a peer may now wait in NCCL: the caller aborts the job */
     return 0;
 }
 
-static int time_gemms_alone(struct mok_nccl_pipe *s, int iters, double *out_ms, char *err, int err_len)
+/* Every stage's expert GEMMs on the input set of this iteration, nothing beside them. */
+static int gemms_once(void *ctx, int iter, char *err, int err_len)
 {
-    cudaEvent_t a, b;
-    CUDA(cudaEventCreate(&a));
-    CUDA(cudaEventCreate(&b));
-    double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms)
-        FAIL("out of host memory");
-    int rc = 0;
-    for (int it = -2; it < iters && !rc; it++) { /* two warm-ups */
-        int set = (it + 2) % s->p->sets;
-        cudaEventRecord(a, s->compute);
-        for (int st = 0; st < s->stages && !rc; st++)
-            rc = run_gemms(s, set, st, err, err_len);
-        cudaEventRecord(b, s->compute);
-        if (cudaEventSynchronize(b) != cudaSuccess)
-            rc = -1;
-        float f = 0;
-        cudaEventElapsedTime(&f, a, b);
-        if (it >= 0)
-            ms[it] = f;
-    }
-    /* all ranks reach the allreduce even if one failed: failure travels as NaN-free max of the flag */
-    double failed = mok_allreduce_max(rc ? 1.0 : 0.0);
-    *out_ms = failed ? NAN : median_max_over_ranks(ms, iters);
-    free(ms);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    if (failed && !rc)
-        FAIL("another rank failed timing the GEMMs alone");
-    return rc;
+    struct mok_nccl_pipe *s = ctx;
+    int set = (iter + 2) % s->p->sets;
+    for (int st = 0; st < s->stages; st++)
+        if (run_gemms(s, set, st, err, err_len))
+            return -1;
+    return 0;
+}
+
+struct a2a_run {
+    struct mok_nccl_pipe *s;
+    const size_t *count; /* elements per peer block, by stage */
+    void *in, *out;
+};
+
+static int a2a_once(void *ctx, int iter, char *err, int err_len)
+{
+    struct a2a_run *r = ctx;
+    (void)iter;
+    /* comm mode compares with dispatch + combine: the same rows there and back */
+    for (int way = 0; way < (r->s->no_compute ? 2 : 1); way++)
+        for (int stage = 0; stage < r->s->stages; stage++)
+            if (r->count[stage] && ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage],
+                                                ncclBfloat16, r->s->cl->nccl, r->s->cl->stream) != ncclSuccess) {
+                snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
+                return -1;
+            }
+    return 0;
 }
 
 /* ncclAlltoAll moving what the dispatch moves, stage by stage: each stage pads every peer's block to that
@@ -402,7 +377,6 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
         bytes += (double)count[st] * 2 * (P - 1);
     }
     struct mok_symmem in, out;
-    int rc = -1;
     if (mok_symmem_alloc(s->cl, most * 2 * P + 16, &in, err, err_len)) {
         free(count);
         return -1;
@@ -412,43 +386,11 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
         free(count);
         return -1;
     }
-    cudaStream_t st = s->cl->stream;
-    cudaEvent_t a = NULL, b = NULL;
-    double *ms = calloc((size_t)iters, sizeof(double));
-    if (!ms || cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) {
-        snprintf(err, (size_t)err_len, "a2a reference: out of memory or events");
-        goto done;
-    }
-    for (int it = -2; it < iters; it++) {
-        cudaEventRecord(a, st);
-        /* comm mode compares with dispatch + combine: the same rows there and back */
-        for (int way = 0; way < (s->no_compute ? 2 : 1); way++)
-            for (int stage = 0; stage < s->stages; stage++)
-                if (count[stage] && ncclAlltoAll(way ? out.ptr : in.ptr, way ? in.ptr : out.ptr, count[stage],
-                                                 ncclBfloat16, s->cl->nccl, st) != ncclSuccess) {
-                    snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
-                    goto done;
-                }
-        cudaEventRecord(b, st);
-        if (cudaEventSynchronize(b) != cudaSuccess) {
-            snprintf(err, (size_t)err_len, "a2a reference: %s", cudaGetErrorString(cudaGetLastError()));
-            goto done;
-        }
-        float f = 0;
-        cudaEventElapsedTime(&f, a, b);
-        if (it >= 0)
-            ms[it] = f;
-    }
-    *out_ms = median_max_over_ranks(ms, iters);
-    *remote_bytes = bytes * (s->no_compute ? 2 : 1);
-    rc = 0;
-done:
-    free(ms);
+    struct a2a_run run = {s, count, in.ptr, out.ptr};
+    int rc = mok_time_alone(s->cl->stream, iters, a2a_once, &run, out_ms, err, err_len);
+    if (!rc)
+        *remote_bytes = bytes * (s->no_compute ? 2 : 1);
     free(count);
-    if (a)
-        cudaEventDestroy(a);
-    if (b)
-        cudaEventDestroy(b);
     mok_symmem_free(s->cl, &in);
     mok_symmem_free(s->cl, &out);
     return rc;
@@ -460,11 +402,11 @@ int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters
     row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * hb;
     row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
     double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
-    if (!s->no_compute && time_gemms_alone(s, iters, &gemm_ms, err, err_len))
+    if (!s->no_compute && mok_time_alone(s->compute, iters, gemms_once, s, &gemm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = gemm_ms * 1e3;
     double dispatch_ms = NAN;
-    if (time_dispatch_alone(s, iters, &dispatch_ms, err, err_len))
+    if (mok_time_alone(s->comm, iters, dispatch_once, s, &dispatch_ms, err, err_len))
         return -1;
     row->dispatch_alone_us = dispatch_ms * 1e3;
     if (time_alltoall(s, iters, &a2a_ms, &a2a_bytes, err, err_len))
