@@ -1,4 +1,4 @@
-/* power: NVML energy and power-cap counters through dlopen (see power.h). */
+/* power: NVML power readings and power-cap counters through dlopen (see power.h). */
 #include "power.h"
 
 #include <cuda_runtime.h>
@@ -7,7 +7,6 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* The few NVML declarations used (nvml.h's ABI: return codes are ints, 0 success; handles are pointers). */
 typedef void *nvml_device;
@@ -20,7 +19,7 @@ enum { NVML_PERF_POLICY_POWER = 0 };
 static struct {
     int tried, ready;
     nvml_device dev;
-    int (*energy)(nvml_device, unsigned long long *);
+    int (*power)(nvml_device, unsigned *);
     int (*violation)(nvml_device, int, struct nvml_violation_time *);
 } nv;
 
@@ -35,11 +34,11 @@ static void power_open(void)
     int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
     int (*by_bus)(const char *, nvml_device *) =
         (int (*)(const char *, nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-    nv.energy = (int (*)(nvml_device, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
+    nv.power = (int (*)(nvml_device, unsigned *))dlsym(lib, "nvmlDeviceGetPowerUsage");
     nv.violation = (int (*)(nvml_device, int, struct nvml_violation_time *))dlsym(lib, "nvmlDeviceGetViolationStatus");
     char bus[32] = "";
     int dev = 0;
-    if (!init || !by_bus || !nv.energy || init() != 0 || cudaGetDevice(&dev) != cudaSuccess ||
+    if (!init || !by_bus || !nv.power || init() != 0 || cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev) != cudaSuccess || by_bus(bus, &nv.dev) != 0) {
         cudaGetLastError(); /* a failed query must not linger as a later launch's error */
         return;
@@ -47,48 +46,41 @@ static void power_open(void)
     nv.ready = 1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void mok_power_begin(struct mok_power_meter *m)
 {
     memset(m, 0, sizeof *m);
     power_open();
-    m->ok = nv.ready && nv.energy(nv.dev, &m->seen_mj) == 0;
+    m->ok = nv.ready;
 }
 
 void mok_power_poll(struct mok_power_meter *m)
 {
-    unsigned long long e = 0;
-    if (!m->ok || nv.energy(nv.dev, &e) != 0 || e == m->seen_mj)
+    unsigned mw = 0;
+    if (!m->ok || nv.power(nv.dev, &mw) != 0)
         return;
-    m->seen_mj = e; /* a step of the counter: the energy up to now */
+    m->samples++;
+    m->sum_mw += mw;
     struct nvml_violation_time v = {0, 0};
-    unsigned long long capped = nv.violation && nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) == 0 ?
-                                    v.violation_time : ~0ull;
-    double t = now_s();
-    if (m->steps++ == 0)
-        m->first_mj = e, m->first_capped_ns = capped, m->first_s = t;
-    m->last_mj = e, m->last_capped_ns = capped, m->last_s = t;
+    if (!nv.violation || nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) != 0 || !v.reference_time)
+        return;
+    if (!m->first.reference_time)
+        m->first = (struct mok_power_violation){v.reference_time, v.violation_time};
+    m->last = (struct mok_power_violation){v.reference_time, v.violation_time};
 }
 
 void mok_power_reduce(const struct mok_power_meter *m, double ms_per_iter, struct mok_power_window *out)
 {
-    double span = m->steps >= 2 ? m->last_s - m->first_s : 0;
     /* [0] energy per iteration (summed over ranks), [1] power (max), [2] capped share (max); NaN where this rank
      * has no figure */
     double mine[3] = {NAN, NAN, NAN};
-    if (m->ok && span >= MOK_POWER_MIN_SPAN_S && m->last_mj >= m->first_mj && ms_per_iter > 0) {
-        double watts = 1e-3 * (double)(m->last_mj - m->first_mj) / span;
+    if (m->ok && m->samples >= MOK_POWER_MIN_SAMPLES && ms_per_iter > 0) {
+        double watts = 1e-3 * m->sum_mw / m->samples;
         mine[0] = watts * ms_per_iter * 1e-3;
         mine[1] = watts;
-        if (m->first_capped_ns != ~0ull && m->last_capped_ns != ~0ull && m->last_capped_ns >= m->first_capped_ns)
-            mine[2] = 1e-9 * (double)(m->last_capped_ns - m->first_capped_ns) / span;
     }
+    double span_us = (double)(m->last.reference_time - m->first.reference_time);
+    if (m->ok && span_us >= 1e6 * MOK_POWER_MIN_SPAN_S && m->last.violation_ns >= m->first.violation_ns)
+        mine[2] = 1e-3 * (double)(m->last.violation_ns - m->first.violation_ns) / span_us;
     /* NaN through MPI_SUM / MPI_MAX is not portable: reduce a stand-in (0, -inf) and a valid flag (min: all ranks) */
     double val[3], flag[3], sum_val[1], max_val[3], min_flag[3];
     for (int i = 0; i < 3; i++) {

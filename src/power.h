@@ -7,33 +7,38 @@
 #ifndef MOK_POWER_H
 #define MOK_POWER_H
 
-/* Readings of one rank's counters while a run of iterations is on the GPU. NVML's energy counter moves in steps
- * (tens of ms apart), so a reading between steps is off by up to a step: the meter keeps the first and the last
- * step it saw while polling, and the power is the energy between those two steps over the time between them:
- * the steady state of back-to-back iterations (warm-ups or timed ones alike), without an idle gap that would let
- * the GPU cool or clock up before the timed iterations. */
+/* Readings of one rank's counters while a run of iterations is on the GPU (the host's wait for the last event):
+ * the mean of NVML's power readings (the driver's figure, as nvidia-smi's power.draw), and the time the power
+ * policy held the clocks down over the violation counter's own host timestamps. Polled only while waiting, never
+ * between launches: an NVML call there delays the next launch. NVML's total-energy counter was tried first: it
+ * moves in steps tens of ms apart, and sub-second spans between steps read 740-860 W where the GPU's limit (and
+ * nvidia-smi's readings) are 700 W. */
+struct mok_power_violation {
+    unsigned long long reference_time; /* host timestamp, us */
+    unsigned long long violation_ns;   /* total time under the power policy */
+};
 struct mok_power_meter {
-    int ok, steps;
-    unsigned long long seen_mj;                     /* the counter's last value seen (total since the driver loaded) */
-    unsigned long long first_mj, last_mj;           /* at the first and last step seen */
-    unsigned long long first_capped_ns, last_capped_ns; /* time under the power policy, ~0: unknown */
-    double first_s, last_s;                         /* host monotonic clock at those steps */
+    int ok, samples;
+    double sum_mw; /* of the power readings */
+    struct mok_power_violation first, last;
 };
 
 /* This rank's GPU over one run, reduced over ranks by mok_power_reduce (NaN where unknown). */
 struct mok_power_window {
-    double energy_j;    /* per iteration, summed over ranks: the job's energy per forward */
-    double power_w;     /* mean power between the first and last counter steps, the highest of the ranks */
-    double capped_frac; /* share of that time under the power cap, the highest of the ranks */
+    double energy_j;    /* per iteration, summed over ranks: the job's energy per forward (mean power x time) */
+    double power_w;     /* mean power reading, the highest of the ranks */
+    double capped_frac; /* share of the polled time under the power cap, the highest of the ranks */
 };
 
-/* Opens NVML for the current CUDA device once per process (ok = 0 without it) and notes the counter. */
+/* Opens NVML for the current CUDA device once per process (ok = 0 without it). */
 void mok_power_begin(struct mok_power_meter *m);
-/* Call often while the iterations run (the host's wait loop): records a step of the counter when it moved. */
+/* One reading; call it every millisecond or so while the iterations run. */
 void mok_power_poll(struct mok_power_meter *m);
-/* energy per iteration = the power between the steps x ms_per_iter (this rank's mean iteration time). Spans
- * between the first and last step under MOK_POWER_MIN_SPAN_S give NaN. Collective (MPI): every rank calls it. */
-#define MOK_POWER_MIN_SPAN_S 0.2
+/* energy per iteration = mean power x ms_per_iter (this rank's mean iteration time). Fewer than
+ * MOK_POWER_MIN_SAMPLES readings give NaN power and energy, a violation span under MOK_POWER_MIN_SPAN_S a NaN
+ * capped share. Collective (MPI): every rank calls it. */
+#define MOK_POWER_MIN_SAMPLES 20
+#define MOK_POWER_MIN_SPAN_S 0.05
 void mok_power_reduce(const struct mok_power_meter *m, double ms_per_iter, struct mok_power_window *out);
 
 #endif

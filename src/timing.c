@@ -41,7 +41,7 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
         cudaError_t ce;
         while ((ce = cudaEventQuery(ev[iters])) == cudaErrorNotReady) {
             mok_power_poll(&meter);
-            struct timespec nap = {0, 1000000}; /* 1 ms: the counter steps tens of ms apart */
+            struct timespec nap = {0, 1000000}; /* 1 ms */
             nanosleep(&nap, NULL);
         }
         if (ce != cudaSuccess) {
