@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* The few NVML declarations used (nvml.h's ABI: return codes are ints, 0 success; handles are pointers). */
 typedef void *nvml_device;
@@ -53,13 +54,26 @@ void mok_power_begin(struct mok_power_meter *m)
     m->ok = nv.ready;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void mok_power_poll(struct mok_power_meter *m)
 {
     unsigned mw = 0;
-    if (!m->ok || nv.power(nv.dev, &mw) != 0)
+    if (!m->ok)
         return;
-    m->samples++;
-    m->sum_mw += mw;
+    double t = now_s();
+    if (m->first_poll_s == 0)
+        m->first_poll_s = t;
+    /* the reading averages the last MOK_POWER_AVERAGE_S: only readings that lie wholly inside the run count */
+    if (t - m->first_poll_s >= MOK_POWER_AVERAGE_S && nv.power(nv.dev, &mw) == 0) {
+        m->samples++;
+        m->sum_mw += mw;
+    }
     struct nvml_violation_time v = {0, 0};
     if (!nv.violation || nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) != 0 || !v.reference_time)
         return;

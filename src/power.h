@@ -10,16 +10,21 @@
 /* Readings of one rank's counters while a run of iterations is on the GPU (the host's wait for the last event):
  * the mean of NVML's power readings (the driver's figure, as nvidia-smi's power.draw), and the time the power
  * policy held the clocks down over the violation counter's own host timestamps. Polled only while waiting, never
- * between launches: an NVML call there delays the next launch. NVML's total-energy counter was tried first: it
- * moves in steps tens of ms apart, and sub-second spans between steps read 740-860 W where the GPU's limit (and
- * nvidia-smi's readings) are 700 W. */
+ * between launches: an NVML call there delays the next launch (measured: the p90 of a 1 ms forward went to 6 ms).
+ * On the H200 the power reading is an average over the last second (candidates after an idle setup read 470 W,
+ * then 600, 660, 690 W as the average filled): readings in the first MOK_POWER_AVERAGE_S of the polling are
+ * dropped, so power and energy are reported only for runs that keep the GPU busy longer than that (time more
+ * iterations for them); implementations whose iterations wait on the host (the nccl baselines) get little polling.
+ * NVML's total-energy counter was tried first: it moves in steps tens of ms apart, and sub-second spans between
+ * steps read 740-860 W where the limit (and nvidia-smi's readings) are 700 W. */
 struct mok_power_violation {
     unsigned long long reference_time; /* host timestamp, us */
     unsigned long long violation_ns;   /* total time under the power policy */
 };
 struct mok_power_meter {
     int ok, samples;
-    double sum_mw; /* of the power readings */
+    double first_poll_s; /* host monotonic clock */
+    double sum_mw;       /* of the power readings counted */
     struct mok_power_violation first, last;
 };
 
@@ -38,6 +43,7 @@ void mok_power_poll(struct mok_power_meter *m);
  * MOK_POWER_MIN_SAMPLES readings give NaN power and energy, a violation span under MOK_POWER_MIN_SPAN_S a NaN
  * capped share. Collective (MPI): every rank calls it. */
 #define MOK_POWER_MIN_SAMPLES 20
+#define MOK_POWER_AVERAGE_S 1.0
 #define MOK_POWER_MIN_SPAN_S 0.05
 void mok_power_reduce(const struct mok_power_meter *m, double ms_per_iter, struct mok_power_window *out);
 
