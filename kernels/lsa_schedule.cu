@@ -2,7 +2,6 @@
  * global schedule on the GPU. Deterministic by construction: each block owns a fixed range of one source rank's
  * routes, block offsets come from an in-order scan, and inside a block one warp ranks routes 32 at a time with
  * __match_any_sync, so slots follow (source rank, token, k) order whatever the timing. */
-#include <cooperative_groups.h>
 #include <nccl.h>
 #include <nccl_device.h>
 
@@ -11,8 +10,6 @@
 #include "lsa_sync.cuh"
 
 #define SCHED_THREADS 256
-
-namespace cg = cooperative_groups;
 
 __device__ __forceinline__ uint64_t *flag_slot(const mok_lsa_args &a, int peer, int kind, int source)
 {
@@ -68,33 +65,25 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_table_publish_kernel(mok_ls
     publish_table(a);
 }
 
-/* The schedule's stages as device functions over virtual blocks, so that one cooperative launch
- * (lsa_schedule_grid_kernel) runs them all with grid barriers between them: seven dependent launches cost more
- * than their work (45-60 us for the megakernel's publish + schedule at any size). */
-
-/* Every source rank's table of this epoch is in its window (its published flag in mine); the block waits. */
-__device__ __forceinline__ void wait_published(const mok_lsa_args &a)
+/* grid (blocks, P): wait for source p's table of this epoch, copy it into local memory. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_pull_tables_kernel(mok_lsa_args a)
 {
-    if (threadIdx.x < a.nranks) {
+    int p = blockIdx.y;
+    if (threadIdx.x == 0) {
         uint64_t *mine = (uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                       a.off_flags + (size_t)threadIdx.x * sizeof(uint64_t), a.rank);
-        mok_wait_geq_sys(mine, a.epoch[0], a.rank, "schedule", "published", threadIdx.x, a.timeout_cycles);
+                                                       a.off_flags + (size_t)p * sizeof(uint64_t), a.rank);
+        mok_wait_geq_sys(mine, a.epoch[0], a.rank, "schedule", "published", p, a.timeout_cycles);
     }
     __syncthreads();
-}
-
-/* Virtual block bx of nbx for source p, after wait_published: p's table into local memory. */
-__device__ __forceinline__ void pull_table(const mok_lsa_args &a, int p, int bx, int nbx)
-{
     const int32_t *tab = table_tokens(a, p);
     int tokens = tab[0];
-    if (bx == 0 && threadIdx.x == 0)
+    if (blockIdx.x == 0 && threadIdx.x == 0)
         a.all_tokens[p] = tokens;
     const int32_t *ids = tab + 1;
     const float *w = (const float *)(ids + (size_t)a.t_max * a.topk);
     int n = tokens * a.topk;
     size_t base = (size_t)p * a.t_max * a.topk;
-    for (int i = bx * blockDim.x + threadIdx.x; i < n; i += nbx * blockDim.x) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         a.all_ids[base + i] = ids[i];
         a.all_w[base + i] = w[i];
     }
@@ -105,9 +94,11 @@ __device__ __forceinline__ int routes_per_block(const mok_lsa_args &a)
     return (a.t_max * a.topk + a.sched_blocks - 1) / a.sched_blocks;
 }
 
-/* Virtual block (b, p): histogram of its routes into each of my local experts (hist: local_experts ints). */
-__device__ __forceinline__ void count_routes(const mok_lsa_args &a, int p, int b, int32_t *hist)
+/* grid (sched_blocks, P): per-block histogram of routes into each of my local experts. */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_count_kernel(mok_lsa_args a)
 {
+    extern __shared__ int32_t hist[];
+    int p = blockIdx.y, b = blockIdx.x;
     for (int i = threadIdx.x; i < a.local_experts; i += blockDim.x)
         hist[i] = 0;
     __syncthreads();
@@ -125,14 +116,14 @@ __device__ __forceinline__ void count_routes(const mok_lsa_args &a, int p, int b
     int cells = a.nranks * a.sched_blocks, cell = p * a.sched_blocks + b;
     for (int i = threadIdx.x; i < a.local_experts; i += blockDim.x)
         a.block_off[(size_t)i * cells + cell] = hist[i];
-    __syncthreads(); /* hist may be refilled by the caller's next virtual block */
 }
 
-/* Local expert le (one block): exclusive scan of its cells (in (p, b) order, as routes are ordered) and its rows.
+/* One block per local expert: exclusive scan of its cells (in (p, b) order, as routes are ordered) and its rows.
  * Each thread sums a contiguous run of cells, the run sums are scanned with warp shuffles, then written back. */
-__device__ __forceinline__ void expert_scan(const mok_lsa_args &a, int le, int32_t *warp_sums)
+__global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
 {
-    int cells = a.nranks * a.sched_blocks;
+    __shared__ int32_t warp_sums[32];
+    int le = blockIdx.x, cells = a.nranks * a.sched_blocks;
     int32_t *row = a.block_off + (size_t)le * cells;
     int per = (cells + blockDim.x - 1) / blockDim.x, begin = threadIdx.x * per, end = min(begin + per, cells);
     int32_t sum = 0;
@@ -166,11 +157,10 @@ __device__ __forceinline__ void expert_scan(const mok_lsa_args &a, int le, int32
     }
     if (threadIdx.x == blockDim.x - 1)
         a.rows[le] = run;
-    __syncthreads(); /* warp_sums may be reused by the caller's next expert */
 }
 
 /* One thread: padded offsets of the experts and the overflow check (EL steps). */
-__device__ __forceinline__ void expert_offsets(const mok_lsa_args &a)
+__global__ void lsa_offsets_kernel(mok_lsa_args a)
 {
     int EL = a.local_experts, off = 0, overflow = -1, need = 0;
     for (int le = 0; le < EL; le++) {
@@ -192,10 +182,11 @@ __device__ __forceinline__ void expert_offsets(const mok_lsa_args &a)
     }
 }
 
-/* Thread i0 of stride: block offsets made absolute, then chunk targets (the real, non-padding rows of each chunk). */
-__device__ __forceinline__ void absolute_offsets(const mok_lsa_args &a, int i0, int stride)
+/* Many blocks: block offsets made absolute, then chunk targets (the real, non-padding rows of each chunk). */
+__global__ void __launch_bounds__(SCHED_THREADS) lsa_absolute_kernel(mok_lsa_args a)
 {
     int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
+    int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
     for (int i = i0; i < EL * nb; i += stride)
         a.block_off[i] += a.offset[i / nb];
     int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
@@ -210,10 +201,11 @@ __device__ __forceinline__ void absolute_offsets(const mok_lsa_args &a, int i0, 
     }
 }
 
-/* One warp, virtual block (b, p): stable placement of the block's routes, 32 at a time (next: local_experts ints,
- * this warp's). */
-__device__ __forceinline__ void place_routes(const mok_lsa_args &a, int p, int b, int lane, int32_t *next)
+/* grid (sched_blocks, P), one warp: stable placement of the block's routes, 32 at a time. */
+__global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
 {
+    extern __shared__ int32_t next[];
+    int p = blockIdx.y, b = blockIdx.x, lane = threadIdx.x;
     int cells = a.nranks * a.sched_blocks, cell = p * a.sched_blocks + b;
     for (int i = lane; i < a.local_experts; i += 32)
         next[i] = a.block_off[(size_t)i * cells + cell];
@@ -245,50 +237,13 @@ __device__ __forceinline__ void place_routes(const mok_lsa_args &a, int p, int b
                 a.entry[slot] = (int32_t)(((uint32_t)p << 25) | ((uint32_t)(r / a.topk) << 5) | (uint32_t)(r % a.topk));
         }
     }
-    __syncwarp(); /* next may be refilled by the caller's next virtual block */
-}
-
-/* The whole general schedule in one cooperative launch (every block resident), the stages separated by grid
- * barriers: tables pulled (and the slot entries cleared), routes counted per (source rank, block), each expert's
- * counts scanned, padded expert offsets and the overflow check, absolute offsets and chunk targets, placement.
- * The virtual blocks are those the seven launches had (a source rank's routes in fixed ranges), so the schedule
- * is the same as theirs, slot for slot (same routes per block, same scan order). Dynamic shared
- * memory: one local_experts-int array per warp (the count's histogram uses the first). */
-#define GRID_SCHED_THREADS 256
-__global__ void __launch_bounds__(GRID_SCHED_THREADS) lsa_schedule_grid_kernel(mok_lsa_args a)
-{
-    extern __shared__ int32_t sched_smem[];
-    __shared__ int32_t warp_sums[32];
-    cg::grid_group grid = cg::this_grid();
-    /* indices are recomputed per stage rather than kept live across the barriers (fewer registers held: sm_100a's
-     * ptxas spilled them) */
-    wait_published(a);
-    for (int nbx = max(1, (int)gridDim.x / a.nranks), v = blockIdx.x; v < nbx * a.nranks; v += gridDim.x)
-        pull_table(a, v / nbx, v % nbx, nbx); /* nbx: the pull's virtual blocks per source rank */
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.capacity; i += gridDim.x * blockDim.x)
-        a.entry[i] = -1; /* padding slots have no route */
-    grid.sync();
-    for (int v = blockIdx.x; v < a.sched_blocks * a.nranks; v += gridDim.x)
-        count_routes(a, v / a.sched_blocks, v % a.sched_blocks, sched_smem);
-    grid.sync();
-    for (int le = blockIdx.x; le < a.local_experts; le += gridDim.x)
-        expert_scan(a, le, warp_sums);
-    grid.sync();
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        expert_offsets(a);
-    grid.sync();
-    absolute_offsets(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
-    grid.sync();
-    const int warps = GRID_SCHED_THREADS / 32, warp = threadIdx.x >> 5;
-    for (int v = blockIdx.x * warps + warp; v < a.sched_blocks * a.nranks; v += gridDim.x * warps)
-        place_routes(a, v / a.sched_blocks, v % a.sched_blocks, threadIdx.x & 31, sched_smem + warp * a.local_experts);
 }
 
 /* ---- small problems: the whole schedule in one block ------------------------------------------------------
- * At a few thousand routes even the grid schedule's barriers and its 132-block launch dominate.
+ * At a few thousand routes the multi-kernel schedule is launch-bound (seven dependent launches of a few us each).
  * Here the same stages run in one block, separated by __syncthreads: tables pulled and counted, padded offsets and
  * the overflow check, chunk targets, then placement by one warp walking the routes in (source rank, token, k)
- * order 32 at a time, which is the order the grid schedule's placement produces, so the schedule is the same. */
+ * order 32 at a time, which is the order the multi-block placement produces, so the schedule is the same. */
 #define SMALL_SCHED_THREADS 1024
 #define SMALL_SCHED_MAX_ROUTES 4096 /* all ranks' routes; placement is one warp, 32 routes per step */
 
@@ -323,7 +278,7 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
         }
     }
     __syncthreads();
-    if (tid == 0) { /* padded offsets and the overflow check, as expert_offsets */
+    if (tid == 0) { /* padded offsets and the overflow check, as lsa_offsets_kernel */
         int off = 0, overflow = -1, need = 0;
         for (int le = 0; le < EL; le++) {
             next[le] = off;
@@ -349,7 +304,7 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
         a.rows[le] = rows[le];
     }
     int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    for (int c = tid; c < nchunks; c += blockDim.x) { /* real (non-padding) rows per chunk, as absolute_offsets */
+    for (int c = tid; c < nchunks; c += blockDim.x) { /* real (non-padding) rows per chunk, as lsa_absolute_kernel */
         int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
         for (int le = 0; le < EL; le++) {
             int b0 = max(lo, next[le]), b1 = min(hi, next[le] + rows[le]);
@@ -365,7 +320,7 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
     for (int p = 0; p < a.nranks; p++) {
         int n = tokens[p] * a.topk;
         size_t base = (size_t)p * a.t_max * a.topk;
-        for (int r0 = 0; r0 < n; r0 += 32) { /* as place_routes */
+        for (int r0 = 0; r0 < n; r0 += 32) { /* as lsa_place_kernel */
             int r = r0 + lane;
             int le = r < n ? a.all_ids[base + r] - first : -1;
             bool mine = le >= 0 && le < EL;
@@ -489,7 +444,7 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
         rows[le] = run;
     }
     __syncthreads();
-    /* padded offsets: exclusive scan over the experts, each thread a contiguous run (as expert_scan) */
+    /* padded offsets: exclusive scan over the experts, each thread a contiguous run (as lsa_expert_scan_kernel) */
     const int run_len = (EL + FUSED_THREADS - 1) / FUSED_THREADS, lo = min(tid * run_len, EL),
               hi = min(lo + run_len, EL);
     int sum = 0;
@@ -527,7 +482,7 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
     if (tid == FUSED_THREADS - 1)
         a.offset[EL] = run;
     __syncthreads();
-    if (tid == 0 && overflow < EL && a.status[0] == 0) { /* sticky, as expert_offsets */
+    if (tid == 0 && overflow < EL && a.status[0] == 0) { /* sticky, as lsa_offsets_kernel */
         a.status[1] = a.rank * EL + overflow;
         a.status[2] = off[overflow] + (rows[overflow] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
         a.status[3] = a.capacity;
@@ -535,7 +490,7 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
         a.status[0] = 1;
     }
     /* real (non-padding) rows per chunk: the experts' row ends off + rows never decrease, so a chunk's experts are
-     * a run found by bisection (the sum over every expert, as absolute_offsets, without the EL-long loop) */
+     * a run found by bisection (the sum over every expert, as lsa_absolute_kernel, without the EL-long loop) */
     int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
     for (int c = tid; c < nchunks; c += FUSED_THREADS) {
         int clo = c * a.chunk_rows, chi = min(clo + a.chunk_rows, a.capacity), cnt = 0, l = 0, h = EL;
@@ -554,7 +509,7 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
         if (zero_ready)
             a.ready[c] = 0;
     }
-    /* placement: each warp its run, 32 routes per step, as place_routes (only this warp touches its hist row) */
+    /* placement: each warp its run, 32 routes per step, as lsa_place_kernel (only this warp touches its hist row) */
     const unsigned below = (1u << lane) - 1;
 #pragma unroll
     for (int s = 0; s < FUSED_STEPS; s++) {
@@ -684,39 +639,10 @@ extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream
     return MOK_LAUNCH_RESULT();
 }
 
-/* lsa_schedule_grid_kernel on one block per SM (resident at once: the launch is cooperative). */
-static int launch_schedule_grid(const mok_lsa_args *a, cudaStream_t s)
-{
-    size_t smem = sizeof(int32_t) * (size_t)a->local_experts * (GRID_SCHED_THREADS / 32);
-    static int sms = 0; /* one device per process */
-    if (sms < 1) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-            return (int)cudaGetLastError();
-    }
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(lsa_schedule_grid_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
-        if (e != cudaSuccess)
-            return (int)e;
-    }
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative;
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms);
-    cfg.blockDim = dim3(GRID_SCHED_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_schedule_grid_kernel, *a);
-    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
-}
-
 extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t stream)
 {
     cudaStream_t s = mok_cuda_stream(stream);
+    int err;
     if (block_schedule_fits(a)) {
         lsa_schedule_block_kernel<<<1, FUSED_THREADS, block_schedule_smem(a->local_experts), s>>>(*a);
         return MOK_LAUNCH_RESULT();
@@ -725,7 +651,32 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
         lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, 2 * sizeof(int32_t) * (size_t)a->local_experts, s>>>(*a);
         return MOK_LAUNCH_RESULT();
     }
-    return launch_schedule_grid(a, s);
+    int pull_blocks = (a->t_max * a->topk + SCHED_THREADS - 1) / SCHED_THREADS;
+    dim3 grid_pull(pull_blocks < 1 ? 1 : pull_blocks > 256 ? 256 : pull_blocks, a->nranks);
+    lsa_pull_tables_kernel<<<grid_pull, SCHED_THREADS, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    if ((err = (int)cudaMemsetAsync(a->entry, 0xFF, sizeof(int32_t) * (size_t)a->capacity, s)))
+        return err;
+    dim3 grid(a->sched_blocks, a->nranks);
+    size_t shm = sizeof(int32_t) * (size_t)a->local_experts;
+    lsa_count_kernel<<<grid, SCHED_THREADS, shm, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_expert_scan_kernel<<<a->local_experts, 1024, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_offsets_kernel<<<1, 1, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    int cells = a->local_experts * a->sched_blocks * a->nranks;
+    int nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
+    int work = cells > nchunks ? cells : nchunks, abs_blocks = (work + SCHED_THREADS - 1) / SCHED_THREADS;
+    lsa_absolute_kernel<<<abs_blocks < 1 ? 1 : abs_blocks > 1024 ? 1024 : abs_blocks, SCHED_THREADS, 0, s>>>(*a);
+    if ((err = MOK_LAUNCH_RESULT()))
+        return err;
+    lsa_place_kernel<<<grid, 32, shm, s>>>(*a);
+    return MOK_LAUNCH_RESULT();
 }
 
 /* The fused dispatch's grid (sms pushing blocks + the schedule block) must be resident at once. */
