@@ -46,6 +46,7 @@ for step in $STEPS; do
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
     mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
     megareport) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-report.json; echo "rc=$?";;  # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
+    megapower) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-power.json; echo "rc=$?";;  # 300 iterations: power_w, energy_j
     megaownfirst) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-own-first.json; echo "rc=$?";;  # own_first = 0 / K experts / all
     megabreakdown) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-breakdown.json; echo "rc=$?";;
     megasanitize) for tool in memcheck racecheck; do
