@@ -380,6 +380,19 @@ __device__ __forceinline__ void store_y(const mok_lsa_args &a, int t, int v, int
     ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
 }
 
+/* y[t], vector v, of the owner's sum in acc plus the shared experts' output, added last as the reference adds it. */
+__device__ __forceinline__ void store_y_with_shared(const mok_lsa_args &a, int t, int v, int vecs, float (&acc)[8])
+{
+    if (a.shared_y) {
+        vec8 sh;
+        sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += mok_bf16_to_f32(sh.h[i]);
+    }
+    store_y(a, t, v, vecs, acc);
+}
+
 /* y[t], vector v, of a per-rank sum whose own partial is already at hand. */
 __device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
                                                unsigned touched, const float (&own)[8])
@@ -419,14 +432,7 @@ __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
             if (m.touched & (1u << a.rank))
                 own_partial(a, m, t, v, own);
             add_rank_partials(a, comb, t, v, vecs, m.touched, own, acc);
-            if (a.shared_y) { /* the shared experts last, as the reference adds them */
-                vec8 sh;
-                sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    acc[i] += mok_bf16_to_f32(sh.h[i]);
-            }
-            store_y(a, t, v, vecs, acc);
+            store_y_with_shared(a, t, v, vecs, acc);
         }
     }
 }
@@ -469,14 +475,7 @@ __global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
                     for (int e = 0; e < 8; e++)
                         acc[e] += w[j] * mok_bf16_to_f32(in[j].h[e]);
         }
-        if (a.shared_y) { /* the shared experts last, as the reference adds them */
-            vec8 sh;
-            sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                acc[e] += mok_bf16_to_f32(sh.h[e]);
-        }
-        store_y(a, t, v, vecs, acc);
+        store_y_with_shared(a, t, v, vecs, acc);
     }
 }
 
