@@ -445,9 +445,10 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
 
 /* The per-route owner's sum (the megakernel's), one thread per (token, 16-byte vector), grid-stride. Every route's
  * row vector (up to ROUTE_BATCH of them) is loaded before the first is added, so a thread has 8 loads in flight
- * instead of one: a loop that loaded, waited and added route by route, a block of 256 threads per token
- * (DeepSeek-V3: 896 vectors, 3.5 per thread), was latency-bound (~2.3 TB/s). The adds go in the fixed order
- * j = 0..topk-1, then the shared experts' (as the reference), so y is bitwise the same from run to run. A warp's 32 vectors belong to one token
+ * instead of one: the loop it replaced loaded, waited and added route by route, with a block of 256 threads per
+ * token (DeepSeek-V3: 896 vectors, 3.5 per thread); 0.4-0.6% of the layer at 8192 tokens
+ * (results/h200x2/2026-11-30-megakernel-v5). The adds go in the fixed order j = 0..topk-1, then the shared
+ * experts' (as the reference), so y is bitwise the same from run to run. A warp's 32 vectors belong to one token
  * when hidden / 8 is a multiple of 32 (every supported model), so its weight loads are one broadcast each. */
 #define ROUTE_BATCH 8
 __global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)

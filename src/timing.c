@@ -35,7 +35,7 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
             rc = -1;
     }
     if (!rc) {
-        /* wait for the last event, polling the energy counter meanwhile (power.h). Not while queuing: an NVML
+        /* wait for the last event, reading NVML's power counters meanwhile (power.h). Not while queuing: an NVML
          * call there delays the next launch, and short iterations then wait for the host (measured: p90 of a
          * 1 ms forward went from 1.0 to 6 ms) */
         cudaError_t ce;

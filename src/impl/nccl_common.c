@@ -306,7 +306,6 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
         }
 }
 
-/* Median over iterations of the per-iteration max over ranks, in ms. Every rank calls it with its own times. */
 /* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
  * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
 static int dispatch_once(void *ctx, int iter, char *err, int err_len)
