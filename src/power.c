@@ -6,6 +6,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -47,13 +48,6 @@ static void power_open(void)
     nv.ready = 1;
 }
 
-void mok_power_begin(struct mok_power_meter *m)
-{
-    memset(m, 0, sizeof *m);
-    power_open();
-    m->ok = nv.ready;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -61,29 +55,54 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void mok_power_poll(struct mok_power_meter *m)
+static void *sample_loop(void *arg)
 {
-    unsigned mw = 0;
-    if (!m->ok)
-        return;
-    double t = now_s();
-    if (m->first_poll_s == 0)
-        m->first_poll_s = t;
-    /* the reading averages the last MOK_POWER_AVERAGE_S: only readings that lie wholly inside the run count */
-    if (t - m->first_poll_s >= MOK_POWER_AVERAGE_S && nv.power(nv.dev, &mw) == 0) {
-        m->samples++;
-        m->sum_mw += mw;
+    struct mok_power_sampler *s = arg;
+    const double t0 = now_s();
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        unsigned mw = 0;
+        /* the reading averages the last MOK_POWER_AVERAGE_S: only readings that lie wholly inside the run count */
+        if (now_s() - t0 >= MOK_POWER_AVERAGE_S && nv.power(nv.dev, &mw) == 0) {
+            s->samples++;
+            s->sum_mw += mw;
+        }
+        struct nvml_violation_time v = {0, 0};
+        if (nv.violation && nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) == 0 && v.reference_time) {
+            if (!s->first.reference_time)
+                s->first = (struct mok_power_violation){v.reference_time, v.violation_time};
+            s->last = (struct mok_power_violation){v.reference_time, v.violation_time};
+        }
+        struct timespec nap = {0, MOK_POWER_PERIOD_MS * 1000000L};
+        nanosleep(&nap, NULL);
     }
-    struct nvml_violation_time v = {0, 0};
-    if (!nv.violation || nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) != 0 || !v.reference_time)
-        return;
-    if (!m->first.reference_time)
-        m->first = (struct mok_power_violation){v.reference_time, v.violation_time};
-    m->last = (struct mok_power_violation){v.reference_time, v.violation_time};
+    return NULL;
 }
 
-void mok_power_reduce(const struct mok_power_meter *m, double ms_per_iter, struct mok_power_window *out)
+void mok_power_start(struct mok_power_sampler *s)
 {
+    memset(s, 0, sizeof *s);
+    const char *env = getenv("MOK_POWER");
+    if (env && strcmp(env, "0") == 0)
+        return;
+    power_open();
+    s->ok = nv.ready;
+    if (s->ok)
+        s->running = pthread_create(&s->thread, NULL, sample_loop, s) == 0;
+    s->ok = s->running;
+}
+
+void mok_power_halt(struct mok_power_sampler *s)
+{
+    if (s->running) {
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+        pthread_join(s->thread, NULL);
+        s->running = 0;
+    }
+}
+
+void mok_power_stop(struct mok_power_sampler *m, double ms_per_iter, struct mok_power_window *out)
+{
+    mok_power_halt(m);
     /* [0] energy per iteration (summed over ranks), [1] power (max), [2] capped share (max); NaN where this rank
      * has no figure */
     double mine[3] = {NAN, NAN, NAN};

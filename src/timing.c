@@ -5,7 +5,6 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
                    struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
@@ -14,12 +13,13 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
     for (; it < warmup; it++)
         if (fn(ctx, it, -1, err, err_len))
             return -1;
-    struct mok_power_meter meter;
-    mok_power_begin(&meter);
+    struct mok_power_sampler sampler; /* reads power on a thread of its own while the timed iterations run */
+    mok_power_start(&sampler);
     /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream
      * timeline is measured without gaps, host-side work between launches included */
     cudaEvent_t *ev = calloc((size_t)iters + 1, sizeof(cudaEvent_t));
     if (!ev) {
+        mok_power_halt(&sampler);
         snprintf(err, (size_t)err_len, "out of host memory");
         return -1;
     }
@@ -35,15 +35,7 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
             rc = -1;
     }
     if (!rc) {
-        /* wait for the last event, reading NVML's power counters meanwhile (power.h). Not while queuing: an NVML
-         * call there delays the next launch, and short iterations then wait for the host (measured: p90 of a
-         * 1 ms forward went from 1.0 to 6 ms) */
-        cudaError_t ce;
-        while ((ce = cudaEventQuery(ev[iters])) == cudaErrorNotReady) {
-            mok_power_poll(&meter);
-            struct timespec nap = {0, 1000000}; /* 1 ms */
-            nanosleep(&nap, NULL);
-        }
+        cudaError_t ce = cudaEventSynchronize(ev[iters]);
         if (ce != cudaSuccess) {
             snprintf(err, (size_t)err_len, "timed iterations: %s", cudaGetErrorString(ce));
             rc = -1;
@@ -60,12 +52,14 @@ int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, 
         if (ev[i])
             cudaEventDestroy(ev[i]);
     free(ev);
-    if (rc)
+    if (rc) {
+        mok_power_halt(&sampler); /* not collective: the caller aborts the job after a failure */
         return -1;
+    }
     MPI_Allreduce(MPI_IN_PLACE, iter_ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     mok_stats_compute(iter_ms, iters, stats);
-    if (power)
-        mok_power_reduce(&meter, iters > 0 ? my_ms / iters : 0, power);
+    struct mok_power_window pw;
+    mok_power_stop(&sampler, iters > 0 ? my_ms / iters : 0, power ? power : &pw);
     return 0;
 }
 
