@@ -159,46 +159,114 @@ __global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
         a.rows[le] = run;
 }
 
-/* One thread: padded offsets of the experts and the overflow check (EL steps). */
-__global__ void lsa_offsets_kernel(mok_lsa_args a)
+/* The block's threads: off[0..EL] (shared) = the exclusive prefix of the experts' padded rows (rows[le] rounded up
+ * to tile_rows), each thread a contiguous run of experts, the run sums scanned with warp shuffles; *overflow (shared,
+ * EL before the call) = the first expert whose padded rows end past capacity (a tile that does not fit is an
+ * overflow too). warp_sums: 32 shared ints. Ends synchronized. */
+__device__ __forceinline__ void padded_offsets(const mok_lsa_args &a, const int32_t *rows, int32_t *off,
+                                               int32_t *warp_sums, int32_t *overflow)
 {
-    int EL = a.local_experts, off = 0, overflow = -1, need = 0;
-    for (int le = 0; le < EL; le++) {
-        a.offset[le] = off;
-        int padded = (a.rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-        if (overflow < 0 && off + padded > a.capacity) { /* a tile that does not fit is an overflow too */
-            overflow = le;
-            need = off + padded;
-        }
-        off += padded;
+    const int EL = a.local_experts, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int run_len = (EL + blockDim.x - 1) / blockDim.x, lo = min(tid * run_len, EL), hi = min(lo + run_len, EL);
+    int sum = 0;
+    for (int le = lo; le < hi; le++)
+        sum += (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+    int inc = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+        int v = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o)
+            inc += v;
     }
-    a.offset[EL] = off;
-    if (overflow >= 0 && a.status[0] == 0) { /* sticky: the first overflow is what the host reports */
-        a.status[1] = a.rank * EL + overflow;
-        a.status[2] = need;
+    if (lane == 31)
+        warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        int ws = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0, winc = ws;
+        for (int o = 1; o < 32; o <<= 1) {
+            int v = __shfl_up_sync(0xffffffffu, winc, o);
+            if (lane >= o)
+                winc += v;
+        }
+        warp_sums[lane] = winc - ws;
+    }
+    __syncthreads();
+    int run = warp_sums[warp] + inc - sum;
+    for (int le = lo; le < hi; le++) {
+        int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        off[le] = run;
+        if (run + padded > a.capacity)
+            atomicMin(overflow, le);
+        run += padded;
+    }
+    if (tid == (int)blockDim.x - 1)
+        off[EL] = run;
+    __syncthreads();
+}
+
+/* One thread, after padded_offsets: the first overflow into the status the host reports (sticky). */
+__device__ __forceinline__ void report_overflow(const mok_lsa_args &a, const int32_t *rows, const int32_t *off,
+                                                int overflow)
+{
+    if (overflow < a.local_experts && a.status[0] == 0) {
+        a.status[1] = a.rank * a.local_experts + overflow;
+        a.status[2] = off[overflow] + (rows[overflow] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
         a.status[3] = a.capacity;
         __threadfence();
         a.status[0] = 1;
     }
 }
 
-/* Many blocks: block offsets made absolute, then chunk targets (the real, non-padding rows of each chunk). */
+/* Chunks first, first + stride, ...: the real (non-padding) rows each must receive (ready zeroed if zero_ready). The
+ * experts' row ends off + rows never decrease, so a chunk's experts are a run found by bisection. */
+__device__ __forceinline__ void chunk_targets(const mok_lsa_args &a, const int32_t *rows, const int32_t *off,
+                                              int first, int stride, bool zero_ready)
+{
+    const int EL = a.local_experts, nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    for (int c = first; c < nchunks; c += stride) {
+        int clo = c * a.chunk_rows, chi = min(clo + a.chunk_rows, a.capacity), cnt = 0, l = 0, h = EL;
+        while (l < h) {
+            int m = (l + h) >> 1;
+            if (off[m] + rows[m] > clo)
+                h = m;
+            else
+                l = m + 1;
+        }
+        for (int le = l; le < EL && off[le] < chi; le++) {
+            int b0 = max(clo, off[le]), b1 = min(chi, off[le] + rows[le]);
+            cnt += b1 > b0 ? b1 - b0 : 0;
+        }
+        a.chunk_target[c] = cnt;
+        if (zero_ready)
+            a.ready[c] = 0;
+    }
+}
+
+/* Many blocks, after the expert scans: the padded expert offsets (every block scans them in shared memory; block
+ * 0 writes them out and reports an overflow: a one-thread kernel walking the experts took 15 us at 128 experts),
+ * the block offsets made absolute, then the chunk targets. Dynamic shared memory: 2 * EL + 1 ints. */
 __global__ void __launch_bounds__(SCHED_THREADS) lsa_absolute_kernel(mok_lsa_args a)
 {
-    int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
+    extern __shared__ int32_t abs_smem[];
+    __shared__ int32_t warp_sums[32];
+    __shared__ int32_t overflow;
+    const int EL = a.local_experts, nb = a.sched_blocks * a.nranks;
+    int32_t *rows = abs_smem, *off = abs_smem + EL; /* [EL], [EL + 1] */
+    for (int i = threadIdx.x; i < EL; i += blockDim.x)
+        rows[i] = a.rows[i];
+    if (threadIdx.x == 0)
+        overflow = EL;
+    __syncthreads();
+    padded_offsets(a, rows, off, warp_sums, &overflow);
+    if (blockIdx.x == 0) {
+        for (int i = threadIdx.x; i <= EL; i += blockDim.x)
+            a.offset[i] = off[i];
+        if (threadIdx.x == 0)
+            report_overflow(a, rows, off, overflow);
+    }
     int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
     for (int i = i0; i < EL * nb; i += stride)
-        a.block_off[i] += a.offset[i / nb];
-    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    for (int c = i0; c < nchunks; c += stride) {
-        int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
-        for (int le = 0; le < EL; le++) {
-            int b0 = max(lo, a.offset[le]), b1 = min(hi, a.offset[le] + a.rows[le]);
-            n += b1 > b0 ? b1 - b0 : 0;
-        }
-        a.chunk_target[c] = n;
-        a.ready[c] = 0;
-    }
+        a.block_off[i] += off[i / nb];
+    chunk_targets(a, rows, off, i0, stride, true);
 }
 
 /* grid (sched_blocks, P), one warp: stable placement of the block's routes, 32 at a time. */
@@ -240,7 +308,7 @@ __global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
 }
 
 /* ---- small problems: the whole schedule in one block ------------------------------------------------------
- * At a few thousand routes the multi-kernel schedule is launch-bound (seven dependent launches of a few us each).
+ * At a few thousand routes the multi-kernel schedule is launch-bound (six dependent launches of a few us each).
  * Here the same stages run in one block, separated by __syncthreads: tables pulled and counted, padded offsets and
  * the overflow check, chunk targets, then placement by one warp walking the routes in (source rank, token, k)
  * order 32 at a time, which is the order the multi-block placement produces, so the schedule is the same. */
@@ -249,8 +317,10 @@ __global__ void __launch_bounds__(32) lsa_place_kernel(mok_lsa_args a)
 
 __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel(mok_lsa_args a)
 {
-    extern __shared__ int32_t sched_smem[]; /* rows[EL], next[EL] */
+    extern __shared__ int32_t sched_smem[]; /* rows[EL], next[EL + 1] */
     __shared__ int32_t tokens[MOK_LSA_MAX_RANKS];
+    __shared__ int32_t warp_sums[32];
+    __shared__ int32_t overflow;
     int EL = a.local_experts, first = a.rank * EL, tid = threadIdx.x;
     int32_t *rows = sched_smem, *next = sched_smem + EL;
     if (tid < a.nranks) {
@@ -262,6 +332,8 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
     }
     for (int i = tid; i < EL; i += blockDim.x)
         rows[i] = 0;
+    if (tid == 0)
+        overflow = EL;
     for (int i = tid; i < a.capacity; i += blockDim.x)
         a.entry[i] = -1;
     __syncthreads();
@@ -278,41 +350,15 @@ __global__ void __launch_bounds__(SMALL_SCHED_THREADS) lsa_schedule_small_kernel
         }
     }
     __syncthreads();
-    if (tid == 0) { /* padded offsets and the overflow check, as lsa_offsets_kernel */
-        int off = 0, overflow = -1, need = 0;
-        for (int le = 0; le < EL; le++) {
-            next[le] = off;
-            int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-            if (overflow < 0 && off + padded > a.capacity) {
-                overflow = le;
-                need = off + padded;
-            }
-            off += padded;
-        }
-        a.offset[EL] = off;
-        if (overflow >= 0 && a.status[0] == 0) {
-            a.status[1] = a.rank * EL + overflow;
-            a.status[2] = need;
-            a.status[3] = a.capacity;
-            __threadfence();
-            a.status[0] = 1;
-        }
-    }
-    __syncthreads();
-    for (int le = tid; le < EL; le += blockDim.x) {
+    padded_offsets(a, rows, next, warp_sums, &overflow); /* next[le] starts at expert le's offset */
+    if (tid == 0)
+        report_overflow(a, rows, next, overflow);
+    for (int le = tid; le <= EL; le += blockDim.x) {
         a.offset[le] = next[le];
-        a.rows[le] = rows[le];
+        if (le < EL)
+            a.rows[le] = rows[le];
     }
-    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    for (int c = tid; c < nchunks; c += blockDim.x) { /* real (non-padding) rows per chunk, as lsa_absolute_kernel */
-        int lo = c * a.chunk_rows, hi = min(lo + a.chunk_rows, a.capacity), n = 0;
-        for (int le = 0; le < EL; le++) {
-            int b0 = max(lo, next[le]), b1 = min(hi, next[le] + rows[le]);
-            n += b1 > b0 ? b1 - b0 : 0;
-        }
-        a.chunk_target[c] = n;
-        a.ready[c] = 0;
-    }
+    chunk_targets(a, rows, next, tid, blockDim.x, true);
     __syncthreads(); /* the other threads read next[] above; placement advances it */
     if (tid >= 32)
         return;
@@ -368,7 +414,7 @@ __device__ __forceinline__ void route_at(const int32_t *tokens, int nranks, int 
 
 __host__ __device__ __forceinline__ size_t block_schedule_smem(int local_experts)
 {
-    return sizeof(int32_t) * (size_t)(FUSED_THREADS / 32 + 2) * local_experts; /* hist[warps][EL], rows, off */
+    return sizeof(int32_t) * ((size_t)(FUSED_THREADS / 32 + 2) * local_experts + 1); /* hist[warps][EL], rows, off */
 }
 
 /* The whole schedule in one block of FUSED_THREADS: every peer's table of this epoch (pulled from its window),
@@ -383,7 +429,7 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
     const int lane = tid & 31, warp = tid >> 5, nwarps = FUSED_THREADS / 32;
     int32_t *hist = sched_smem;        /* [warp][EL]: routes, then the warp's first slot past the offset */
     int32_t *rows = hist + nwarps * EL; /* [EL] */
-    int32_t *off = rows + EL;           /* [EL] padded offsets */
+    int32_t *off = rows + EL;           /* [EL + 1] padded offsets */
     if (tid < a.nranks) {
         mok_wait_geq_sys(flag_slot(a, a.rank, 0, tid), epoch, a.rank, "schedule", "published", tid,
                          a.timeout_cycles);
@@ -444,71 +490,15 @@ __device__ __forceinline__ void block_schedule(const mok_lsa_args &a, uint64_t e
         rows[le] = run;
     }
     __syncthreads();
-    /* padded offsets: exclusive scan over the experts, each thread a contiguous run (as lsa_expert_scan_kernel) */
-    const int run_len = (EL + FUSED_THREADS - 1) / FUSED_THREADS, lo = min(tid * run_len, EL),
-              hi = min(lo + run_len, EL);
-    int sum = 0;
-    for (int le = lo; le < hi; le++)
-        sum += (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-    int inc = sum;
-    for (int o = 1; o < 32; o <<= 1) {
-        int v = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o)
-            inc += v;
+    padded_offsets(a, rows, off, warp_sums, &overflow);
+    for (int le = tid; le <= EL; le += FUSED_THREADS) {
+        a.offset[le] = off[le];
+        if (le < EL)
+            a.rows[le] = rows[le];
     }
-    if (lane == 31)
-        warp_sums[warp] = inc;
-    __syncthreads();
-    if (warp == 0) {
-        int ws = warp_sums[lane], winc = ws;
-        for (int o = 1; o < 32; o <<= 1) {
-            int v = __shfl_up_sync(0xffffffffu, winc, o);
-            if (lane >= o)
-                winc += v;
-        }
-        warp_sums[lane] = winc - ws;
-    }
-    __syncthreads();
-    int run = warp_sums[warp] + inc - sum;
-    for (int le = lo; le < hi; le++) {
-        int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-        off[le] = run;
-        a.offset[le] = run;
-        a.rows[le] = rows[le];
-        if (run + padded > a.capacity) /* a tile that does not fit is an overflow too; the first one is reported */
-            atomicMin(&overflow, le);
-        run += padded;
-    }
-    if (tid == FUSED_THREADS - 1)
-        a.offset[EL] = run;
-    __syncthreads();
-    if (tid == 0 && overflow < EL && a.status[0] == 0) { /* sticky, as lsa_offsets_kernel */
-        a.status[1] = a.rank * EL + overflow;
-        a.status[2] = off[overflow] + (rows[overflow] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-        a.status[3] = a.capacity;
-        __threadfence();
-        a.status[0] = 1;
-    }
-    /* real (non-padding) rows per chunk: the experts' row ends off + rows never decrease, so a chunk's experts are
-     * a run found by bisection (the sum over every expert, as lsa_absolute_kernel, without the EL-long loop) */
-    int nchunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    for (int c = tid; c < nchunks; c += FUSED_THREADS) {
-        int clo = c * a.chunk_rows, chi = min(clo + a.chunk_rows, a.capacity), cnt = 0, l = 0, h = EL;
-        while (l < h) {
-            int m = (l + h) >> 1;
-            if (off[m] + rows[m] > clo)
-                h = m;
-            else
-                l = m + 1;
-        }
-        for (int le = l; le < EL && off[le] < chi; le++) {
-            int b0 = max(clo, off[le]), b1 = min(chi, off[le] + rows[le]);
-            cnt += b1 > b0 ? b1 - b0 : 0;
-        }
-        a.chunk_target[c] = cnt;
-        if (zero_ready)
-            a.ready[c] = 0;
-    }
+    if (tid == 0)
+        report_overflow(a, rows, off, overflow);
+    chunk_targets(a, rows, off, tid, FUSED_THREADS, zero_ready);
     /* placement: each warp its run, 32 routes per step, as lsa_place_kernel (only this warp touches its hist row) */
     const unsigned below = (1u << lane) - 1;
 #pragma unroll
@@ -618,7 +608,8 @@ static bool block_schedule_fits(const mok_lsa_args *a)
 __host__ __forceinline__ bool small_schedule(const mok_lsa_args *a)
 {
     return a->small_paths == MOK_LSA_SMALL_V1 &&
-           (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES && 2 * sizeof(int32_t) * (size_t)a->local_experts <= 32 * 1024;
+           (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES &&
+           sizeof(int32_t) * (2 * (size_t)a->local_experts + 1) <= 32 * 1024;
 }
 
 extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream)
@@ -648,7 +639,8 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
         return MOK_LAUNCH_RESULT();
     }
     if (small_schedule(a)) {
-        lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, 2 * sizeof(int32_t) * (size_t)a->local_experts, s>>>(*a);
+        lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, sizeof(int32_t) * (2 * (size_t)a->local_experts + 1),
+                                    s>>>(*a);
         return MOK_LAUNCH_RESULT();
     }
     int pull_blocks = (a->t_max * a->topk + SCHED_THREADS - 1) / SCHED_THREADS;
@@ -666,13 +658,11 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
     lsa_expert_scan_kernel<<<a->local_experts, 1024, 0, s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
-    lsa_offsets_kernel<<<1, 1, 0, s>>>(*a);
-    if ((err = MOK_LAUNCH_RESULT()))
-        return err;
     int cells = a->local_experts * a->sched_blocks * a->nranks;
     int nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
     int work = cells > nchunks ? cells : nchunks, abs_blocks = (work + SCHED_THREADS - 1) / SCHED_THREADS;
-    lsa_absolute_kernel<<<abs_blocks < 1 ? 1 : abs_blocks > 1024 ? 1024 : abs_blocks, SCHED_THREADS, 0, s>>>(*a);
+    lsa_absolute_kernel<<<abs_blocks < 1 ? 1 : abs_blocks > 1024 ? 1024 : abs_blocks, SCHED_THREADS,
+                          sizeof(int32_t) * (2 * (size_t)a->local_experts + 1), s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
     lsa_place_kernel<<<grid, 32, shm, s>>>(*a);
