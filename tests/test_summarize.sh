@@ -2,7 +2,8 @@
 # test_summarize: the markdown summaries on checked-in reports. summarize_megakernel.py on a slice of a measured
 # report (tests/data/sample-megakernel.csv: DeepSeek-V3, 4096 tokens, uniform, from
 # results/h200x2/2026-11-30-megakernel-v4) prints the best megakernel point with the ratios that row's baselines
-# give; summarize.py and summarize_comm.py print a table for the sample report; no report: usage, exit non-zero.
+# give; summarize.py and summarize_comm.py print a table for the sample report; no report: usage, exit non-zero;
+# iter_states.py splits a MOK_ITER_LOG line into clock states.
 set -u
 SRC=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -17,4 +18,10 @@ for s in summarize summarize_comm; do
   out=$(python3 "$SRC/scripts/$s.py" "$DATA/sample-report.csv") || fail "$s exit $?"
   [ "$(echo "$out" | grep -c '^| ')" -ge 3 ] || { echo "$out"; fail "$s: no table rows"; }
 done
+# iter_states.py on two candidates' iterations (tests/data/sample-iters.txt: nccl, and the megakernel whose first 6
+# iterations ran before the power cap held the clocks down; from results/h200x2/2026-11-30-megakernel-v5)
+out=$(python3 "$SRC/scripts/iter_states.py" "$DATA/sample-iters.txt") || fail "iter_states exit $?"
+echo "$out" | grep "uniform nccl" | grep -q "| one |$" || { echo "$out"; fail "iter_states: nccl is one state"; }
+echo "$out" | grep "uniform megakernel" | grep -qF "two: 2.432 ms x 6 and 2.744 ms x 94 (+13%); the slow state from iteration 6" ||
+  { echo "$out"; fail "iter_states: the megakernel's two states"; }
 echo "test_summarize: all passed"
