@@ -40,6 +40,7 @@ int mok_summary_build(const struct mok_row *rows, int nrows, const char *baselin
         out[k].ms_per_layer = b->time_med_us * 1e-3;
         out[k].tokens_per_s_per_gpu = b->tokens_per_rank / (b->time_med_us * 1e-6);
         out[k].ms_per_step = moe_layers * out[k].ms_per_layer;
+        out[k].j_per_step = moe_layers * b->energy_j; /* NaN stays NaN */
     }
     return n;
 }
@@ -48,13 +49,13 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
 {
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s, forward\n",
             moe_layers, moe_layers == 1 ? "" : "s");
-    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %14s %10s  %s\n", "prob", "model", "tokens", "routing", "impl",
-            "ms/layer", "speedup", "tokens/s/GPU", "ms/step", "params");
+    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
+            "impl", "ms/layer", "speedup", "tokens/s/GPU", "ms/step", "J/step", "params");
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = items[k].best;
-        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10.3f %8.2f %14.0f %10.2f  %s\n", items[k].problem, b->model,
+        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10.3f %8.2f %14.0f %10.2f %9.1f  %s\n", items[k].problem, b->model,
                 b->tokens_per_rank, b->routing, b->impl, items[k].ms_per_layer, items[k].speedup,
-                items[k].tokens_per_s_per_gpu, items[k].ms_per_step, b->params);
+                items[k].tokens_per_s_per_gpu, items[k].ms_per_step, items[k].j_per_step, b->params);
     }
     fflush(out);
 }
@@ -81,6 +82,7 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddItemToObject(o, "tokens_per_s_per_gpu", num_or_null(items[k].tokens_per_s_per_gpu));
         cJSON_AddItemToObject(o, "ms_per_layer", num_or_null(items[k].ms_per_layer));
         cJSON_AddItemToObject(o, "ms_per_step", num_or_null(items[k].ms_per_step));
+        cJSON_AddItemToObject(o, "j_per_step", num_or_null(items[k].j_per_step));
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_PrintUnformatted(root);

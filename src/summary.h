@@ -1,6 +1,7 @@
 /* summary: what a capacity planner reads. Per problem, the best passed candidate of each implementation, its
  * speedup over the mode's NCCL baseline, tokens per second per GPU, milliseconds per layer and, for a configured
- * number of MoE layers, the time those layers take per training step (forward only until backward exists). */
+ * number of MoE layers, the time those layers take per training step (forward only until backward exists) and
+ * the energy they take on all GPUs (where the run measured it: report column energy_j). */
 #ifndef MOK_SUMMARY_H
 #define MOK_SUMMARY_H
 
@@ -15,6 +16,7 @@ struct mok_summary_item {
     double tokens_per_s_per_gpu;
     double ms_per_layer;
     double ms_per_step; /* moe_layers x ms_per_layer */
+    double j_per_step;  /* moe_layers x energy_j (every GPU's joules), NaN where not measured */
 };
 
 /* Fills out (at most max items, problem order then implementation order of first appearance); returns the

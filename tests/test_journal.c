@@ -93,6 +93,7 @@ static void test_summary(void)
         make_row(1, "nccl", "gemm=per_expert", 4000, "passed"),
         make_row(1, "nccl-overlap", "chunks=1", 0, "not_supported"),
     };
+    rows[2].energy_j = 0.5; /* measured for one candidate: J per step = layers x J per forward, NaN elsewhere */
     struct mok_summary_item items[8];
     int n = mok_summary_build(rows, 6, "nccl", 61, items, 8);
     CHECK(n == 3, "items %d", n);
@@ -102,8 +103,11 @@ static void test_summary(void)
           "ms per layer/step");
     CHECK(fabs(items[0].tokens_per_s_per_gpu - 1000 / 1e-3) < 1e-6, "tokens/s %g", items[0].tokens_per_s_per_gpu);
     CHECK(items[2].problem == 1 && items[2].best == &rows[4], "problem 1 has only nccl");
+    CHECK(fabs(items[1].j_per_step - 61 * 0.5) < 1e-9 && isnan(items[0].j_per_step), "J per step %g / %g",
+          items[1].j_per_step, items[0].j_per_step);
     char *json = mok_summary_json(items, n, 61);
-    CHECK(json && strstr(json, "\"moe_layers\":61") && strstr(json, "\"speedup_vs_baseline\":1.25"), "json %s",
+    CHECK(json && strstr(json, "\"moe_layers\":61") && strstr(json, "\"speedup_vs_baseline\":1.25") &&
+              strstr(json, "\"j_per_step\":30.5") && strstr(json, "\"j_per_step\":null"), "json %s",
           json ? json : "(null)");
     free(json);
     mok_summary_print(stdout, items, n, 61);
