@@ -31,8 +31,12 @@ void mok_cli_usage(FILE *out)
             "  -r, --resume           reuse the rows an interrupted run of the same config on the same machine\n"
             "                         left in its journal (<output.dir>/<name>.journal.csv)\n"
             "\n"
-            "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line or\n"
-            "config (nothing is written).\n");
+            "environment:\n"
+            "  MOK_ITER_LOG=FILE      rank 0 appends every timed iteration's time of each candidate to FILE\n"
+            "  MOK_POWER=0            no power sampling (report columns power_w, energy_j, power_capped empty)\n"
+            "\n"
+            "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line,\n"
+            "environment or config (nothing is written).\n");
 }
 
 static int parse_count(const char *flag, const char *value, int lo, int hi, int *out, struct mok_errors *errs)
@@ -125,6 +129,9 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
     }
     if (!cli->help && !cli->version && !cli->probe && !cli->config_path && errs->count == before)
         mok_errors_add(errs, "CONFIG.json: missing (usage: mok-bench [options] CONFIG.json)");
+    const char *power = getenv("MOK_POWER"); /* read again where the sampler starts (power.c) */
+    if (power && strcmp(power, "0") && strcmp(power, "1"))
+        mok_errors_add(errs, "environment MOK_POWER = \"%s\": 0 (no power sampling) or 1 (the default)", power);
     return errs->count - before;
 }
 

@@ -17,6 +17,8 @@ done
 "$BIN" -V | grep -q "^mok-bench [0-9]" || fail "--version output"
 
 "$BIN" > /dev/null 2>&1; [ $? -eq 2 ] || fail "no config: exit code not 2"
+MOK_POWER=yes "$BIN" --dry-run "$SRC/configs/quick.json" > "$SCRATCH/env.out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q 'MOK_POWER = "yes"' "$SCRATCH/env.out" || fail "MOK_POWER=yes: exit $rc, not 2 with a message"
 "$BIN" --bogus x.json > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown flag: exit code not 2"
 
 # bad configs: exit 2, the message names path and value, and no report is created

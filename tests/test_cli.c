@@ -1,5 +1,6 @@
 /* test_cli: command-line parsing, short and long forms, and errors that name the flag and value. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -78,6 +79,15 @@ int main(void)
     char *b2[] = {"mok-bench", "--only", "nccl", "c.json"};
     parse(&cli, &e, 4, b2);
     CHECK(mok_cli_apply(&cli, &cfg, &e) == 1 && errors_contain(&e, "not among the config's impls"), "apply missing");
+
+    /* the environment's switches: MOK_POWER is 0 or 1, anything else an error naming it */
+    char *c1[] = {"mok-bench", "c.json"};
+    setenv("MOK_POWER", "off", 1);
+    CHECK(parse(&cli, &e, 2, c1) == 1 && errors_contain(&e, "MOK_POWER = \"off\": 0 (no power sampling) or 1"),
+          "MOK_POWER=off: %s", e.count ? e.msg[0] : "(no error)");
+    setenv("MOK_POWER", "0", 1);
+    CHECK(parse(&cli, &e, 2, c1) == 0, "MOK_POWER=0: %s", e.count ? e.msg[0] : "");
+    unsetenv("MOK_POWER");
 
     printf("test_cli: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
     return failures ? 1 : 0;
