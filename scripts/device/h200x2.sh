@@ -38,6 +38,7 @@ for step in $STEPS; do
     gemmtest) .dev/bin/test_gpu_gemm; echo "rc=$?"; sh tests/gpu_impls.sh $BIN . "$R/gpu-gemm-small" tests/gpu_gemm_small.json; echo "rc=$?";;
     layer) $MPIRUN -np $NP $BIN --probe -o "$R" configs/layer-devicedriven.json; echo "rc=$?";;
     gemm) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-deepseek.json; echo "rc=$?";;
+    gemmcluster) $MPIRUN -np 1 $BIN -o "$R" configs/gemm-cluster.json; echo "rc=$?";;  # cluster 1 vs 2 (B multicast), 300 iterations, power columns
     gemmbest) $MPIRUN -np 1 $BIN --probe -o "$R" configs/gemm-best.json; echo "rc=$?";;  # issue 4: the best candidates, 50 iterations
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
