@@ -86,7 +86,8 @@ struct mok_row {
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */
     double a2a_ref_gbps;
 
-    /* power while the iterations ran (NVML, power.h; NaN without NVML or under MOK_POWER_MIN_SPAN_S) */
+    /* power while the timed iterations ran (NVML, power.h; NaN without NVML, with MOK_POWER=0, or for runs too
+     * short for the sampler) */
     double energy_j;     /* per iteration, summed over ranks: the job's energy per forward */
     double power_w;      /* mean power of a GPU, the highest rank's */
     double power_capped; /* share of that time under the power cap (clocks held down), the highest rank's */
