@@ -118,18 +118,11 @@ __global__ void __launch_bounds__(SCHED_THREADS) lsa_count_kernel(mok_lsa_args a
         a.block_off[(size_t)i * cells + cell] = hist[i];
 }
 
-/* One block per local expert: exclusive scan of its cells (in (p, b) order, as routes are ordered) and its rows.
- * Each thread sums a contiguous run of cells, the run sums are scanned with warp shuffles, then written back. */
-__global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
+/* The sum of sum over the block's threads before this one (thread order), for every thread of the block: a warp
+ * shuffle scan, then one over the warps' totals (warp_sums: 32 shared ints). Ends synchronized. */
+__device__ __forceinline__ int32_t block_exclusive_scan(int32_t sum, int32_t *warp_sums)
 {
-    __shared__ int32_t warp_sums[32];
-    int le = blockIdx.x, cells = a.nranks * a.sched_blocks;
-    int32_t *row = a.block_off + (size_t)le * cells;
-    int per = (cells + blockDim.x - 1) / blockDim.x, begin = threadIdx.x * per, end = min(begin + per, cells);
-    int32_t sum = 0;
-    for (int i = begin; i < end; i++)
-        sum += row[i];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int32_t inc = sum; /* inclusive scan inside the warp */
     for (int off = 1; off < 32; off <<= 1) {
         int32_t v = __shfl_up_sync(0xffffffffu, inc, off);
@@ -149,7 +142,21 @@ __global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
         warp_sums[lane] = winc - w; /* exclusive prefix of each warp */
     }
     __syncthreads();
-    int32_t run = warp_sums[warp] + inc - sum;
+    return warp_sums[warp] + inc - sum;
+}
+
+/* One block per local expert: exclusive scan of its cells (in (p, b) order, as routes are ordered) and its rows.
+ * Each thread sums a contiguous run of cells, the run sums are scanned with warp shuffles, then written back. */
+__global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
+{
+    __shared__ int32_t warp_sums[32];
+    int le = blockIdx.x, cells = a.nranks * a.sched_blocks;
+    int32_t *row = a.block_off + (size_t)le * cells;
+    int per = (cells + blockDim.x - 1) / blockDim.x, begin = threadIdx.x * per, end = min(begin + per, cells);
+    int32_t sum = 0;
+    for (int i = begin; i < end; i++)
+        sum += row[i];
+    int32_t run = block_exclusive_scan(sum, warp_sums);
     for (int i = begin; i < end; i++) {
         int32_t c = row[i];
         row[i] = run;
@@ -159,6 +166,12 @@ __global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
         a.rows[le] = run;
 }
 
+/* An expert's slots: its rows rounded up to whole tiles. */
+__device__ __forceinline__ int padded_rows(const mok_lsa_args &a, int rows)
+{
+    return (rows + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+}
+
 /* The block's threads: off[0..EL] (shared) = the exclusive prefix of the experts' padded rows (rows[le] rounded up
  * to tile_rows), each thread a contiguous run of experts, the run sums scanned with warp shuffles; *overflow (shared,
  * EL before the call) = the first expert whose padded rows end past capacity (a tile that does not fit is an
@@ -166,33 +179,14 @@ __global__ void __launch_bounds__(1024) lsa_expert_scan_kernel(mok_lsa_args a)
 __device__ __forceinline__ void padded_offsets(const mok_lsa_args &a, const int32_t *rows, int32_t *off,
                                                int32_t *warp_sums, int32_t *overflow)
 {
-    const int EL = a.local_experts, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int EL = a.local_experts, tid = threadIdx.x;
     const int run_len = (EL + blockDim.x - 1) / blockDim.x, lo = min(tid * run_len, EL), hi = min(lo + run_len, EL);
     int sum = 0;
     for (int le = lo; le < hi; le++)
-        sum += (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
-    int inc = sum;
-    for (int o = 1; o < 32; o <<= 1) {
-        int v = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o)
-            inc += v;
-    }
-    if (lane == 31)
-        warp_sums[warp] = inc;
-    __syncthreads();
-    if (warp == 0) {
-        int ws = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0, winc = ws;
-        for (int o = 1; o < 32; o <<= 1) {
-            int v = __shfl_up_sync(0xffffffffu, winc, o);
-            if (lane >= o)
-                winc += v;
-        }
-        warp_sums[lane] = winc - ws;
-    }
-    __syncthreads();
-    int run = warp_sums[warp] + inc - sum;
+        sum += padded_rows(a, rows[le]);
+    int run = block_exclusive_scan(sum, warp_sums);
     for (int le = lo; le < hi; le++) {
-        int padded = (rows[le] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        int padded = padded_rows(a, rows[le]);
         off[le] = run;
         if (run + padded > a.capacity)
             atomicMin(overflow, le);
@@ -209,7 +203,7 @@ __device__ __forceinline__ void report_overflow(const mok_lsa_args &a, const int
 {
     if (overflow < a.local_experts && a.status[0] == 0) {
         a.status[1] = a.rank * a.local_experts + overflow;
-        a.status[2] = off[overflow] + (rows[overflow] + a.tile_rows - 1) / a.tile_rows * a.tile_rows;
+        a.status[2] = off[overflow] + padded_rows(a, rows[overflow]);
         a.status[3] = a.capacity;
         __threadfence();
         a.status[0] = 1;
