@@ -34,6 +34,18 @@ __host__ __device__ __forceinline__ uint64_t mok_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* The current device's SM count, queried once per process (one device per process); 0 if the query failed. */
+static inline int mok_sm_count(void)
+{
+    static int sms = -1;
+    if (sms < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+            sms = 0, cudaGetLastError(); /* a failed query must not linger as a later launch's error */
+    }
+    return sms;
+}
+
 static inline unsigned mok_blocks_for(size_t n, unsigned threads, unsigned cap)
 {
     size_t b = (n + threads - 1) / threads;

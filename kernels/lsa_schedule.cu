@@ -669,9 +669,7 @@ static int fused_dispatch_max_blocks(size_t smem)
     static size_t cached_smem = (size_t)-1;
     static int cached = 0;
     if (smem != cached_smem) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        int sms = mok_sm_count(), per_sm = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_dispatch_fused_kernel, FUSED_THREADS, smem) !=
             cudaSuccess)
             per_sm = 0;

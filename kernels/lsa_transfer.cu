@@ -668,17 +668,9 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
 extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)
 {
     if (!a->combine_per_rank) { /* one thread per vector, at most 8 blocks of 256 per SM (grid-stride beyond) */
-        static int sms = 0;    /* one device per process */
-        if (sms < 1) {
-            int dev = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-                sms = 0, cudaGetLastError(); /* a failed query must not linger as a launch's error */
-        }
-        size_t threads = (size_t)a->my_tokens * (size_t)(a->hidden / 8), most = 8 * (size_t)(sms > 0 ? sms : 132);
-        size_t grid = (threads + 255) / 256;
-        grid = grid < 1 ? 1 : grid > most ? most : grid;
-        lsa_reduce_routes_kernel<<<(unsigned)grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
+        int sms = mok_sm_count();
+        unsigned grid = mok_blocks_for((size_t)a->my_tokens * (size_t)(a->hidden / 8), 256, 8u * (sms > 0 ? sms : 132));
+        lsa_reduce_routes_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
         return MOK_LAUNCH_RESULT();
     }
     int grid = a->my_tokens < 1 ? 1 : a->my_tokens > 4096 ? 4096 : a->my_tokens;
@@ -750,9 +742,7 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
 {
     static int resident = -1; /* blocks of the kernel the GPU holds at once (one device per process) */
     if (resident < 0) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        int sms = mok_sm_count(), per_sm = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lsa_combine_rank_reduce_wide_kernel,
                                                           WIDE_COMBINE_THREADS, 0) != cudaSuccess)
             per_sm = 0;
