@@ -96,7 +96,6 @@ static void collect_phases(const struct mok_impl_ops *ops, void *state, int slot
     free(col);
 }
 
-/* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
 /* Diagnostics: with MOK_ITER_LOG=file, rank 0 appends every timed iteration's time (max over ranks, ms) of each
  * candidate, one line each, to see a distribution the report's median and p10/p90 only summarize. */
 static void log_iterations(const struct mok_cluster *cl, const struct mok_row *row, const double *iter_ms, int iters)
@@ -116,6 +115,7 @@ static void log_iterations(const struct mok_cluster *cl, const struct mok_row *r
     fclose(f);
 }
 
+/* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
 static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
                          struct mok_checker *checker, const struct mok_impl_ops *ops, const int *params,
                          struct mok_row *row)
