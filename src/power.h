@@ -7,12 +7,12 @@
  *
  * A sampler thread reads while the timed iterations run: the mean of NVML's power readings (the driver's figure,
  * as nvidia-smi's power.draw) and the time the power policy held the clocks down (the violation counter, over its
- * own host timestamps). A thread of its own, because an NVML call takes milliseconds: made between launches on
- * the launching thread it delayed them (the p90 of a 1 ms forward went to 6 ms). The H200's power reading is an
- * average over the last second (candidates after an idle setup read 470, then 600, 660, 690 W as it filled), so
- * readings in the sampler's first MOK_POWER_AVERAGE_S are dropped: power and energy need timed iterations that
- * keep the GPU busy longer than that. NVML's total-energy counter was tried first: it moves in steps tens of ms
- * apart, and sub-second spans between steps read 740-860 W where the limit (and nvidia-smi's readings) are 700 W.
+ * own host timestamps). A thread of its own: NVML calls made between launches on the launching thread delayed
+ * them (the p90 of a 1 ms forward went to 6 ms). The H200's power reading behaves as an average over about the last
+ * second (candidates after an idle setup read 470, then 600, 660, 690 W), so readings in the sampler's first
+ * MOK_POWER_AVERAGE_S are dropped: power and energy need timed iterations that keep the GPU busy longer than that.
+ * NVML's total-energy counter was tried first: differences of it over sub-second spans (taken where the counter
+ * changed value) read 740-860 W where the limit (and nvidia-smi's readings) are 700 W.
  * MOK_POWER=0 in the environment turns the sampler off (every figure NaN). */
 #ifndef MOK_POWER_H
 #define MOK_POWER_H
