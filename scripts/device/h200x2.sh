@@ -43,6 +43,7 @@ for step in $STEPS; do
     commsmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-comm-small" tests/gpu_comm_small.json; echo "rc=$?";;
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
+    ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank; echo "rc=$?";;  # SASS stall sampling, 1 rank
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
     mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;
