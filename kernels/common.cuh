@@ -34,16 +34,30 @@ __host__ __device__ __forceinline__ uint64_t mok_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* The current device's SM count, queried once per process (one device per process); 0 if the query failed. */
+/* An attribute of the current device through *cache: asked once per process (one device per process) and kept
+ * once known; 0 while the query fails (asked again next time). */
+static inline int mok_cached_device_attribute(int *cache, cudaDeviceAttr attr)
+{
+    if (*cache < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&v, attr, dev) == cudaSuccess)
+            *cache = v;
+        else
+            cudaGetLastError(); /* a failed query must not linger as a later launch's error */
+    }
+    return *cache < 0 ? 0 : *cache;
+}
+
+/* The current device's SM count, and the shared memory one block may opt in to (227 KiB on Hopper). */
 static inline int mok_sm_count(void)
 {
     static int sms = -1;
-    if (sms < 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-            sms = 0, cudaGetLastError(); /* a failed query must not linger as a later launch's error */
-    }
-    return sms;
+    return mok_cached_device_attribute(&sms, cudaDevAttrMultiProcessorCount);
+}
+static inline int mok_smem_optin(void)
+{
+    static int optin = -1;
+    return mok_cached_device_attribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin);
 }
 
 static inline unsigned mok_blocks_for(size_t n, unsigned threads, unsigned cap)

@@ -592,6 +592,13 @@ __global__ void __launch_bounds__(FUSED_THREADS) lsa_dispatch_fused_kernel(mok_l
         store_kind_flag(a, 2, epoch);
 }
 
+/* Dynamic shared memory of the kernels that hold the experts' rows and padded offsets (rows[EL], off[EL + 1]):
+ * lsa_absolute_kernel and lsa_schedule_small_kernel. */
+static size_t rows_offsets_smem(const mok_lsa_args *a)
+{
+    return sizeof(int32_t) * (2 * (size_t)a->local_experts + 1);
+}
+
 static bool block_schedule_fits(const mok_lsa_args *a)
 {
     return a->small_paths == MOK_LSA_SMALL_FUSED && a->nranks <= 32 &&
@@ -603,7 +610,7 @@ __host__ __forceinline__ bool small_schedule(const mok_lsa_args *a)
 {
     return a->small_paths == MOK_LSA_SMALL_V1 &&
            (long long)a->nranks * a->t_max * a->topk <= SMALL_SCHED_MAX_ROUTES &&
-           sizeof(int32_t) * (2 * (size_t)a->local_experts + 1) <= 32 * 1024;
+           rows_offsets_smem(a) <= 32 * 1024;
 }
 
 extern "C" int mok_lsa_publish(const struct mok_lsa_args *a, mok_stream_t stream)
@@ -633,8 +640,7 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
         return MOK_LAUNCH_RESULT();
     }
     if (small_schedule(a)) {
-        lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, sizeof(int32_t) * (2 * (size_t)a->local_experts + 1),
-                                    s>>>(*a);
+        lsa_schedule_small_kernel<<<1, SMALL_SCHED_THREADS, rows_offsets_smem(a), s>>>(*a);
         return MOK_LAUNCH_RESULT();
     }
     int pull_blocks = (a->t_max * a->topk + SCHED_THREADS - 1) / SCHED_THREADS;
@@ -656,7 +662,7 @@ extern "C" int mok_lsa_schedule(const struct mok_lsa_args *a, mok_stream_t strea
     int nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
     int work = cells > nchunks ? cells : nchunks, abs_blocks = (work + SCHED_THREADS - 1) / SCHED_THREADS;
     lsa_absolute_kernel<<<abs_blocks < 1 ? 1 : abs_blocks > 1024 ? 1024 : abs_blocks, SCHED_THREADS,
-                          sizeof(int32_t) * (2 * (size_t)a->local_experts + 1), s>>>(*a);
+                          rows_offsets_smem(a), s>>>(*a);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
     lsa_place_kernel<<<grid, 32, shm, s>>>(*a);

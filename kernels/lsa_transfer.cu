@@ -173,22 +173,6 @@ __global__ void __launch_bounds__(WARP_COPY_THREADS) lsa_push_kernel(mok_lsa_arg
     signal_done(a, 2);
 }
 
-/* The shared memory one block may opt in to (227 KiB on Hopper), asked once (one device per process): the bulk
- * launches size their rings and stages from it on every launch. */
-static int block_smem_optin()
-{
-    static int optin = -1; /* kept once known; a failed query is asked again next time */
-    if (optin < 0) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
-            optin = v;
-        else
-            cudaGetLastError(); /* a failed query must not linger as a launch's error */
-    }
-    return optin < 0 ? 0 : optin;
-}
-
 /* copy=bulk, layout=landing: the push and the per-rank combine through per-warp bulk rings (lsa_bulk_ring.cuh),
  * `ring` warps per block, every one a ring warp. */
 __global__ void lsa_push_ring_kernel(mok_lsa_args a, int ring)
@@ -213,7 +197,7 @@ __global__ void lsa_combine_rank_ring_kernel(mok_lsa_args a, int ring)
  * shared-memory limit raised to it. 0: not even one warp's ring fits (supports() rejects that). */
 template <typename Kernel> static int ring_config(Kernel kernel, int hidden, int max_warps, size_t *smem)
 {
-    int max_smem = block_smem_optin();
+    int max_smem = mok_smem_optin();
     int warps = ring_warps(hidden * 2, max_smem, max_warps);
     *smem = ring_smem_bytes(warps, hidden * 2);
     if (warps > 0)
@@ -223,7 +207,7 @@ template <typename Kernel> static int ring_config(Kernel kernel, int hidden, int
 
 extern "C" int mok_lsa_ring_fits(int hidden)
 {
-    int max_smem = block_smem_optin();
+    int max_smem = mok_smem_optin();
     return ring_warps(hidden * 2, max_smem, RING_MAX_WARPS) > 0;
 }
 
@@ -573,7 +557,7 @@ __global__ void __launch_bounds__(COMBINE_THREADS) lsa_combine_route_warp_kernel
 /* As many row stages per warp as fit in the shared memory a block may use (227 KiB on Hopper). */
 static int pipe_stages(int hidden, size_t *smem_bytes)
 {
-    int max_smem = block_smem_optin();
+    int max_smem = mok_smem_optin();
     int stages = MAX_STAGES;
     while (stages > LAG + 1 && PIPE_WARPS * pipe_warp_bytes(stages, hidden * 2) > (size_t)max_smem)
         stages--;

@@ -61,6 +61,9 @@ struct mok_mega_args {
                                 block as done, after the push dispatch's scatter if any) */
 };
 
+/* own_first's largest value (leading local experts; a value >= the local experts means all of them) */
+#define MOK_OWN_FIRST_MAX 65536
+
 /* How many int32 mok_mega_args.done must hold for this capacity (rows), t_max (own tokens) and shared_inter. */
 size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter);
 /* 1 if the shapes and configuration fit (sm_90a, divisibility, shared memory, resident grid), else 0 and why. */

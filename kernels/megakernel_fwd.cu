@@ -59,7 +59,6 @@ constexpr int kSlotBBytes = kTileN * kRowBytes;
 constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
-constexpr int kOwnFirstMax = 1 << 16; /* own_first: leading experts (a value >= the local experts means all) */
 
 /* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
  * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
@@ -944,10 +943,11 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->send_from_gemm < 0 || m->send_from_gemm > 1 || (m->send_from_gemm && a.combine_per_rank))
         return say(why, why_len, "send_from_gemm %lld: 0, or 1 with the per-route combine (GEMM2's epilogue sends "
                    "one row per route)", m->send_from_gemm);
-    if (m->own_first < 0 || m->own_first > kOwnFirstMax || (m->own_first && !a.push))
+    if (m->own_first < 0 || m->own_first > MOK_OWN_FIRST_MAX || (m->own_first && !a.push))
         return say(why, why_len, "own_first %lld: 0, or 1..65536 experts with dispatch=push (the own rows of the first "
                    "own_first local experts are copied before the push lands and their GEMM1 tiles go first)",
                    m->own_first);
+    static_assert(MOK_OWN_FIRST_MAX == 65536, "the message above names the limit");
     if (a.hidden / kTileN > 255 || m->inter / (kTileN / 2) > 255 || a.capacity / kTileM >= (1 << 21))
         return say(why, why_len, "hidden %lld, intermediate or capacity too large for the unit packing (at most 255 "
                    "column tiles of each GEMM and 2^21 row blocks)", a.hidden);

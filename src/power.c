@@ -10,19 +10,16 @@
 #include <string.h>
 #include <time.h>
 
-/* The few NVML declarations used (nvml.h's ABI: return codes are ints, 0 success; handles are pointers). */
+/* The few NVML declarations used (nvml.h's ABI: return codes are ints, 0 success; handles are pointers; the
+ * violation time is struct mok_power_violation, power.h). */
 typedef void *nvml_device;
-struct nvml_violation_time {
-    unsigned long long reference_time; /* host timestamp, us */
-    unsigned long long violation_time; /* ns under the policy since the driver loaded */
-};
 enum { NVML_PERF_POLICY_POWER = 0 };
 
 static struct {
     int tried, ready;
     nvml_device dev;
     int (*power)(nvml_device, unsigned *);
-    int (*violation)(nvml_device, int, struct nvml_violation_time *);
+    int (*violation)(nvml_device, int, struct mok_power_violation *);
 } nv;
 
 static void power_open(void)
@@ -37,7 +34,7 @@ static void power_open(void)
     int (*by_bus)(const char *, nvml_device *) =
         (int (*)(const char *, nvml_device *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
     nv.power = (int (*)(nvml_device, unsigned *))dlsym(lib, "nvmlDeviceGetPowerUsage");
-    nv.violation = (int (*)(nvml_device, int, struct nvml_violation_time *))dlsym(lib, "nvmlDeviceGetViolationStatus");
+    nv.violation = (int (*)(nvml_device, int, struct mok_power_violation *))dlsym(lib, "nvmlDeviceGetViolationStatus");
     char bus[32] = "";
     int dev = 0;
     if (!init || !by_bus || !nv.power || init() != 0 || cudaGetDevice(&dev) != cudaSuccess ||
@@ -66,11 +63,11 @@ static void *sample_loop(void *arg)
             s->samples++;
             s->sum_mw += mw;
         }
-        struct nvml_violation_time v = {0, 0};
+        struct mok_power_violation v = {0, 0};
         if (nv.violation && nv.violation(nv.dev, NVML_PERF_POLICY_POWER, &v) == 0 && v.reference_time) {
             if (!s->first.reference_time)
-                s->first = (struct mok_power_violation){v.reference_time, v.violation_time};
-            s->last = (struct mok_power_violation){v.reference_time, v.violation_time};
+                s->first = v;
+            s->last = v;
         }
         struct timespec nap = {0, MOK_POWER_PERIOD_MS * 1000000L};
         nanosleep(&nap, NULL);

@@ -19,9 +19,10 @@
 
 #include <pthread.h>
 
+/* NVML's nvmlViolationTime_t (the same layout: power.c hands it to nvmlDeviceGetViolationStatus). */
 struct mok_power_violation {
     unsigned long long reference_time; /* host timestamp, us */
-    unsigned long long violation_ns;   /* total time under the power policy */
+    unsigned long long violation_ns;   /* time under the power policy since the driver loaded */
 };
 
 /* One rank's sampler; its fields are the thread's until mok_power_stop returns. */

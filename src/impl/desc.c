@@ -1,5 +1,6 @@
 /* desc: the table of implementations and their tuning parameters (see desc.h). */
 #include "desc.h"
+#include "megakernel.h"  /* MOK_OWN_FIRST_MAX */
 #include "mok_kernels.h" /* MOK_LSA_REDUCE_CHUNK (the lsa reduce_chunk default) */
 
 #include <stdio.h>
@@ -133,7 +134,7 @@ static const struct mok_param_def megakernel_params[] = {
      "SMs that share a weight tile stay in step", NULL, 0, 0, 1, 0},
     {"own_first", "dispatch=push only, K >= 1: the own rows of the first K local experts are copied into the slots "
      "first and those GEMM1 tiles run while the peers' rows are still arriving (K >= local experts: all)", NULL, 0, 0,
-     65536, 0},
+     MOK_OWN_FIRST_MAX, 0},
 };
 
 static const struct mok_impl_desc impl_descs[] = {

@@ -109,9 +109,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    d->combine_sms, d->comm_sms ? d->comm_sms : 16);
     if (d->chunk_rows < 0)
         return say(err, err_len, MOK_ERR_ARGUMENT, "chunk_rows = %d: 0 (default 128) or positive", d->chunk_rows);
-    if (d->own_first < 0 || d->own_first > 65536)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = %d: 0 (off) or 1..65536 (leading experts whose own "
-                   "rows go first)", d->own_first);
+    if (d->own_first < 0 || d->own_first > MOK_OWN_FIRST_MAX)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = %d: 0 (off) or 1..%d (leading experts whose own "
+                   "rows go first)", d->own_first, MOK_OWN_FIRST_MAX);
     if (d->own_first && !d->dispatch_push)
         return say(err, err_len, MOK_ERR_ARGUMENT, "own_first = %d with dispatch_push = 0: own rows go first only "
                    "when the peers push theirs (dispatch_push = 1)", d->own_first);
