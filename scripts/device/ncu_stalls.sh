@@ -5,6 +5,7 @@
 # prints scripts/sass_stalls.py's summary. Session 7's use: the 1-rank megakernel (configs/ncu-mega-1rank.json).
 # Run on the GPU machine from the repository root after scripts/device/env.sh (h200x2.sh step "ncustalls").
 set -u
+. scripts/device/env.sh # MPIRUN and the library paths: h200x2.sh's own sourcing does not reach this child shell
 CFG=$1; KERNEL=$2; NAME=$3
 REP=/tmp/$NAME
 $MPIRUN -np 1 ncu --clock-control none --cache-control none --section SourceCounters --section WarpStateStats \
