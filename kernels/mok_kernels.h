@@ -19,6 +19,8 @@ typedef struct CUstream_st *mok_stream_t; /* == cudaStream_t, without pulling CU
  * the same problem. Values uniform in [-scale, scale], rounded to bf16. */
 int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale,
                           mok_stream_t stream);
+/* The same, normal with standard deviation std (Box-Muller on two 24-bit uniforms of the element's hash). */
+int mok_fill_normal_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float std, mok_stream_t stream);
 /* Writes a NaN bit pattern into every element, so any element an implementation fails to write is caught. */
 int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
 

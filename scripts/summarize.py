@@ -11,6 +11,12 @@ def num(row, key):
     return float(row[key]) if row.get(key) else float("nan")
 
 
+def routing_label(row):
+    """The routing, and the inputs distribution when it is not the default (reports before it have no column)."""
+    inputs = row.get("inputs") or "uniform"
+    return row["routing"] if inputs == "uniform" else f"{row['routing']}, inputs {inputs}"
+
+
 def main():
     rows = []
     for path in sys.argv[1:]:
@@ -28,7 +34,7 @@ def main():
     for key in sorted(best, key=lambda k: (k[0], int(k[1]), k[2])):
         r = best[key]
         gb = num(r, "dispatch_bytes") / 1e9
-        print(f"| {r['model']} | {r['tokens_per_rank']} | {r['routing']} | {r['impl']} | {r['params']} | "
+        print(f"| {r['model']} | {r['tokens_per_rank']} | {routing_label(r)} | {r['impl']} | {r['params']} | "
               f"{num(r, 'time_med_us') / 1e3:.2f} ({num(r, 'time_p10_us') / 1e3:.2f}-{num(r, 'time_p90_us') / 1e3:.2f}) | "
               f"{num(r, 'tflops'):.0f} | {num(r, 'speedup_vs_nccl'):.2f} | "
               f"{num(r, 'dispatch_gbps'):.0f} / {gb / (num(r, 'dispatch_alone_us') * 1e-6):.0f} / "

@@ -14,6 +14,12 @@ def num(row, key):
     return float(row[key]) if row.get(key) else float("nan")
 
 
+def routing_label(row):
+    """The routing, and the inputs distribution when it is not the default (reports before it have no column)."""
+    inputs = row.get("inputs") or "uniform"
+    return row["routing"] if inputs == "uniform" else f"{row['routing']}, inputs {inputs}"
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -43,7 +49,7 @@ def main():
         energy = f"{num(m, 'energy_j'):.2f} / {num(nccl, 'energy_j'):.2f}" if m.get("energy_j") and nccl and \
             nccl.get("energy_j") else "-"
         capped = f"{num(m, 'power_capped'):.0%}" if m.get("power_capped") else "-"
-        print(f"| {m['model']} | {m['tokens_per_rank']} | {m['routing']} | {t / 1e3:.2f} "
+        print(f"| {m['model']} | {m['tokens_per_rank']} | {routing_label(m)} | {t / 1e3:.2f} "
               f"({num(m, 'time_p10_us') / 1e3:.2f}-{num(m, 'time_p90_us') / 1e3:.2f}) | {vs_nccl} | {vs_overlap} | "
               f"{cublas} | {alone} | {exposed.group(2) + '%' if exposed else '-'} | {energy} | {capped} | "
               f"{m['params']} |")

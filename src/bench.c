@@ -53,6 +53,7 @@ static void fill_problem_fields(struct mok_row *row, const struct mok_problem_sp
     row->shared_experts = m->shared_experts;
     row->tokens_per_rank = spec->tokens_per_rank;
     mok_routing_label(&spec->routing, row->routing, sizeof(row->routing));
+    mok_inputs_label(&spec->inputs, row->inputs, sizeof(row->inputs));
     snprintf(row->dtype, sizeof(row->dtype), "%s", mok_dtype_name(spec->dtype));
     snprintf(row->pass, sizeof(row->pass), "%s", mok_pass_name(spec->pass));
 }
@@ -345,6 +346,7 @@ static void tune_key(const struct bench_state *b, const struct mok_problem_spec 
     k->hidden = m->hidden, k->intermediate = m->intermediate, k->experts = m->experts, k->topk = m->topk;
     k->shared_experts = m->shared_experts, k->tokens_per_rank = spec->tokens_per_rank;
     mok_routing_label(&spec->routing, k->routing, sizeof(k->routing));
+    mok_inputs_label(&spec->inputs, k->inputs, sizeof(k->inputs));
     snprintf(k->dtype, sizeof(k->dtype), "%s", mok_dtype_name(spec->dtype));
     snprintf(k->pass, sizeof(k->pass), "%s", mok_pass_name(spec->pass));
     snprintf(k->mode, sizeof(k->mode), "%s", mok_mode_name(spec->mode));
@@ -460,9 +462,12 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         int sets = mok_problem_sets_for(&spec, cl->nranks, prop.l2CacheSize);
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
             die(cl, "problem setup", err);
-        if (root)
-            printf("# problem %d: %d input sets rotated (L2 %d MiB); reference %.1f ms\n", pi, prob.sets,
-                   prop.l2CacheSize >> 20, prob.reference_ms);
+        if (root) {
+            char inputs[32];
+            printf("# problem %d: inputs %s, %d input sets rotated (L2 %d MiB); reference %.1f ms\n", pi,
+                   mok_inputs_label(&spec.inputs, inputs, sizeof inputs), prob.sets, prop.l2CacheSize >> 20,
+                   prob.reference_ms);
+        }
         int first_row = b.nrows;
         b.best_base_us = NAN;
         for (int ii = 0; ii < cfg->nimpls; ii++) {

@@ -20,21 +20,23 @@
 #define PATHLEN 256
 #define SHOWN_LEN 60 /* values longer than this are cut in messages, so a huge array cannot hide the reason */
 
-static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "dtype",    "pass",
-                                       "mode",   "impls",           "tune",    "timing",   "capacity_factor",
-                                       "search", "planning",        "check",   "output"};
+static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "inputs",  "dtype",
+                                       "pass",   "mode",            "impls",   "tune",    "timing",
+                                       "capacity_factor", "search", "planning", "check",   "output"};
 static const char *const search_keys[] = {"strategy", "max_measurements", "budget_s", "seed"};
 const char *const mok_cfg_search_names[3] = {"exhaustive", "coordinate", "halving"};
 static const char *const planning_keys[] = {"moe_layers"};
 const char *const mok_cfg_mode_names[3] = {"layer", "comm", "gemm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
+static const char *const inputs_keys[] = {"distribution", "scale"};
 static const char *const timing_keys[] = {"warmup", "iters"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
 const char *const mok_cfg_dtype_names[2] = {"bf16", "mxfp8"};
 const char *const mok_cfg_pass_names[2] = {"fwd", "bwd"};
 const char *const mok_cfg_dist_names[3] = {"uniform", "zipf", "hot"};
+const char *const mok_cfg_input_dist_names[2] = {"uniform", "normal"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* What the parser needs besides cfg: whether model was a list decides how other messages name a model. */
@@ -382,6 +384,52 @@ static void parse_routings(struct parser *ps, const cJSON *v)
     ps->cfg->nroutings = n > 0 ? n : 1;
 }
 
+/* One "inputs" object; false when a value of it is wrong (the duplicate check then leaves it out). */
+static bool parse_inputs_item(struct mok_errors *e, const cJSON *obj, const char *path, struct mok_inputs *in)
+{
+    char p[PATHLEN];
+    int before = e->count;
+    check_keys(e, obj, path, inputs_keys, COUNT(inputs_keys));
+    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(obj, "distribution");
+    int dist = dv ? choice(e, dv, join(p, path, "distribution"), mok_cfg_input_dist_names,
+                           COUNT(mok_cfg_input_dist_names), COUNT(mok_cfg_input_dist_names))
+                  : MOK_INPUTS_UNIFORM;
+    in->dist = dist < 0 ? MOK_INPUTS_UNIFORM : (enum mok_input_dist)dist;
+    in->scale = 1.0;
+    get_num(e, obj, path, "scale", false, 0, true, MOK_MAX_INPUT_SCALE, &in->scale);
+    return e->count == before;
+}
+
+/* "inputs": one object or a list of distinct ones (default: uniform, scale 1). */
+static void parse_inputs(struct parser *ps, const cJSON *v)
+{
+    const cJSON *items[MOK_MAX_INPUTS];
+    char p[PATHLEN];
+    bool list, valid[MOK_MAX_INPUTS] = {false};
+    ps->cfg->ninputs = 1;
+    ps->cfg->inputs[0] = (struct mok_inputs){MOK_INPUTS_UNIFORM, 1.0};
+    if (!v)
+        return;
+    int n = as_list(ps->e, v, "inputs", MOK_MAX_INPUTS, items, &list);
+    for (int i = 0; i < n; i++) {
+        const char *path = list ? indexed(p, "inputs", i) : "inputs";
+        if (!cJSON_IsObject(items[i])) {
+            fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
+            continue;
+        }
+        const struct mok_inputs *in = &ps->cfg->inputs[i];
+        valid[i] = parse_inputs_item(ps->e, items[i], path, &ps->cfg->inputs[i]);
+        for (int j = 0; j < i && valid[i]; j++) /* the same tensors twice: twice the run for nothing */
+            if (valid[j] && ps->cfg->inputs[j].dist == in->dist && ps->cfg->inputs[j].scale == in->scale) {
+                char q[PATHLEN];
+                fail(ps->e, path, items[i], "the same distribution and scale as %s (list each once)",
+                     indexed(q, "inputs", j));
+                break;
+            }
+    }
+    ps->cfg->ninputs = n > 0 ? n : 1;
+}
+
 /* dtype and pass: one name or a list of distinct names; out[] gets indexes into names[]. */
 static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, const char *const *names, int n,
                        int implemented, int *out)
@@ -694,6 +742,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));
     parse_tokens(&ps, cJSON_GetObjectItemCaseSensitive(root, "tokens_per_rank"));
     parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
+    parse_inputs(&ps, cJSON_GetObjectItemCaseSensitive(root, "inputs"));
     cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", mok_cfg_dtype_names, 2, 1, d);
     cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names, 2, 1, p);
     for (int i = 0; i < 2; i++) {

@@ -15,6 +15,8 @@
 #define MOK_MAX_MODELS 16
 #define MOK_MAX_TOKENS 32
 #define MOK_MAX_ROUTINGS 8
+#define MOK_MAX_INPUTS 4
+#define MOK_MAX_INPUT_SCALE 64.0
 #define MOK_MAX_IMPLS 8
 #define MOK_MAX_PARAMS 12
 #define MOK_MAX_VALUES 16
@@ -34,6 +36,8 @@
 enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1 };
 enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
+/* The values of the activations and weights every implementation gets (the same tensors for all of them). */
+enum mok_input_dist { MOK_INPUTS_UNIFORM = 0, MOK_INPUTS_NORMAL = 1 };
 /* layer: the whole MoE layer forward; comm: dispatch + combine only (no expert compute: experts return their
  * input), to measure the communication path on its own; gemm: the expert GEMMs only (GEMM1 + SwiGLU, GEMM2) on
  * the expert-major rows of each rank's own routes over all experts, no communication. */
@@ -56,6 +60,17 @@ struct mok_routing {
     uint64_t seed;
 };
 
+/* How the activations x and the expert weights are drawn. uniform: x in [-scale, scale), every element's 24
+ * random bits spread over the range (the bench's default since session 1); normal: x from N(0, (scale / sqrt 3)^2),
+ * the same standard deviation as the uniform of the same scale, so switching the distribution changes only the
+ * shape. Weights follow the same distribution at the bench's fixed spread (uniform +-3 / sqrt(K) or the normal
+ * of its standard deviation), not scaled. At the power cap the GEMMs' time depends on the values (tensor-core
+ * power), so a capacity planner can match their activations' statistics. */
+struct mok_inputs {
+    enum mok_input_dist dist;
+    double scale; /* (0, MOK_MAX_INPUT_SCALE], default 1 */
+};
+
 /* Tuning values of one implementation, in the order of its mok_impl_desc params. A param absent from the
  * config's "tune" object holds just its default value. */
 struct mok_tune {
@@ -74,6 +89,8 @@ struct mok_config {
     int tokens_per_rank[MOK_MAX_TOKENS];
     int nroutings;
     struct mok_routing routings[MOK_MAX_ROUTINGS];
+    int ninputs;
+    struct mok_inputs inputs[MOK_MAX_INPUTS];
     int ndtypes;
     enum mok_dtype dtypes[2];
     int npasses;
@@ -99,7 +116,7 @@ struct mok_config {
     int moe_layers;           /* planning: MoE layers per training step in the summary (default 1) */
 };
 
-/* One point of the cartesian product model x tokens x routing x dtype x pass. */
+/* One point of the cartesian product model x tokens x routing x inputs x dtype x pass. */
 struct mok_problem_spec {
     int index;
     enum mok_mode mode;
@@ -107,6 +124,7 @@ struct mok_problem_spec {
     struct mok_model model;
     int tokens_per_rank;
     struct mok_routing routing;
+    struct mok_inputs inputs;
     enum mok_dtype dtype;
     enum mok_pass pass;
 };
@@ -132,6 +150,9 @@ const char *mok_dtype_name(enum mok_dtype d);
 const char *mok_mode_name(enum mok_mode m);
 const char *mok_pass_name(enum mok_pass p);
 const char *mok_routing_dist_name(enum mok_routing_dist d);
+const char *mok_input_dist_name(enum mok_input_dist d);
+/* "uniform", "normal", "uniform(scale=0.5)": the scale only when it is not 1. Written into buf. */
+const char *mok_inputs_label(const struct mok_inputs *in, char *buf, size_t len);
 /* "uniform", "zipf(s=1.2)", "hot(f=0.3,e=0)", written into buf. */
 const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len);
 

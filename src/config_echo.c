@@ -61,6 +61,13 @@ char *mok_config_to_json(const struct mok_config *cfg)
         add_exact(o, "seed", (double)r->seed); /* at most 2^53 - 1: exact */
         cJSON_AddItemToArray(a, o);
     }
+    a = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < cfg->ninputs; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "distribution", mok_input_dist_name(cfg->inputs[i].dist));
+        add_exact(o, "scale", cfg->inputs[i].scale);
+        cJSON_AddItemToArray(a, o);
+    }
     int idx[2];
     for (int i = 0; i < cfg->ndtypes && i < 2; i++)
         idx[i] = cfg->dtypes[i];
@@ -107,7 +114,7 @@ char *mok_config_to_json(const struct mok_config *cfg)
 
 int mok_config_problem_count(const struct mok_config *cfg)
 {
-    return cfg->nmodels * cfg->ntokens * cfg->nroutings * cfg->ndtypes * cfg->npasses;
+    return cfg->nmodels * cfg->ntokens * cfg->nroutings * cfg->ninputs * cfg->ndtypes * cfg->npasses;
 }
 
 void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_problem_spec *out)
@@ -125,6 +132,8 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
     i /= cfg->npasses;
     out->dtype = cfg->dtypes[i % cfg->ndtypes];
     i /= cfg->ndtypes;
+    out->inputs = cfg->inputs[i % cfg->ninputs];
+    i /= cfg->ninputs;
     out->routing = cfg->routings[i % cfg->nroutings];
     i /= cfg->nroutings;
     out->tokens_per_rank = cfg->tokens_per_rank[i % cfg->ntokens];
@@ -136,6 +145,17 @@ const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? mok_cfg_
 const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < 2 ? mok_cfg_pass_names[p] : "?"; }
 const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 3 ? mok_cfg_mode_names[m] : "?"; }
 const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? mok_cfg_dist_names[d] : "?"; }
+
+const char *mok_input_dist_name(enum mok_input_dist d) { return (unsigned)d < 2 ? mok_cfg_input_dist_names[d] : "?"; }
+
+const char *mok_inputs_label(const struct mok_inputs *in, char *buf, size_t len)
+{
+    if (in->scale == 1.0)
+        snprintf(buf, len, "%s", mok_input_dist_name(in->dist));
+    else
+        snprintf(buf, len, "%s(scale=%g)", mok_input_dist_name(in->dist), in->scale);
+    return buf;
+}
 
 const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len)
 {

@@ -8,5 +8,6 @@ extern const char *const mok_cfg_mode_names[3];
 extern const char *const mok_cfg_dtype_names[2];
 extern const char *const mok_cfg_pass_names[2];
 extern const char *const mok_cfg_dist_names[3];
+extern const char *const mok_cfg_input_dist_names[2];
 
 #endif

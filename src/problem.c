@@ -25,6 +25,18 @@ static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((
  * GEMM outputs of variance about 1 over a K-long dot product. */
 static float weight_scale(int k) { return 3.0f / sqrtf((float)k); }
 
+/* A tensor of the problem's inputs distribution (config "inputs"): uniform in [-spread, spread), or the normal with
+ * the same standard deviation (spread / sqrt 3). Activations spread over the config's scale, weights over
+ * weight_scale(K) whatever the scale. */
+static int fill_tensor(const struct mok_problem_spec *s, uint16_t *dst, size_t n, uint64_t id, float spread,
+                       cudaStream_t st)
+{
+    uint64_t seed = s->routing.seed;
+    if (s->inputs.dist == MOK_INPUTS_NORMAL)
+        return mok_fill_normal_bf16(dst, n, seed, id, spread / sqrtf(3.0f), (mok_stream_t)st);
+    return mok_fill_uniform_bf16(dst, n, seed, id, spread, (mok_stream_t)st);
+}
+
 double mok_problem_flops(const struct mok_problem_spec *s)
 {
     const struct mok_model *m = &s->model;
@@ -151,11 +163,8 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
         int n = first[e + 1] - first[e];
         if (n == 0)
             continue;
-        uint64_t seed = p->spec.routing.seed;
-        CKK(mok_fill_uniform_bf16(w13, (size_t)2 * I * H, seed, tensor_id(MOK_T_W13, (uint64_t)e),
-                                  weight_scale(H), (mok_stream_t)st));
-        CKK(mok_fill_uniform_bf16(w2, (size_t)H * I, seed, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I),
-                                  (mok_stream_t)st));
+        CKK(fill_tensor(&p->spec, w13, (size_t)2 * I * H, tensor_id(MOK_T_W13, (uint64_t)e), weight_scale(H), st));
+        CKK(fill_tensor(&p->spec, w2, (size_t)H * I, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I), st));
         CKK(mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st));
         CKK(mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st));
         CKK(mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st));
@@ -237,13 +246,12 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     CK(cudaMemcpyAsync(p->w, p->h_w, T * K * sizeof(float), cudaMemcpyHostToDevice, st));
     CK(cudaMalloc((void **)&p->y, T * H * 2 + 16));
 
-    uint64_t seed = spec->routing.seed;
+    const float x_spread = (float)spec->inputs.scale;
     for (int s = 0; s < p->sets; s++) {
         CK(cudaMalloc((void **)&p->x[s], T * H * 2 + 16));
         if (spec->mode == MOK_MODE_COMM) { /* experts return their input: no weights */
             if (s == 0)
-                CKK(mok_fill_uniform_bf16(p->x[0], T * H, seed, tensor_id(MOK_T_X, (uint64_t)cl->rank), 1.0f,
-                                          (mok_stream_t)st));
+                CKK(fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st));
             else
                 CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
             continue;
@@ -251,14 +259,12 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         CK(cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16));
         CK(cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16));
         if (s == 0) {
-            CKK(mok_fill_uniform_bf16(p->x[0], T * H, seed, tensor_id(MOK_T_X, (uint64_t)cl->rank), 1.0f,
-                                      (mok_stream_t)st));
+            CKK(fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st));
             for (size_t e = 0; e < EL; e++) {
                 uint64_t ge = (uint64_t)p->expert_begin + e;
-                CKK(mok_fill_uniform_bf16(p->w13[0] + e * 2 * I * H, 2 * I * H, seed, tensor_id(MOK_T_W13, ge),
-                                          weight_scale((int)H), (mok_stream_t)st));
-                CKK(mok_fill_uniform_bf16(p->w2[0] + e * H * I, H * I, seed, tensor_id(MOK_T_W2, ge),
-                                          weight_scale((int)I), (mok_stream_t)st));
+                CKK(fill_tensor(spec, p->w13[0] + e * 2 * I * H, 2 * I * H, tensor_id(MOK_T_W13, ge),
+                                weight_scale((int)H), st));
+                CKK(fill_tensor(spec, p->w2[0] + e * H * I, H * I, tensor_id(MOK_T_W2, ge), weight_scale((int)I), st));
             }
         } else {
             CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
@@ -269,10 +275,10 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
             CK(cudaMalloc((void **)&p->shared_w13[s], 2 * SI * H * 2 + 16));
             CK(cudaMalloc((void **)&p->shared_w2[s], H * SI * 2 + 16));
             if (s == 0) {
-                CKK(mok_fill_uniform_bf16(p->shared_w13[0], 2 * SI * H, seed, tensor_id(MOK_T_SHARED_W13, 0),
-                                          weight_scale((int)H), (mok_stream_t)st));
-                CKK(mok_fill_uniform_bf16(p->shared_w2[0], H * SI, seed, tensor_id(MOK_T_SHARED_W2, 0),
-                                          weight_scale((int)SI), (mok_stream_t)st));
+                CKK(fill_tensor(spec, p->shared_w13[0], 2 * SI * H, tensor_id(MOK_T_SHARED_W13, 0),
+                                weight_scale((int)H), st));
+                CKK(fill_tensor(spec, p->shared_w2[0], H * SI, tensor_id(MOK_T_SHARED_W2, 0), weight_scale((int)SI),
+                                st));
             } else {
                 CK(cudaMemcpyAsync(p->shared_w13[s], p->shared_w13[0], 2 * SI * H * 2, cudaMemcpyDeviceToDevice, st));
                 CK(cudaMemcpyAsync(p->shared_w2[s], p->shared_w2[0], H * SI * 2, cudaMemcpyDeviceToDevice, st));

@@ -32,7 +32,7 @@ const struct field mok_report_fields[] = {
     FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
     FD(dispatch_gbps), FD(dispatch_alone_us), FD(combine_us), FD(comm_sms), FD(peer_frac), FD(gemm_us),
     FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note), FD(gemm1_us), FD(gemm2_us), FD(gemm_frac),
-    FD(energy_j), FD(power_w), FD(power_capped),
+    FD(energy_j), FD(power_w), FD(power_capped), FS(inputs),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 

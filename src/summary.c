@@ -73,6 +73,7 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddStringToObject(o, "model", b->model);
         cJSON_AddNumberToObject(o, "tokens_per_rank", b->tokens_per_rank);
         cJSON_AddStringToObject(o, "routing", b->routing);
+        cJSON_AddStringToObject(o, "inputs", b->inputs);
         cJSON_AddStringToObject(o, "dtype", b->dtype);
         cJSON_AddStringToObject(o, "pass", b->pass);
         cJSON_AddStringToObject(o, "impl", b->impl);

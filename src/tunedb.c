@@ -32,13 +32,16 @@ struct field {
     const char *name;
     int is_str;
     size_t off, size;
+    const char *absent; /* a string field added later: its value in files written before it, else NULL */
 };
-#define KS(f) {#f, 1, offsetof(struct mok_tune_key, f), sizeof(((struct mok_tune_key *)0)->f)}
-#define KI(f) {#f, 0, offsetof(struct mok_tune_key, f), sizeof(int)}
-#define ES(f) {#f, 1, offsetof(struct mok_tune_entry, f), sizeof(((struct mok_tune_entry *)0)->f)}
+#define KS(f) {#f, 1, offsetof(struct mok_tune_key, f), sizeof(((struct mok_tune_key *)0)->f), NULL}
+#define KS_SINCE(f, absent) {#f, 1, offsetof(struct mok_tune_key, f), sizeof(((struct mok_tune_key *)0)->f), absent}
+#define KI(f) {#f, 0, offsetof(struct mok_tune_key, f), sizeof(int), NULL}
+#define ES(f) {#f, 1, offsetof(struct mok_tune_entry, f), sizeof(((struct mok_tune_entry *)0)->f), NULL}
 static const struct field key_fields[] = {
     KS(gpu),  KI(sm_count),       KI(ranks),      KI(lsa_size), KI(hidden), KI(intermediate), KI(experts),
-    KI(topk), KI(shared_experts), KI(tokens_per_rank), KS(routing), KS(dtype), KS(pass),      KS(mode)};
+    KI(topk), KI(shared_experts), KI(tokens_per_rank), KS(routing), KS(dtype), KS(pass),      KS(mode),
+    KS_SINCE(inputs, "uniform")};
 static const struct field entry_fields[] = {ES(impl), ES(params), ES(measured_utc), ES(commit)};
 #define NKEY (int)(sizeof key_fields / sizeof key_fields[0])
 #define NENTRY (int)(sizeof entry_fields / sizeof entry_fields[0])
@@ -127,6 +130,10 @@ static int get_field(const cJSON *obj, const struct field *f, void *base, const 
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, f->name);
     char *dst = (char *)base + f->off;
+    if (!it && f->absent) {
+        snprintf(dst, f->size, "%s", f->absent);
+        return 0;
+    }
     if (!it)
         return set_err(err, err_len, "%s: %s.%s: missing", path, where, f->name);
     if (f->is_str) {

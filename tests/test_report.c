@@ -275,7 +275,7 @@ static void test_round_trip(const char *dir)
                        "dtype,pass,impl,params,disposition,max_rel_err,norm_rel_err,bad_count,nan_count,iters,"
                        "time_med_us,time_p10_us,time_p90_us,flops,tflops,dispatch_bytes,combine_bytes,comm_gbps,"
                        "speedup_vs_nccl,dispatch_us,dispatch_gbps,dispatch_alone_us,combine_us,comm_sms,peer_frac,gemm_us,gemm_alone_us,a2a_ref_us,a2a_ref_gbps,"
-                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,"
+                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped,inputs,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,"
                        "commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");

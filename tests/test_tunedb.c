@@ -53,6 +53,7 @@ static struct mok_tune_entry make_entry(int i)
     strcpy(e.key.dtype, "bf16");
     strcpy(e.key.pass, "fwd");
     strcpy(e.key.mode, "comm");
+    strcpy(e.key.inputs, i % 3 ? "normal(scale=0.5)" : "uniform");
     strcpy(e.impl, "lsa");
     const struct mok_impl_desc *d = mok_impl_desc_find("lsa");
     int v[16];
@@ -74,6 +75,7 @@ static int same_entry(const struct mok_tune_entry *a, const struct mok_tune_entr
            x->experts == y->experts && x->topk == y->topk && x->shared_experts == y->shared_experts &&
            x->tokens_per_rank == y->tokens_per_rank && !strcmp(x->routing, y->routing) &&
            !strcmp(x->dtype, y->dtype) && !strcmp(x->pass, y->pass) && !strcmp(x->mode, y->mode) &&
+           !strcmp(x->inputs, y->inputs) &&
            !strcmp(a->impl, b->impl) && !strcmp(a->params, b->params) &&
            memcmp(&a->time_us, &b->time_us, sizeof(double)) == 0 && /* bitwise: -0 and denormals included */
            !strcmp(a->measured_utc, b->measured_utc) && !strcmp(a->commit, b->commit);
@@ -132,8 +134,8 @@ static void test_round_trip(void)
         CHECK(!mok_tunedb_find(&db, &k, "lsa"), "find: hit with int key field %d changed", i);
         (*ints[i])--;
     }
-    char *strs[] = {k.gpu, k.routing, k.dtype, k.pass, k.mode};
-    for (int i = 0; i < 5; i++) {
+    char *strs[] = {k.gpu, k.routing, k.dtype, k.pass, k.mode, k.inputs};
+    for (int i = 0; i < 6; i++) {
         char keep = strs[i][0];
         strs[i][0] = 'X';
         CHECK(!mok_tunedb_find(&db, &k, "lsa"), "find: hit with string key field %d changed", i);
@@ -210,6 +212,9 @@ static void test_bad_files(void)
     write_text("good.json", HEAD "\"gpu\": \"H200\", \"sm_count\": 132, " KEY_REST "\"time_us\": 12.5, " TAIL);
     path_of(p, sizeof p, "good.json");
     CHECK(mok_tunedb_load(p, &db, err, sizeof err) == 0 && db.n == 1 && db.e[0].time_us == 12.5, "good: %s", err);
+    /* a file from before the inputs key: its entries were measured on uniform inputs */
+    CHECK(db.n == 1 && strcmp(db.e[0].key.inputs, "uniform") == 0, "missing inputs key read as '%s'",
+          db.n == 1 ? db.e[0].key.inputs : "");
     CHECK(mok_tunedb_check(&db.e[0], err, sizeof err) == 0, "good entry is stale: %s", err);
     mok_tunedb_free(&db);
     unlink(p);

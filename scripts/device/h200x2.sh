@@ -44,6 +44,9 @@ for step in $STEPS; do
     libmok) sh tests/gpu_run.sh .dev/bin/test_libmok; echo "rc=$?";;
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12; echo "rc=$?";;
     ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank; echo "rc=$?";;  # SASS stall sampling, 1 rank
+    inputs) .dev/bin/test_gpu_fill; echo "rc=$?"  # the seeded fills' statistics; the layer implementations on normal / scaled inputs
+        sh tests/gpu_impls.sh $BIN . "$R/gpu-inputs" tests/gpu_inputs_small.json; echo "rc=$?";;
+    inputspower) $MPIRUN -np $NP $BIN -o "$R" configs/inputs-power.json; echo "rc=$?";;  # uniform vs normal inputs at 8192 tokens: time, power, energy
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
     mega) $MPIRUN -np $NP $BIN --probe -o "$R" configs/megakernel.json; echo "rc=$?";;

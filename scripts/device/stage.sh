@@ -14,7 +14,7 @@ fi
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
 rm -rf .dev && mkdir -p .dev/bin .dev/lib
-cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm \
+cp build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm build/tests/test_gpu_fill \
   build/tests/test_libmok .dev/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcjson.so.1 .dev/lib/
 # the carried tree (tracked files + .dev) is limited to 64 MiB and the fat binaries are ~10 MB each: gzip them

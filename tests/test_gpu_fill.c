@@ -1,0 +1,104 @@
+/* test_gpu_fill: the seeded input fills (kernels/fill.cu) that every implementation and the reference share. On 4M
+ * elements of each: uniform in [-s, s) with mean 0 and standard deviation s / sqrt 3; normal with mean 0, the
+ * asked standard deviation and the normal's 1- and 3-sigma shares; both bitwise the same when regenerated, and
+ * different for another tensor id. Exit 0 pass, 1 fail, 77 without a GPU. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mok_kernels.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
+            printf(__VA_ARGS__);                                                                             \
+            printf("\n");                                                                                    \
+            failures++;                                                                                      \
+        }                                                                                                    \
+    } while (0)
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+typedef int (*fill_fn)(uint16_t *, size_t, uint64_t, uint64_t, float, mok_stream_t);
+
+/* Fills n elements twice with tensor id 1 and once with id 2; checks repeatability and returns the values. */
+static uint16_t *fill_three(fill_fn fill, size_t n, float param, const char *name)
+{
+    uint16_t *d = NULL, *h[3];
+    if (cudaMalloc((void **)&d, n * 2) != cudaSuccess) {
+        CHECK(0, "%s: cudaMalloc", name);
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        h[i] = malloc(n * 2);
+        CHECK(fill(d, n, 42, i == 2 ? 2 : 1, param, NULL) == 0, "%s: launch", name);
+        CHECK(cudaMemcpy(h[i], d, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "%s: copy back", name);
+    }
+    CHECK(memcmp(h[0], h[1], n * 2) == 0, "%s: the same seed and tensor id gave different values", name);
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++)
+        same += h[0][i] == h[2][i];
+    CHECK(same < n / 100, "%s: another tensor id gave %zu of %zu equal values", name, same, n);
+    cudaFree(d), free(h[1]), free(h[2]);
+    return h[0];
+}
+
+int main(void)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("SKIP: no GPU\n");
+        return 77;
+    }
+    const size_t n = (size_t)1 << 22;
+    /* uniform, spread 0.5 */
+    uint16_t *u = fill_three(mok_fill_uniform_bf16, n, 0.5f, "uniform");
+    if (u) {
+        double sum = 0, sq = 0, lo = 1e30, hi = -1e30;
+        for (size_t i = 0; i < n; i++) {
+            double v = bf16_to_f32(u[i]);
+            sum += v, sq += v * v, lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+        }
+        double mean = sum / n, sd = sqrt(sq / n - mean * mean);
+        printf("uniform(0.5): mean %.5f sd %.5f (want %.5f) range [%.4f, %.4f]\n", mean, sd, 0.5 / sqrt(3.0), lo, hi);
+        CHECK(fabs(mean) < 0.002, "uniform mean %g", mean);
+        CHECK(fabs(sd / (0.5 / sqrt(3.0)) - 1) < 0.01, "uniform sd %g", sd);
+        CHECK(lo >= -0.5 && hi <= 0.5 && lo < -0.49 && hi > 0.49, "uniform range [%g, %g]", lo, hi);
+        free(u);
+    }
+    /* normal, standard deviation 0.25 */
+    uint16_t *g = fill_three(mok_fill_normal_bf16, n, 0.25f, "normal");
+    if (g) {
+        double sum = 0, sq = 0, peak = 0;
+        size_t in1 = 0, in3 = 0, nonfinite = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = bf16_to_f32(g[i]);
+            nonfinite += !isfinite(v);
+            sum += v, sq += v * v, peak = fabs(v) > peak ? fabs(v) : peak;
+            in1 += fabs(v) <= 0.25, in3 += fabs(v) <= 0.75;
+        }
+        double mean = sum / n, sd = sqrt(sq / n - mean * mean);
+        printf("normal(0.25): mean %.5f sd %.5f, within 1 sd %.4f (0.6827), within 3 sd %.5f (0.99730), max |x| %.3f\n",
+               mean, sd, (double)in1 / n, (double)in3 / n, peak);
+        CHECK(nonfinite == 0, "normal: %zu values not finite", nonfinite);
+        CHECK(fabs(mean) < 0.002, "normal mean %g", mean);
+        CHECK(fabs(sd / 0.25 - 1) < 0.01, "normal sd %g", sd);
+        /* bf16 rounding moves values across the 1-sd edge a little: 0.004 is ~8 binomial standard errors */
+        CHECK(fabs((double)in1 / n - 0.6827) < 0.004, "normal: %g within 1 sd", (double)in1 / n);
+        CHECK(fabs((double)in3 / n - 0.9973) < 0.0005, "normal: %g within 3 sd", (double)in3 / n);
+        CHECK(peak > 1.0 && peak < 1.6, "normal: max |x| %g (4 to 6.4 sd expected for 4M draws)", peak);
+        free(g);
+    }
+    printf("test_gpu_fill: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
+    return failures ? 1 : 0;
+}
