@@ -2,24 +2,32 @@
  * a tensor is the same whatever the grid, the rank or the order it is generated in. */
 #include "common.cuh"
 
-__global__ void fill_uniform_bf16_kernel(uint16_t *dst, size_t n, uint64_t key, float scale)
+/* bf16 b rounded to its top mant_bits mantissa bits (of 7), to nearest with halves away from zero: the sign is
+ * apart, so adding half of the dropped range and clearing it rounds the magnitude (a carry moves the exponent). */
+__device__ __forceinline__ uint16_t keep_mantissa_bits(uint16_t b, int mant_bits)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t h = mok_mix64(key ^ mok_mix64(i));
-        /* 24 random bits -> [0, 1) -> [-1, 1) */
-        float u = (float)(h >> 40) * (1.0f / 16777216.0f);
-        dst[i] = mok_f32_to_bf16((2.0f * u - 1.0f) * scale);
-    }
+    const int drop = 7 - mant_bits;
+    if (drop <= 0)
+        return b;
+    return (uint16_t)((b + (1u << (drop - 1))) & ~((1u << drop) - 1u));
 }
 
-__global__ void fill_normal_bf16_kernel(uint16_t *dst, size_t n, uint64_t key, float std)
+/* normal: Box-Muller on two 24-bit uniforms of the element's hash (u1 in (0, 1] so the log is finite); uniform:
+ * 24 random bits -> [0, 1) -> [-1, 1). Then spread, rounding to bf16 and to mant_bits mantissa bits. */
+template <bool kNormal>
+__global__ void fill_bf16_kernel(uint16_t *dst, size_t n, uint64_t key, float spread, int mant_bits)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint64_t h = mok_mix64(key ^ mok_mix64(i));
-        /* two 24-bit uniforms; u1 in (0, 1] so the log is finite */
-        float u1 = ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
-        float u2 = (float)((h >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
-        dst[i] = mok_f32_to_bf16(std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+        float v;
+        if (kNormal) {
+            float u1 = ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
+            float u2 = (float)((h >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
+            v = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+        } else {
+            v = 2.0f * ((float)(h >> 40) * (1.0f / 16777216.0f)) - 1.0f;
+        }
+        dst[i] = keep_mantissa_bits(mok_f32_to_bf16(v * spread), mant_bits);
     }
 }
 
@@ -29,24 +37,30 @@ __global__ void poison_bf16_kernel(uint16_t *dst, size_t n)
         dst[i] = 0x7FC1; /* a quiet NaN no arithmetic produces by chance */
 }
 
-extern "C" int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale,
-                                     mok_stream_t stream)
+extern "C" int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, int normal, float spread,
+                             int mant_bits, mok_stream_t stream)
 {
     if (n == 0)
         return 0;
     uint64_t key = mok_mix64(seed * 0x100000001B3ull ^ mok_mix64(tensor_id));
-    fill_uniform_bf16_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(dst, n, key, scale);
+    int blocks = mok_blocks_for(n, 256, 8192);
+    if (normal)
+        fill_bf16_kernel<true><<<blocks, 256, 0, mok_cuda_stream(stream)>>>(dst, n, key, spread, mant_bits);
+    else
+        fill_bf16_kernel<false><<<blocks, 256, 0, mok_cuda_stream(stream)>>>(dst, n, key, spread, mant_bits);
     return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale,
+                                     mok_stream_t stream)
+{
+    return mok_fill_bf16(dst, n, seed, tensor_id, 0, scale, 7, stream);
 }
 
 extern "C" int mok_fill_normal_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float std,
                                     mok_stream_t stream)
 {
-    if (n == 0)
-        return 0;
-    uint64_t key = mok_mix64(seed * 0x100000001B3ull ^ mok_mix64(tensor_id));
-    fill_normal_bf16_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(dst, n, key, std);
-    return MOK_LAUNCH_RESULT();
+    return mok_fill_bf16(dst, n, seed, tensor_id, 1, std, 7, stream);
 }
 
 extern "C" int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream)

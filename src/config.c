@@ -29,7 +29,7 @@ static const char *const planning_keys[] = {"moe_layers"};
 const char *const mok_cfg_mode_names[3] = {"layer", "comm", "gemm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
-static const char *const inputs_keys[] = {"distribution", "scale"};
+static const char *const inputs_keys[] = {"distribution", "scale", "mantissa_bits"};
 static const char *const timing_keys[] = {"warmup", "iters"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
@@ -396,7 +396,9 @@ static bool parse_inputs_item(struct mok_errors *e, const cJSON *obj, const char
                   : MOK_INPUTS_UNIFORM;
     in->dist = dist < 0 ? MOK_INPUTS_UNIFORM : (enum mok_input_dist)dist;
     in->scale = 1.0;
+    in->mantissa_bits = 7;
     get_num(e, obj, path, "scale", false, 0, true, MOK_MAX_INPUT_SCALE, &in->scale);
+    get_int(e, obj, path, "mantissa_bits", false, 0, 7, 1, &in->mantissa_bits);
     return e->count == before;
 }
 
@@ -407,7 +409,7 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
     char p[PATHLEN];
     bool list, valid[MOK_MAX_INPUTS] = {false};
     ps->cfg->ninputs = 1;
-    ps->cfg->inputs[0] = (struct mok_inputs){MOK_INPUTS_UNIFORM, 1.0};
+    ps->cfg->inputs[0] = (struct mok_inputs){MOK_INPUTS_UNIFORM, 1.0, 7};
     if (!v)
         return;
     int n = as_list(ps->e, v, "inputs", MOK_MAX_INPUTS, items, &list);
@@ -420,9 +422,10 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
         const struct mok_inputs *in = &ps->cfg->inputs[i];
         valid[i] = parse_inputs_item(ps->e, items[i], path, &ps->cfg->inputs[i]);
         for (int j = 0; j < i && valid[i]; j++) /* the same tensors twice: twice the run for nothing */
-            if (valid[j] && ps->cfg->inputs[j].dist == in->dist && ps->cfg->inputs[j].scale == in->scale) {
+            if (valid[j] && ps->cfg->inputs[j].dist == in->dist && ps->cfg->inputs[j].scale == in->scale &&
+                ps->cfg->inputs[j].mantissa_bits == in->mantissa_bits) {
                 char q[PATHLEN];
-                fail(ps->e, path, items[i], "the same distribution and scale as %s (list each once)",
+                fail(ps->e, path, items[i], "the same distribution, scale and mantissa_bits as %s (list each once)",
                      indexed(q, "inputs", j));
                 break;
             }

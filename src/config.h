@@ -15,7 +15,7 @@
 #define MOK_MAX_MODELS 16
 #define MOK_MAX_TOKENS 32
 #define MOK_MAX_ROUTINGS 8
-#define MOK_MAX_INPUTS 4
+#define MOK_MAX_INPUTS 8
 #define MOK_MAX_INPUT_SCALE 64.0
 #define MOK_MAX_IMPLS 8
 #define MOK_MAX_PARAMS 12
@@ -64,11 +64,13 @@ struct mok_routing {
  * random bits spread over the range (the bench's default since session 1); normal: x from N(0, (scale / sqrt 3)^2),
  * the same standard deviation as the uniform of the same scale, so switching the distribution changes only the
  * shape. Weights follow the same distribution at the bench's fixed spread (uniform +-3 / sqrt(K) or the normal
- * of its standard deviation), not scaled. At the power cap the GEMMs' time depends on the values (tensor-core
- * power), so a capacity planner can match their activations' statistics. */
+ * of its standard deviation), not scaled. mantissa_bits rounds every value of both to that many of bf16's 7
+ * mantissa bits (3: the precision of fp8 e4m3 values). At the power cap the GEMMs' time depends on the values
+ * (tensor-core power), so a capacity planner can match their activations' statistics. */
 struct mok_inputs {
     enum mok_input_dist dist;
-    double scale; /* (0, MOK_MAX_INPUT_SCALE], default 1 */
+    double scale;      /* (0, MOK_MAX_INPUT_SCALE], default 1 */
+    int mantissa_bits; /* 0..7, default 7 (bf16 as is) */
 };
 
 /* Tuning values of one implementation, in the order of its mok_impl_desc params. A param absent from the
@@ -151,7 +153,7 @@ const char *mok_mode_name(enum mok_mode m);
 const char *mok_pass_name(enum mok_pass p);
 const char *mok_routing_dist_name(enum mok_routing_dist d);
 const char *mok_input_dist_name(enum mok_input_dist d);
-/* "uniform", "normal", "uniform(scale=0.5)": the scale only when it is not 1. Written into buf. */
+/* "uniform", "normal", "uniform(scale=0.5)", "normal(bits=3)": scale and bits only when not the default. */
 const char *mok_inputs_label(const struct mok_inputs *in, char *buf, size_t len);
 /* "uniform", "zipf(s=1.2)", "hot(f=0.3,e=0)", written into buf. */
 const char *mok_routing_label(const struct mok_routing *r, char *buf, size_t len);

@@ -66,6 +66,7 @@ char *mok_config_to_json(const struct mok_config *cfg)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "distribution", mok_input_dist_name(cfg->inputs[i].dist));
         add_exact(o, "scale", cfg->inputs[i].scale);
+        cJSON_AddNumberToObject(o, "mantissa_bits", cfg->inputs[i].mantissa_bits);
         cJSON_AddItemToArray(a, o);
     }
     int idx[2];
@@ -150,10 +151,15 @@ const char *mok_input_dist_name(enum mok_input_dist d) { return (unsigned)d < 2 
 
 const char *mok_inputs_label(const struct mok_inputs *in, char *buf, size_t len)
 {
-    if (in->scale == 1.0)
-        snprintf(buf, len, "%s", mok_input_dist_name(in->dist));
+    char scale[32] = "", bits[16] = "";
+    if (in->scale != 1.0)
+        snprintf(scale, sizeof scale, "scale=%g", in->scale);
+    if (in->mantissa_bits != 7)
+        snprintf(bits, sizeof bits, "%sbits=%d", scale[0] ? "," : "", in->mantissa_bits);
+    if (scale[0] || bits[0])
+        snprintf(buf, len, "%s(%s%s)", mok_input_dist_name(in->dist), scale, bits);
     else
-        snprintf(buf, len, "%s(scale=%g)", mok_input_dist_name(in->dist), in->scale);
+        snprintf(buf, len, "%s", mok_input_dist_name(in->dist));
     return buf;
 }
 

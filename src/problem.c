@@ -26,15 +26,14 @@ static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((
 static float weight_scale(int k) { return 3.0f / sqrtf((float)k); }
 
 /* A tensor of the problem's inputs distribution (config "inputs"): uniform in [-spread, spread), or the normal with
- * the same standard deviation (spread / sqrt 3). Activations spread over the config's scale, weights over
- * weight_scale(K) whatever the scale. */
+ * the same standard deviation (spread / sqrt 3), rounded to the config's mantissa bits. Activations spread over
+ * the config's scale, weights over weight_scale(K) whatever the scale. */
 static int fill_tensor(const struct mok_problem_spec *s, uint16_t *dst, size_t n, uint64_t id, float spread,
                        cudaStream_t st)
 {
-    uint64_t seed = s->routing.seed;
-    if (s->inputs.dist == MOK_INPUTS_NORMAL)
-        return mok_fill_normal_bf16(dst, n, seed, id, spread / sqrtf(3.0f), (mok_stream_t)st);
-    return mok_fill_uniform_bf16(dst, n, seed, id, spread, (mok_stream_t)st);
+    const bool normal = s->inputs.dist == MOK_INPUTS_NORMAL;
+    return mok_fill_bf16(dst, n, s->routing.seed, id, normal, normal ? spread / sqrtf(3.0f) : spread,
+                         s->inputs.mantissa_bits, (mok_stream_t)st);
 }
 
 double mok_problem_flops(const struct mok_problem_spec *s)

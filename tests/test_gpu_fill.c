@@ -1,7 +1,8 @@
 /* test_gpu_fill: the seeded input fills (kernels/fill.cu) that every implementation and the reference share. On 4M
  * elements of each: uniform in [-s, s) with mean 0 and standard deviation s / sqrt 3; normal with mean 0, the
  * asked standard deviation and the normal's 1- and 3-sigma shares; both bitwise the same when regenerated, and
- * different for another tensor id. Exit 0 pass, 1 fail, 77 without a GPU. */
+ * different for another tensor id; rounded to 3 mantissa bits, every value has its low 4 bits clear and is the
+ * full-precision value to within half a step. Exit 0 pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -99,6 +100,28 @@ int main(void)
         CHECK(peak > 1.0 && peak < 1.6, "normal: max |x| %g (4 to 6.4 sd expected for 4M draws)", peak);
         free(g);
     }
+    /* mantissa_bits 3: the same normal values rounded to fp8 e4m3's precision */
+    uint16_t *d = NULL, *full = malloc(n * 2), *few = malloc(n * 2);
+    if (cudaMalloc((void **)&d, n * 2) == cudaSuccess && full && few) {
+        CHECK(mok_fill_bf16(d, n, 42, 1, 1, 0.25f, 7, NULL) == 0, "bits 7: launch");
+        CHECK(cudaMemcpy(full, d, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "bits 7: copy back");
+        CHECK(mok_fill_bf16(d, n, 42, 1, 1, 0.25f, 3, NULL) == 0, "bits 3: launch");
+        CHECK(cudaMemcpy(few, d, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "bits 3: copy back");
+        size_t low = 0, far = 0, changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            low += (few[i] & 0xF) != 0;
+            changed += few[i] != full[i];
+            double a = bf16_to_f32(full[i]), b = bf16_to_f32(few[i]);
+            far += fabs(a - b) > fabs(a) * (1.0 / 16) + 1e-30; /* half a step of 3 bits: 2^-4 of the value */
+        }
+        printf("normal(0.25) at 3 mantissa bits: %zu values with low bits set, %zu off by more than half a step, "
+               "%.1f%% changed\n", low, far, 100.0 * changed / n);
+        CHECK(low == 0 && far == 0, "3 mantissa bits: %zu with low bits, %zu too far", low, far);
+        CHECK(changed > n / 2, "3 mantissa bits changed only %zu of %zu values", changed, n);
+    } else {
+        CHECK(0, "mantissa test: allocation");
+    }
+    cudaFree(d), free(full), free(few);
     printf("test_gpu_fill: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
     return failures ? 1 : 0;
 }
