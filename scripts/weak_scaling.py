@@ -24,12 +24,14 @@ def load(path):
 def main(paths):
     if not paths:
         sys.exit(__doc__)
-    best = defaultdict(dict)  # (model, tokens, routing, impl) -> {ranks: us}
+    best = defaultdict(dict)  # (model, tokens, routing (+ inputs when not uniform), impl) -> {ranks: us}
     for path in paths:
         for r in load(path):
             if r["disposition"] != "passed" or not r["time_med_us"]:
                 continue
-            key = (r["model"], int(r["tokens_per_rank"]), r["routing"], r["impl"])
+            inputs = r.get("inputs") or "uniform"  # reports before the column: uniform
+            routing = r["routing"] if inputs == "uniform" else f'{r["routing"]}, inputs {inputs}'
+            key = (r["model"], int(r["tokens_per_rank"]), routing, r["impl"])
             n, t = int(r["ranks"]), float(r["time_med_us"])
             if n not in best[key] or t < best[key][n]:
                 best[key][n] = t

@@ -19,6 +19,7 @@ static struct mok_row make_row(int problem, const char *impl, const char *params
     snprintf(r.model, sizeof r.model, "m");
     r.hidden = 256, r.intermediate = 128, r.experts = 8, r.topk = 2, r.tokens_per_rank = 1000 * (problem + 1);
     snprintf(r.routing, sizeof r.routing, "uniform");
+    snprintf(r.inputs, sizeof r.inputs, "uniform");
     snprintf(r.dtype, sizeof r.dtype, "bf16");
     snprintf(r.pass, sizeof r.pass, "fwd");
     snprintf(r.impl, sizeof r.impl, "%s", impl);
@@ -51,6 +52,9 @@ static void test_journal(const char *dir)
               back[0].time_med_us == 123.5 && !strcmp(back[1].disposition, "incorrect"),
           "resumed rows differ (n=%d) [%s]", n, note);
     CHECK(!mok_row_same_candidate(&a, &b), "different candidates compare equal");
+    struct mok_row a_normal = a; /* the same candidate on other inputs is another candidate */
+    snprintf(a_normal.inputs, sizeof a_normal.inputs, "normal(bits=3)");
+    CHECK(!mok_row_same_candidate(&a, &a_normal), "candidates on different inputs compare equal");
     struct mok_row c = make_row(2, "lsa", "sms=8", 50, "passed");
     CHECK(mok_journal_append(&j, &env, &c, err, sizeof err) == 0, "append after resume: %s", err);
     mok_journal_close(&j);
