@@ -47,6 +47,7 @@ for step in $STEPS; do
     inputs) .dev/bin/test_gpu_fill; echo "rc=$?"  # the seeded fills' statistics; the layer implementations on normal / scaled inputs
         sh tests/gpu_impls.sh $BIN . "$R/gpu-inputs" tests/gpu_inputs_small.json; echo "rc=$?";;
     inputspower) $MPIRUN -np $NP $BIN -o "$R" configs/inputs-power.json; echo "rc=$?";;  # uniform vs normal inputs at 8192 tokens: time, power, energy
+    megaissue5) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-issue5.json; echo "rc=$?";;  # issue 5's four problems only (uniform, 4096 / 8192), 100 iterations, breakdown
     megaqwen4096) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-qwen4096-exposed.json; echo "rc=$?";;  # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
