@@ -463,7 +463,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
             die(cl, "problem setup", err);
         if (root) {
-            char inputs[32];
+            char inputs[48];
             printf("# problem %d: inputs %s, %d input sets rotated (L2 %d MiB); reference %.1f ms\n", pi,
                    mok_inputs_label(&spec.inputs, inputs, sizeof inputs), prob.sets, prop.l2CacheSize >> 20,
                    prob.reference_ms);

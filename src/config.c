@@ -402,7 +402,7 @@ static bool parse_inputs_item(struct mok_errors *e, const cJSON *obj, const char
     return e->count == before;
 }
 
-/* "inputs": one object or a list of distinct ones (default: uniform, scale 1). */
+/* "inputs": one object or a list of distinct ones (default: uniform, scale 1, 7 mantissa bits). */
 static void parse_inputs(struct parser *ps, const cJSON *v)
 {
     const cJSON *items[MOK_MAX_INPUTS];
@@ -419,8 +419,8 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
             fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
             continue;
         }
-        const struct mok_inputs *in = &ps->cfg->inputs[i];
-        valid[i] = parse_inputs_item(ps->e, items[i], path, &ps->cfg->inputs[i]);
+        struct mok_inputs *in = &ps->cfg->inputs[i];
+        valid[i] = parse_inputs_item(ps->e, items[i], path, in);
         for (int j = 0; j < i && valid[i]; j++) /* the same tensors twice: twice the run for nothing */
             if (valid[j] && ps->cfg->inputs[j].dist == in->dist && ps->cfg->inputs[j].scale == in->scale &&
                 ps->cfg->inputs[j].mantissa_bits == in->mantissa_bits) {

@@ -99,7 +99,7 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
     for (int pi = 0; pi < nproblems; pi++) {
         struct mok_problem_spec spec;
         mok_config_problem_at(cfg, pi, &spec);
-        char routing[64], inputs[32], b1[32], b2[32];
+        char routing[64], inputs[48], b1[32], b2[32];
         int sets = 1;
         double pbytes = problem_bytes(&spec, nranks, l2_bytes, &sets);
         const struct mok_model *m = &spec.model;

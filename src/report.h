@@ -92,7 +92,7 @@ struct mok_row {
     double power_w;      /* mean power of a GPU, the highest rank's */
     double power_capped; /* share of that time under the power cap (clocks held down), the highest rank's */
 
-    char inputs[32]; /* the problem's activation and weight distribution, mok_inputs_label ("uniform", ...) */
+    char inputs[48]; /* the problem's activation and weight distribution, mok_inputs_label ("uniform", ...) */
 
     char note[256];
 };

@@ -19,7 +19,7 @@ struct mok_tune_key {
     char gpu[64];
     int sm_count, ranks, lsa_size, hidden, intermediate, experts, topk, shared_experts, tokens_per_rank;
     char routing[48], dtype[8], pass[8], mode[8]; /* mok_routing_label, mok_dtype_name, ... */
-    char inputs[32]; /* mok_inputs_label; files written before it existed read as "uniform" (their only inputs) */
+    char inputs[48]; /* mok_inputs_label; files written before it existed read as "uniform" (their only inputs) */
 };
 
 struct mok_tune_entry {
