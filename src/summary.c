@@ -53,8 +53,13 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
             "impl", "ms/layer", "speedup", "tokens/s/GPU", "ms/step", "J/step", "params");
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = items[k].best;
+        char routing[112]; /* the inputs too when not the default, so rows of a multi-inputs config differ */
+        if (b->inputs[0] && strcmp(b->inputs, "uniform") != 0)
+            snprintf(routing, sizeof routing, "%s,%s", b->routing, b->inputs);
+        else
+            snprintf(routing, sizeof routing, "%s", b->routing);
         fprintf(out, "# %4d %-16s %7d %-14s %-13s %10.3f %8.2f %14.0f %10.2f %9.1f  %s\n", items[k].problem, b->model,
-                b->tokens_per_rank, b->routing, b->impl, items[k].ms_per_layer, items[k].speedup,
+                b->tokens_per_rank, routing, b->impl, items[k].ms_per_layer, items[k].speedup,
                 items[k].tokens_per_s_per_gpu, items[k].ms_per_step, items[k].j_per_step, b->params);
     }
     fflush(out);

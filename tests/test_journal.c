@@ -98,6 +98,7 @@ static void test_summary(void)
         make_row(1, "nccl-overlap", "chunks=1", 0, "not_supported"),
     };
     rows[2].energy_j = 0.5; /* measured for one candidate: J per step = layers x J per forward, NaN elsewhere */
+    snprintf(rows[4].inputs, sizeof rows[4].inputs, "normal(bits=3)"); /* problem 1 on other inputs */
     struct mok_summary_item items[8];
     int n = mok_summary_build(rows, 6, "nccl", 61, items, 8);
     CHECK(n == 3, "items %d", n);
@@ -113,8 +114,20 @@ static void test_summary(void)
     CHECK(json && strstr(json, "\"moe_layers\":61") && strstr(json, "\"speedup_vs_baseline\":1.25") &&
               strstr(json, "\"j_per_step\":30.5") && strstr(json, "\"j_per_step\":null"), "json %s",
           json ? json : "(null)");
+    CHECK(json && strstr(json, "\"inputs\":\"normal(bits=3)\"") && strstr(json, "\"inputs\":\"uniform\""),
+          "json inputs %s", json ? json : "(null)");
     free(json);
     mok_summary_print(stdout, items, n, 61);
+    /* the printed table names non-default inputs beside the routing, and only those */
+    FILE *f = tmpfile();
+    char text[4096] = "";
+    if (f) {
+        mok_summary_print(f, items, n, 61);
+        rewind(f);
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+    }
+    CHECK(strstr(text, " uniform,normal(bits=3) ") && !strstr(text, "uniform,uniform"), "summary table:\n%s", text);
 }
 
 int main(int argc, char **argv)
