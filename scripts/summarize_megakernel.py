@@ -9,15 +9,11 @@ import csv
 import re
 import sys
 
+from report_labels import routing_label
+
 
 def num(row, key):
     return float(row[key]) if row.get(key) else float("nan")
-
-
-def routing_label(row):
-    """The routing, and the inputs distribution when it is not the default (reports before it have no column)."""
-    inputs = row.get("inputs") or "uniform"
-    return row["routing"] if inputs == "uniform" else f"{row['routing']}, inputs {inputs}"
 
 
 def main():

@@ -11,6 +11,8 @@ import csv
 import sys
 from collections import defaultdict
 
+from report_labels import routing_label
+
 
 def load(path):
     with open(path, newline="") as f:
@@ -29,9 +31,7 @@ def main(paths):
         for r in load(path):
             if r["disposition"] != "passed" or not r["time_med_us"]:
                 continue
-            inputs = r.get("inputs") or "uniform"  # reports before the column: uniform
-            routing = r["routing"] if inputs == "uniform" else f'{r["routing"]}, inputs {inputs}'
-            key = (r["model"], int(r["tokens_per_rank"]), routing, r["impl"])
+            key = (r["model"], int(r["tokens_per_rank"]), routing_label(r), r["impl"])
             n, t = int(r["ranks"]), float(r["time_med_us"])
             if n not in best[key] or t < best[key][n]:
                 best[key][n] = t
