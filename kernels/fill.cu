@@ -57,12 +57,6 @@ extern "C" int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uin
     return mok_fill_bf16(dst, n, seed, tensor_id, 0, scale, 7, stream);
 }
 
-extern "C" int mok_fill_normal_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float std,
-                                    mok_stream_t stream)
-{
-    return mok_fill_bf16(dst, n, seed, tensor_id, 1, std, 7, stream);
-}
-
 extern "C" int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream)
 {
     if (n == 0)

@@ -19,10 +19,9 @@ typedef struct CUstream_st *mok_stream_t; /* == cudaStream_t, without pulling CU
  * the same problem. Values uniform in [-scale, scale], rounded to bf16. */
 int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale,
                           mok_stream_t stream);
-/* The same, normal with standard deviation std (Box-Muller on two 24-bit uniforms of the element's hash). */
-int mok_fill_normal_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, float std, mok_stream_t stream);
-/* Either (normal 0: uniform in [-spread, spread); 1: normal with standard deviation spread), each bf16 rounded to
- * its top mant_bits of 7 mantissa bits (7: as is; 3: the precision of fp8 e4m3 values), to nearest. */
+/* Either (normal 0: uniform in [-spread, spread); 1: normal with standard deviation spread, Box-Muller on two
+ * 24-bit uniforms of the element's hash), each bf16 rounded to its top mant_bits of 7 mantissa bits (7: as is;
+ * 3: the precision of fp8 e4m3 values), to nearest. */
 int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, int normal, float spread, int mant_bits,
                   mok_stream_t stream);
 /* Writes a NaN bit pattern into every element, so any element an implementation fails to write is caught. */
