@@ -96,9 +96,6 @@ struct Maps {
 
 #if MOK_SM90_DEVICE
 constexpr int kMaxStages = 8;
-constexpr int kPlainRowBytes = kStageCols * 2; /* send_from_gemm's staging: 64 rows x 256 bytes per warpgroup, no
-                                                  padding (it would cost the 4th stage): stage_plain keeps the stores
-                                                  off shared banks another row of the same store uses */
 
 __device__ __forceinline__ int32_t *row_counters(int32_t *done, int job, int capacity)
 {
@@ -384,44 +381,58 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
     return make_uint4(r0, r1, r2, r3);
 }
 
-/* send_from_gemm's staging of one round (kRound 3: accumulator columns [0, 128), 4: [128, 256)) as plain rows of
- * 128 bf16 columns (256 bytes: one bulk copy per row). A lane holds column pair q = lane % 4 of every 8-column
- * group of its rows la and la + 8; 4-byte stores of those pairs put the quarter warp's 8 rows, 256 bytes apart, on
- * the same 4 banks (8-way conflicts, by the bank arithmetic). Here each quad transposes 4 groups (quad_transpose)
- * and every lane stores 16 bytes; the rows of odd quads take the other 64-byte half of each 128-byte window first,
- * so the two rows of a quarter warp (the 8 lanes of one 16-byte store phase) cover the banks once: no conflicts by
- * the same arithmetic (not profiled; the kernel measured 0-1.7% faster, results/h200x2/2026-11-30-megakernel-v4). */
+/* send_from_gemm's stores of one round (kRound 3: accumulator columns [0, 128), 4: [128, 256)) straight from the
+ * registers to the destination rows (dst_a: row la's 256 bytes of this round, dst_b: row la + 8's; null for rows
+ * with no destination, padding). A lane holds column pair q = lane % 4 of every 8-column group of its two rows; each
+ * quad transposes 4 groups (quad_transpose) so every lane stores 16 contiguous bytes, a warp 8 rows x 64 bytes per
+ * store. No staging, no bulk copy: the session-9 profile (2 x H200) had warp 0 issuing the 64 row copies of a
+ * staged round take ~4.5k cycles while the warpgroup's tensor cores idled, about a fifth of a GEMM2 tile. The
+ * stores are posted; the end of the consumer loop fences them at system scope before the done flag counts them. */
 template <int kRound>
-__device__ __forceinline__ void stage_plain(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lane)
+__device__ __forceinline__ void send_plain(const float (&acc)[kTileN / 2], uint8_t *dst_a, uint8_t *dst_b, int lane)
 {
     constexpr int kBase = kRound == 4 ? kStageCols / 8 : 0;
-    const int q = lane & 3, odd = (lane >> 2) & 1;
+    const int q = lane & 3;
 #pragma unroll
     for (int half = 0; half < 2; half++) { /* row la: accumulators r, r + 1; row la + 8: r + 2, r + 3 */
-        uint8_t *row = stage + (la + 8 * half) * kPlainRowBytes;
+        uint8_t *row = half ? dst_b : dst_a;
 #pragma unroll
-        for (int h = 0; h < 2; h++) { /* 64-byte blocks 2h and 2h + 1 (4 groups each): one 128-byte window */
-            uint32_t w[2][4];
+        for (int h = 0; h < 2; h++) { /* 64-byte blocks 2h and 2h + 1 (4 groups each) */
 #pragma unroll
-            for (int b = 0; b < 2; b++)
+            for (int b = 0; b < 2; b++) {
+                uint32_t w[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int r = 4 * (kBase + 4 * (2 * h + b) + j) + 2 * half;
-                    w[b][j] = pack_bf16x2(acc[r], acc[r + 1]);
+                    w[j] = pack_bf16x2(acc[r], acc[r + 1]);
                 }
-#pragma unroll
-            for (int st = 0; st < 2; st++) {
-                const int b = st ^ odd;
-                const uint4 v = quad_transpose(b ? w[1][0] : w[0][0], b ? w[1][1] : w[0][1], b ? w[1][2] : w[0][2],
-                                               b ? w[1][3] : w[0][3], q);
-                *reinterpret_cast<uint4 *>(row + 64 * (2 * h + b) + 16 * q) = v;
+                /* every lane shuffles (the quad's row may have no destination): the store alone is skipped */
+                const uint4 v = quad_transpose(w[0], w[1], w[2], w[3], q);
+                if (row)
+                    *reinterpret_cast<uint4 *>(row + 64 * (2 * h + b) + 16 * q) = v;
             }
         }
     }
 }
 
-/* Before staging: the staging's previous contents have gone out (the bulk reads of every lane that issued some:
- * the leader's TMA stores, or warp 0's row sends), seen by the warpgroup. */
+/* Where send_from_gemm's row goes: the routed GEMM2's row straight into the owner's combine row of its route
+ * (with communication skipped: into out, locally), the shared GEMM2's into sy (rows below t_max); null for a row
+ * with none (padding, shared rows past t_max). */
+__device__ __forceinline__ uint8_t *send_row_dst(const mok_mega_args &m, int job, int row, uint8_t *const *comb_base)
+{
+    const mok_lsa_args &a = m.lsa;
+    if (job == 3)
+        return row < a.t_max ? (uint8_t *)(m.sy + (size_t)row * a.hidden) : nullptr;
+    const int32_t e = a.entry[row];
+    if (e < 0)
+        return nullptr;
+    const int owner = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+    return m.skip == 1 ? (uint8_t *)(m.out + (size_t)row * a.hidden)
+                       : comb_base[owner] + ((size_t)t * a.topk + j) * a.hidden * 2;
+}
+
+/* Before staging: the staging's previous contents have gone out (the bulk reads of the leader's TMA stores), seen
+ * by the warpgroup. */
 __device__ __forceinline__ void epilogue_begin(bool issuer, int cwg)
 {
     if (issuer)
@@ -451,40 +462,6 @@ __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_
         __threadfence();
         atomicAdd(row_counters(m.done, p.job, m.lsa.capacity) + p.rb, 1); /* done1 | done2 | done3 */
     }
-}
-
-/* send_from_gemm (the kSend kernel), after staging a plain round: warp 0 of the consumer warpgroup copies each of
- * its 64 rows' 128 columns (256 bytes, one bulk copy from shared memory) at column col0 to where the row goes:
- * the routed GEMM2's straight into the owner's combine row of its route (with communication skipped: into out,
- * locally), the shared GEMM2's into sy (rows below t_max). Padding rows have no owner. The copies complete
- * asynchronously: the next round's staging waits for their reads (epilogue_begin), the done flag for their
- * writes (the end of the consumer loop). */
-__device__ __forceinline__ void epilogue_send(const mok_mega_args &m, const Unit &p, int cwg, int wq, int lane,
-                                              uint8_t *stage, int col0, uint8_t *const *comb_base)
-{
-    mok_fence_proxy_async_shared();
-    mok_named_barrier(1 + cwg, 128);
-    if (wq != 0)
-        return;
-    const mok_lsa_args &a = m.lsa;
-    for (int r = lane; r < 64; r += 32) {
-        const int row = p.rb * kTileM + cwg * 64 + r;
-        void *dst;
-        if (p.job == 3) {
-            if (row >= a.t_max)
-                continue;
-            dst = m.sy + (size_t)row * a.hidden + col0;
-        } else {
-            int32_t e = a.entry[row];
-            if (e < 0)
-                continue;
-            int owner = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
-            dst = m.skip == 1 ? (void *)(m.out + (size_t)row * a.hidden + col0)
-                              : (void *)(comb_base[owner] + (((size_t)t * a.topk + j) * a.hidden + col0) * 2);
-        }
-        mok_bulk_store(dst, stage + r * kPlainRowBytes, kPlainRowBytes);
-    }
-    mok_bulk_commit();
 }
 
 /* The per-route combine of slot s by one warp: its expert output row to the owner's combine row of its route
@@ -749,37 +726,37 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         release_slot(&empty[prev_slot], 1, lane, 0);
 
         /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256
-         * columns in two. The routed jobs' row blocks are whole (padded groups); the shared jobs' maps end at t_max
+         * columns in two (send_from_gemm's GEMM2: no staging, stores from the registers). The routed jobs' row blocks are whole (padded groups); the shared jobs' maps end at t_max
          * rows, so TMA drops what lies past them, and rows between the own token count and t_max get values nobody
          * reads. While the accumulators are live (staging), registers are at the limit: everything else after. */
         uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-        const bool issuer = wq == 0; /* lanes that may have bulk copies in flight: the leader's, warp 0's sends */
         if (p.job == 0 || p.job == 2) {
-            epilogue_begin(issuer, cwg);
+            epilogue_begin(leader, cwg);
             stage_round<0>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
         } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
-            epilogue_begin(issuer, cwg);
-            stage_plain<3>(acc, stage, la, lane);
-            epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN, comb_base);
-            epilogue_begin(issuer, cwg);
-            stage_plain<4>(acc, stage, la, lane);
-            epilogue_send(m, p, cwg, wq, lane, stage, p.n * kTileN + kStageCols, comb_base);
+            const int row0 = p.rb * kTileM + cwg * 64;
+            uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base);
+            uint8_t *db = send_row_dst(m, p.job, row0 + lb, comb_base);
+            const int c0 = p.n * kTileN * 2, c1 = c0 + kStageCols * 2; /* the two rounds' byte offsets in a row */
+            send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+            send_plain<4>(acc, da ? da + c1 : nullptr, db ? db + c1 : nullptr, lane);
         } else {
-            epilogue_begin(issuer, cwg);
+            epilogue_begin(leader, cwg);
             stage_round<1>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN, false);
-            epilogue_begin(issuer, cwg);
+            epilogue_begin(leader, cwg);
             stage_round<2>(acc, stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN + kStageCols, true);
         }
     }
-    if (wq == 0) {
-        mok_bulk_wait(0); /* every bulk copy complete: the staging read, the sends' writes done */
-        mok_fence_proxy_async_global();
-        __syncwarp();
-        if (signal && lane == 0) /* this warpgroup's sends are all in place: one of the done flag's contributions */
+    if (wq == 0)
+        mok_bulk_wait(0); /* the leader's TMA stores complete (their staging read) before the block ends */
+    if (signal) { /* this warpgroup's sends are all in place: one of the done flag's contributions */
+        __threadfence_system(); /* each lane's posted stores, some to the peer, before the leader counts them */
+        mok_named_barrier(1 + cwg, 128);
+        if (leader)
             count_and_signal(a, 1, send_contributions(m));
     }
 }
