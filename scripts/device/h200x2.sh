@@ -48,6 +48,7 @@ for step in $STEPS; do
         sh tests/gpu_impls.sh $BIN . "$R/gpu-inputs" tests/gpu_inputs_small.json; echo "rc=$?";;
     inputspower) $MPIRUN -np $NP $BIN -o "$R" configs/inputs-power.json; echo "rc=$?";;  # uniform vs normal inputs at 8192 tokens: time, power, energy
     megaissue5) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-issue5.json; echo "rc=$?";;  # issue 5's four problems only (uniform, 4096 / 8192), 100 iterations, breakdown
+    megaqwen3tune) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-qwen3-tune.json; echo "rc=$?";;  # Qwen3 4096 / 8192: comm SMs 8-32 x own_first 8 / 16 / 32, breakdown, beside nccl and nccl-overlap
     megaqwen4096) $MPIRUN -np $NP $BIN -o "$R" configs/megakernel-qwen4096-exposed.json; echo "rc=$?";;  # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
     megasmall) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-small" tests/gpu_mega_small.json; echo "rc=$?";;
     megaorder) sh tests/gpu_impls.sh $BIN . "$R/gpu-mega-order" tests/gpu_mega_order.json; echo "rc=$?";;  # own_first x lockstep x send
