@@ -18,7 +18,7 @@
  *                     consumer warpgroups of all I/128 GEMM1 tiles counted themselves). After storing its half tile
  *                     (TMA store, waited), a consumer warpgroup's leader counts it in done[job][row block] (release).
  *                     With send_from_gemm (the kSend kernel) GEMM2's rows go instead straight from the epilogue to
- *                     their owners' combine rows (bulk copies), no comm block combines, and every comm block joins
+ *                     their owners' combine rows (16-byte stores from the registers), no comm block combines, and every comm block joins
  *                     the compute blocks once its share of the dispatch is done.
  * Order and progress: tickets go out in list order, so every GEMM1 unit is taken before any GEMM2 unit; GEMM1 waits
  * only on the dispatch, GEMM2 only on GEMM1 units already taken by running blocks, the comm blocks' combine only on
@@ -823,9 +823,9 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
 }
 #endif
 
-/* kSend: m.send_from_gemm (the GEMM2 epilogue sends rows with bulk copies; no comm block combines). Two kernels,
- * so that each carries only its own two epilogues: with the choice made at run time in one kernel, ptxas reloads
- * 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 40. */
+/* kSend: m.send_from_gemm (the GEMM2 epilogue stores rows straight to their owners; no comm block combines). Two
+ * kernels, so that each carries only its own two epilogues: with the choice made at run time in one kernel, ptxas
+ * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (session 9). */
 template <bool kSend>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,

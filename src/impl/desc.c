@@ -128,7 +128,7 @@ static const struct mok_param_def megakernel_params[] = {
      NULL, 0, 0, 1, 0},
     {"combine_sms", "of the comm SMs, those that also send the combine; the others run GEMM tiles once their share "
      "of the dispatch is done (0: all comm SMs)", NULL, 0, 0, 131, 0},
-    {"send", "1: each GEMM2 tile's rows go to their owners straight from the GEMM epilogue (bulk copies; per_route "
+    {"send", "1: each GEMM2 tile's rows go to their owners straight from the GEMM epilogue's registers (per_route "
      "only) and every comm SM runs GEMM tiles after the dispatch; 0: the comm SMs send", NULL, 0, 0, 1, 0},
     {"lockstep", "1: a GEMM tile starts once every tile of the previous wave (one per compute SM) has started, so the "
      "SMs that share a weight tile stay in step", NULL, 0, 0, 1, 0},
