@@ -54,7 +54,8 @@ struct mok_layer_desc {
                                  their share of the dispatch is done. 0: all comm SMs (none joins the GEMMs) */
     int combine_per_rank;     /* 0: one row per (token, k) back as soon as it is computed; 1: one partial per rank */
     int send_from_gemm;       /* per route only: 1, each GEMM2 tile's rows go to their owners straight from the GEMM's
-                                 epilogue (stores from its registers), and every comm SM runs GEMM tiles after the dispatch */
+                                 epilogue (stores from its registers), and every comm SM runs GEMM tiles after the
+                                 dispatch */
     int chunk_rows;           /* dispatched rows per ready counter */
     int stages;               /* GEMM pipeline depth: 0 the deepest that fits, else 2..8 (if it fits) */
     int dispatch_push;        /* 0: destinations pull rows; 1: owners push them */

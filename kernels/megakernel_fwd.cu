@@ -18,8 +18,8 @@
  *                     consumer warpgroups of all I/128 GEMM1 tiles counted themselves). After storing its half tile
  *                     (TMA store, waited), a consumer warpgroup's leader counts it in done[job][row block] (release).
  *                     With send_from_gemm (the kSend kernel) GEMM2's rows go instead straight from the epilogue to
- *                     their owners' combine rows (16-byte stores from the registers), no comm block combines, and every comm block joins
- *                     the compute blocks once its share of the dispatch is done.
+ *                     their owners' combine rows (16-byte stores from the registers), no comm block combines, and
+ *                     every comm block joins the compute blocks once its share of the dispatch is done.
  * Order and progress: tickets go out in list order, so every GEMM1 unit is taken before any GEMM2 unit; GEMM1 waits
  * only on the dispatch, GEMM2 only on GEMM1 units already taken by running blocks, the comm blocks' combine only on
  * GEMM2; every block is resident (cooperative launch), so every wait is eventually satisfied. Every wait gives up
@@ -726,9 +726,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         release_slot(&empty[prev_slot], 1, lane, 0);
 
         /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256
-         * columns in two (send_from_gemm's GEMM2: no staging, stores from the registers). The routed jobs' row blocks are whole (padded groups); the shared jobs' maps end at t_max
-         * rows, so TMA drops what lies past them, and rows between the own token count and t_max get values nobody
-         * reads. While the accumulators are live (staging), registers are at the limit: everything else after. */
+         * columns in two (send_from_gemm's GEMM2: no staging, stores from the registers). The routed jobs' row
+         * blocks are whole (padded groups); the shared jobs' maps end at t_max rows, so TMA drops what lies past
+         * them, and rows between the own token count and t_max get values nobody reads. While the accumulators are
+         * live (staging), registers are at the limit: everything else after. */
         uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
         if (p.job == 0 || p.job == 2) {
