@@ -33,18 +33,35 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
     return d;
 }
 
+__device__ __forceinline__ float ex2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float rcp_approx(float x)
+{
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 __device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, float u1)
 {
     /* The reference rounds GEMM1's output to bf16 before SwiGLU: so does this, a pair per conversion */
     const uint32_t g = pack_bf16x2(g0, g1), u = pack_bf16x2(u0, u1);
     g0 = __uint_as_float(g << 16), g1 = __uint_as_float(g & 0xFFFF0000u);
     u0 = __uint_as_float(u << 16), u1 = __uint_as_float(u & 0xFFFF0000u);
-    /* The fast exponential and division (2 MUFU ops per value), as the baselines' swiglu kernel (mok_silu): expf
-     * and an IEEE division took ~9k cycles of each GEMM1 tile's epilogue in the megakernel (session-9 profile, 2 x
-     * H200), with the tensor cores idle. Relative error ~1e-6 against the accurate fp32 reference, far inside a
-     * bf16 rounding step; a value next to a bf16 rounding boundary may round the other way (one bf16 ulp). Large
-     * negative gates: __expf overflows to inf, __fdividef(g, inf) gives -0 as silu's limit. */
-    return pack_bf16x2(__fdividef(g0, 1.0f + __expf(-g0)) * u0, __fdividef(g1, 1.0f + __expf(-g1)) * u1);
+    /* silu(g) = g / (1 + 2^(-g log2 e)): one ex2 and one rcp (the MUFU pipe) per value, flush-to-zero forms, so no
+     * subnormal fix-ups around them (__expf's non-ftz ex2 adds a compare and two predicated multiplies per value;
+     * nothing here is subnormal that matters: 2^x below 2^-126 flushes to 0, silu(g) = g there, and 1 + e >= 1).
+     * expf with an IEEE division took ~9k cycles of each GEMM1 tile's epilogue in the megakernel and made the layer
+     * 3-8% slower at the power cap (session-9 profile and A/B, 2 x H200). Relative error ~1e-6 against the
+     * accurate fp32 reference, far inside a bf16 rounding step; a value next to a bf16 rounding boundary may round
+     * the other way (one bf16 ulp). A gate below about -88: 2^(-g log2 e) is inf, its rcp 0, silu -0 (its limit). */
+    return pack_bf16x2(g0 * rcp_approx(1.0f + ex2_approx(g0 * -1.4426950408889634f)) * u0,
+                       g1 * rcp_approx(1.0f + ex2_approx(g1 * -1.4426950408889634f)) * u1);
 }
 
 /* C staging: boxes of 64 rows x 64 columns (128 bytes per row), 128B-swizzled as the C tensor map expects: the
