@@ -385,8 +385,9 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
  * registers to the destination rows (dst_a: row la's 256 bytes of this round, dst_b: row la + 8's; null for rows
  * with no destination, padding). A lane holds column pair q = lane % 4 of every 8-column group of its two rows; each
  * quad transposes 4 groups (quad_transpose) so every lane stores 16 contiguous bytes, a warp 8 rows x 64 bytes per
- * store. No staging, no bulk copy: the session-9 profile (2 x H200) had warp 0 issuing the 64 row copies of a
- * staged round take ~4.5k cycles while the warpgroup's tensor cores idled, about a fifth of a GEMM2 tile. The
+ * store. No staging, no bulk copy: in the session-9 profile (2 x H200) a staged round's send (the barrier, warp 0
+ * loading the 64 rows' entries and issuing one bulk copy per row) took ~4.5k cycles while the warpgroup's tensor
+ * cores idled, about a fifth of a GEMM2 tile over the two rounds. The
  * stores are posted; the end of the consumer loop fences them at system scope before the done flag counts them. */
 template <int kRound>
 __device__ __forceinline__ void send_plain(const float (&acc)[kTileN / 2], uint8_t *dst_a, uint8_t *dst_b, int lane)
