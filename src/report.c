@@ -169,7 +169,8 @@ void mok_report_print_row(FILE *out, const struct mok_row *row)
             row->params[0] ? row->params : "-", row->disposition, num(med, sizeof med, 10, 2, row->time_med_us),
             num(p10, sizeof p10, 10, 2, row->time_p10_us), num(p90, sizeof p90, 10, 2, row->time_p90_us),
             num(tf, sizeof tf, 8, 2, row->tflops), num(gbps, sizeof gbps, 8, 1, row->comm_gbps),
-            num(sp, sizeof sp, 7, 2, row->speedup_vs_nccl), isnan(row->max_rel_err) ? "-" : err,
+            num(sp, sizeof sp, 7, 3, row->speedup_vs_nccl), /* three decimals, as the summary */
+            isnan(row->max_rel_err) ? "-" : err,
             isnan(row->max_rel_err) ? "-" : bad);
     /* The note (why a candidate failed or was skipped) goes last, flattened to one line so the table keeps
      * one line per candidate. */
