@@ -387,8 +387,8 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
  * quad transposes 4 groups (quad_transpose) so every lane stores 16 contiguous bytes, a warp 8 rows x 64 bytes per
  * store. No staging, no bulk copy: in the session-9 profile (2 x H200) a staged round's send (the barrier, warp 0
  * loading the 64 rows' entries and issuing one bulk copy per row) took ~4.5k cycles while the warpgroup's tensor
- * cores idled, about a fifth of a GEMM2 tile over the two rounds. The
- * stores are posted; the end of the consumer loop fences them at system scope before the done flag counts them. */
+ * cores idled, about a fifth of a GEMM2 tile over the two rounds. The stores are posted; the end of the consumer
+ * loop fences them at system scope before the done flag counts them. */
 template <int kRound>
 __device__ __forceinline__ void send_plain(const float (&acc)[kTileN / 2], uint8_t *dst_a, uint8_t *dst_b, int lane)
 {
@@ -982,10 +982,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN) ||
         !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64))
         return (int)cudaErrorInvalidValue;
-    int dev = 0, sms = 0, optin = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
     size_t smem = smem_bytes(args.stages, el, m->own_first);
