@@ -153,7 +153,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     if (!iter_ms)
         die(cl, "timing", "out of host memory");
     if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
-        mok_time_layer(cl->stream, cfg->warmup, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err, sizeof(err)))
+        mok_time_layer(cl->stream, cfg->warmup, cfg->warmup_ms, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err,
+                       sizeof(err)))
         die(cl, "timed run", err);
     log_iterations(cl, row, iter_ms, cfg->iters);
     free(iter_ms);

@@ -30,7 +30,7 @@ const char *const mok_cfg_mode_names[3] = {"layer", "comm", "gemm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
 static const char *const inputs_keys[] = {"distribution", "scale", "mantissa_bits"};
-static const char *const timing_keys[] = {"warmup", "iters"};
+static const char *const timing_keys[] = {"warmup", "warmup_ms", "iters"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
 const char *const mok_cfg_dtype_names[2] = {"bf16", "mxfp8"};
@@ -624,6 +624,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "check");
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "output");
     cfg->warmup = 5;
+    cfg->warmup_ms = 0;
     cfg->iters = 20;
     cfg->check_enabled = true;
     cfg->rtol = 0.01;
@@ -664,6 +665,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     } else if (t) {
         check_keys(e, t, "timing", timing_keys, COUNT(timing_keys));
         get_int(e, t, "timing", "warmup", false, 0, 10000, 1, &cfg->warmup);
+        get_int(e, t, "timing", "warmup_ms", false, 0, 60000, 1, &cfg->warmup_ms);
         get_int(e, t, "timing", "iters", false, 1, 100000, 1, &cfg->iters);
     }
     if (c && !cJSON_IsObject(c)) {

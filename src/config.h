@@ -103,6 +103,7 @@ struct mok_config {
     struct mok_tune tune[MOK_MAX_IMPLS];      /* tune[i] belongs to impls[i] */
 
     int warmup;
+    int warmup_ms; /* the warm-up also lasts at least this long (0: warmup iterations only) */
     int iters;
     bool check_enabled;
     double rtol;

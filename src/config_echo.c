@@ -101,6 +101,7 @@ char *mok_config_to_json(const struct mok_config *cfg)
     cJSON_AddNumberToObject(o, "moe_layers", cfg->moe_layers);
     o = cJSON_AddObjectToObject(root, "timing");
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
+    cJSON_AddNumberToObject(o, "warmup_ms", cfg->warmup_ms);
     cJSON_AddNumberToObject(o, "iters", cfg->iters);
     o = cJSON_AddObjectToObject(root, "check");
     cJSON_AddBoolToObject(o, "enabled", cfg->check_enabled);

@@ -85,9 +85,11 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
     if (!mem)
         return 0;
     int nproblems = mok_config_problem_count(cfg);
-    fprintf(mem, "# plan: %d problems x %d implementations, %lld candidates, %d ranks, warmup %d, iters %d, check %s\n",
-            nproblems, cfg->nimpls, mok_sweep_total(cfg), nranks, cfg->warmup, cfg->iters,
-            cfg->check_enabled ? "on" : "off");
+    fprintf(mem, "# plan: %d problems x %d implementations, %lld candidates, %d ranks, warmup %d", nproblems,
+            cfg->nimpls, mok_sweep_total(cfg), nranks, cfg->warmup);
+    if (cfg->warmup_ms)
+        fprintf(mem, " (at least %d ms)", cfg->warmup_ms);
+    fprintf(mem, ", iters %d, check %s\n", cfg->iters, cfg->check_enabled ? "on" : "off");
     static const char *const strategies[] = {"exhaustive", "coordinate", "halving"};
     fprintf(mem, "# search: %s", strategies[cfg->search_strategy % 3]);
     if (cfg->search_max_measurements)

@@ -5,14 +5,52 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
-int mok_time_layer(cudaStream_t stream, int warmup, int iters, mok_layer_fn fn, void *ctx, double *iter_ms,
-                   struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The warm-up: `warmup` iterations, then, with warmup_ms, more batches until that long has passed on every rank.
+ * Why a time: a GPU held at its power cap settles its clocks only after some tenth of a second of load; a candidate
+ * that starts on an idle GPU (the first of a run) timed after a few short iterations ran partly uncapped and
+ * faster (2 x H200: a run's first candidate after 10 iterations of warm-up was uncapped for 4.6% of its timed
+ * iterations and ~3% faster than when it ran later, results/h200x2/2026-11-30-megakernel-v8). Every rank must call fn equally often (the layers synchronize across
+ * ranks), so each batch ends in an agreement: another batch while any rank is short of warmup_ms. */
+static int warm_up(cudaStream_t stream, int warmup, int warmup_ms, mok_layer_fn fn, void *ctx, int *it, char *err,
+                   int err_len)
+{
+    const double t0 = seconds_now();
+    for (; *it < warmup; (*it)++)
+        if (fn(ctx, *it, -1, err, err_len))
+            return -1;
+    const int batch = warmup > 0 ? warmup : 1;
+    while (warmup_ms > 0) {
+        cudaError_t ce = cudaStreamSynchronize(stream);
+        if (ce != cudaSuccess) {
+            snprintf(err, (size_t)err_len, "warm-up: %s", cudaGetErrorString(ce));
+            return -1;
+        }
+        int more = (seconds_now() - t0) * 1e3 < (double)warmup_ms;
+        MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (!more)
+            break;
+        for (int b = 0; b < batch; b++, (*it)++)
+            if (fn(ctx, *it, -1, err, err_len))
+                return -1;
+    }
+    return 0;
+}
+
+int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int iters, mok_layer_fn fn, void *ctx,
+                   double *iter_ms, struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
 {
     int it = 0;
-    for (; it < warmup; it++)
-        if (fn(ctx, it, -1, err, err_len))
-            return -1;
+    if (warm_up(stream, warmup, warmup_ms, fn, ctx, &it, err, err_len))
+        return -1;
     struct mok_power_sampler sampler; /* reads power on a thread of its own while the timed iterations run */
     mok_power_start(&sampler);
     /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream
