@@ -17,10 +17,10 @@ static double seconds_now(void)
 /* The warm-up: `warmup` iterations, then, with warmup_ms, more batches until that long has passed on every rank.
  * Why a time: a GPU held at its power cap settles its clocks only after some tenth of a second of load; a candidate
  * that starts on an idle GPU (the first of a run) timed after a few short iterations ran partly uncapped and
- * faster (2 x H200: a run's first candidate after 10 iterations of warm-up was uncapped for 4.6% of its timed
- * iterations and ~3% faster than when it ran later, results/h200x2/2026-11-30-megakernel-v8). Every rank must
- * call fn equally often (the layers synchronize across ranks), so each batch ends in an agreement: another batch
- * while any rank is short of warmup_ms. */
+ * faster (2 x H200, 10 warm-up iterations: uncapped for 2-3% of its timed iterations and 0.4-1.0% faster than with
+ * warmup_ms 300, which kept it capped throughout; results/h200x2/2026-11-30-megakernel-v8). Every rank must call
+ * fn equally often (the layers synchronize across ranks), so each batch ends in an agreement: another batch while
+ * any rank is short of warmup_ms. */
 static int warm_up(cudaStream_t stream, int warmup, int warmup_ms, mok_layer_fn fn, void *ctx, int *it, char *err,
                    int err_len)
 {
