@@ -36,6 +36,6 @@ fi
 echo "== host code under ASan + UBSan: unit suite"
 [ -f build-san/build.ninja ] || meson setup build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Dgpu_archs=90a
 ninja -C build-san
-LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:fast_unwind_on_malloc=0" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   meson test -C build-san --suite unit --print-errorlogs
 echo "== test.sh: all suites passed"

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "impl.h"
 #include "journal.h"
+#include "output_check.h"
 #include "search.h"
 #include "summary.h"
 #include "tunedb.h"
@@ -122,7 +123,9 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
                          struct mok_row *row)
 {
     char err[ERR_LEN] = "", why[256] = "";
-    int ok = ops->supports(p, cl, params, why, sizeof(why));
+    /* what needs no GPU first (the dry-run showed the same verdict), then what the implementation asks of it */
+    int ok = mok_impl_host_supports(mok_impl_desc_find(ops->name), &p->spec, cl->nranks, params, why, sizeof(why)) &&
+             ops->supports(p, cl, params, why, sizeof(why));
     int all_ok = ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
@@ -437,6 +440,27 @@ static void open_journal_and_db(struct bench_state *b, const char *config_json)
     }
 }
 
+/* What the end of a run writes, so it can be written again elsewhere if output.dir fails. */
+struct report_job {
+    const char *name;
+    const struct mok_env *env;
+    const struct mok_row *rows;
+    int nrows;
+    const char *summary_json;
+    int argc;
+    char **argv;
+    const char *config_json;
+};
+
+static int write_reports(const struct report_job *j, const char *dir, char *csv, char *json, int path_len,
+                         char *err, size_t err_len)
+{
+    return mok_report_choose_paths(dir, j->name, csv, json, path_len, err, (int)err_len) ||
+           mok_report_write_csv(csv, j->env, j->rows, j->nrows, err, (int)err_len) ||
+           mok_report_write_json(json, j->argc, j->argv, j->config_json, j->env, j->rows, j->nrows, j->summary_json,
+                                 err, (int)err_len);
+}
+
 int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
                   struct mok_cluster *cl, int argc, char **argv)
 {
@@ -507,12 +531,18 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         int nitems = items ? mok_summary_build(b.rows, b.nrows, baseline, cfg->moe_layers, items, b.nrows) : 0;
         char *summary = items ? mok_summary_json(items, nitems, cfg->moe_layers) : NULL;
         mok_summary_print(stdout, items, nitems, cfg->moe_layers);
-        if (mok_report_choose_paths(cfg->output_dir, cfg->output_name, csv, json, (int)sizeof(csv), err,
-                                    sizeof(err)) ||
-            mok_report_write_csv(csv, &cl->env, b.rows, b.nrows, err, sizeof(err)) ||
-            mok_report_write_json(json, argc, argv, config_json, &cl->env, b.rows, b.nrows, summary, err,
-                                  sizeof(err))) {
+        struct report_job job = {cfg->output_name, &cl->env, b.rows, b.nrows, summary, argc, argv, config_json};
+        if (write_reports(&job, cfg->output_dir, csv, json, (int)sizeof(csv), err, sizeof(err))) {
+            /* output.dir was writable at the start (output_check); if it fails now, the rows still go somewhere */
+            char fallback[MOK_PATH_LEN], err2[ERR_LEN];
             fprintf(stderr, "mok-bench: report: %s\n", err);
+            if (mok_output_fallback_dir(cfg->output_name, fallback, sizeof fallback) == 0 &&
+                write_reports(&job, fallback, csv, json, (int)sizeof(csv), err2, sizeof(err2)) == 0)
+                fprintf(stderr, "mok-bench: the reports were written to the fallback %s and %s instead\n", csv,
+                        json);
+            else
+                fprintf(stderr, "mok-bench: the fallback directory failed too; the rows are in the table above%s\n",
+                        b.journal.f ? " and in the journal" : "");
             rc = 1;
         } else {
             printf("# reports: %s %s\n", csv, json);

@@ -17,6 +17,7 @@ void mok_cli_usage(FILE *out)
             "options:\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print version, commit and CUDA targets, and exit\n"
+            "      --list-params      print every implementation's tuning parameters (a Markdown table) and exit\n"
             "  -d, --dry-run          validate the config and print the plan (problems x implementations x\n"
             "                         candidates, memory per rank); needs no GPU\n"
             "  -o, --output DIR       write reports under DIR (overrides output.dir)\n"
@@ -63,7 +64,11 @@ static void parse_only(const char *value, struct mok_cli *cli, struct mok_errors
                 snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s", i ? ", " : "",
                          mok_impl_desc_at(i)->name);
             mok_errors_add(errs, "--only = \"%s\": unknown implementation (allowed: %s)", tok, allowed);
-        } else if (cli->nonly < MOK_MAX_IMPLS) {
+        } else if (cli->nonly >= MOK_MAX_IMPLS) {
+            mok_errors_add(errs, "--only = \"%s\": more than %d implementations (the limit, MOK_MAX_IMPLS)", value,
+                           MOK_MAX_IMPLS);
+            return;
+        } else {
             snprintf(cli->only[cli->nonly++], MOK_NAME_LEN, "%s", tok);
         }
     }
@@ -88,6 +93,8 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
             cli->help = true;
         else if (!strcmp(name, "-V") || !strcmp(name, "--version"))
             cli->version = true;
+        else if (!strcmp(name, "--list-params"))
+            cli->list_params = true;
         else if (!strcmp(name, "-d") || !strcmp(name, "--dry-run"))
             cli->dry_run = true;
         else if (!strcmp(name, "--no-check"))
@@ -127,10 +134,11 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
             cli->config_path = a;
 #undef TAKE_VALUE
     }
-    if (!cli->help && !cli->version && !cli->probe && !cli->config_path && errs->count == before)
+    if (!cli->help && !cli->version && !cli->list_params && !cli->probe && !cli->config_path && errs->count == before)
         mok_errors_add(errs, "CONFIG.json: missing (usage: mok-bench [options] CONFIG.json)");
-    const char *power = getenv("MOK_POWER"); /* read again where the sampler starts (power.c) */
-    if (power && strcmp(power, "0") && strcmp(power, "1"))
+    /* read again where the sampler starts (power.c); help and version sample nothing, so they ignore it */
+    const char *power = getenv("MOK_POWER");
+    if (!cli->help && !cli->version && !cli->list_params && power && strcmp(power, "0") && strcmp(power, "1"))
         mok_errors_add(errs, "environment MOK_POWER = \"%s\": 0 (no power sampling) or 1 (the default)", power);
     return errs->count - before;
 }
@@ -147,12 +155,16 @@ int mok_cli_apply(const struct mok_cli *cli, struct mok_config *cfg, struct mok_
                     memcpy(filtered.impls[filtered.nimpls], cfg->impls[i], MOK_NAME_LEN);
                     filtered.tune[filtered.nimpls++] = cfg->tune[i];
                 }
+        char listed[MOK_MAX_IMPLS * (MOK_NAME_LEN + 2)] = "";
+        for (int i = 0; i < cfg->nimpls; i++)
+            snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%s", i ? ", " : "", cfg->impls[i]);
         for (int j = 0; j < cli->nonly; j++) {
             bool found = false;
             for (int i = 0; i < cfg->nimpls; i++)
                 found |= !strcmp(cfg->impls[i], cli->only[j]);
             if (!found)
-                mok_errors_add(errs, "--only = \"%s\": not among the config's impls", cli->only[j]);
+                mok_errors_add(errs, "--only = \"%s\": not among the config's impls (the config has: %s)",
+                               cli->only[j], listed);
         }
         *cfg = filtered;
     }

@@ -10,7 +10,7 @@
 
 struct mok_cli {
     const char *config_path;
-    bool help, version, dry_run, no_check, probe, resume;
+    bool help, version, dry_run, no_check, probe, resume, list_params;
     const char *tuned_path; /* --tuned FILE: tuning database to reuse and update */
     const char *output_dir; /* overrides config output.dir */
     int nonly;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_names.h"
 #include "desc.h"
@@ -245,13 +246,42 @@ static int choice(struct mok_errors *e, const cJSON *v, const char *path, const 
 {
     char list[256];
     int k = cJSON_IsString(v) ? find_name(v->valuestring, names, n) : -1;
-    if (k < 0) {
+    if (k < 0 && implemented < n) { /* the allowed list is what runs; the rest are named as not there yet */
+        char later[128];
+        fail(e, path, v, "must be one of %s (%s: not implemented yet)",
+             list_names(list, sizeof list, names, implemented, true),
+             list_names(later, sizeof later, names + implemented, n - implemented, true));
+    } else if (k < 0) {
         fail(e, path, v, "must be one of %s", list_names(list, sizeof list, names, n, true));
     } else if (k >= implemented) {
         fail(e, path, v, "not implemented yet (allowed: %s)", list_names(list, sizeof list, names, implemented, true));
         k = -1;
     }
     return k;
+}
+
+/* Valid UTF-8 without control characters (C0, DEL, C1) and without overlong or surrogate encodings. */
+static bool printable_utf8(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = *s;
+        int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0)
+            return false;
+        unsigned cp = n == 0 ? c : c & (0x3fu >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        static const unsigned min_cp[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
+            (cp >= 0x7f && cp < 0xa0))
+            return false;
+        s += n + 1;
+    }
+    return true;
 }
 
 /* ---- sections ----------------------------------------------------------------------------------------- */
@@ -270,7 +300,9 @@ static void parse_model(struct mok_errors *e, const cJSON *obj, const char *path
         fail(e, join(p, path, "topk"), cJSON_GetObjectItemCaseSensitive(obj, "topk"), "must be <= experts (%d)",
              m->experts);
     snprintf(m->name, sizeof m->name, "H%d-I%d-E%d-k%d", m->hidden, m->intermediate, m->experts, m->topk);
-    get_str(e, obj, path, "name", m->name, sizeof m->name);
+    if (get_str(e, obj, path, "name", m->name, sizeof m->name) && !printable_utf8(m->name))
+        fail(e, join(p, path, "name"), cJSON_GetObjectItemCaseSensitive(obj, "name"),
+             "must be printable UTF-8 (no control characters; it goes into CSV and JSON reports)");
 }
 
 static void parse_models(struct parser *ps, const cJSON *v)
@@ -460,7 +492,7 @@ static void parse_impls(struct parser *ps, const cJSON *v)
     const char *names[MOK_MAX_IMPLS] = {NULL};
     const cJSON *items[MOK_MAX_IMPLS];
     char p[PATHLEN], allowed[256];
-    int nreg = mok_impl_desc_count() < MOK_MAX_IMPLS ? mok_impl_desc_count() : MOK_MAX_IMPLS;
+    int nreg = mok_impl_desc_count(); /* <= MOK_MAX_IMPLS: desc.c asserts it at compile time */
     bool list;
     const char *mode = mok_mode_name(cfg->mode);
     const char *of_mode[MOK_MAX_IMPLS] = {NULL};
@@ -528,7 +560,7 @@ static void parse_param(struct mok_errors *e, const cJSON *v, const char *path, 
 static const char *param_names(const struct mok_impl_desc *d, char *buf, size_t len)
 {
     const char *names[MOK_MAX_PARAMS];
-    int n = d->nparams < MOK_MAX_PARAMS ? d->nparams : MOK_MAX_PARAMS;
+    int n = d->nparams; /* <= MOK_MAX_PARAMS: desc.c asserts it at compile time */
     for (int k = 0; k < n; k++)
         names[k] = d->params[k].name;
     return list_names(buf, len, names, n, false);
@@ -544,7 +576,7 @@ static void parse_tune(struct parser *ps, const cJSON *v)
 
     for (int i = 0; i < cfg->nimpls; i++) { /* defaults first: a param not tuned runs at its default */
         const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[i]);
-        for (int k = 0; k < d->nparams && k < MOK_MAX_PARAMS; k++) {
+        for (int k = 0; k < d->nparams; k++) {
             cfg->tune[i].nvalues[k] = 1;
             cfg->tune[i].values[k][0] = d->params[k].default_value;
         }
@@ -579,14 +611,18 @@ static void parse_tune(struct parser *ps, const cJSON *v)
         for (const cJSON *pc = c->child; pc; pc = pc->next) {
             int pi = mok_impl_param_index(d, pc->string);
             join(pp, p, pc->string);
-            if (pi < 0 || pi >= MOK_MAX_PARAMS)
+            const char *renamed = pi < 0 ? mok_impl_param_renamed(d->name, pc->string) : NULL;
+            if (renamed)
+                fail(e, pp, NULL, "renamed to \"%s\" (a parameter name means one thing in every implementation)",
+                     renamed);
+            else if (pi < 0)
                 fail(e, pp, pc, "unknown parameter of %s (allowed: %s)", d->name,
                      param_names(d, params, sizeof params));
             else if (pseen[pi])
                 fail(e, pp, NULL, "duplicate key");
             else
                 parse_param(e, pc, pp, &d->params[pi], &cfg->tune[ii], pi);
-            if (pi >= 0 && pi < MOK_MAX_PARAMS)
+            if (pi >= 0)
                 pseen[pi] = true;
         }
     }
@@ -629,7 +665,20 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->check_enabled = true;
     cfg->rtol = 0.01;
     cfg->capacity_factor = 2.0;
-    get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor);
+    if (get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor)) {
+        /* the receive buffer of the smallest problem must hold at least one route (factor x tokens x topk >= 1) */
+        long long routes = 0;
+        for (int mi = 0; mi < cfg->nmodels; mi++)
+            for (int ti = 0; ti < cfg->ntokens; ti++) {
+                long long r = (long long)cfg->models[mi].topk * cfg->tokens_per_rank[ti];
+                routes = r > 0 && (routes == 0 || r < routes) ? r : routes;
+            }
+        if (routes > 0 && cfg->capacity_factor * (double)routes < 1.0)
+            fail(e, "capacity_factor", cJSON_GetObjectItemCaseSensitive(root, "capacity_factor"),
+                 "must be at least %.3g: the smallest problem has %lld routes per rank (tokens x topk), and its "
+                 "receive buffers must hold at least one",
+                 1.0 / (double)routes, routes);
+    }
     cfg->search_strategy = 0;
     cfg->search_seed = 1;
     cfg->moe_layers = 1;
@@ -718,6 +767,29 @@ static void malformed(struct mok_errors *e, const char *label, const char *text,
         mok_errors_add(e, "%s:%d:%d: malformed JSON near '%s'", label, line, col, near);
 }
 
+/* The deepest nesting of objects and arrays outside strings. cJSON stops at its own limit (1000) with a
+ * "malformed JSON" that names no reason; configs need 4 levels, so a small limit with its own message. */
+static int json_depth(const char *text)
+{
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+    for (const char *c = text; *c; c++) {
+        if (in_string) {
+            if (*c == '\\' && c[1])
+                c++;
+            else if (*c == '"')
+                in_string = false;
+        } else if (*c == '"') {
+            in_string = true;
+        } else if (*c == '{' || *c == '[') {
+            deepest = ++depth > deepest ? depth : deepest;
+        } else if (*c == '}' || *c == ']') {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
 int mok_config_parse(const char *text, const char *source_name, struct mok_config *cfg, struct mok_errors *errs)
 {
     int before = errs->count;
@@ -727,6 +799,12 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         snprintf(cfg->source, sizeof cfg->source, "%s", source_name);
     if (!text || !text[strspn(text, " \t\r\n")]) {
         mok_errors_add(errs, "%s: empty config (expected a JSON object)", label);
+        return errs->count - before;
+    }
+    int depth = json_depth(text);
+    if (depth > MOK_CONFIG_MAX_DEPTH) {
+        mok_errors_add(errs, "%s: JSON nested %d levels deep: at most %d levels are allowed (a config needs 4)",
+                       label, depth, MOK_CONFIG_MAX_DEPTH);
         return errs->count - before;
     }
     const char *end = NULL;
@@ -773,6 +851,11 @@ int mok_config_load(const char *path, struct mok_config *cfg, struct mok_errors 
     int before = errs->count;
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        mok_errors_add(errs, "%s: is a directory (expected a JSON config file, e.g. configs/quick.json)", path);
+        return errs->count - before;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         mok_errors_add(errs, "%s: cannot read: %s", path, strerror(errno));

@@ -17,11 +17,12 @@
 #define MOK_MAX_ROUTINGS 8
 #define MOK_MAX_INPUTS 8
 #define MOK_MAX_INPUT_SCALE 64.0
-#define MOK_MAX_IMPLS 8
+#define MOK_MAX_IMPLS 16
 #define MOK_MAX_PARAMS 12
 #define MOK_MAX_VALUES 16
 #define MOK_NAME_LEN 64
 #define MOK_PATH_LEN 512
+#define MOK_CONFIG_MAX_DEPTH 16 /* JSON nesting of objects and arrays; a config needs 4 */
 
 /* hidden and intermediate must be multiples of this: 16-byte vector rows, TMA boxes and GEMM K tiles of 64
  * bf16 elements all rely on it. */

@@ -82,7 +82,7 @@ char *mok_config_to_json(const struct mok_config *cfg)
         const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[i]);
         cJSON_AddItemToArray(a, cJSON_CreateString(cfg->impls[i]));
         cJSON *t = cJSON_AddObjectToObject(tune, cfg->impls[i]);
-        for (int k = 0; d && k < d->nparams && k < MOK_MAX_PARAMS; k++) {
+        for (int k = 0; d && k < d->nparams; k++) {
             const struct mok_param_def *p = &d->params[k];
             const int *v = cfg->tune[i].values[k];
             cJSON_AddItemToObject(t, p->name, p->choices ? string_array((const char *const *)p->choices, v,

@@ -1,6 +1,9 @@
 /* mok-bench: command line, config distribution and checks across ranks, then dry-run or the benchmark. */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
+
+#include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +11,9 @@
 #include "cli.h"
 #include "cluster.h"
 #include "config.h"
+#include "desc.h"
 #include "mok_build.h"
+#include "output_check.h"
 #include "plan.h"
 #include "probe.h"
 #include "version.h"
@@ -33,8 +38,11 @@ static char *read_and_broadcast(const struct mok_cluster *cl, const char *path, 
     long len = -1;
     char *text = NULL;
     if (cl->rank == 0) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
+        struct stat st;
+        FILE *f = NULL;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            mok_errors_add(errs, "%s: is a directory (expected a JSON config file, e.g. configs/quick.json)", path);
+        else if (!(f = fopen(path, "rb"))) {
             mok_errors_add(errs, "%s: cannot read: %s", path, strerror(errno));
         } else {
             text = malloc(MAX_CONFIG_BYTES + 1);
@@ -60,6 +68,38 @@ static char *read_and_broadcast(const struct mok_cluster *cl, const char *path, 
     MPI_Bcast(text, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
     text[len] = '\0';
     return text;
+}
+
+/* "mok-bench 0.1.0 (commit abc; CUDA targets sm_90a, sm_100a, sm_103a)": each target named in full. */
+static void print_version(void)
+{
+    printf("mok-bench %s (commit %s; CUDA targets ", MOK_VERSION, MOK_COMMIT);
+    const char *a = MOK_CUDA_ARCHS;
+    for (int first = 1; *a; first = 0) {
+        size_t n = strcspn(a, ",");
+        printf("%ssm_%.*s", first ? "" : ", ", (int)n, a);
+        a += n + (a[n] == ',');
+    }
+    printf(")\n");
+}
+
+/* The plan's peak memory per rank against what this rank's GPU has free, before anything is allocated: a plan
+ * that cannot fit is refused with the figures instead of failing an allocation mid-sweep. 0: fits everywhere. */
+static int plan_fits_gpu(const struct mok_cluster *cl, const struct mok_config *cfg)
+{
+    size_t free_b = 0, total_b = 0;
+    int l2 = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cl->device);
+    double peak = 0;
+    mok_plan_print(NULL, cfg, cl->nranks, l2 > 0 ? l2 : MOK_PLAN_ASSUMED_L2_BYTES, (long long)free_b, &peak);
+    int over = peak > (double)free_b, any = 0;
+    MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (over)
+        fprintf(stderr, "mok-bench: rank %d: the plan needs %.2f GiB of device memory per rank (estimate, see "
+                        "--dry-run), more than the %.2f GiB free of this GPU's %.2f GiB: refused before allocating\n",
+                cl->rank, peak / (1u << 30), (double)free_b / (1u << 30), (double)total_b / (1u << 30));
+    return any;
 }
 
 static int finish(int code)
@@ -110,12 +150,14 @@ int main(int argc, char **argv)
         }
         return 2;
     }
-    if (cli.help || cli.version) {
+    if (cli.help || cli.version || cli.list_params) {
         if (launcher_rank() == 0) {
             if (cli.help)
                 mok_cli_usage(stdout);
+            else if (cli.list_params)
+                mok_impl_params_markdown(stdout);
             else
-                printf("mok-bench %s (commit %s; CUDA targets sm_%s)\n", MOK_VERSION, MOK_COMMIT, MOK_CUDA_ARCHS);
+                print_version();
         }
         return 0;
     }
@@ -138,13 +180,20 @@ int main(int argc, char **argv)
     }
     free(text);
     /* every rank parsed the same bytes; a difference here would mean different builds or registries */
-    int bad = errs.count > 0, any_bad = 0;
+    /* Every rank parsed the same bytes, so their errors are rank 0's: it alone prints them, once. A rank that
+     * fails where rank 0 did not (a different build) prints its own, named. */
+    int bad = errs.count > 0, any_bad = 0, rank0_bad = cl.rank == 0 ? bad : 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Bcast(&rank0_bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (any_bad) {
-        if (cl.rank == 0 || bad) {
+        if ((cl.rank == 0 && bad) || (cl.rank != 0 && bad && !rank0_bad)) {
             char prefix[64];
-            snprintf(prefix, sizeof(prefix), "mok-bench: config error%s", cl.rank ? " (rank != 0)" : "");
+            snprintf(prefix, sizeof(prefix), "mok-bench: config error");
+            if (cl.rank)
+                snprintf(prefix, sizeof(prefix), "mok-bench: config error on rank %d only", cl.rank);
             mok_errors_print(&errs, stderr, prefix);
+        } else if (cl.rank == 0) {
+            fprintf(stderr, "mok-bench: another rank rejected the config (its errors follow from it)\n");
         }
         return finish(2);
     }
@@ -160,15 +209,38 @@ int main(int argc, char **argv)
         return finish(2);
     }
 
+    /* The reports' directory is proven writable before any GPU work (created for a run, only checked for a
+     * dry-run): a sweep must not end with its measurements unwritable. Rank 0 writes them, so rank 0 checks. */
+    struct mok_output_plan out_plan;
+    int out_bad = 0;
+    if (cl.rank == 0) {
+        char out_err[1200];
+        out_bad = mok_output_check(cfg.output_dir, cfg.output_name, !cli.dry_run, &out_plan, out_err,
+                                   sizeof out_err) != 0;
+        if (out_bad)
+            fprintf(stderr, "mok-bench: output.dir = \"%s\": %s (set output.dir or -o to a writable directory)\n",
+                    cfg.output_dir, out_err);
+    }
+    MPI_Bcast(&out_bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (out_bad) {
+        free(config_json);
+        return finish(2);
+    }
+
     if (cli.dry_run) {
         unsigned long long plan = mok_plan_print(cl.rank == 0 ? stdout : NULL, &cfg, cl.nranks,
-                                                 MOK_PLAN_ASSUMED_L2_BYTES);
+                                                 MOK_PLAN_ASSUMED_L2_BYTES, 0, NULL);
         unsigned long long pmin = plan, pmax = plan;
         MPI_Allreduce(&plan, &pmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
         MPI_Allreduce(&plan, &pmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-        if (cl.rank == 0)
+        if (cl.rank == 0) {
+            printf("# output: %s (%s, writable): reports %s and %s (the summary CSV beside them), journal "
+                   "%s/%s.journal.csv\n",
+                   cfg.output_dir, out_plan.dir_exists ? "exists" : "would be created", out_plan.csv,
+                   out_plan.json, cfg.output_dir, cfg.output_name);
             printf("# config %016llx, plan %016llx: %s across %d ranks\n", h, plan,
                    pmin == pmax ? "identical" : "DIFFERENT", cl.nranks);
+        }
         free(config_json);
         return finish(pmin == pmax ? 0 : 1);
     }
@@ -178,6 +250,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mok-bench: %s\n", err);
         free(config_json);
         return finish(1);
+    }
+    if (plan_fits_gpu(&cl, &cfg)) {
+        free(config_json);
+        mok_cluster_finalize(&cl);
+        return finish(2);
     }
     if (cli.probe && run_probe(&cl)) {
         free(config_json);

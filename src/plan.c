@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "desc.h"
+#include "params.h"
 #include "sweep.h"
 
 /* Same formulas as problem.c's allocation (kept here too because problem.c needs CUDA). */
@@ -49,19 +50,21 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers */
         return t * k * i * 2;
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
+        bool mega = !strcmp(impl, "megakernel");
+        int per_rank = mega ? mok_params_megakernel(params).combine : mok_params_lsa_layer(params).combine;
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
-        double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
+        double back = per_rank ? t * nranks * h * 2 : t * k * h * 2;
         double bytes = t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4 + cap * (i + h) * 2;
         /* the megakernel (libmok's workspace): push lands rows once per rank in the window (the slots stay
-         * local), shared experts have their h and y. params[5]: dispatch, in desc.c's order (params[1]: combine) */
-        if (!strcmp(impl, "megakernel"))
-            bytes += (params[5] ? nranks * t * h * 2 : 0) +
+         * local), shared experts have their h and y */
+        if (mega)
+            bytes += (mok_params_megakernel(params).dispatch ? nranks * t * h * 2 : 0) +
                      (m->shared_experts ? t * (m->shared_experts * i + h) * 2 : 0);
         return bytes;
     }
     if (!strcmp(impl, "lsa")) { /* window: x per set, rows back; local: received rows at the capacity */
         double cap = spec->capacity_factor * t * k + (double)m->experts / nranks * 128;
-        double back = params[1] ? t * nranks * h * 2 : t * k * h * 2;
+        double back = mok_params_lsa(params).combine ? t * nranks * h * 2 : t * k * h * 2;
         return t * h * 2 + back + cap * h * 2 + 3.0 * nranks * t * k * 4;
     }
     return 0;
@@ -77,8 +80,10 @@ static const char *human_bytes(double b, char *buf, size_t len)
     return buf;
 }
 
-uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes)
+uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes, long long gpu_bytes,
+                        double *peak_bytes)
 {
+    char b2_[32];
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -98,6 +103,7 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
         fprintf(mem, ", %g s budget per problem and implementation", cfg->search_budget_s);
     fprintf(mem, " (the candidates listed below are the space it searches)\n");
     double worst = 0;
+    long long unsupported = 0;
     for (int pi = 0; pi < nproblems; pi++) {
         struct mok_problem_spec spec;
         mok_config_problem_at(cfg, pi, &spec);
@@ -118,19 +124,35 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
             for (int c = 0; c < n; c++) {
                 int params[MOK_MAX_PARAMS] = {0};
                 char label[160];
+                char why[256];
                 mok_sweep_at(d, &cfg->tune[ii], c, params);
+                mok_impl_params_label(d, params, label, sizeof(label));
+                if (!mok_impl_host_supports(d, &spec, nranks, params, why, sizeof why)) {
+                    unsupported++;
+                    fprintf(mem, "  %-14s %-32s not supported: %s\n", d->name, label, why);
+                    continue;
+                }
                 double ib = mok_plan_impl_bytes(d->name, &spec, nranks, params);
                 if (pbytes + ib > worst)
                     worst = pbytes + ib;
-                fprintf(mem, "  %-14s %-32s +%s (total %s)\n", d->name,
-                        mok_impl_params_label(d, params, label, sizeof(label)), human_bytes(ib, b1, sizeof(b1)),
+                fprintf(mem, "  %-14s %-32s +%s (total %s)\n", d->name, label, human_bytes(ib, b1, sizeof(b1)),
                         human_bytes(pbytes + ib, b2, sizeof(b2)));
             }
         }
     }
     char b[32];
+    fprintf(mem, "# candidates: %lld may run, %lld not supported (decided without a GPU; the GPU may reject more)\n",
+            mok_sweep_total(cfg) - unsupported, unsupported);
     fprintf(mem, "# peak device memory per rank: %s (estimate; L2 assumed %lld MiB for input rotation)\n",
             human_bytes(worst, b, sizeof(b)), l2_bytes >> 20);
+    if (gpu_bytes > 0 && worst > (double)gpu_bytes)
+        fprintf(mem, "# REFUSED: the plan needs %s per rank, more than this GPU's %s\n", human_bytes(worst, b, sizeof b),
+                human_bytes((double)gpu_bytes, b2_, sizeof b2_));
+    else if (gpu_bytes <= 0 && worst > MOK_PLAN_WARN_BYTES)
+        fprintf(mem, "# WARNING: the plan needs %s per rank, more than an H200's 141 GiB: it will be refused on any GPU "
+                     "with less memory\n", human_bytes(worst, b, sizeof b));
+    if (peak_bytes)
+        *peak_bytes = worst;
     fclose(mem);
     uint64_t h = mok_hash64(text, len);
     if (out)

@@ -15,7 +15,15 @@
  * uniform-routing receive size with a 25% margin). */
 double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params);
 
-/* Writes the plan to out (when non-NULL) and returns a hash of its text. */
-uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes);
+/* Plans above this per rank get a warning at a dry-run without a GPU: an H200's memory (141 GiB, the largest
+ * GPU mok-bench has run on). */
+#define MOK_PLAN_WARN_BYTES (141.0 * (1ull << 30))
+
+/* Writes the plan to out (when non-NULL) and returns a hash of its text. Candidates the implementations reject
+ * without a GPU (desc.h: host_supports) are listed as not supported with the reason and counted apart. gpu_bytes:
+ * this GPU's memory (0: no GPU asked), against which the peak is refused or, without one, warned about above
+ * MOK_PLAN_WARN_BYTES. *peak_bytes (when non-NULL): the largest estimate of a supported candidate. */
+uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes, long long gpu_bytes,
+                        double *peak_bytes);
 
 #endif

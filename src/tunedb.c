@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "config.h" /* MOK_MAX_PARAMS */
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -340,17 +342,16 @@ int mok_tunedb_save(const char *path, const struct mok_tunedb *db, char *err, in
 int mok_tunedb_params_parse(const struct mok_impl_desc *d, const char *label, int *values, char *why,
                             int why_len)
 {
-    int seen[64] = {0};
-    if (d->nparams > 64)
-        return set_err(why, why_len, "%s: too many params", d->name);
+    int seen[MOK_MAX_PARAMS] = {0};
     for (const char *s = label; *s;) { /* "" is the label of an impl without params */
         const char *end = s + strcspn(s, ","), *eq = memchr(s, '=', (size_t)(end - s));
         int nlen = eq ? (int)(eq - s) : 0, vlen = eq ? (int)(end - eq - 1) : 0, j = -1;
         if (!eq)
             return set_err(why, why_len, "%s: '%.*s' is not name=value", d->name, (int)(end - s), s);
-        for (int k = 0; k < d->nparams && j < 0; k++)
-            if ((int)strlen(d->params[k].name) == nlen && strncmp(d->params[k].name, s, (size_t)nlen) == 0)
-                j = k;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", nlen, s);
+        const char *renamed = mok_impl_param_renamed(d->name, name); /* databases written before a rename */
+        j = mok_impl_param_index(d, renamed ? renamed : name);
         if (j < 0)
             return set_err(why, why_len, "%s: unknown param '%.*s'", d->name, nlen, s);
         const struct mok_param_def *p = &d->params[j];

@@ -6,9 +6,8 @@
 
 #include "gemm_cublas.h"
 #include "impl.h"
+#include "params.h"
 #include "slot_events.h"
-
-enum { P_GEMM = 0, P_STREAMS = 1 };
 
 struct cg_state {
     struct mok_problem *p;
@@ -20,14 +19,11 @@ struct cg_state {
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
 };
 
+/* Everything cublas-gemm can be asked is decided without the GPU (host_supports.c). */
 static int cg_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                        int why_len)
 {
-    (void)p, (void)cl;
-    if (params[P_GEMM] == MOK_GEMM_GROUPED && params[P_STREAMS] != 1) {
-        snprintf(why, (size_t)why_len, "gemm=grouped is one call per GEMM: gemm_streams must be 1");
-        return 0;
-    }
+    (void)p, (void)cl, (void)params, (void)why, (void)why_len;
     return 1;
 }
 
@@ -49,8 +45,8 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         if (rows)
             s->groups[s->ngroups++] = (struct mok_gemm_group){e, p->h_gemm_offset[e], rows};
     }
-    int rc = mok_expert_gemms_init(&s->gemms, (enum mok_gemm_mode)params[P_GEMM], params[P_STREAMS], 0,
-                                   p->experts, 1);
+    struct mok_params_cublas_gemm cp = mok_params_cublas_gemm(params);
+    int rc = mok_expert_gemms_init(&s->gemms, (enum mok_gemm_mode)cp.gemm, cp.gemm_streams, 0, p->experts, 1);
     cudaError_t ce = cudaSuccess;
     if (!rc)
         ce = cudaMalloc((void **)&s->g1, (size_t)p->gemm_rows * 2 * p->inter * 2 + 16);

@@ -4,6 +4,8 @@
 #ifndef MOK_IMPL_DESC_H
 #define MOK_IMPL_DESC_H
 
+#include <stdio.h>
+
 struct mok_param_def {
     const char *name;
     const char *help;
@@ -15,12 +17,26 @@ struct mok_param_def {
     int default_value;
 };
 
+struct mok_problem_spec;
+
+/* Checks that need no GPU (parameter combinations, dtype and pass, the problem's shape against the parameters):
+ * 1 = may run, 0 = not (why says so). The driver asks it before the implementation's own supports(), which adds
+ * only what needs the GPU, and the dry-run shows what it rejects. */
+typedef int (*mok_host_supports_fn)(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                                    int why_len);
+
 struct mok_impl_desc {
     const char *name;
-    const char *mode; /* the config mode it belongs to: "layer" or "comm" */
+    const char *mode; /* the config mode it belongs to: "layer", "comm" or "gemm" */
     const char *summary;
     int nparams;
     const struct mok_param_def *params;
+    mok_host_supports_fn host_supports;
+};
+
+/* A parameter's former name, refused with its new one (names mean one thing across implementations). */
+struct mok_param_rename {
+    const char *impl, *old_name, *new_name;
 };
 
 int mok_impl_desc_count(void);
@@ -28,6 +44,13 @@ const struct mok_impl_desc *mok_impl_desc_at(int i);
 const struct mok_impl_desc *mok_impl_desc_find(const char *name);
 /* Index of param `name` in desc, or -1. */
 int mok_impl_param_index(const struct mok_impl_desc *desc, const char *name);
+/* The new name of a renamed parameter of impl, or NULL. */
+const char *mok_impl_param_renamed(const char *impl, const char *old_name);
+/* host_supports of the implementation (1 when it has none). */
+int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_problem_spec *spec, int nranks,
+                           const int *params, char *why, int why_len);
+/* The parameter table of every implementation as Markdown (the README's, and `mok-bench --list-params`). */
+void mok_impl_params_markdown(FILE *out);
 /* Writes "name=value,name=value" (choice names for enumerated params) into buf. */
 const char *mok_impl_params_label(const struct mok_impl_desc *desc, const int *values, char *buf, int len);
 

@@ -19,56 +19,28 @@
 int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                         int why_len)
 {
+    /* the parameter combinations and the problem's limits are decided without the GPU (host_supports.c) */
+    struct mok_params_lsa q = mok_params_lsa(params);
+    (void)p;
     if (cl->lsa_size != cl->nranks) {
         snprintf(why, (size_t)why_len, "needs every rank in one NVLink (LSA) domain: LSA team %d of %d ranks",
                  cl->lsa_size, cl->nranks);
         return 0;
     }
-    if (cl->nranks > MOK_LSA_MAX_RANKS || p->topk > 32 || p->tokens >= MOK_SCHED_MAX_TOKENS) {
-        snprintf(why, (size_t)why_len, "at most %d ranks, top-32 and 2^20 tokens", MOK_LSA_MAX_RANKS);
-        return 0;
-    }
-    if (params[P_DISPATCH] == 1 && params[P_LAYOUT] != 1) {
-        snprintf(why, (size_t)why_len, "dispatch=push needs layout=landing (the owner does not know the slots)");
-        return 0;
-    }
-    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1 && (params[P_DISPATCH] != 1 || params[P_COMBINE] != 1)) {
-        snprintf(why, (size_t)why_len, "copy=bulk with layout=landing is the bulk ring of the push and the per-rank "
-                 "combine: needs dispatch=push and combine=per_rank");
-        return 0;
-    }
-    if (params[P_LAYOUT] == 1 && params[P_COPY] == 1 && !mok_lsa_ring_fits(p->hidden)) {
+    if (q.layout == 1 && q.copy == 1 && !mok_lsa_ring_fits(p->hidden)) {
         snprintf(why, (size_t)why_len, "copy=bulk: three rows of hidden %d do not fit in a block's shared memory",
                  p->hidden);
         return 0;
     }
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    if (params[P_SMS] > sms) {
-        snprintf(why, (size_t)why_len, "sms %d > the GPU's %d SMs", params[P_SMS], sms);
+    if (q.comm_sms > sms) {
+        snprintf(why, (size_t)why_len, "comm_sms %d > the GPU's %d SMs", q.comm_sms, sms);
         return 0;
     }
-    if (params[P_REDUCE] != 1 && params[P_REDUCE_CHUNK] && params[P_REDUCE_CHUNK] != MOK_LSA_REDUCE_CHUNK) {
-        snprintf(why, (size_t)why_len, "reduce_chunk %d with reduce=after: only reduce=overlap has chunk flags (leave "
-                 "it at %d)", params[P_REDUCE_CHUNK], MOK_LSA_REDUCE_CHUNK);
-        return 0;
-    }
-    if (params[P_REDUCE] == 1 && params[P_COPY] == 1 && params[P_LAYOUT] == 1 && params[P_REDUCE_CHUNK] &&
-        params[P_REDUCE_CHUNK] != MOK_LSA_REDUCE_CHUNK) {
-        /* compute-sanitizer racecheck reported a shared-memory hazard in the ring combine with 16-token chunks
-         * (results/h200x2/2026-11-30-lsa-comm-v4; outputs were bitwise right); until it is understood the ring keeps
-         * the chunk size it was checked with */
-        snprintf(why, (size_t)why_len, "reduce_chunk %d with copy=bulk, layout=landing: the bulk ring's combine runs "
-                 "with %d only", params[P_REDUCE_CHUNK], MOK_LSA_REDUCE_CHUNK);
-        return 0;
-    }
-    if (params[P_REDUCE] == 1 && params[P_COMBINE] != 1) {
-        snprintf(why, (size_t)why_len, "reduce=overlap sums per-rank partials as chunks arrive: needs combine=per_rank");
-        return 0;
-    }
-    if (params[P_REDUCE] == 1 && mok_lsa_overlap_reduce_blocks(params[P_SMS]) < 1) {
+    if (q.reduce == 1 && mok_lsa_overlap_reduce_blocks(q.comm_sms) < 1) {
         snprintf(why, (size_t)why_len, "reduce=overlap needs an SM for reduce blocks beside the %d combine blocks, one "
-                 "resident block of 512 threads per SM (GPU: %d SMs); use reduce=after", params[P_SMS], sms);
+                 "resident block of 512 threads per SM (GPU: %d SMs); use reduce=after", q.comm_sms, sms);
         return 0;
     }
     return 1;
@@ -85,18 +57,19 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     *state = s;
     s->p = p;
     s->cl = cl;
-    s->sms = params[P_SMS];
+    struct mok_params_lsa q = mok_params_lsa(params);
+    s->sms = q.comm_sms;
     struct mok_lsa_args *a = &s->a;
     int P = p->nranks, k = p->topk, H = p->hidden, EL = p->local_experts;
     int tmax = (int)mok_allreduce_max_ll(p->tokens);
     *a = (struct mok_lsa_args){.rank = p->rank, .nranks = P, .experts = p->experts, .local_experts = EL, .topk = k,
-                               .t_max = tmax, .hidden = H, .tile_rows = params[P_TILE],
-                               .chunk_rows = params[P_CHUNK], .combine_per_rank = params[P_COMBINE],
-                               .bulk_copies = params[P_COPY], .landing = params[P_LAYOUT],
-                               .push = params[P_DISPATCH], .reduce_overlap = params[P_REDUCE],
-                               .reduce_chunk = params[P_REDUCE_CHUNK]};
+                               .t_max = tmax, .hidden = H, .tile_rows = q.tile_rows,
+                               .chunk_rows = q.chunk_rows, .combine_per_rank = q.combine,
+                               .bulk_copies = q.copy, .landing = q.layout,
+                               .push = q.dispatch, .reduce_overlap = q.reduce,
+                               .reduce_chunk = q.reduce_chunk};
     /* small: auto, off, v1 (the first one-launch variants, kept to measure against) */
-    a->small_paths = params[P_SMALL] == 0 ? MOK_LSA_SMALL_FUSED : params[P_SMALL] == 2 ? MOK_LSA_SMALL_V1
+    a->small_paths = q.small == 0 ? MOK_LSA_SMALL_FUSED : q.small == 2 ? MOK_LSA_SMALL_V1
                                                                                       : MOK_LSA_SMALL_OFF;
     a->capacity = mok_schedule_capacity(p->spec.capacity_factor, tmax, k, EL, a->tile_rows);
     if (a->capacity < 1)
@@ -135,7 +108,7 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     a->my_w = p->w;
     a->my_tokens = p->tokens;
 
-    if (phased_run_init(&s->run, enqueue_phase, s, p->sets, params[P_LAUNCH] == 1, max_slots, err, err_len))
+    if (phased_run_init(&s->run, enqueue_phase, s, p->sets, q.launch == 1, max_slots, err, err_len))
         return -1;
     CUDA(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
     CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));

@@ -1,7 +1,7 @@
 /* lsa-layer (layer mode): the same transfers as lsa with the expert GEMMs between them.
  * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
  * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
- * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: sms, combine, tile_rows,
+ * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: comm_sms, combine, tile_rows,
  * chunk_rows, kernel, tile_n, stages, launch, overlap. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,38 +10,33 @@
 #include "fail.h"
 #include "lsa_state.h"
 
-enum { L_SMS = 0, L_COMBINE = 1, L_TILE = 2, L_CHUNK = 3, L_KERNEL = 4, L_TILE_N = 5, L_STAGES = 6, L_LAUNCH = 7,
-       L_OVERLAP = 8 };
-
-static void layer_to_lsa_params(const int *lp, int *params)
+/* lsa's values for the transfers of a lsa-layer candidate (params.h: mok_params_lsa_of_layer). */
+static void layer_to_lsa_params(const struct mok_params_lsa_layer *lp, int *params)
 {
-    for (int i = 0; i < MOK_MAX_PARAMS; i++)
-        params[i] = 0; /* copy=warp, layout=slots, dispatch=pull: the GEMMs read contiguous expert-major rows */
-    params[P_SMS] = lp[L_SMS], params[P_COMBINE] = lp[L_COMBINE], params[P_TILE] = lp[L_TILE];
-    params[P_CHUNK] = lp[L_CHUNK], params[P_LAUNCH] = lp[L_LAUNCH];
+    struct mok_params_lsa t = mok_params_lsa_of_layer(lp);
+    mok_params_lsa_values(&t, params);
 }
 
-static int layer_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *lp, char *why,
+static int layer_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *values, char *why,
                           int why_len)
 {
+    /* shared experts, overlap with the portable kernel and lsa's combinations: decided without the GPU
+     * (host_supports.c) */
+    struct mok_params_lsa_layer lp = mok_params_lsa_layer(values);
     int params[MOK_MAX_PARAMS];
-    layer_to_lsa_params(lp, params);
-    if (p->shared) {
-        snprintf(why, (size_t)why_len, "shared experts are not supported yet");
-        return 0;
-    }
+    layer_to_lsa_params(&lp, params);
     if (!lsa_supports(p, cl, params, why, why_len))
         return 0;
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    if (lp[L_OVERLAP] == 1 && (lp[L_KERNEL] == 1 || lp[L_SMS] >= sms)) {
-        snprintf(why, (size_t)why_len, "overlap=gemm1 needs kernel=sm90 (ready counters) and sms < the GPU's %d SMs "
-                 "(GEMM1 runs on the others)", sms);
+    if (lp.overlap == 1 && lp.comm_sms >= sms) {
+        snprintf(why, (size_t)why_len, "overlap=gemm1 needs comm_sms < the GPU's %d SMs (GEMM1 runs on the others)",
+                 sms);
         return 0;
     }
-    if (lp[L_KERNEL] == 1)
+    if (lp.kernel == 1)
         return 1;
-    struct mok_gemm_sm90_config c = {128, lp[L_TILE_N], lp[L_STAGES], 0, 1, 0, 0}; /* no cluster, no lockstep */
+    struct mok_gemm_sm90_config c = {128, lp.tile_n, lp.stages, 0, 1, 0, 0}; /* no cluster, no lockstep */
     struct mok_gemm_args g1 = {.a = (const uint16_t *)(uintptr_t)256, .b = (const uint16_t *)(uintptr_t)256,
                                .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts, .rows_capacity = 1 << 20,
                                .n_out = p->inter, .k = p->hidden, .swiglu = 1};
@@ -50,23 +45,24 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
     return mok_gemm_sm90_supports(&g1, &c, why, why_len) && mok_gemm_sm90_supports(&g2, &c, why, why_len);
 }
 
-static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *lp, int max_slots,
+static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *values, int max_slots,
                        char *err, int err_len)
 {
+    struct mok_params_lsa_layer lp = mok_params_lsa_layer(values);
     int params[MOK_MAX_PARAMS];
-    layer_to_lsa_params(lp, params);
+    layer_to_lsa_params(&lp, params);
     if (lsa_setup(state, p, cl, params, max_slots, err, err_len))
         return -1;
     struct lsa_state *s = *state;
     s->layer = true;
-    s->gemm_portable = lp[L_KERNEL] == 1;
-    s->overlap_gemm1 = lp[L_OVERLAP] == 1;
+    s->gemm_portable = lp.kernel == 1;
+    s->overlap_gemm1 = lp.overlap == 1;
     int gpu_sms = 0;
     cudaDeviceGetAttribute(&gpu_sms, cudaDevAttrMultiProcessorCount, cl->device);
     /* beside the dispatch, GEMM1's persistent grid takes only the SMs the dispatch leaves: both resident at once,
      * whichever starts first (a GEMM CTA waiting on rows must never keep a dispatch block from an SM); GEMM2,
      * alone, takes them all */
-    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp[L_TILE_N], lp[L_STAGES], 0, 1, 0, 0};
+    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp.tile_n, lp.stages, 0, 1, 0, 0};
     s->gemm_sms_fed = gpu_sms - s->sms;
     if (!s->gemm_portable)
         mok_gemm_sm90_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */

@@ -9,12 +9,11 @@
 #include "impl.h"
 #include "mok_gemm.h"
 #include "mok_kernels.h"
+#include "params.h"
 #include "phased_run.h"
 #include "problem.h"
 #include "schedule.h"
 
-enum { P_SMS = 0, P_COMBINE = 1, P_TILE = 2, P_CHUNK = 3, P_COPY = 4, P_LAYOUT = 5, P_DISPATCH = 6, P_LAUNCH = 7,
-       P_SMALL = 8, P_REDUCE = 9, P_REDUCE_CHUNK = 10 };
 
 struct lsa_state {
     struct mok_problem *p;
@@ -38,7 +37,7 @@ struct lsa_state {
 };
 
 /* The `lsa` implementation's operations, which lsa-layer reuses around its own setup and extras.
- * params are lsa's (the P_* indices above). */
+ * params are lsa's values in params.h's order (mok_params_lsa reads them). */
 int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why, int why_len);
 int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots, char *err,
               int err_len);

@@ -13,12 +13,10 @@
 #include "fail.h"
 #include "impl.h"
 #include "libmok.h"
+#include "params.h"
 #include "phased_run.h"
 #include "sched_check.h"
 #include "timing.h"
-
-enum { M_SMS = 0, M_COMBINE = 1, M_CHUNK = 2, M_STAGES = 3, M_LAUNCH = 4, M_DISPATCH = 5, M_BREAKDOWN = 6,
-       M_RASTER = 7, M_COMBINE_SMS = 8, M_SEND = 9, M_LOCKSTEP = 10, M_OWN_FIRST = 11 };
 
 struct mega_state {
     struct mok_problem *p;
@@ -31,18 +29,17 @@ struct mega_state {
 };
 
 /* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
-static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *mp, int max_tokens)
+static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *values, int max_tokens)
 {
+    struct mok_params_megakernel m = mok_params_megakernel(values);
     return (struct mok_layer_desc){.hidden = p->hidden, .intermediate = p->inter,
                                    .shared_intermediate = p->shared * p->inter, .experts = p->experts,
                                    .topk = p->topk, .max_tokens = max_tokens,
                                    .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
-                                   .comm_sms = mp[M_SMS], .combine_sms = mp[M_COMBINE_SMS],
-                                   .send_from_gemm = mp[M_SEND], .lockstep = mp[M_LOCKSTEP],
-                                   .own_first = mp[M_OWN_FIRST],
-                                   .combine_per_rank = mp[M_COMBINE],
-                                   .chunk_rows = mp[M_CHUNK], .stages = mp[M_STAGES],
-                                   .dispatch_push = mp[M_DISPATCH], .raster = mp[M_RASTER]};
+                                   .comm_sms = m.comm_sms, .combine_sms = m.combine_sms,
+                                   .send_from_gemm = m.send, .lockstep = m.wave_lockstep, .own_first = m.own_first,
+                                   .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
+                                   .dispatch_push = m.dispatch, .raster = m.raster};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -97,7 +94,7 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     *state = s;
     s->p = p;
     s->cl = cl;
-    s->breakdown = mp[M_BREAKDOWN] == 1;
+    s->breakdown = mok_params_megakernel(mp).breakdown == 1;
     s->desc = mega_desc(p, mp, (int)mok_allreduce_max_ll(p->tokens));
     if (lib_fail(mok_workspace_create(cl->nccl, &s->desc, cl->stream, &s->ws, err, err_len), "mok_workspace_create",
                  err, err_len))
@@ -106,7 +103,7 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     for (int set = 0; set < p->sets; set++)
         CUDA(cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
                         cudaMemcpyDeviceToDevice));
-    if (phased_run_init(&s->run, mega_phase, s, p->sets, mp[M_LAUNCH] == 1, max_slots, err, err_len))
+    if (phased_run_init(&s->run, mega_phase, s, p->sets, mok_params_megakernel(mp).launch == 1, max_slots, err, err_len))
         return -1;
     struct mok_schedule_view v;
     mok_workspace_schedule(s->ws, &v);

@@ -5,11 +5,16 @@
 #include <stdlib.h>
 
 #include "impl.h"
+#include "params.h"
 #include "mok_gemm.h"
 #include "slot_events.h"
 
-enum { P_KERNEL = 0, P_TILE_N = 1, P_STAGES = 2, P_SMS = 3, P_CLUSTER = 4, P_LOCKSTEP = 5, P_RASTER = 6,
-       P_TILE_M = 7 };
+/* The Hopper kernel's configuration from a candidate's values (params.h names them). */
+static struct mok_gemm_sm90_config sm90_config(const int *params)
+{
+    struct mok_params_mok_gemm g = mok_params_mok_gemm(params);
+    return (struct mok_gemm_sm90_config){g.tile_m, g.tile_n, g.stages, g.ctas, g.cluster, g.lockstep_k, g.raster};
+}
 
 struct mg_state {
     struct mok_problem *p;
@@ -34,10 +39,9 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
                        int why_len)
 {
     (void)cl;
-    if (params[P_KERNEL] == 1) /* the portable kernel has no tuning knobs */
+    if (mok_params_mok_gemm(params).kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
-    struct mok_gemm_sm90_config c = {params[P_TILE_M],  params[P_TILE_N],   params[P_STAGES], params[P_SMS],
-                                     params[P_CLUSTER], params[P_LOCKSTEP], params[P_RASTER]};
+    struct mok_gemm_sm90_config c = sm90_config(params);
     struct mok_gemm_args g;
     for (int first = 1; first >= 0; first--) {
         gemm_args(p, 0, NULL, NULL, first, &g);
@@ -59,9 +63,8 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     }
     s->p = p;
     s->st = cl->stream;
-    s->portable = params[P_KERNEL] == 1;
-    s->cfg = (struct mok_gemm_sm90_config){params[P_TILE_M],  params[P_TILE_N],   params[P_STAGES], params[P_SMS],
-                                           params[P_CLUSTER], params[P_LOCKSTEP], params[P_RASTER]};
+    s->portable = mok_params_mok_gemm(params).kernel == 1;
+    s->cfg = sm90_config(params);
     cudaError_t ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
     if (ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);

@@ -8,11 +8,7 @@
 static int p2p_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                         int why_len)
 {
-    (void)params;
-    if (p->experts % cl->nranks) {
-        snprintf(why, (size_t)why_len, "experts not divisible by ranks");
-        return 0;
-    }
+    (void)p, (void)cl, (void)params, (void)why, (void)why_len; /* all decided without the GPU (host_supports.c) */
     return 1;
 }
 

@@ -1,0 +1,164 @@
+/* host_supports: the GPU-free half of every implementation's supports() (see host_supports.h). */
+#include "host_supports.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "params.h"
+#include "schedule.h" /* MOK_SCHED_MAX_TOKENS */
+
+/* Writes why and returns 0, so each check is one line: `return no(why, len, "...")`. */
+static int no(char *why, int why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int no(char *why, int why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, (size_t)why_len, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* What every layer and gemm implementation shares today: one cell of dtype x pass, experts spread evenly. */
+static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int why_len)
+{
+    if (s->dtype != MOK_DTYPE_BF16 || s->pass != MOK_PASS_FWD)
+        return no(why, why_len, "bf16 forward only (this problem: %s %s)", mok_dtype_name(s->dtype),
+                  mok_pass_name(s->pass));
+    if (s->model.experts % nranks)
+        return no(why, why_len, "experts %d not divisible by %d ranks", s->model.experts, nranks);
+    return 1;
+}
+
+static int cublas_choice(int gemm, int gemm_streams, char *why, int why_len)
+{
+    if (gemm == 0 && gemm_streams != 1) /* grouped */
+        return no(why, why_len, "gemm=grouped is one call per GEMM: gemm_streams must be 1 (has %d)", gemm_streams);
+    return 1;
+}
+
+int nccl_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why, int why_len)
+{
+    struct mok_params_nccl p = mok_params_nccl(params);
+    return bf16_fwd(spec, nranks, why, why_len) && cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+}
+
+int nccl_overlap_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                               int why_len)
+{
+    struct mok_params_nccl_overlap p = mok_params_nccl_overlap(params);
+    if (!bf16_fwd(spec, nranks, why, why_len) || !cublas_choice(p.gemm, p.gemm_streams, why, why_len))
+        return 0;
+    int local = spec->model.experts / nranks;
+    if (p.expert_groups > local)
+        return no(why, why_len, "expert_groups %d > local experts %d", p.expert_groups, local);
+    if (p.chunks > spec->tokens_per_rank)
+        return no(why, why_len, "chunks %d > tokens per rank %d", p.chunks, spec->tokens_per_rank);
+    return 1;
+}
+
+int nccl_p2p_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why, int why_len)
+{
+    (void)params;
+    if (spec->model.experts % nranks)
+        return no(why, why_len, "experts %d not divisible by %d ranks", spec->model.experts, nranks);
+    return 1;
+}
+
+int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                              int why_len)
+{
+    struct mok_params_cublas_gemm p = mok_params_cublas_gemm(params);
+    (void)nranks;
+    if (spec->dtype != MOK_DTYPE_BF16 || spec->pass != MOK_PASS_FWD)
+        return no(why, why_len, "bf16 forward only");
+    return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+}
+
+int lsa_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why, int why_len)
+{
+    struct mok_params_lsa p = mok_params_lsa(params);
+    if (nranks > MOK_LSA_MAX_RANKS || spec->model.topk > 32 || spec->tokens_per_rank >= MOK_SCHED_MAX_TOKENS)
+        return no(why, why_len, "at most %d ranks, top-32 and 2^20 tokens", MOK_LSA_MAX_RANKS);
+    if (spec->model.experts % nranks)
+        return no(why, why_len, "experts %d not divisible by %d ranks", spec->model.experts, nranks);
+    const int push = p.dispatch == 1, landing = p.layout == 1, bulk = p.copy == 1, per_rank = p.combine == 1;
+    const int overlap = p.reduce == 1, chunk_default = p.reduce_chunk == MOK_LSA_REDUCE_CHUNK;
+    if (push && !landing)
+        return no(why, why_len, "dispatch=push needs layout=landing (the owner does not know the slots)");
+    if (landing && bulk && (!push || !per_rank))
+        return no(why, why_len, "copy=bulk with layout=landing is the bulk ring of the push and the per-rank "
+                  "combine: needs dispatch=push and combine=per_rank");
+    if (!overlap && p.reduce_chunk && !chunk_default)
+        return no(why, why_len, "reduce_chunk %d with reduce=after: only reduce=overlap has chunk flags (leave it "
+                  "at %d)", p.reduce_chunk, MOK_LSA_REDUCE_CHUNK);
+    /* compute-sanitizer racecheck reported a shared-memory hazard in the ring combine with 16-token chunks
+     * (results/h200x2/2026-11-30-lsa-comm-v4; outputs were bitwise right); until it is understood the ring keeps
+     * the chunk size it was checked with */
+    if (overlap && bulk && landing && p.reduce_chunk && !chunk_default)
+        return no(why, why_len, "reduce_chunk %d with copy=bulk, layout=landing: the bulk ring's combine runs with "
+                  "%d only", p.reduce_chunk, MOK_LSA_REDUCE_CHUNK);
+    if (overlap && !per_rank)
+        return no(why, why_len, "reduce=overlap sums per-rank partials as chunks arrive: needs combine=per_rank");
+    return 1;
+}
+
+int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                           int why_len)
+{
+    struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
+    (void)nranks;
+    if (spec->dtype != MOK_DTYPE_BF16 || spec->pass != MOK_PASS_FWD)
+        return no(why, why_len, "bf16 forward only");
+    if (p.kernel == 1) /* the portable kernel has no tuning knobs */
+        return 1;
+    if (p.tile_n != 128 && p.tile_n != 256)
+        return no(why, why_len, "tile_n %d: 128 or 256", p.tile_n);
+    if (p.tile_m != 128 && p.tile_m != 256)
+        return no(why, why_len, "tile_m %d: 128 or 256", p.tile_m);
+    if (p.tile_m == 256 && p.tile_n != 128)
+        return no(why, why_len, "tile_m 256 needs tile_n 128 (two 64-row wgmmas per consumer warpgroup)");
+    return 1;
+}
+
+int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                            int why_len)
+{
+    struct mok_params_lsa_layer lp = mok_params_lsa_layer(params);
+    if (!bf16_fwd(spec, nranks, why, why_len))
+        return 0;
+    if (spec->model.shared_experts)
+        return no(why, why_len, "shared experts are not supported yet");
+    struct mok_params_lsa t = mok_params_lsa_of_layer(&lp);
+    int values[MOK_MAX_PARAMS];
+    mok_params_lsa_values(&t, values);
+    if (!lsa_host_supports(spec, nranks, values, why, why_len))
+        return 0;
+    if (lp.overlap == 1 && lp.kernel == 1)
+        return no(why, why_len, "overlap=gemm1 needs kernel=sm90 (ready counters)");
+    if (lp.kernel == 0 && lp.tile_n != 128 && lp.tile_n != 256)
+        return no(why, why_len, "tile_n %d: 128 or 256", lp.tile_n);
+    return 1;
+}
+
+int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
+                             int why_len)
+{
+    struct mok_params_megakernel p = mok_params_megakernel(params);
+    if (!bf16_fwd(spec, nranks, why, why_len))
+        return 0;
+    const struct mok_model *m = &spec->model;
+    /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
+    if (m->hidden % 256 || m->intermediate % 128)
+        return no(why, why_len, "hidden %d must be a multiple of 256 and intermediate %d of 128 (the 128 x 256 tiles)",
+                  m->hidden, m->intermediate);
+    if (p.send && p.combine == 1)
+        return no(why, why_len, "send=1 sends rows from the GEMM2 epilogue: needs combine=per_route");
+    if (p.own_first && p.dispatch != 1)
+        return no(why, why_len, "own_first %d needs dispatch=push", p.own_first);
+    if (p.combine_sms > p.comm_sms)
+        return no(why, why_len, "combine_sms %d > comm_sms %d (they are some of the comm SMs)", p.combine_sms,
+                  p.comm_sms);
+    if (p.stages == 1)
+        return no(why, why_len, "stages 1: 0 (as many as fit) or 2..8");
+    return 1;
+}
