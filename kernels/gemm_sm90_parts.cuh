@@ -25,7 +25,7 @@ __host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swi
 #if MOK_SM90_DEVICE
 /* Two floats to bf16 (round to nearest even, as __float2bfloat16_rn: bitwise the same) in one instruction, lo in
  * the low half, instead of one conversion each. Fewer instructions in the epilogues; the layer time did not move
- * measurably at the power cap (session-9 A/B on 2 x H200). */
+ * measurably at the power cap (A/B on 2 x H200, results/h200x2/2026-11-30-megakernel-v7). */
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
 {
     uint32_t d;
@@ -57,8 +57,8 @@ __device__ __forceinline__ uint32_t swiglu_bf16x2(float g0, float u0, float g1, 
      * subnormal fix-ups around them (__expf's non-ftz ex2 adds a compare and two predicated multiplies per value;
      * nothing here is subnormal that matters: 2^x below 2^-126 flushes to 0, silu(g) = g there, and 1 + e >= 1).
      * expf with an IEEE division took ~9k cycles of each GEMM1 tile's epilogue in the megakernel and made the layer
-     * 3-8% slower at the power cap (session-9 profile and A/B, 2 x H200); the ftz forms against __expf / __fdividef
-     * measured the same (new / old 0.993-1.020, one A/B). Relative error ~1e-6 against the
+     * 3-8% slower at the power cap (profile and A/B on 2 x H200, megakernel-v7); the ftz forms against __expf /
+     * __fdividef measured the same (new / old 0.993-1.020, one A/B). Relative error ~1e-6 against the
      * accurate fp32 reference, far inside a bf16 rounding step; a value next to a bf16 rounding boundary may round
      * the other way (one bf16 ulp). A gate below about -88: 2^(-g log2 e) is inf, its rcp 0, silu -0 (its limit). */
     return pack_bf16x2(g0 * rcp_approx(1.0f + ex2_approx(g0 * -1.4426950408889634f)) * u0,

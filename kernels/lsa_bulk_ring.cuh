@@ -10,8 +10,9 @@
  * (three 14 KiB buffers per warp leave room for 5 ring warps per SM, too few to weigh rows at the link rate).
  * Kept as a tuning option (copy=bulk with layout=landing), not the default.
  *
- * The session-1 bulk pipeline (bulk_pipeline in lsa_transfer.cu, per-route rows) waited for each store's write
- * to complete before reusing its buffer, a NVLink round trip per row; that is why it lost to warp copies. */
+ * The first bulk pipeline (bulk_pipeline in lsa_transfer.cu, per-route rows; results/h200x2/2026-11-29-lsa-comm-wip)
+ * waited for each store's write to complete before reusing its buffer, a NVLink round trip per row; that is why it
+ * lost to warp copies. */
 #pragma once
 #include "bulk.cuh"
 #include "lsa_device.cuh"

@@ -385,10 +385,10 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
  * registers to the destination rows (dst_a: row la's 256 bytes of this round, dst_b: row la + 8's; null for rows
  * with no destination, padding). A lane holds column pair q = lane % 4 of every 8-column group of its two rows; each
  * quad transposes 4 groups (quad_transpose) so every lane stores 16 contiguous bytes, a warp 8 rows x 64 bytes per
- * store. No staging, no bulk copy: in the session-9 profile (2 x H200) a staged round's send (the barrier, warp 0
- * loading the 64 rows' entries and issuing one bulk copy per row) took ~4.5k cycles while the warpgroup's tensor
- * cores idled, about a fifth of a GEMM2 tile over the two rounds. The stores are posted; the end of the consumer
- * loop fences them at system scope before the done flag counts them. */
+ * store. No staging, no bulk copy: in the per-tile profile (2 x H200, megakernel-v7) a staged round's send (the
+ * barrier, warp 0 loading the 64 rows' entries and issuing one bulk copy per row) took ~4.5k cycles while the
+ * warpgroup's tensor cores idled, about a fifth of a GEMM2 tile over the two rounds. The stores are posted; the end
+ * of the consumer loop fences them at system scope before the done flag counts them. */
 template <int kRound>
 __device__ __forceinline__ void send_plain(const float (&acc)[kTileN / 2], uint8_t *dst_a, uint8_t *dst_b, int lane)
 {
@@ -827,7 +827,7 @@ __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_
 
 /* kSend: m.send_from_gemm (the GEMM2 epilogue stores rows straight to their owners; no comm block combines). Two
  * kernels, so that each carries only its own two epilogues: with the choice made at run time in one kernel, ptxas
- * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (session 9). */
+ * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70). */
 template <bool kSend>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,

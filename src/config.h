@@ -62,7 +62,7 @@ struct mok_routing {
 };
 
 /* How the activations x and the expert weights are drawn. uniform: x in [-scale, scale), every element's 24
- * random bits spread over the range (the bench's default since session 1); normal: x from N(0, (scale / sqrt 3)^2),
+ * random bits spread over the range (the bench's default from the start); normal: x from N(0, (scale / sqrt 3)^2),
  * the same standard deviation as the uniform of the same scale, so switching the distribution changes only the
  * shape. Weights follow the same distribution at the bench's fixed spread (uniform +-3 / sqrt(K) or the normal
  * of its standard deviation), not scaled. mantissa_bits rounds every value of both to that many of bf16's 7

@@ -110,8 +110,8 @@ void mok_power_stop(struct mok_power_sampler *m, double ms_per_iter, struct mok_
     }
     double span_us = (double)(m->last.reference_time - m->first.reference_time);
     if (m->ok && span_us >= 1e6 * MOK_POWER_MIN_SPAN_S && m->last.violation_ns >= m->first.violation_ns)
-        /* the driver's violation counter and its reference clock drift apart by ~1e-5 over a run (session 8 read
-         * 1.00001): a share of the span is at most all of it */
+        /* the driver's violation counter and its reference clock drift apart by ~1e-5 over a run (it read
+         * 1.00001 in results/h200x2/2026-11-30-qwen4096-exposed): a share of the span is at most all of it */
         mine[2] = fmin(1.0, 1e-3 * (double)(m->last.violation_ns - m->first.violation_ns) / span_us);
     /* NaN through MPI_SUM / MPI_MAX is not portable: reduce a stand-in (0, -inf) and a valid flag (min: all ranks) */
     double val[3], flag[3], sum_val[1], max_val[3], min_flag[3];

@@ -11,7 +11,7 @@ for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule megakernel_fwd; do
     "$SRC/kernels/$cu.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
   # The megakernel's one kernel holds every role at the consumers' register limit, and ptxas keeps a few setup
   # values (block index, block counts, chunk index) on the stack: reloaded per unit or per chunk, never inside a
-  # main loop (SASS of both kernel instances read with cuobjdump at the session's last kernel: the LDLs sit in the
+  # main loop (SASS of both kernel instances read with cuobjdump at 00ced11's kernel: the LDLs sit in the
   # setup and the producer's per-unit code, none between the consumers' HGMMAs and their epilogue). Allow those few
   # words there and nothing anywhere else: more would reach the main loops.
   limit=0; [ "$cu" = megakernel_fwd ] && limit=64
