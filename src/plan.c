@@ -83,7 +83,6 @@ static const char *human_bytes(double b, char *buf, size_t len)
 uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, long long l2_bytes, long long gpu_bytes,
                         double *peak_bytes)
 {
-    char b2_[32];
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -145,12 +144,13 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
             mok_sweep_total(cfg) - unsupported, unsupported);
     fprintf(mem, "# peak device memory per rank: %s (estimate; L2 assumed %lld MiB for input rotation)\n",
             human_bytes(worst, b, sizeof(b)), l2_bytes >> 20);
+    const double gib = (double)(1ull << 30);
     if (gpu_bytes > 0 && worst > (double)gpu_bytes)
-        fprintf(mem, "# REFUSED: the plan needs %s per rank, more than this GPU's %s\n", human_bytes(worst, b, sizeof b),
-                human_bytes((double)gpu_bytes, b2_, sizeof b2_));
+        fprintf(mem, "# REFUSED: the plan needs %.1f GiB per rank, more than this GPU's %.1f GiB free\n", worst / gib,
+                (double)gpu_bytes / gib);
     else if (gpu_bytes <= 0 && worst > MOK_PLAN_WARN_BYTES)
-        fprintf(mem, "# WARNING: the plan needs %s per rank, more than an H200's 141 GiB: it will be refused on any GPU "
-                     "with less memory\n", human_bytes(worst, b, sizeof b));
+        fprintf(mem, "# WARNING: the plan needs %.1f GiB per rank, more than an H200's 141 GiB: a run refuses it on "
+                     "any GPU with less free memory\n", worst / gib);
     if (peak_bytes)
         *peak_bytes = worst;
     fclose(mem);

@@ -47,4 +47,40 @@ grep -q "peak device memory per rank" "$SCRATCH/dry.out" || fail "dry-run: no me
 for f in "$SRC"/configs/*.json; do
   "$BIN" --dry-run "$f" > /dev/null || fail "shipped config $f does not validate"
 done
+# the README's parameter table is the binary's own (one table in src/impl/params.h)
+"$BIN" --list-params > "$SCRATCH/params.md" || fail "--list-params exit $?"
+sed -n '/<!-- params:begin -->/,/<!-- params:end -->/p' "$SRC/README.md" | sed '1d;$d' > "$SCRATCH/readme-params.md"
+cmp -s "$SCRATCH/params.md" "$SCRATCH/readme-params.md" ||
+  fail "README's parameter table differs from mok-bench --list-params (regenerate it between the params markers)"
+
+# small things a user meets first
+MOK_POWER=yes "$BIN" --help > /dev/null 2>&1 || fail "MOK_POWER=yes --help: exit $? (help samples nothing)"
+"$BIN" -V | grep -q "sm_90a, sm_100a" || fail "--version does not name each CUDA target in full: $("$BIN" -V)"
+"$BIN" --dry-run "$SRC/configs" > "$SCRATCH/dir.out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "is a directory" "$SCRATCH/dir.out" || fail "directory as config: exit $rc, $(cat "$SCRATCH/dir.out")"
+"$BIN" --dry-run --only lsa "$SRC/configs/quick.json" > "$SCRATCH/only.out" 2>&1
+grep -q "the config has: " "$SCRATCH/only.out" || fail "--only with an impl not in the config does not list the config's"
+
+# output.dir: unwritable is refused before anything runs (exit 2, named); the plan names the report paths
+touch "$SCRATCH/a-file"
+"$BIN" --dry-run -o "$SCRATCH/a-file/out" "$SRC/configs/quick.json" > "$SCRATCH/unwritable.out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "output.dir = \"$SCRATCH/a-file/out\"" "$SCRATCH/unwritable.out" ||
+  fail "unwritable output.dir: exit $rc, $(cat "$SCRATCH/unwritable.out")"
+"$BIN" "$SRC/configs/quick.json" -o "$SCRATCH/a-file/out" > "$SCRATCH/unwritable-run.out" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "unwritable output.dir in a real run: exit $rc, not 2 before any GPU work"
+grep -q "^# output: $SCRATCH/dry (would be created, writable): reports $SCRATCH/dry/quick.csv" "$SCRATCH/dry.out" ||
+  fail "dry-run does not name the output directory and report paths"
+
+# a plan above any GPU's memory is warned about at a dry-run (1000 GiB per rank)
+cat > "$SCRATCH/huge.json" <<JSON
+{"model": {"hidden": 65536, "intermediate": 65536, "experts": 64, "topk": 8}, "tokens_per_rank": 8192,
+ "impls": ["nccl"], "tune": {"nccl": {"gemm": ["grouped", "per_expert"], "gemm_streams": [1, 4]}}}
+JSON
+"$BIN" --dry-run "$SCRATCH/huge.json" > "$SCRATCH/huge.out" 2>&1 || fail "huge plan dry-run exit $?"
+grep -q "^# WARNING: the plan needs .* GiB per rank, more than an H200's 141 GiB" "$SCRATCH/huge.out" ||
+  fail "a plan above 141 GiB per rank gets no warning: $(grep peak "$SCRATCH/huge.out")"
+# candidates rejected without a GPU are listed as such and counted apart (grouped with 4 streams)
+grep -q "gemm=grouped,gemm_streams=4 *not supported: gemm=grouped is one call per GEMM" "$SCRATCH/huge.out" ||
+  fail "dry-run does not show the unsupported candidate"
+grep -q "^# candidates: 3 may run, 1 not supported" "$SCRATCH/huge.out" || fail "unsupported candidates not counted apart"
 echo "cli_binary: all passed"
