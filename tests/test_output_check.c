@@ -19,7 +19,7 @@ static int is_dir(const char *p)
 int main(int argc, char **argv)
 {
     const char *scratch = argc > 1 ? argv[1] : "/tmp/test_output_check";
-    char cmd[600], dir[1100], err[1200], file[600];
+    char cmd[600], dir[1300], err[1200], file[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", scratch, scratch);
     CHECK(system(cmd) == 0, "scratch %s", scratch);
     struct mok_output_plan plan;
