@@ -19,13 +19,13 @@ static int is_dir(const char *p)
 int main(int argc, char **argv)
 {
     const char *scratch = argc > 1 ? argv[1] : "/tmp/test_output_check";
-    char cmd[600], dir[1300], err[1200], file[1200];
+    char cmd[600], dir[700], err[1200], file[800];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", scratch, scratch);
     CHECK(system(cmd) == 0, "scratch %s", scratch);
     struct mok_output_plan plan;
 
     /* dry-run of a directory that does not exist yet: writable parent, nothing created, paths named */
-    snprintf(dir, sizeof dir, "%s/new/deeper", scratch);
+    snprintf(dir, sizeof dir, "%.500s/new/deeper", scratch);
     CHECK(mok_output_check(dir, "quick", false, &plan, err, sizeof err) == 0, "dry-run new dir: %s", err);
     CHECK(!plan.dir_exists && !is_dir(dir), "a dry-run created %s", dir);
     CHECK(strstr(plan.csv, "/new/deeper/quick.csv") && strstr(plan.json, "/new/deeper/quick.json"), "paths %s %s",
@@ -44,14 +44,14 @@ int main(int argc, char **argv)
     /* a file where a directory should be, and a directory under a file: refused, the path named */
     CHECK(mok_output_check(file, "quick", false, &plan, err, sizeof err) == -1 && strstr(err, "not a directory"),
           "file as dir: %s", err);
-    snprintf(dir, sizeof dir, "%s/out", file);
+    snprintf(dir, sizeof dir, "%.600s/out", file);
     CHECK(mok_output_check(dir, "quick", true, &plan, err, sizeof err) == -1 && strstr(err, file), "under a file: %s",
           err);
     CHECK(mok_output_check(dir, "quick", false, &plan, err, sizeof err) == -1, "dry-run under a file passed");
 
     /* a read-only directory (root writes anyway: only checked when the test runs unprivileged) */
     if (geteuid() != 0) {
-        snprintf(dir, sizeof dir, "%s/ro", scratch);
+        snprintf(dir, sizeof dir, "%.500s/ro", scratch);
         mkdir(dir, 0555);
         CHECK(mok_output_check(dir, "quick", true, &plan, err, sizeof err) == -1 && strstr(err, "cannot create"),
               "read-only: %s", err);
