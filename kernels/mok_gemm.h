@@ -58,10 +58,6 @@ void mok_gemm_sm90_prepare(mok_stream_t stream);
 /* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
 int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);
 
-/* Tests: after sleep_ns, copy rows of src into dst chunk by chunk (last first) and release each chunk's ready
- * counter to its target: the GEMM's ready-counter wait fed as the dispatch would (kernels/gemm_feed.cu). */
-int mok_gemm_feed(uint16_t *dst, const uint16_t *src, int rows, int row_elems, int chunk_rows, int32_t *ready,
-                  const int32_t *target, long long sleep_ns, mok_stream_t stream);
 
 #ifdef __cplusplus
 }

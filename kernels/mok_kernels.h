@@ -92,12 +92,7 @@ int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float r
 /* ---- symmetric memory (kernels/symmem.cu) -------------------------------------------------------------
  * NCCL's device API is C++; these wrap it for host C. nccl_comm is an ncclComm_t, devcomm an ncclDevComm_t*
  * allocated here, window an ncclWindow_t. Return ncclResult_t / cudaError_t values (0 = success). */
-int mok_devcomm_create(void *nccl_comm, int lsa_barrier_count, void **out_devcomm);
-int mok_devcomm_destroy(void *nccl_comm, void *devcomm);
 int mok_nccl_lsa_size(void *nccl_comm);
-/* Stores value + i into element i (uint32) of LSA peer lsa_peer's window at offset_bytes, n elements. */
-int mok_lsa_write_peer(void *window, size_t offset_bytes, int lsa_peer, uint32_t value, size_t n,
-                       mok_stream_t stream);
 
 /* ---- device-initiated dispatch and combine over NCCL symmetric memory (kernels/lsa_*.cu) ------------------
  * Every rank publishes its routing table in its symmetric window; every rank builds the same global schedule on
@@ -193,10 +188,6 @@ int mok_lsa_overlap_reduce_blocks(int blocks);
 /* copy=bulk with layout=landing (the push and the per-rank combine through per-warp bulk rings): whether one warp's
  * ring of rows of this hidden size fits in a block's shared memory. */
 int mok_lsa_ring_fits(int hidden);
-/* Reference of the comm path's y on this rank's own data: y[t] = sum_j w[t][j] * x[t] in the combine's order
- * and roundings (per route: one fp32 sum over j; per rank: bf16 partial per rank, then fp32 sum over ranks). */
-int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk, int hidden,
-                      int local_experts, int nranks, int per_rank, uint16_t *y, mok_stream_t stream);
 
 /* ---- probe (kernels/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4

@@ -6,42 +6,43 @@ SRC=$1; SCRATCH=$2
 . "$SRC/tests/common.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-for cu in gemm_sm90 gemm_portable lsa_transfer lsa_schedule megakernel_fwd; do
+for path in gemm/sm90_grouped gemm/portable comm/lsa_transfer comm/lsa_schedule megakernel/forward; do
+  cu=$(echo "$path" | tr / _)
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
-    "$SRC/kernels/$cu.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
+    "$SRC/kernels/$path.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
   # The megakernel's one kernel holds every role at the consumers' register limit, and ptxas keeps a few setup
   # values (block index, block counts, chunk index) on the stack: reloaded per unit or per chunk, never inside a
   # main loop (SASS of both kernel instances read with cuobjdump at 00ced11's kernel: the LDLs sit in the
   # setup and the producer's per-unit code, none between the consumers' HGMMAs and their epilogue). Allow those few
   # words there and nothing anywhere else: more would reach the main loops.
-  limit=0; [ "$cu" = megakernel_fwd ] && limit=64
+  limit=0; [ "$cu" = megakernel_forward ] && limit=64
   bad=$(grep -E "bytes spill stores" "$SCRATCH/$cu.log" | awk -v l=$limit '{if ($5 > l || $9 > l) print}')
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }
   echo "$cu: $(grep -c 'Compiling entry' "$SCRATCH/$cu.log") kernels, spills at most $limit bytes"
 done
-"$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm_sm90.cu" -o "$SCRATCH/gemm_sm90.ptx" ||
+"$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm/sm90_grouped.cu" -o "$SCRATCH/gemm_sm90_grouped.ptx" ||
   fail "no PTX"
 # setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
 # if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232). With fewer at launch the consumers'
 # setmaxnreg.inc would wait forever for registers that do not exist.
 bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {if ($5 != 168) print k ": " $5}' \
-  "$SCRATCH/gemm_sm90.log")
+  "$SCRATCH/gemm_sm90_grouped.log")
 [ -z "$bad" ] || fail "gemm_sm90: a kernel does not start with the 168 registers setmaxnreg 40/232 assumes: $bad"
-echo "gemm_sm90: every kernel starts with 168 registers (setmaxnreg 40/232 balances)"
+echo "gemm/sm90_grouped: every kernel starts with 168 registers (setmaxnreg 40/232 balances)"
 bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /megakernel/ {if ($5 != 168) print k ": " $5}' \
-  "$SCRATCH/megakernel_fwd.log")
+  "$SCRATCH/megakernel_forward.log")
 [ -z "$bad" ] || fail "megakernel_fwd: does not start with the 168 registers its compute blocks' setmaxnreg assumes: $bad"
-echo "megakernel_fwd: starts with 168 registers"
+echo "megakernel/forward: starts with 168 registers"
 # a call (printf, a non-inlined function) anywhere in a kernel makes ptxas serialize all of its wgmmas
-for cu in gemm_sm90 megakernel_fwd; do
+for cu in gemm_sm90_grouped megakernel_forward; do
   ! grep -q "serialized" "$SCRATCH/$cu.log" || { grep "serialized" "$SCRATCH/$cu.log"; fail "$cu: ptxas serializes wgmma"; }
 done
-echo "gemm_sm90, megakernel_fwd: wgmma not serialized"
-n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90.ptx")
+echo "gemm/sm90_grouped, megakernel/forward: wgmma not serialized"
+n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90_grouped.ptx")
 [ "$n" -gt 0 ] || fail "gemm_sm90: no wgmma.mma_async in the sm_90a PTX"
 echo "gemm_sm90: $n wgmma.mma_async in the PTX"
 if command -v cuobjdump > /dev/null 2>&1; then
-  h=$(cuobjdump --dump-sass "$SCRATCH/gemm_sm90.o" | grep -c HGMMA)
+  h=$(cuobjdump --dump-sass "$SCRATCH/gemm_sm90_grouped.o" | grep -c HGMMA)
   [ "$h" -gt 0 ] || fail "gemm_sm90: no HGMMA in the sm_90a SASS"
   echo "gemm_sm90: $h HGMMA instructions in the SASS"
 else

@@ -10,6 +10,7 @@
 
 #include "mok_gemm.h"
 #include "mok_kernels.h"
+#include "testing/mok_test_kernels.h"
 
 static int failures;
 

@@ -14,6 +14,7 @@
 #include "impl.h"
 #include "lsa.h"
 #include "mok_kernels.h"
+#include "testing/mok_test_kernels.h"
 #include "problem.h"
 #include "schedule.h"
 

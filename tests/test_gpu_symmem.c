@@ -6,6 +6,7 @@
 
 #include "cluster.h"
 #include "mok_kernels.h"
+#include "testing/mok_test_kernels.h"
 
 #define N_WORDS (1u << 20) /* 4 MiB */
 

@@ -1,6 +1,6 @@
 /* permute: row copies between token order, the send/receive layouts and expert-major order. Rows are at
  * least 64 bf16 (128 bytes), so each warp moves one row with 16-byte vectors. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 /* One warp per destination row; width in 16-byte vectors. */
 __global__ void scatter_tokens_kernel(const uint4 *x, int vecs, int topk, const int32_t *send_pos, int route_begin,

@@ -14,8 +14,8 @@
  * waited for each store's write to complete before reusing its buffer, a NVLink round trip per row; that is why it
  * lost to warp copies. */
 #pragma once
-#include "bulk.cuh"
-#include "lsa_device.cuh"
+#include "common/bulk.cuh"
+#include "comm/lsa_device.cuh"
 
 #define RING_DEPTH 3      /* buffers per warp: the row being summed/stored, the next two loading */
 #define RING_MAX_WARPS 16 /* ring warps per block at most (small rows: a 512-thread block's warps) */

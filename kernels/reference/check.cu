@@ -3,7 +3,7 @@
  * here: y is a weighted sum of k bf16 expert rows, and when two large rows nearly cancel, one legitimate bf16
  * rounding difference in one of them (an accumulation-order effect, 2^-8 of that row) is a large fraction of
  * the small result. Unwritten elements are NaN (poisoned) and counted separately. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 __device__ __forceinline__ void atomic_max_pos_float(float *addr, float v)
 {

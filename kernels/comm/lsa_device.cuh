@@ -6,8 +6,8 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#include "common.cuh"
-#include "lsa_sync.cuh"
+#include "common/common.cuh"
+#include "common/lsa_sync.cuh"
 
 #define WARP_COPY_THREADS 1024
 #define COMBINE_THREADS 512 /* per-route warp combine; the per-rank kernels: RANK_COMBINE_THREADS */

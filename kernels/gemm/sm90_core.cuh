@@ -6,8 +6,8 @@
 #include <cuda.h> /* CUtensorMap */
 #include <stdint.h>
 
-#include "common.cuh"
-#include "sm90_ptx.cuh"
+#include "common/common.cuh"
+#include "common/sm90_ptx.cuh"
 
 namespace mok_sm90 {
 

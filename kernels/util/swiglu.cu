@@ -1,5 +1,5 @@
 /* swiglu: out = silu(gate) * up over GEMM1's [rows][2I] output (gate columns first, then up), fp32 math. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 union mok_vec8 {
     uint4 v;

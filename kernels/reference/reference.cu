@@ -1,7 +1,7 @@
 /* reference: the independent fp32 path every implementation is checked against. Plain tiled SIMT GEMMs over
  * gathered rows (no tensor cores, no cuBLAS, none of the implementations' permutations), the layer's bf16
  * roundings of its intermediates reproduced (GEMM1 output, SwiGLU output), and a fixed-order fp32 top-k sum. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 #define REF_BM 64
 #define REF_BN 64

@@ -1,6 +1,6 @@
 /* fill: seeded random tensors and poison. Element i of tensor (seed, tensor_id) depends on nothing else, so
  * a tensor is the same whatever the grid, the rank or the order it is generated in. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 /* bf16 b rounded to its top mant_bits mantissa bits (of 7), to nearest with halves away from zero: the sign is
  * apart, so adding half of the dropped range and clearing it rounds the magnitude (a carry moves the exponent). */

@@ -5,9 +5,9 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#include "common.cuh"
-#include "lsa_device.cuh" /* count_contribution, store_kind_flag */
-#include "lsa_sync.cuh"
+#include "common/common.cuh"
+#include "comm/lsa_device.cuh" /* count_contribution, store_kind_flag */
+#include "common/lsa_sync.cuh"
 
 #define SCHED_THREADS 256
 

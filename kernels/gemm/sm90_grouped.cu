@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
-#include "gemm_sm90_parts.cuh"
+#include "common/common.cuh"
+#include "gemm/sm90_core.cuh"
 #include "mok_gemm.h"
-#include "sm90_ptx.cuh"
+#include "common/sm90_ptx.cuh"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#include "common.cuh"
+#include "common/common.cuh"
 
 /* Per thread: UNROLL independent 16-byte loads issued before any store, so each SM keeps enough bytes in flight
  * to cover NVLink latency on the pull side (a remote load takes microseconds; one load per thread would leave

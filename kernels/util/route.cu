@@ -1,7 +1,7 @@
 /* route: per-chunk expert counts and send-buffer positions for the NCCL baselines. This is the "count tokens
  * per expert on the device" step of the standard pipeline; the counts then go to the host (the baseline's
  * own synchronization) to size the grouped send/recv. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 __global__ void route_count_kernel(const int32_t *topk_ids, int routes, int topk, int chunk_tokens, int experts,
                                    int32_t *counts)

@@ -40,11 +40,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.cuh"
-#include "gemm_sm90_parts.cuh"
-#include "lsa_device.cuh"
+#include "common/common.cuh"
+#include "gemm/sm90_core.cuh"
+#include "comm/lsa_device.cuh"
 #include "megakernel.h"
-#include "sm90_ptx.cuh"
+#include "common/sm90_ptx.cuh"
 
 using namespace mok_sm90;
 

@@ -1,6 +1,6 @@
 /* combine: the weighted top-k sum that finishes the layer, fp32 in a fixed order (j = 0..k-1, then the
  * shared experts), one rounding to bf16. Fixed order makes y bitwise reproducible run to run. */
-#include "common.cuh"
+#include "common/common.cuh"
 
 union mok_vec8c {
     uint4 v;

@@ -1,8 +1,9 @@
 /* gemm_feed: stands in for the dispatch in tests of the GEMM's ready counters. One block sleeps (so the GEMM is
  * surely waiting), then writes the rows chunk by chunk, last chunk first, and releases each chunk's counter to
  * its target after its rows: a GEMM that read a chunk before its counter would read the poison left there. */
-#include "common.cuh"
+#include "common/common.cuh"
 #include "mok_gemm.h"
+#include "testing/mok_test_kernels.h"
 
 __global__ void gemm_feed_kernel(uint16_t *dst, const uint16_t *src, int rows, int row_elems, int chunk_rows,
                                  int32_t *ready, const int32_t *target, long long sleep_ns)

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bulk.cuh"
-#include "lsa_sync.cuh" /* MOK_SPIN_TIMEOUT_CYCLES: the same ~10 s budget as the cross-GPU waits */
+#include "common/bulk.cuh"
+#include "common/lsa_sync.cuh" /* MOK_SPIN_TIMEOUT_CYCLES: the same ~10 s budget as the cross-GPU waits */
 
 /* What a failing gemm_sm90 kernel leaves in mapped host memory (see mok_sm90_fail). */
 #define MOK_SM90_DIAG_MAGIC 0x6d6f6b39 /* "mok9" */

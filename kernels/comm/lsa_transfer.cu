@@ -9,11 +9,11 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#include "common.cuh"
-#include "bulk.cuh"
-#include "lsa_bulk_ring.cuh"
-#include "lsa_device.cuh"
-#include "lsa_sync.cuh"
+#include "common/common.cuh"
+#include "common/bulk.cuh"
+#include "comm/lsa_bulk_ring.cuh"
+#include "comm/lsa_device.cuh"
+#include "common/lsa_sync.cuh"
 
 /* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
  * Each warp owns a contiguous range of this rank's schedule slots and moves its items with the bulk copy engine:
@@ -479,45 +479,6 @@ __global__ void __launch_bounds__(RANK_COMBINE_THREADS) lsa_combine_rank_reduce_
     reduce_tokens(a);
 }
 
-/* Reference for the comm benchmark: the same sums, on this rank's own x, without any communication. */
-__global__ void lsa_reference_kernel(const uint4 *x, const int32_t *ids, const float *w, int tokens, int topk,
-                                     int vecs, int local_experts, int nranks, int per_rank, uint4 *y)
-{
-    for (int t = blockIdx.x; t < tokens; t += gridDim.x)
-        for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-            vec8 in;
-            in.v = x[(size_t)t * vecs + v];
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            if (per_rank) {
-                for (int q = 0; q < nranks; q++) {
-                    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    bool any = false;
-                    for (int j = 0; j < topk; j++)
-                        if (ids[t * topk + j] / local_experts == q) {
-                            any = true;
-#pragma unroll
-                            for (int i = 0; i < 8; i++)
-                                part[i] += w[t * topk + j] * mok_bf16_to_f32(in.h[i]);
-                        }
-                    if (any)
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-                            acc[i] += mok_bf16_to_f32(mok_f32_to_bf16(part[i]));
-                }
-            } else {
-                for (int j = 0; j < topk; j++)
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        acc[i] += w[t * topk + j] * mok_bf16_to_f32(in.h[i]);
-            }
-            vec8 out;
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                out.h[i] = mok_f32_to_bf16(acc[i]);
-            y[(size_t)t * vecs + v] = out.v;
-        }
-}
-
 /* ---- warp copies: the other copy engine ---------------------------------------------------------------
  * One warp per (source rank, token): one NVLink read of the row (16-byte vectors, UNROLL in flight per lane),
  * one local write per expert slot, then the slots' chunk counters. */
@@ -662,16 +623,6 @@ extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)
     return MOK_LAUNCH_RESULT();
 }
 
-extern "C" int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int tokens, int topk,
-                                 int hidden, int local_experts, int nranks, int per_rank, uint16_t *y,
-                                 mok_stream_t stream)
-{
-    if (tokens <= 0)
-        return 0;
-    lsa_reference_kernel<<<tokens < 4096 ? tokens : 4096, 256, 0, mok_cuda_stream(stream)>>>(
-        (const uint4 *)x, ids, w, tokens, topk, hidden / 8, local_experts, nranks, per_rank, (uint4 *)y);
-    return MOK_LAUNCH_RESULT();
-}
 
 
 /* ---- small problems, fused (small=auto): combine and the owner's sum in one launch, on enough blocks ---------

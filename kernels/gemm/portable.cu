@@ -3,7 +3,7 @@
  * simple rather than fast: 64x64 output tiles, K in steps of 32 through shared memory, 4 warps of 32x32, the
  * accumulator tile staged through shared memory so the epilogue (SwiGLU, masking of rows past the group) is
  * plain per-element code. Persistent CTAs walk all groups' tiles; group sizes are read on the device. */
-#include "common.cuh"
+#include "common/common.cuh"
 #include "mok_gemm.h"
 
 #define PT_M 64
