@@ -1,6 +1,6 @@
 /* Unit test of stats and report: percentiles against numpy, exact CSV/JSON round trips, never overwriting a
  * report, path choice, the console table, schema 1 files (tests/data's samples, a journal), the speedups' baselines,
- * the summary CSV. Usage: test_report SCRATCH_DIR SOURCE_ROOT.
+ * the summary CSV, and that docs/report-columns.md names every field. Usage: test_report SCRATCH_DIR SOURCE_ROOT.
  * Exit 0 pass, 1 fail.
  * Everything is written under SCRATCH_DIR/test_report.<pid>, removed at the end. */
 #include <dirent.h>
@@ -17,6 +17,7 @@
 
 #include "journal.h"
 #include "report.h"
+#include "report_fields.h"
 #include "stats.h"
 #include "summary.h"
 
@@ -779,6 +780,76 @@ static void test_summary_csv(const char *dir)
     CHECK(mok_report_summary_path("d/run-1.csv", out, 10) == -1, "summary path too long accepted");
 }
 
+/* docs/report-columns.md names every field a report carries: a table line "| `name` |" for each CSV column and
+ * JSON key the writers produce, found here from the field table and from a report written now. */
+static const char *doc_text;
+static void doc_has(const char *what, const char *name)
+{
+    char needle[160];
+    snprintf(needle, sizeof needle, "| `%s` |", name);
+    CHECK(doc_text && strstr(doc_text, needle), "docs/report-columns.md lacks %s %s (a line starting \"%s\")", what,
+          name, needle);
+}
+
+static void doc_has_keys(const char *what, const cJSON *obj)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, obj) doc_has(what, k->string);
+}
+
+static void test_columns_doc(const char *src, const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/docs/report-columns.md", src);
+    static char buf[1 << 17];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    CHECK(n > 0, "cannot read %s", path);
+    doc_text = n ? buf : NULL;
+    for (int i = 0; i < mok_report_nfields; i++) {
+        doc_has("row field", mok_report_fields[i].name);
+        if (mok_report_fields[i].v1_name)
+            doc_has("schema 1 name", mok_report_fields[i].v1_name);
+    }
+    for (int i = 0; mok_report_env_columns[i]; i++)
+        doc_has("CSV environment column", mok_report_env_columns[i]);
+    for (int i = 0; mok_summary_csv_columns[i]; i++)
+        doc_has("summary CSV column", mok_summary_csv_columns[i]);
+
+    /* the JSON: every key of the header, env (with a probe), a rank, and the summary with an item */
+    struct mok_env env;
+    make_env(&env);
+    env.probe_bidir_gbps = 1, env.probe_gemm_tflops = 1;
+    struct mok_row rows[3];
+    make_rows(rows);
+    struct mok_summary_item items[3];
+    int ni = mok_summary_build(rows, 3, "layer", 1, items, 3);
+    char *sum = mok_summary_json(items, ni, 1), json[PATH_MAX + 16], err[512] = "";
+    snprintf(json, sizeof json, "%s/doc.json", dir);
+    CHECK(ni == 1 && sum && mok_report_write_json(json, 0, NULL, "{}", &env, rows, 1, sum, err, sizeof err) == 0,
+          "write: %s", err);
+    free(sum);
+    const char *text = slurp(json);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECK(root, "doc.json does not parse");
+    if (root) {
+        doc_has_keys("JSON key", root);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "env");
+        doc_has_keys("JSON env key", e);
+        doc_has_keys("JSON env.probe key", cJSON_GetObjectItemCaseSensitive(e, "probe"));
+        doc_has_keys("JSON env.ranks[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "ranks"), 0));
+        doc_has_keys("JSON rows[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "rows"), 0));
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "summary");
+        doc_has_keys("JSON summary key", s);
+        doc_has_keys("JSON summary.items[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "items"), 0));
+        cJSON_Delete(root);
+    }
+    unlink(json);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -817,6 +888,7 @@ int main(int argc, char **argv)
     test_schema1(argv[2], dir);
     test_journal_v1(dir);
     test_summary_csv(dir);
+    test_columns_doc(argv[2], dir);
 
     /* Each test removed what it wrote; a failing rmdir means something was left behind. */
     CHECK(count_temp_files(dir) == 0, "temp files left");
