@@ -313,7 +313,7 @@ static void test_round_trip(const char *dir)
                        "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");
-    /* times to 0.1 us or 4 significant digits (123.456 us: 123.5; -1e-5 us: -1.000e-05 keeps its 4 digits), other
+    /* times to 0.1 us or 4 significant digits (123.456 us: 123.5; -0 stays -0.0), other
      * figures exact; the schema 2 columns as written */
     CHECK(text && strstr(text, ",100,123.5,-0.0,"), "time_med_us / time_p10_us not rounded:\n%.2000s", text ? text : "");
     CHECK(text && strstr(text, ",0.3333333333333333,"), "tflops not exact");
