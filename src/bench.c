@@ -57,6 +57,9 @@ static void fill_problem_fields(struct mok_row *row, const struct mok_problem_sp
     mok_inputs_label(&spec->inputs, row->inputs, sizeof(row->inputs));
     snprintf(row->dtype, sizeof(row->dtype), "%s", mok_dtype_name(spec->dtype));
     snprintf(row->pass, sizeof(row->pass), "%s", mok_pass_name(spec->pass));
+    snprintf(row->mode, sizeof(row->mode), "%s", mok_mode_name(spec->mode));
+    row->capacity_factor = spec->capacity_factor;
+    row->seed = (double)spec->routing.seed; /* at most 2^53 - 1 (config.c): exact */
 }
 
 static double median_of(double *v, int n)
@@ -180,10 +183,14 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     row->time_p90_us = st.p90 * 1e3;
     row->energy_j = pw.energy_j;
     row->power_w = pw.power_w;
-    row->power_capped = pw.capped_frac;
+    row->power_capped_share = pw.capped_frac;
     collect_phases(ops, state, slots, row);
     if (ops->extras && ops->extras(state, row, cfg->iters, err, sizeof(err)))
         die(cl, "extras", err);
+    /* where a breakdown timed the compute alone (the megakernel's breakdown=1, the nccl baselines' GEMMs alone):
+     * what the communication adds to the layer */
+    if (p->spec.mode == MOK_MODE_LAYER)
+        row->exposed_comm_us = row->time_med_us - row->gemm_alone_us;
     ops->teardown(state);
 
     row->flops = p->flops;
@@ -220,8 +227,8 @@ struct bench_state {
     struct mok_tunedb db;
     long long done, total;
     double t0;
-    const char *baseline; /* "nccl" or "nccl-p2p": speedups are over its best candidate of the problem */
-    double best_base_us;  /* so far in the current problem */
+    struct mok_baseline base; /* speedups are over the best baseline candidate so far in the current problem */
+    char run_start[24];       /* ISO 8601 UTC, on every row */
 };
 
 /* One problem x implementation on its way through a search. */
@@ -267,10 +274,8 @@ static int row_result(const struct mok_row *row, double *time_us)
  * the problem is done). */
 static void live_speedup(struct bench_state *b, struct mok_row *row)
 {
-    double t;
-    if (!strcmp(row->impl, b->baseline) && row_result(row, &t) == MOK_MEASURE_OK && !(t >= b->best_base_us))
-        b->best_base_us = t;
-    row->speedup_vs_nccl = b->best_base_us / row->time_med_us;
+    mok_baseline_offer(&b->base, row);
+    mok_baseline_apply(&b->base, row);
 }
 
 static struct mok_row *new_row(struct bench_state *b)
@@ -295,6 +300,9 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
     fill_problem_fields(row, &ic->prob->spec);
     snprintf(row->impl, sizeof(row->impl), "%s", ic->desc->name);
     mok_impl_params_label(ic->desc, params, row->params, sizeof(row->params));
+    row->warmup = b->cfg->warmup;
+    row->warmup_ms = b->cfg->warmup_ms;
+    snprintf(row->run_start, sizeof(row->run_start), "%s", b->run_start);
     if (b->cl->rank == 0) {
         for (int i = 0; i < b->nresumed; i++) /* measured before an interruption: reuse it */
             if (mok_row_same_candidate(&b->resumed[i], row)) {
@@ -465,11 +473,14 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
                   struct mok_cluster *cl, int argc, char **argv)
 {
     bool root = cl->rank == 0;
-    /* speedups are over the NCCL baseline of the mode: the whole layer, or its dispatch + combine alone */
-    const char *baseline = cfg->mode == MOK_MODE_COMM ? "nccl-p2p" : cfg->mode == MOK_MODE_GEMM ? "cublas-gemm" : "nccl";
+    /* speedups are over the mode's baseline (summary.h: the best nccl / nccl-overlap candidate, nccl-p2p, cublas-gemm) */
+    const char *mode = mok_mode_name(cfg->mode);
     int nproblems = mok_config_problem_count(cfg);
-    struct bench_state b = {.cfg = cfg, .opts = opts, .cl = cl, .total = mok_sweep_total(cfg), .t0 = now_s(),
-                            .baseline = baseline};
+    struct bench_state b = {.cfg = cfg, .opts = opts, .cl = cl, .total = mok_sweep_total(cfg), .t0 = now_s()};
+    time_t start = time(NULL);
+    struct tm start_tm;
+    if (gmtime_r(&start, &start_tm))
+        strftime(b.run_start, sizeof(b.run_start), "%Y-%m-%dT%H:%M:%SZ", &start_tm);
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, cl->device);
     if (mok_checker_init(&b.checker))
@@ -494,7 +505,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
                    prob.reference_ms);
         }
         int first_row = b.nrows;
-        b.best_base_us = NAN;
+        mok_baseline_init(&b.base, mode);
         for (int ii = 0; ii < cfg->nimpls; ii++) {
             struct impl_ctx ic = {.b = &b, .prob = &prob, .desc = mok_impl_desc_find(cfg->impls[ii]),
                                   .ops = mok_impl_find(cfg->impls[ii]), .tune = &cfg->tune[ii]};
@@ -509,15 +520,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
             }
         }
         /* speedups against the best baseline candidate of this problem, measured in this run */
-        double best_base_us = NAN;
-        for (int r = first_row; r < b.nrows; r++) {
-            double t;
-            if (!strcmp(b.rows[r].impl, baseline) && row_result(&b.rows[r], &t) == MOK_MEASURE_OK &&
-                !(t >= best_base_us))
-                best_base_us = t;
-        }
-        for (int r = first_row; r < b.nrows; r++)
-            b.rows[r].speedup_vs_nccl = best_base_us / b.rows[r].time_med_us;
+        mok_baseline_fill(b.rows + first_row, b.nrows - first_row, mode);
         mok_problem_destroy(&prob);
     }
     mok_checker_destroy(&b.checker);
@@ -526,9 +529,9 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
 
     int rc = b.failures ? 1 : 0;
     if (root) {
-        char csv[MOK_PATH_LEN + 80], json[MOK_PATH_LEN + 80], err[ERR_LEN];
+        char csv[MOK_PATH_LEN + 80], json[MOK_PATH_LEN + 80], sum_csv[MOK_PATH_LEN + 96], err[ERR_LEN] = "";
         struct mok_summary_item *items = calloc((size_t)b.nrows + 1, sizeof(*items));
-        int nitems = items ? mok_summary_build(b.rows, b.nrows, baseline, cfg->moe_layers, items, b.nrows) : 0;
+        int nitems = items ? mok_summary_build(b.rows, b.nrows, mode, cfg->moe_layers, items, b.nrows) : 0;
         char *summary = items ? mok_summary_json(items, nitems, cfg->moe_layers) : NULL;
         mok_summary_print(stdout, items, nitems, cfg->moe_layers);
         struct report_job job = {cfg->output_name, &cl->env, b.rows, b.nrows, summary, argc, argv, config_json};
@@ -544,8 +547,12 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
                 fprintf(stderr, "mok-bench: the fallback directory failed too; the rows are in the table above%s\n",
                         b.journal.f ? " and in the journal" : "");
             rc = 1;
+        } else if (mok_report_summary_path(csv, sum_csv, (int)sizeof(sum_csv)) ||
+                   mok_summary_write_csv(sum_csv, items, nitems, cfg->moe_layers, err, sizeof(err))) {
+            fprintf(stderr, "mok-bench: summary report: %s\n", err[0] ? err : "path too long");
+            rc = 1;
         } else {
-            printf("# reports: %s %s\n", csv, json);
+            printf("# reports: %s %s %s\n", csv, json, sum_csv);
         }
         if (opts->tuned_path) {
             if (mok_tunedb_save(opts->tuned_path, &b.db, err, sizeof(err))) {

@@ -34,7 +34,7 @@ void mok_cli_usage(FILE *out)
             "\n"
             "environment:\n"
             "  MOK_ITER_LOG=FILE      rank 0 appends every timed iteration's time of each candidate to FILE\n"
-            "  MOK_POWER=0            no power sampling (report columns power_w, energy_j, power_capped empty)\n"
+            "  MOK_POWER=0            no power sampling (report columns power_w, energy_j, power_capped_share empty)\n"
             "\n"
             "exit status: 0 all candidates passed; 1 a check failed or a run failed; 2 bad command line,\n"
             "environment or config (nothing is written).\n");

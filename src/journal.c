@@ -26,6 +26,45 @@ static bool same_identity(const char *id_path, const char *identity)
     return strcmp(buf, identity) == 0;
 }
 
+/* 1 if the journal's first line is this version's CSV header. */
+static bool same_header(const char *path, const struct mok_env *env)
+{
+    char *head = mok_report_csv_text(env, NULL, 0, MOK_CSV_HEADER);
+    FILE *f = fopen(path, "r");
+    bool same = false;
+    if (head && f) {
+        size_t n = strlen(head);
+        char *line = malloc(n + 1);
+        same = line && fread(line, 1, n, f) == n && memcmp(line, head, n) == 0;
+        free(line);
+    }
+    if (f)
+        fclose(f);
+    free(head);
+    return same;
+}
+
+/* Replaces the journal at path by rows under this version's header: written beside it, then renamed over it, so an
+ * interruption leaves the old journal or the new one whole. */
+static int rewrite(const char *path, const struct mok_env *env, const struct mok_row *rows, int n, char *err,
+                   int err_len)
+{
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.rewrite.%ld", path, (long)getpid());
+    char *text = mok_report_csv_text(env, rows, n, MOK_CSV_HEADER | MOK_CSV_EXACT);
+    FILE *f = text ? fopen(tmp, "w") : NULL;
+    int bad = !f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (f && fclose(f) != 0)
+        bad = 1;
+    free(text);
+    if (bad || rename(tmp, path) != 0) {
+        int rc = fail(err, err_len, "rewrite", path);
+        unlink(tmp);
+        return rc;
+    }
+    return 0;
+}
+
 int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, const char *identity, bool resume,
                      const struct mok_env *env, struct mok_row **resumed, int *nresumed, char *note, int note_len,
                      char *err, int err_len)
@@ -61,6 +100,14 @@ int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, c
                      j->path);
         }
     }
+    if (keep && !same_header(j->path, env)) {
+        /* a journal of an older report schema (its columns differ): appending rows of this one under its header
+         * would make it unreadable, so its rows move into this schema first */
+        if (rewrite(j->path, env, *resumed, *nresumed, err, err_len))
+            return -1;
+        size_t used = strlen(note);
+        snprintf(note + used, (size_t)note_len - used, " (rewritten with this version's columns)");
+    }
     if (keep) {
         j->f = fopen(j->path, "a");
         return j->f ? 0 : fail(err, err_len, "open", j->path);
@@ -71,7 +118,7 @@ int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, c
     j->f = fopen(j->path, "w");
     if (!j->f)
         return fail(err, err_len, "open", j->path);
-    char *head = mok_report_csv_text(env, NULL, 0, 1);
+    char *head = mok_report_csv_text(env, NULL, 0, MOK_CSV_HEADER);
     int bad = !head || fputs(head, j->f) < 0 || fflush(j->f) != 0;
     free(head);
     return bad ? fail(err, err_len, "write", j->path) : 0;
@@ -82,7 +129,8 @@ int mok_journal_append(struct mok_journal *j, const struct mok_env *env, const s
 {
     if (!j->f)
         return 0;
-    char *line = mok_report_csv_text(env, row, 1, 0);
+    /* exact times: a resumed row goes into the JSON report as it was measured */
+    char *line = mok_report_csv_text(env, row, 1, MOK_CSV_EXACT);
     /* flushed and synced per row: a crash loses at most the row being written */
     int bad = !line || fputs(line, j->f) < 0 || fflush(j->f) != 0 || fsync(fileno(j->f)) != 0;
     free(line);

@@ -20,19 +20,27 @@ extern char **environ;
 
 #include "report_fields.h"
 
-#define FLD(m, t, req) {#m, t, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), req}
+#define FLD(m, t, req) {#m, t, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), req, 0, NULL}
 #define FI(m) FLD(m, F_INT, 0)
 #define FD(m) FLD(m, F_DBL, 0)
 #define FS(m) FLD(m, F_STR, 0)
+#define FT(m) {#m, F_DBL, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), 0, 1, NULL}
+/* renamed in schema 2: the schema 1 name stays readable */
+#define FD_V1(m, old) {#m, F_DBL, offsetof(struct mok_row, m), sizeof(((struct mok_row *)0)->m), 0, 0, old}
 const struct field mok_report_fields[] = {
     FLD(problem, F_INT, 1), FS(model), FI(hidden), FI(intermediate), FI(experts), FI(topk), FI(shared_experts),
     FI(tokens_per_rank), FS(routing), FS(dtype), FS(pass), FLD(impl, F_STR, 1), FLD(params, F_STR, 1),
     FS(disposition), FD(max_rel_err), FD(norm_rel_err), FLD(bad_count, F_LL, 0), FLD(nan_count, F_LL, 0),
-    FI(iters), FLD(time_med_us, F_DBL, 1), FD(time_p10_us), FD(time_p90_us), FD(flops), FD(tflops),
-    FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD(speedup_vs_nccl), FD(dispatch_us),
-    FD(dispatch_gbps), FD(dispatch_alone_us), FD(combine_us), FD(comm_sms), FD(peer_frac), FD(gemm_us),
-    FD(gemm_alone_us), FD(a2a_ref_us), FD(a2a_ref_gbps), FS(note), FD(gemm1_us), FD(gemm2_us), FD(gemm_frac),
-    FD(energy_j), FD(power_w), FD(power_capped), FS(inputs),
+    FI(iters),
+    {"time_med_us", F_DBL, offsetof(struct mok_row, time_med_us), sizeof(double), 1, 1, NULL},
+    FT(time_p10_us), FT(time_p90_us), FD(flops), FD(tflops),
+    FD(dispatch_bytes), FD(combine_bytes), FD(comm_gbps), FD_V1(speedup, "speedup_vs_nccl"), FT(dispatch_us),
+    FD(dispatch_gbps), FT(dispatch_alone_us), FT(combine_us), FD(comm_sms), FD(peer_frac), FT(gemm_us),
+    FT(gemm_alone_us), FT(a2a_ref_us), FD(a2a_ref_gbps), FS(note), FT(gemm1_us), FT(gemm2_us), FD(gemm_frac),
+    FD(energy_j), FD(power_w), FD_V1(power_capped_share, "power_capped"), FS(inputs),
+    /* schema 2 */
+    FS(speedup_baseline), FT(exposed_comm_us), FS(mode), FD(capacity_factor), FD(warmup), FD(warmup_ms), FD(seed),
+    FS(run_start),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 
@@ -71,6 +79,28 @@ void mok_report_fmt_exact(char *buf, size_t len, double v)
         if (prec == 17 || strtod(buf, NULL) == v)
             return;
     }
+}
+
+/* Decimals so the last digit is the finer of the unit's 0.1 us (min_decimals) and the 4th significant digit: a
+ * 6898.5 us layer keeps its 0.1 us, a 5.123 us dispatch its 4 digits, and neither carries the 17 digits of timer
+ * noise an exact double would. Rounding is printf's (to nearest). */
+void mok_report_fmt_time(char *buf, size_t len, double v, int min_decimals)
+{
+    if (isnan(v)) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    int dec = min_decimals;
+    if (isfinite(v) && v != 0) {
+        int sig = 3 - (int)floor(log10(fabs(v))); /* decimals of the 4th significant digit */
+        dec = sig > dec ? sig : dec;
+    }
+    if (dec > 12) /* below 1e-9 of the unit: no fixed notation keeps 4 digits in a cell of sensible width */
+        snprintf(buf, len, "%.3e", v);
+    else if (!isfinite(v) || fabs(v) >= 1e12) /* a broken timer: exact, rather than hundreds of digits */
+        mok_report_fmt_exact(buf, len, v);
+    else
+        snprintf(buf, len, "%.*f", dec, v);
 }
 
 /* ---- growable text buffer: a whole file is built in memory, then written atomically in one go --------- */
@@ -141,8 +171,19 @@ void mok_report_print_header(FILE *out, const struct mok_env *env, const char *c
 void mok_report_print_table_head(FILE *out)
 {
     fprintf(out, "#" TABLE_FMT "\n", "prob", "model", "tokens", "routing", "dtype", "pass", "impl", "params",
-            "disposition", "med_us", "p10_us", "p90_us", "TFLOP/s", "GB/s", "vs_nccl", "max_rel_err", "bad");
+            "disposition", "med_us", "p10_us", "p90_us", "TFLOP/s", "GB/s", "speedup", "max_rel_err", "bad");
     fflush(out);
+}
+
+/* Times on screen: two decimals, more where 4 significant digits need them (a 5.123 us dispatch). */
+static const char *time_num(char *buf, size_t len, int width, double v)
+{
+    if (isnan(v))
+        return "-";
+    mok_report_fmt_time(buf, len, v, 2);
+    if ((int)strlen(buf) > width)
+        snprintf(buf, len, "%.3e", v);
+    return buf;
 }
 
 /* "-" for a figure that does not apply, as nccl-tests does for skipped checks. A value too wide for its
@@ -166,10 +207,10 @@ void mok_report_print_row(FILE *out, const struct mok_row *row)
      * (not_verified, failed, not_supported) the 0 from mok_row_init would read as "all good". */
     snprintf(bad, sizeof bad, "%lld", row->bad_count);
     fprintf(out, " " TABLE_FMT, prob, row->model, tok, row->routing, row->dtype, row->pass, row->impl,
-            row->params[0] ? row->params : "-", row->disposition, num(med, sizeof med, 10, 2, row->time_med_us),
-            num(p10, sizeof p10, 10, 2, row->time_p10_us), num(p90, sizeof p90, 10, 2, row->time_p90_us),
+            row->params[0] ? row->params : "-", row->disposition, time_num(med, sizeof med, 10, row->time_med_us),
+            time_num(p10, sizeof p10, 10, row->time_p10_us), time_num(p90, sizeof p90, 10, row->time_p90_us),
             num(tf, sizeof tf, 8, 2, row->tflops), num(gbps, sizeof gbps, 8, 1, row->comm_gbps),
-            num(sp, sizeof sp, 7, 3, row->speedup_vs_nccl), /* three decimals, as the summary */
+            num(sp, sizeof sp, 7, 3, row->speedup), /* three decimals, as the summary */
             isnan(row->max_rel_err) ? "-" : err,
             isnan(row->max_rel_err) ? "-" : bad);
     /* The note (why a candidate failed or was skipped) goes last, flattened to one line so the table keeps
@@ -241,14 +282,27 @@ int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, c
         int b = snprintf(json_path, (size_t)path_len, "%.*s%s%s%s.json", dlen, dir, sep, name, sfx);
         if (a < 0 || b < 0 || a >= path_len || b >= path_len)
             return mok_report_set_err(err, err_len, "output path %.*s%s%s%s.json is too long", dlen, dir, sep, name, sfx);
+        char sum_path[PATH_MAX];
+        if (mok_report_summary_path(csv_path, sum_path, (int)sizeof sum_path) != 0)
+            return mok_report_set_err(err, err_len, "output path %s is too long", csv_path);
         int c = path_exists(csv_path, err, err_len);
         int j = c ? c : path_exists(json_path, err, err_len);
-        if (c < 0 || j < 0)
+        int m = c || j ? 0 : path_exists(sum_path, err, err_len);
+        if (c < 0 || j < 0 || m < 0)
             return -1;
-        if (!c && !j)
+        if (!c && !j && !m)
             return 0;
     }
     return mok_report_set_err(err, err_len, "no free report name %s-N in %s", name, dir);
+}
+
+int mok_report_summary_path(const char *csv_path, char *out, int len)
+{
+    size_t n = strlen(csv_path);
+    if (n >= 4 && strcmp(csv_path + n - 4, ".csv") == 0)
+        n -= 4;
+    int w = snprintf(out, (size_t)len, "%.*s.summary.csv", (int)n, csv_path);
+    return w < 0 || w >= len ? -1 : 0;
 }
 
 /* Makes the new directory entry durable too: without it a crash right after a run could lose a report whose
@@ -335,7 +389,16 @@ static void csv_str(struct sbuf *b, const char *s)
     sb_putn(b, "\"", 1);
 }
 
-static void csv_field(struct sbuf *b, const struct mok_row *row, const struct field *f)
+void mok_report_csv_cell(FILE *out, const char *s)
+{
+    struct sbuf b = {0};
+    csv_str(&b, s);
+    if (b.p)
+        fputs(b.p, out);
+    free(b.p);
+}
+
+static void csv_field(struct sbuf *b, const struct mok_row *row, const struct field *f, int exact)
 {
     char buf[64] = "";
     const char *p = FIELD_CPTR(row, f);
@@ -345,23 +408,33 @@ static void csv_field(struct sbuf *b, const struct mok_row *row, const struct fi
         snprintf(buf, sizeof buf, "%d", *(const int *)p);
     else if (f->type == F_LL)
         snprintf(buf, sizeof buf, "%lld", *(const long long *)p);
-    else if (!isnan(*(const double *)p)) /* NaN: an empty cell, which pandas and spreadsheets read as missing */
+    else if (isnan(*(const double *)p)) /* NaN: an empty cell, which pandas and spreadsheets read as missing */
+        buf[0] = '\0';
+    else if (f->time_us && !exact) /* the JSON report keeps the exact time */
+        mok_report_fmt_time(buf, sizeof buf, *(const double *)p, 1);
+    else
         mok_report_fmt_exact(buf, sizeof buf, *(const double *)p);
     sb_puts(b, buf);
 }
 
-char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int with_header)
+const char *const mok_report_env_columns[] = {"gpu",         "sm_count", "ranks", "lsa_size", "cuda_runtime",
+                                             "cuda_driver", "nccl",     "mpi",   "mok_version", "commit", NULL};
+
+char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int flags)
 {
     static const struct mok_env no_env;
     if (!env)
         env = &no_env;
     struct sbuf b = {0};
-    if (with_header) {
+    if (flags & MOK_CSV_HEADER) {
         for (int i = 0; i < mok_report_nfields; i++) {
             sb_puts(&b, mok_report_fields[i].name);
             sb_putn(&b, ",", 1);
         }
-        sb_puts(&b, "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n");
+        for (int i = 0; mok_report_env_columns[i]; i++) {
+            sb_puts(&b, mok_report_env_columns[i]);
+            sb_putn(&b, mok_report_env_columns[i + 1] ? "," : "\n", 1);
+        }
     }
     /* The environment repeats on every row so rows from many runs can be concatenated and still compared. */
     char ints[48];
@@ -369,7 +442,7 @@ char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows,
     const char *strs[] = {env->cuda_runtime, env->cuda_driver, env->nccl, env->mpi, env->mok_version, env->commit};
     for (int r = 0; r < nrows; r++) {
         for (int i = 0; i < mok_report_nfields; i++) {
-            csv_field(&b, &rows[r], &mok_report_fields[i]);
+            csv_field(&b, &rows[r], &mok_report_fields[i], flags & MOK_CSV_EXACT);
             sb_putn(&b, ",", 1);
         }
         csv_str(&b, env->gpu);
@@ -392,7 +465,7 @@ char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows,
 int mok_report_write_csv(const char *path, const struct mok_env *env, const struct mok_row *rows, int nrows,
                          char *err, int err_len)
 {
-    char *text = mok_report_csv_text(env, rows, nrows, 1);
+    char *text = mok_report_csv_text(env, rows, nrows, MOK_CSV_HEADER);
     if (!text)
         return mok_report_set_err(err, err_len, "%s: out of memory", path);
     int rc = mok_write_file_atomic(path, text, strlen(text), err, err_len);

@@ -7,7 +7,10 @@
 
 #include <stdio.h>
 
-#define MOK_REPORT_SCHEMA_VERSION 1
+/* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
+ * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
+ * (docs/report-columns.md). The readers take 1 and 2. */
+#define MOK_REPORT_SCHEMA_VERSION 2
 #define MOK_MAX_RANKS 64
 
 struct mok_rank_info {
@@ -69,7 +72,7 @@ struct mok_row {
     double tflops; /* flops / time_med */
     double dispatch_bytes, combine_bytes;
     double comm_gbps; /* (dispatch_bytes + combine_bytes) / time_med */
-    double speedup_vs_nccl;
+    double speedup; /* time of the baseline named in speedup_baseline / time_med_us (summary.h: mok_baseline) */
 
     /* phase breakdown, medians over iterations (NaN where an implementation has no such phase) */
     double dispatch_us;   /* dispatch a2a alone (inside the layer) */
@@ -90,11 +93,22 @@ struct mok_row {
      * short for the sampler) */
     double energy_j;     /* per iteration, summed over ranks: the job's energy per forward */
     double power_w;      /* mean power of a GPU, the highest rank's */
-    double power_capped; /* share of that time under the power cap (clocks held down), the highest rank's */
+    double power_capped_share; /* 0..1 share of that time under the power cap (clocks held down), highest rank's */
 
     char inputs[48]; /* the problem's activation and weight distribution, mok_inputs_label ("uniform", ...) */
 
     char note[256];
+
+    /* schema 2 */
+    char speedup_baseline[32]; /* the implementation speedup is against, "" when no baseline ran */
+    double exposed_comm_us;    /* time_med_us - gemm_alone_us (compute alone) where a breakdown ran */
+    char mode[8];              /* layer | comm | gemm */
+    /* counts held as doubles so that a schema 1 file, which lacks them, reads as NaN (empty), not as 0 */
+    double capacity_factor;    /* receive buffers hold factor x (tokens x topk) rows per rank */
+    double warmup;             /* warm-up iterations before the timed ones */
+    double warmup_ms;          /* the warm-up's minimum length, 0: iterations only */
+    double seed;               /* the routing seed (config: at most 2^53 - 1, exact in a double) */
+    char run_start[24];        /* when the run started, ISO 8601 UTC: 2026-12-01T21:30:00Z */
 };
 
 /* Fills every numeric field with NaN and strings with "". */
@@ -104,14 +118,27 @@ void mok_report_print_header(FILE *out, const struct mok_env *env, const char *c
 void mok_report_print_table_head(FILE *out);
 void mok_report_print_row(FILE *out, const struct mok_row *row);
 
-/* Picks "<dir>/<name>.csv" and "<dir>/<name>.json" where neither exists, appending "-1", "-2", ... to name
+/* Picks "<dir>/<name>.csv" and "<dir>/<name>.json" where neither exists (nor "<dir>/<name>.summary.csv"), appending "-1", "-2", ... to name
  * when needed; creates dir (and parents). Returns 0, or -1 with a message in err. */
 int mok_report_choose_paths(const char *dir, const char *name, char *csv_path, char *json_path, int path_len,
                             char *err, int err_len);
 
-/* The CSV text of rows (with the header line when with_header), malloc'ed; NULL when out of memory. The journal
- * appends rows with it as they finish. */
-char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int with_header);
+/* The CSV text of rows, malloc'ed; NULL when out of memory. flags: MOK_CSV_HEADER starts with the header line;
+ * MOK_CSV_EXACT writes times exactly, as every other number (the journal does: its rows come back into the JSON
+ * report), instead of to 0.1 us or 4 significant digits (mok_report_fmt_time). The journal appends rows with it as
+ * they finish. */
+#define MOK_CSV_HEADER 1
+#define MOK_CSV_EXACT 2
+char *mok_report_csv_text(const struct mok_env *env, const struct mok_row *rows, int nrows, int flags);
+/* The columns every CSV row ends with: the environment (struct mok_env), repeated on each row. NULL-terminated. */
+extern const char *const mok_report_env_columns[];
+/* One CSV cell of text s, RFC 4180 quoted when it needs to be. */
+void mok_report_csv_cell(FILE *out, const char *s);
+/* The shortest of %.15g..%.17g that reads back to exactly v (non-finite values are the caller's). */
+void mok_report_fmt_exact(char *buf, size_t len, double v);
+/* A time to 0.1 us or 4 significant digits, whichever is finer (NaN: ""): min_decimals is where 0.1 us falls
+ * in the unit (1 for us, 4 for ms). */
+void mok_report_fmt_time(char *buf, size_t len, double v, int min_decimals);
 /* mkdir -p; 0, or -1 with a message. */
 int mok_mkdir_p(const char *dir, char *err, int err_len);
 
@@ -124,7 +151,13 @@ int mok_report_write_json(const char *path, int argc, char **argv, const char *c
                           const struct mok_env *env, const struct mok_row *rows, int nrows, const char *summary_json,
                           char *err, int err_len);
 
-/* Readers, for the round-trip test and later tools (resume, plot). Return the row count, or -1 with err. */
+/* "<stem>.summary.csv" beside the report "<stem>.csv": where the summary's CSV goes. 0, or -1 when too long. */
+int mok_report_summary_path(const char *csv_path, char *out, int len);
+
+/* Readers, for the round-trip test and later tools (resume, plot). Return the row count, or -1 with err. They read
+ * schema 1 and 2: a schema 1 file's speedup_vs_nccl becomes speedup (speedup_baseline the baseline schema 1 used
+ * for the row's mode: nccl, nccl-p2p or cublas-gemm), power_capped becomes power_capped_share, and the columns
+ * schema 2 added read as empty (NaN, "", 0). */
 int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len);
 int mok_report_read_json(const char *path, struct mok_row *rows, int max_rows, char *err, int err_len);
 

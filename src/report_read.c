@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "desc.h"
 #include "report_fields.h"
 
 #define FAIL(...)                                                                                             \
@@ -16,6 +17,20 @@
         mok_report_set_err(err, err_len, __VA_ARGS__);                                                        \
         goto out;                                                                                             \
     } while (0)
+
+/* Schema 1 had no speedup_baseline: its speedup_vs_nccl was against the best candidate of one implementation per
+ * mode (bench.c of schema 1: nccl in layer mode, nccl-p2p in comm mode, cublas-gemm in gemm mode). The row's mode
+ * is that of its implementation (desc.h); an implementation this build does not know stays unnamed. */
+static void v1_baseline(struct mok_row *row)
+{
+    if (row->speedup_baseline[0] || isnan(row->speedup))
+        return;
+    const struct mok_impl_desc *d = mok_impl_desc_find(row->impl);
+    const char *mode = d && d->mode ? d->mode : "";
+    const char *base = !strcmp(mode, "layer") ? "nccl" : !strcmp(mode, "comm") ? "nccl-p2p"
+                       : !strcmp(mode, "gemm") ? "cublas-gemm" : "";
+    snprintf(row->speedup_baseline, sizeof row->speedup_baseline, "%s", base);
+}
 
 /* The whole file as a NUL-terminated string (an empty file is ""). */
 static char *read_file(const char *path, size_t *len_out, char *err, int err_len)
@@ -168,17 +183,21 @@ int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, ch
             FAIL("%s: empty file, expected a header line", path);
         goto out;
     }
-    int nhead = r.ncells;
+    int nhead = r.ncells, v1 = 0;
     for (int i = 0; i < mok_report_nfields; i++) {
+        const struct field *f = &mok_report_fields[i];
         col[i] = -1;
         for (int c = 0; c < nhead; c++) {
-            if (strcmp(r.cells[c], mok_report_fields[i].name) == 0 && col[i] >= 0)
-                FAIL("%s:%d: column %s appears twice", path, line, mok_report_fields[i].name);
-            if (strcmp(r.cells[c], mok_report_fields[i].name) == 0)
-                col[i] = c;
+            int is_v1 = f->v1_name && strcmp(r.cells[c], f->v1_name) == 0;
+            if (strcmp(r.cells[c], f->name) != 0 && !is_v1)
+                continue;
+            if (col[i] >= 0) /* a file with both names is neither schema */
+                FAIL("%s:%d: column %s appears twice%s", path, line, f->name, f->v1_name ? " (or as its schema 1 name)" : "");
+            col[i] = c;
+            v1 |= is_v1;
         }
-        if (col[i] < 0 && mok_report_fields[i].required)
-            FAIL("%s:%d: missing required column %s", path, line, mok_report_fields[i].name);
+        if (col[i] < 0 && f->required)
+            FAIL("%s:%d: missing required column %s", path, line, f->name);
     }
     int n = 0;
     while ((got = csv_next(&r, &line, path, err, err_len)) > 0) {
@@ -192,6 +211,8 @@ int mok_report_read_csv(const char *path, struct mok_row *rows, int max_rows, ch
         for (int i = 0; i < mok_report_nfields; i++)
             if (col[i] >= 0 && parse_cell(&rows[n], &mok_report_fields[i], r.cells[col[i]], where, err, err_len) != 0)
                 goto out;
+        if (v1)
+            v1_baseline(&rows[n]);
         n++;
     }
     if (got == 0)
@@ -256,6 +277,9 @@ int mok_report_read_json(const char *path, struct mok_row *rows, int max_rows, c
     if (ver->valuedouble > MOK_REPORT_SCHEMA_VERSION)
         FAIL("%s: schema_version %g is newer than this reader's (%d)", path, ver->valuedouble,
              MOK_REPORT_SCHEMA_VERSION);
+    if (ver->valuedouble < 1 || ver->valuedouble != floor(ver->valuedouble))
+        FAIL("%s: schema_version %g is not a version of this format (1, 2, ...)", path, ver->valuedouble);
+    int v1 = ver->valuedouble == 1;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "rows");
     if (!cJSON_IsArray(arr))
         FAIL("%s: rows is missing or not an array", path);
@@ -269,12 +293,16 @@ int mok_report_read_json(const char *path, struct mok_row *rows, int max_rows, c
             FAIL("%s: more than %d rows", path, max_rows);
         mok_row_init(&rows[n]);
         for (int i = 0; i < mok_report_nfields; i++) {
-            const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, mok_report_fields[i].name);
-            if (!item && mok_report_fields[i].required)
-                FAIL("%s: missing required key %s", where, mok_report_fields[i].name);
-            if (item && json_field(&rows[n], &mok_report_fields[i], item, where, err, err_len) != 0)
+            const struct field *f = &mok_report_fields[i];
+            /* schema 1 names only in schema 1 files: a v2 file's row is read by v2 names alone */
+            const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, v1 && f->v1_name ? f->v1_name : f->name);
+            if (!item && f->required)
+                FAIL("%s: missing required key %s", where, f->name);
+            if (item && json_field(&rows[n], f, item, where, err, err_len) != 0)
                 goto out;
         }
+        if (v1)
+            v1_baseline(&rows[n]);
         n++;
     }
     count = n;

@@ -1,8 +1,9 @@
-/* summary: the capacity-planning view of a run (see summary.h). */
+/* summary: the capacity-planning view of a run and the baseline of its speedups (see summary.h). */
 #include "summary.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int usable(const struct mok_row *r)
@@ -11,7 +12,54 @@ static int usable(const struct mok_row *r)
            r->time_med_us > 0;
 }
 
-int mok_summary_build(const struct mok_row *rows, int nrows, const char *baseline, int moe_layers,
+/* ---- the baseline --------------------------------------------------------------------------------------- */
+
+/* Per mode, what its figures are judged against: the layer against NCCL's whole layer, with or without its own
+ * overlap (the better of the two is the honest bar), the communication against NCCL's send/recv alone, the GEMMs
+ * against cuBLAS. */
+int mok_baseline_impl(const char *mode, const char *impl)
+{
+    if (mode && !strcmp(mode, "comm"))
+        return !strcmp(impl, "nccl-p2p");
+    if (mode && !strcmp(mode, "gemm"))
+        return !strcmp(impl, "cublas-gemm");
+    return !strcmp(impl, "nccl") || !strcmp(impl, "nccl-overlap");
+}
+
+void mok_baseline_init(struct mok_baseline *b, const char *mode)
+{
+    memset(b, 0, sizeof *b);
+    b->mode = mode;
+    b->time_us = NAN;
+}
+
+void mok_baseline_offer(struct mok_baseline *b, const struct mok_row *row)
+{
+    if (!usable(row) || !mok_baseline_impl(b->mode, row->impl) || row->time_med_us >= b->time_us)
+        return;
+    b->time_us = row->time_med_us;
+    snprintf(b->impl, sizeof b->impl, "%s", row->impl);
+}
+
+void mok_baseline_apply(const struct mok_baseline *b, struct mok_row *row)
+{
+    row->speedup = b->time_us / row->time_med_us;
+    snprintf(row->speedup_baseline, sizeof row->speedup_baseline, "%s", isnan(row->speedup) ? "" : b->impl);
+}
+
+void mok_baseline_fill(struct mok_row *rows, int n, const char *mode)
+{
+    struct mok_baseline b;
+    mok_baseline_init(&b, mode);
+    for (int i = 0; i < n; i++)
+        mok_baseline_offer(&b, &rows[i]);
+    for (int i = 0; i < n; i++)
+        mok_baseline_apply(&b, &rows[i]);
+}
+
+/* ---- the summary ---------------------------------------------------------------------------------------- */
+
+int mok_summary_build(const struct mok_row *rows, int nrows, const char *mode, int moe_layers,
                       struct mok_summary_item *out, int max)
 {
     int n = 0;
@@ -32,11 +80,14 @@ int mok_summary_build(const struct mok_row *rows, int nrows, const char *baselin
     }
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = out[k].best;
-        double base = NAN;
+        /* the best row of each baseline implementation is among the items: their best is the problem's */
+        struct mok_baseline base;
+        mok_baseline_init(&base, mode);
         for (int m = 0; m < n; m++)
-            if (out[m].problem == out[k].problem && !strcmp(out[m].best->impl, baseline))
-                base = out[m].best->time_med_us;
-        out[k].speedup = base / b->time_med_us;
+            if (out[m].problem == out[k].problem)
+                mok_baseline_offer(&base, out[m].best);
+        out[k].speedup = base.time_us / b->time_med_us;
+        snprintf(out[k].speedup_baseline, sizeof out[k].speedup_baseline, "%s", isnan(out[k].speedup) ? "" : base.impl);
         out[k].ms_per_layer = b->time_med_us * 1e-3;
         out[k].tokens_per_s_per_gpu = b->tokens_per_rank / (b->time_med_us * 1e-6);
         out[k].ms_per_step = moe_layers * out[k].ms_per_layer;
@@ -45,12 +96,28 @@ int mok_summary_build(const struct mok_row *rows, int nrows, const char *baselin
     return n;
 }
 
+/* "-" where a figure is unknown, as the row table prints it; else printf's fixed notation. */
+static const char *fixed(char *buf, size_t len, int prec, double v)
+{
+    if (isnan(v))
+        return "-";
+    snprintf(buf, len, "%.*f", prec, v);
+    return buf;
+}
+
+/* A time in ms as the report prints times: 0.1 us (4 decimals) or 4 significant digits, "-" where unknown. */
+static const char *ms_text(char *buf, size_t len, double ms)
+{
+    mok_report_fmt_time(buf, len, ms, 4);
+    return buf[0] ? buf : "-";
+}
+
 void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, int moe_layers)
 {
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s, forward\n",
             moe_layers, moe_layers == 1 ? "" : "s");
-    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
-            "impl", "ms/layer", "speedup", "tokens/s/GPU", "ms/step", "J/step", "params");
+    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
+            "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "J/step", "params");
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = items[k].best;
         char routing[112]; /* the inputs too when not the default, so rows of a multi-inputs config differ */
@@ -58,10 +125,13 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
             snprintf(routing, sizeof routing, "%s,%s", b->routing, b->inputs);
         else
             snprintf(routing, sizeof routing, "%s", b->routing);
+        char layer[48], step[48], sp[48], tps[48], j[48];
         /* speedups to three decimals: a 1.396x must not read as 1.40x against a 1.4x goal */
-        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10.3f %8.3f %14.0f %10.2f %9.1f  %s\n", items[k].problem, b->model,
-                b->tokens_per_rank, routing, b->impl, items[k].ms_per_layer, items[k].speedup,
-                items[k].tokens_per_s_per_gpu, items[k].ms_per_step, items[k].j_per_step, b->params);
+        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", items[k].problem, b->model,
+                b->tokens_per_rank, routing, b->impl, ms_text(layer, sizeof layer, items[k].ms_per_layer),
+                fixed(sp, sizeof sp, 3, items[k].speedup), items[k].speedup_baseline[0] ? items[k].speedup_baseline : "-",
+                fixed(tps, sizeof tps, 0, items[k].tokens_per_s_per_gpu),
+                ms_text(step, sizeof step, items[k].ms_per_step), fixed(j, sizeof j, 1, items[k].j_per_step), b->params);
     }
     fflush(out);
 }
@@ -82,10 +152,12 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddStringToObject(o, "inputs", b->inputs);
         cJSON_AddStringToObject(o, "dtype", b->dtype);
         cJSON_AddStringToObject(o, "pass", b->pass);
+        cJSON_AddStringToObject(o, "mode", b->mode);
         cJSON_AddStringToObject(o, "impl", b->impl);
         cJSON_AddStringToObject(o, "params", b->params);
         cJSON_AddItemToObject(o, "time_med_us", num_or_null(b->time_med_us));
         cJSON_AddItemToObject(o, "speedup_vs_baseline", num_or_null(items[k].speedup));
+        cJSON_AddStringToObject(o, "speedup_baseline", items[k].speedup_baseline);
         cJSON_AddItemToObject(o, "tokens_per_s_per_gpu", num_or_null(items[k].tokens_per_s_per_gpu));
         cJSON_AddItemToObject(o, "ms_per_layer", num_or_null(items[k].ms_per_layer));
         cJSON_AddItemToObject(o, "ms_per_step", num_or_null(items[k].ms_per_step));
@@ -95,4 +167,81 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return text;
+}
+
+/* ---- the summary CSV ------------------------------------------------------------------------------------ */
+
+/* Named as the summary's JSON keys, plus moe_layers on every line (a CSV has no header block to hold it). */
+const char *const mok_summary_csv_columns[] = {
+    "problem",         "model",           "tokens_per_rank",      "routing",      "inputs",   "dtype",
+    "pass",            "mode",            "impl",                 "params",       "time_med_us",
+    "speedup_vs_baseline", "speedup_baseline", "tokens_per_s_per_gpu", "ms_per_layer", "moe_layers",
+    "ms_per_step",     "j_per_step",      NULL};
+
+static void put_exact(FILE *f, double v)
+{
+    char buf[64] = "";
+    if (!isnan(v))
+        mok_report_fmt_exact(buf, sizeof buf, v);
+    fprintf(f, ",%s", buf);
+}
+
+static void put_time(FILE *f, double v, int min_decimals)
+{
+    char buf[64];
+    mok_report_fmt_time(buf, sizeof buf, v, min_decimals);
+    fprintf(f, ",%s", buf);
+}
+
+static void put_str(FILE *f, const char *s)
+{
+    fputc(',', f);
+    mok_report_csv_cell(f, s);
+}
+
+char *mok_summary_csv(const struct mok_summary_item *items, int n, int moe_layers)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; mok_summary_csv_columns[i]; i++)
+        fprintf(f, "%s%s", i ? "," : "", mok_summary_csv_columns[i]);
+    fputc('\n', f);
+    for (int k = 0; k < n; k++) {
+        const struct mok_row *b = items[k].best;
+        fprintf(f, "%d", items[k].problem);
+        put_str(f, b->model);
+        fprintf(f, ",%d", b->tokens_per_rank);
+        put_str(f, b->routing), put_str(f, b->inputs), put_str(f, b->dtype), put_str(f, b->pass);
+        put_str(f, b->mode), put_str(f, b->impl), put_str(f, b->params);
+        put_time(f, b->time_med_us, 1);
+        put_exact(f, items[k].speedup);
+        put_str(f, items[k].speedup_baseline);
+        put_exact(f, items[k].tokens_per_s_per_gpu);
+        put_time(f, items[k].ms_per_layer, 4);
+        fprintf(f, ",%d", moe_layers);
+        put_time(f, items[k].ms_per_step, 4);
+        put_exact(f, items[k].j_per_step);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+int mok_summary_write_csv(const char *path, const struct mok_summary_item *items, int n, int moe_layers, char *err,
+                          int err_len)
+{
+    char *text = mok_summary_csv(items, n, moe_layers);
+    if (!text) {
+        snprintf(err, (size_t)err_len, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = mok_write_file_atomic(path, text, strlen(text), err, err_len);
+    free(text);
+    return rc;
 }

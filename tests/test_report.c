@@ -1,5 +1,7 @@
 /* Unit test of stats and report: percentiles against numpy, exact CSV/JSON round trips, never overwriting a
- * report, path choice and the console table. Usage: test_report SCRATCH_DIR. Exit 0 pass, 1 fail.
+ * report, path choice, the console table, schema 1 files (tests/data's samples, a journal), the speedups' baselines,
+ * the summary CSV, and that docs/report-columns.md names every field. Usage: test_report SCRATCH_DIR SOURCE_ROOT.
+ * Exit 0 pass, 1 fail.
  * Everything is written under SCRATCH_DIR/test_report.<pid>, removed at the end. */
 #include <dirent.h>
 #include <errno.h>
@@ -13,8 +15,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "journal.h"
 #include "report.h"
+#include "report_fields.h"
 #include "stats.h"
+#include "summary.h"
 
 #include "check.h"
 
@@ -127,7 +132,15 @@ static void make_rows(struct mok_row rows[3])
     r->dispatch_bytes = 9007199254740993.0;
     r->combine_bytes = 1e15;
     r->comm_gbps = 2.0 / 3.0;
-    r->speedup_vs_nccl = 1.0;
+    r->speedup = 1.0;
+    snprintf(r->speedup_baseline, sizeof r->speedup_baseline, "nccl-overlap");
+    r->exposed_comm_us = 12.25;
+    snprintf(r->mode, sizeof r->mode, "layer");
+    r->capacity_factor = 1.5;
+    r->warmup = 5;
+    r->warmup_ms = 200;
+    r->seed = 9007199254740991.0; /* 2^53 - 1, the config's largest */
+    snprintf(r->run_start, sizeof r->run_start, "2026-12-01T21:30:00Z");
     /* phase fields stay NaN */
     snprintf(r->note, sizeof r->note, "he said \"hi\"\nsecond line, with comma\r\nthird");
 
@@ -159,23 +172,42 @@ static void make_rows(struct mok_row rows[3])
     r->a2a_ref_gbps = 123456789.125;
     r->energy_j = 7.25;
     r->power_w = 612.5;
-    r->power_capped = 0.875;
+    r->power_capped_share = 0.875;
+    snprintf(r->mode, sizeof r->mode, "gemm");
+    r->capacity_factor = 0.0;
+    r->warmup = 0;
+    r->seed = 1;
     snprintf(r->note, sizeof r->note, ",");
 }
 
-static void compare_rows(const char *what, int idx, const struct mok_row *a, const struct mok_row *b)
+/* The value a time comes back as from the rounded CSV (to 0.1 us or 4 significant digits). */
+static double csv_time(double v)
+{
+    char buf[64];
+    mok_report_fmt_time(buf, sizeof buf, v, 1);
+    return buf[0] ? strtod(buf, NULL) : NAN;
+}
+
+/* rounded: b was read from a report CSV, whose times are rounded; everything else comes back exactly. */
+static void compare_rows(const char *what, int idx, const struct mok_row *a, const struct mok_row *b, int rounded)
 {
 #define CI(f) CHECK(a->f == b->f, "%s row %d: " #f " %lld != %lld", what, idx, (long long)a->f, (long long)b->f)
 #define CD(f) CHECK(same_double(a->f, b->f), "%s row %d: " #f " %.17g != %.17g", what, idx, a->f, b->f)
+#define CT(f) CHECK(same_double(rounded ? csv_time(a->f) : a->f, b->f), "%s row %d: " #f " %.17g != %.17g", what, idx, \
+                    rounded ? csv_time(a->f) : a->f, b->f)
 #define CS(f) CHECK(strcmp(a->f, b->f) == 0, "%s row %d: " #f " [%s] != [%s]", what, idx, a->f, b->f)
     CI(problem); CS(model); CI(hidden); CI(intermediate); CI(experts); CI(topk); CI(shared_experts);
     CI(tokens_per_rank); CS(routing); CS(dtype); CS(pass); CS(impl); CS(params); CS(disposition);
-    CD(max_rel_err); CD(norm_rel_err); CI(bad_count); CI(nan_count); CI(iters); CD(time_med_us);
-    CD(time_p10_us); CD(time_p90_us); CD(flops); CD(tflops); CD(dispatch_bytes); CD(combine_bytes);
-    CD(comm_gbps); CD(speedup_vs_nccl); CD(dispatch_us); CD(dispatch_gbps); CD(dispatch_alone_us); CD(combine_us); CD(comm_sms); CD(peer_frac); CD(gemm_us); CD(gemm1_us); CD(gemm2_us); CD(gemm_frac); CD(gemm_alone_us);
-    CD(a2a_ref_us); CD(a2a_ref_gbps); CD(energy_j); CD(power_w); CD(power_capped); CS(note);
+    CD(max_rel_err); CD(norm_rel_err); CI(bad_count); CI(nan_count); CI(iters); CT(time_med_us);
+    CT(time_p10_us); CT(time_p90_us); CD(flops); CD(tflops); CD(dispatch_bytes); CD(combine_bytes);
+    CD(comm_gbps); CD(speedup); CT(dispatch_us); CD(dispatch_gbps); CT(dispatch_alone_us); CT(combine_us); CD(comm_sms);
+    CD(peer_frac); CT(gemm_us); CT(gemm1_us); CT(gemm2_us); CD(gemm_frac); CT(gemm_alone_us);
+    CT(a2a_ref_us); CD(a2a_ref_gbps); CD(energy_j); CD(power_w); CD(power_capped_share); CS(note); CS(inputs);
+    CS(speedup_baseline); CT(exposed_comm_us); CS(mode); CD(capacity_factor); CD(warmup); CD(warmup_ms); CD(seed);
+    CS(run_start);
 #undef CI
 #undef CD
+#undef CT
 #undef CS
 }
 
@@ -239,8 +271,9 @@ static void test_round_trip(const char *dir)
         CHECK(strstr(text, "\"summary\"") && strstr(text, "\"items\""), "summary not in the JSON report");
     }
     { /* header once, then rows appended one by one (the journal's way) read back as one CSV */
-        char *head = mok_report_csv_text(&env, rows, 0, 1), *r0 = mok_report_csv_text(&env, rows, 1, 0);
-        char *r1 = mok_report_csv_text(&env, rows + 1, 1, 0), path3[PATH_MAX];
+        char *head = mok_report_csv_text(&env, rows, 0, MOK_CSV_HEADER);
+        char *r0 = mok_report_csv_text(&env, rows, 1, MOK_CSV_EXACT);
+        char *r1 = mok_report_csv_text(&env, rows + 1, 1, MOK_CSV_EXACT), path3[PATH_MAX];
         snprintf(path3, sizeof path3, "%s/appended.csv", dir);
         FILE *f = fopen(path3, "w");
         CHECK(head && r0 && r1 && f, "csv_text");
@@ -250,8 +283,8 @@ static void test_round_trip(const char *dir)
             int m = mok_report_read_csv(path3, back, 4, err, sizeof err);
             CHECK(m == 2, "appended rows read back: %d %s", m, err);
             if (m == 2) {
-                compare_rows("appended", 0, &rows[0], &back[0]);
-                compare_rows("appended", 1, &rows[1], &back[1]);
+                compare_rows("appended", 0, &rows[0], &back[0], 0);
+                compare_rows("appended", 1, &rows[1], &back[1], 0);
             }
             unlink(path3);
         }
@@ -261,11 +294,11 @@ static void test_round_trip(const char *dir)
     int n = mok_report_read_csv(csv, back, 4, err, sizeof err);
     CHECK(n == 3, "read_csv returned %d: %s", n, err);
     for (int i = 0; i < n && i < 3; i++)
-        compare_rows("csv", i, &rows[i], &back[i]);
+        compare_rows("csv", i, &rows[i], &back[i], 1);
     n = mok_report_read_json(json, back, 4, err, sizeof err);
     CHECK(n == 3, "read_json returned %d: %s", n, err);
     for (int i = 0; i < n && i < 3; i++)
-        compare_rows("json", i, &rows[i], &back[i]);
+        compare_rows("json", i, &rows[i], &back[i], 0);
     n = mok_report_read_csv(csv, back, 2, err, sizeof err);
     CHECK(n == -1 && strstr(err, "more than 2 rows"), "read_csv max_rows: %d [%s]", n, err);
 
@@ -274,11 +307,18 @@ static void test_round_trip(const char *dir)
     const char *head = "problem,model,hidden,intermediate,experts,topk,shared_experts,tokens_per_rank,routing,"
                        "dtype,pass,impl,params,disposition,max_rel_err,norm_rel_err,bad_count,nan_count,iters,"
                        "time_med_us,time_p10_us,time_p90_us,flops,tflops,dispatch_bytes,combine_bytes,comm_gbps,"
-                       "speedup_vs_nccl,dispatch_us,dispatch_gbps,dispatch_alone_us,combine_us,comm_sms,peer_frac,gemm_us,gemm_alone_us,a2a_ref_us,a2a_ref_gbps,"
-                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped,inputs,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,"
-                       "commit\n";
+                       "speedup,dispatch_us,dispatch_gbps,dispatch_alone_us,combine_us,comm_sms,peer_frac,gemm_us,gemm_alone_us,a2a_ref_us,a2a_ref_gbps,"
+                       "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped_share,inputs,"
+                       "speedup_baseline,exposed_comm_us,mode,capacity_factor,warmup,warmup_ms,seed,run_start,"
+                       "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");
+    /* times to 0.1 us or 4 significant digits (123.456 us: 123.5; -0 stays -0.0), other
+     * figures exact; the schema 2 columns as written */
+    CHECK(text && strstr(text, ",100,123.5,-0.0,"), "time_med_us / time_p10_us not rounded:\n%.2000s", text ? text : "");
+    CHECK(text && strstr(text, ",0.3333333333333333,"), "tflops not exact");
+    CHECK(text && strstr(text, ",nccl-overlap,12.25,layer,1.5,5,200,9007199254740991,2026-12-01T21:30:00Z,"),
+          "schema 2 columns of row 0:\n%.2000s", text ? text : "");
     CHECK(text && strstr(text, ",\"Open MPI v5.0.3, package: \"\"Open MPI\"\" distribution\","),
           "env mpi not quoted");
 
@@ -313,6 +353,12 @@ static void test_round_trip(const char *dir)
         CHECK(cJSON_IsString(v) && strlen(v->valuestring) == 20 && v->valuestring[19] == 'Z', "created_utc");
         const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "rows"), 1);
         CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r1, "time_med_us")), "NaN not written as null");
+        const cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "rows"), 0);
+        v = cJSON_GetObjectItemCaseSensitive(r0, "time_med_us"); /* the JSON keeps times exact */
+        CHECK(cJSON_IsNumber(v) && v->valuedouble == 123.456, "JSON time_med_us not exact");
+        CHECK(!cJSON_GetObjectItemCaseSensitive(r0, "speedup_vs_nccl") &&
+                  cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r0, "speedup")),
+              "JSON rows carry speedup, not speedup_vs_nccl");
         cJSON_Delete(root);
     }
 
@@ -500,10 +546,314 @@ static void test_console(void)
     free(buf);
 }
 
+
+/* ---- schema 2: times, baselines, schema 1 files, the summary CSV, the column dictionary -------------------- */
+
+static void check_time(double v, int min_decimals, const char *want)
+{
+    char buf[64];
+    mok_report_fmt_time(buf, sizeof buf, v, min_decimals);
+    CHECK(strcmp(buf, want) == 0, "fmt_time(%.17g, %d) = [%s], want [%s]", v, min_decimals, buf, want);
+}
+
+static void test_fmt_time(void)
+{
+    check_time(6898.543834686279, 1, "6898.5"); /* 0.1 us is the finer */
+    check_time(123.456, 1, "123.5");
+    check_time(12.3456, 1, "12.35"); /* 4 significant digits are */
+    check_time(5.12345, 1, "5.123");
+    check_time(0.0123456, 1, "0.01235");
+    check_time(-42.5, 1, "-42.50");
+    check_time(0.0, 1, "0.0");
+    check_time(1e-310, 1, "1.000e-310");
+    check_time(NAN, 1, "");
+    check_time(1.7976931348623157e308, 1, "1.7976931348623157e+308");
+    check_time(6.898543834686279, 4, "6.8985"); /* in ms: 0.1 us is 4 decimals */
+    check_time(0.0512345, 4, "0.05123");
+}
+
+static struct mok_row base_row(int problem, const char *impl, double t, const char *disp)
+{
+    struct mok_row r;
+    mok_row_init(&r);
+    r.problem = problem;
+    r.tokens_per_rank = 1000;
+    snprintf(r.impl, sizeof r.impl, "%s", impl);
+    snprintf(r.disposition, sizeof r.disposition, "%s", disp);
+    snprintf(r.mode, sizeof r.mode, "layer");
+    r.time_med_us = t;
+    return r;
+}
+
+static void test_baseline(void)
+{
+    /* layer mode: the faster of nccl and nccl-overlap, named; a faster but incorrect candidate is no baseline */
+    struct mok_row rows[] = {
+        base_row(0, "nccl", 2000, MOK_DISPOSITION_PASSED),
+        base_row(0, "nccl-overlap", 1600, MOK_DISPOSITION_NOT_VERIFIED),
+        base_row(0, "nccl-overlap", 100, MOK_DISPOSITION_INCORRECT),
+        base_row(0, "megakernel", 800, MOK_DISPOSITION_PASSED),
+        base_row(0, "lsa", NAN, MOK_DISPOSITION_NOT_SUPPORTED),
+    };
+    mok_baseline_fill(rows, 5, "layer");
+    CHECK(rows[3].speedup == 2.0 && !strcmp(rows[3].speedup_baseline, "nccl-overlap"), "megakernel: %g vs [%s]",
+          rows[3].speedup, rows[3].speedup_baseline);
+    CHECK(rows[0].speedup == 0.8 && !strcmp(rows[0].speedup_baseline, "nccl-overlap"), "nccl: %g", rows[0].speedup);
+    CHECK(isnan(rows[4].speedup) && !rows[4].speedup_baseline[0], "a row without a time names no baseline");
+    /* the live value: the best baseline so far */
+    struct mok_baseline b;
+    mok_baseline_init(&b, "layer");
+    mok_baseline_offer(&b, &rows[0]);
+    mok_baseline_apply(&b, &rows[3]);
+    CHECK(rows[3].speedup == 2.5 && !strcmp(rows[3].speedup_baseline, "nccl"), "live: %g", rows[3].speedup);
+    /* comm mode: nccl-p2p only; gemm mode: cublas-gemm only; no baseline: NaN and "" */
+    struct mok_row comm[] = {base_row(0, "nccl", 100, MOK_DISPOSITION_PASSED), base_row(0, "nccl-p2p", 300, MOK_DISPOSITION_PASSED),
+                             base_row(0, "lsa", 150, MOK_DISPOSITION_PASSED)};
+    mok_baseline_fill(comm, 3, "comm");
+    CHECK(comm[2].speedup == 2.0 && !strcmp(comm[2].speedup_baseline, "nccl-p2p"), "comm: %g [%s]", comm[2].speedup,
+          comm[2].speedup_baseline);
+    struct mok_row gemm[] = {base_row(0, "cublas-gemm", 90, MOK_DISPOSITION_PASSED), base_row(0, "mok-gemm", 60, MOK_DISPOSITION_PASSED)};
+    mok_baseline_fill(gemm, 2, "gemm");
+    CHECK(gemm[1].speedup == 1.5 && !strcmp(gemm[1].speedup_baseline, "cublas-gemm"), "gemm: %g", gemm[1].speedup);
+    struct mok_row alone[] = {base_row(0, "megakernel", 60, MOK_DISPOSITION_PASSED)};
+    mok_baseline_fill(alone, 1, "layer");
+    CHECK(isnan(alone[0].speedup) && !alone[0].speedup_baseline[0], "no baseline ran: %g [%s]", alone[0].speedup,
+          alone[0].speedup_baseline);
+}
+
+/* Schema 1 files: the committed samples (tests/data, written by a schema 1 build) and a hand-made CSV with the
+ * later schema 1 columns. */
+static void test_schema1(const char *src, const char *dir)
+{
+    char path[PATH_MAX], err[512] = "";
+    static struct mok_row rows[64];
+    const char *ext[] = {"json", "csv"};
+    for (int e = 0; e < 2; e++) {
+        snprintf(path, sizeof path, "%s/tests/data/sample-report.%s", src, ext[e]);
+        int n = e ? mok_report_read_csv(path, rows, 64, err, sizeof err)
+                  : mok_report_read_json(path, rows, 64, err, sizeof err);
+        CHECK(n == (e ? 51 : 14), "%s: %d rows [%s]", path, n, err);
+        if (n < 14)
+            continue;
+        /* row 0: nccl, speedup_vs_nccl 0.5881932270990761 in the file; row 1 not supported (no speedup) */
+        CHECK(rows[0].speedup == 0.5881932270990761 && !strcmp(rows[0].speedup_baseline, "nccl"),
+              "%s: row 0 speedup %.17g [%s]", path, rows[0].speedup, rows[0].speedup_baseline);
+        CHECK(isnan(rows[1].speedup) && !rows[1].speedup_baseline[0], "%s: row 1 [%s]", path, rows[1].speedup_baseline);
+        int overlap = 0;
+        /* schema 1 layer speedups, nccl-overlap's too, are against nccl; the CSV's comm-mode run's (nccl-p2p and
+         * lsa rows, from row 32) against nccl-p2p */
+        for (int i = 0; i < n; i++) {
+            int comm = !strcmp(rows[i].impl, "nccl-p2p") || !strcmp(rows[i].impl, "lsa");
+            overlap += !strcmp(rows[i].impl, "nccl-overlap") && !isnan(rows[i].speedup);
+            CHECK(!strcmp(rows[i].speedup_baseline, isnan(rows[i].speedup) ? "" : comm ? "nccl-p2p" : "nccl"),
+                  "%s: row %d %s [%s]", path, i, rows[i].impl, rows[i].speedup_baseline);
+        }
+        CHECK(overlap > 0, "%s: no nccl-overlap row with a speedup", path);
+        CHECK(!rows[0].mode[0] && !rows[0].run_start[0] && isnan(rows[0].warmup) && isnan(rows[0].seed) &&
+                  isnan(rows[0].exposed_comm_us) && isnan(rows[0].power_capped_share),
+              "%s: columns schema 1 lacks are not empty", path);
+    }
+    join(path, sizeof path, dir, "/v1.csv");
+    write_text(path, "problem,impl,params,time_med_us,speedup_vs_nccl,power_capped\n"
+                     "0,lsa,sms=16,10,2.5,0.25\n0,cublas-gemm,,12,1,\n0,no-such-impl,,12,1,\n");
+    int n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == 3, "v1 CSV: %d [%s]", n, err);
+    if (n == 3) {
+        CHECK(rows[0].speedup == 2.5 && !strcmp(rows[0].speedup_baseline, "nccl-p2p") &&
+                  rows[0].power_capped_share == 0.25,
+              "v1 comm row: %g [%s] %g", rows[0].speedup, rows[0].speedup_baseline, rows[0].power_capped_share);
+        CHECK(!strcmp(rows[1].speedup_baseline, "cublas-gemm") && isnan(rows[1].power_capped_share), "v1 gemm row");
+        CHECK(!rows[2].speedup_baseline[0], "an unknown implementation's baseline is not guessed");
+    }
+    write_text(path, "problem,impl,params,time_med_us,speedup,speedup_vs_nccl\n0,x,,1,1,1\n");
+    n = mok_report_read_csv(path, rows, 4, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "speedup appears twice"), "both names: %d [%s]", n, err);
+    join(path, sizeof path, dir, "/v1.json");
+    write_text(path, "{\"schema_version\": 1, \"rows\": [{\"problem\": 0, \"impl\": \"nccl-p2p\", \"params\": \"\", "
+                     "\"time_med_us\": 5, \"speedup_vs_nccl\": 1, \"power_capped\": 0.5}]}");
+    n = mok_report_read_json(path, rows, 4, err, sizeof err);
+    CHECK(n == 1 && rows[0].speedup == 1 && rows[0].power_capped_share == 0.5 &&
+              !strcmp(rows[0].speedup_baseline, "nccl-p2p"),
+          "v1 JSON: %d [%s]", n, err);
+    write_text(path, "{\"schema_version\": 2, \"rows\": [{\"problem\": 0, \"impl\": \"nccl\", \"params\": \"\", "
+                     "\"time_med_us\": 5, \"speedup_vs_nccl\": 1, \"power_capped\": 0.5}]}");
+    n = mok_report_read_json(path, rows, 4, err, sizeof err);
+    CHECK(n == 1 && isnan(rows[0].speedup) && isnan(rows[0].power_capped_share),
+          "schema 1 names in a schema 2 file are not read: %d [%s]", n, err);
+    write_text(path, "{\"schema_version\": 3, \"rows\": []}");
+    n = mok_report_read_json(path, rows, 4, err, sizeof err);
+    CHECK(n == -1 && strstr(err, "newer"), "schema 3: %d [%s]", n, err);
+    unlink(path);
+    join(path, sizeof path, dir, "/v1.csv");
+    unlink(path);
+}
+
+/* A journal a schema 1 build wrote, resumed by this one: its rows read, and the rows appended after them too. */
+static void test_journal_v1(const char *dir)
+{
+    char path[PATH_MAX], err[512] = "", note[1024];
+    join(path, sizeof path, dir, "/old.journal.id");
+    write_text(path, "id");
+    join(path, sizeof path, dir, "/old.journal.csv");
+    write_text(path, "problem,model,impl,params,disposition,time_med_us,speedup_vs_nccl,power_capped,gpu\n"
+                     "0,m,nccl,gemm=grouped,passed,100.123456,1,0.5,H200\n");
+    struct mok_env env;
+    make_env(&env);
+    struct mok_journal j;
+    struct mok_row *back = NULL;
+    int n = 0;
+    CHECK(mok_journal_open(&j, dir, "old", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
+              n == 1,
+          "resume a schema 1 journal: n=%d [%s] [%s]", n, note, err);
+    CHECK(strstr(note, "rewritten"), "note [%s]", note);
+    struct mok_row r = base_row(1, "megakernel", 50.0000001, MOK_DISPOSITION_PASSED);
+    CHECK(mok_journal_append(&j, &env, &r, err, sizeof err) == 0, "append: %s", err);
+    mok_journal_close(&j);
+    free(back);
+    back = NULL;
+    CHECK(mok_journal_open(&j, dir, "old", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
+              n == 2,
+          "resume again: n=%d [%s] [%s]", n, note, err);
+    if (n == 2) {
+        CHECK(back[0].time_med_us == 100.123456 && back[0].speedup == 1 && !strcmp(back[0].speedup_baseline, "nccl") &&
+                  back[0].power_capped_share == 0.5,
+              "schema 1 journal row: %.17g %g", back[0].time_med_us, back[0].speedup);
+        CHECK(back[1].time_med_us == 50.0000001, "the journal keeps exact times: %.17g", back[1].time_med_us);
+    }
+    CHECK(!strstr(note, "rewritten"), "a current journal is not rewritten [%s]", note);
+    mok_journal_close(&j);
+    free(back);
+    unlink(path);
+    join(path, sizeof path, dir, "/old.journal.id");
+    unlink(path);
+}
+
+static void test_summary_csv(const char *dir)
+{
+    struct mok_row rows[] = {
+        base_row(0, "nccl", 2000, MOK_DISPOSITION_PASSED),
+        base_row(0, "nccl-overlap", 1600.04, MOK_DISPOSITION_PASSED),
+        base_row(0, "megakernel", 800.123456, MOK_DISPOSITION_PASSED),
+    };
+    snprintf(rows[2].model, sizeof rows[2].model, "a,b");
+    snprintf(rows[2].params, sizeof rows[2].params, "sms=16,combine=per_route");
+    rows[2].energy_j = 2.5;
+    struct mok_summary_item items[4];
+    int n = mok_summary_build(rows, 3, "layer", 61, items, 4);
+    CHECK(n == 3 && items[2].speedup == 1600.04 / 800.123456 && !strcmp(items[2].speedup_baseline, "nccl-overlap"),
+          "summary speedup %g [%s]", n == 3 ? items[2].speedup : 0, n == 3 ? items[2].speedup_baseline : "");
+    char *text = mok_summary_csv(items, n, 61);
+    char head[1024] = "";
+    for (int i = 0; mok_summary_csv_columns[i]; i++)
+        snprintf(head + strlen(head), sizeof head - strlen(head), "%s%s", i ? "," : "", mok_summary_csv_columns[i]);
+    CHECK(text && !strncmp(text, head, strlen(head)) && text[strlen(head)] == '\n', "summary CSV header:\n%s",
+          text ? text : "");
+    /* 800.123456 us: 800.1 us, 0.8001 ms (0.1 us), 61 layers 48.8075 ms; the speedup exact */
+    char want[512];
+    char exact[64];
+    mok_report_fmt_exact(exact, sizeof exact, 1600.04 / 800.123456);
+    snprintf(want, sizeof want, "\n0,\"a,b\",1000,,,,,layer,megakernel,\"sms=16,combine=per_route\",800.1,%s,"
+                                "nccl-overlap,",
+             exact);
+    CHECK(text && strstr(text, want) && strstr(text, ",0.8001,61,48.8075,152.5\n"), "summary CSV line, want [%s]:\n%s",
+          want, text ? text : "");
+    char path[PATH_MAX], err[512] = "";
+    join(path, sizeof path, dir, "/s.summary.csv");
+    CHECK(mok_summary_write_csv(path, items, n, 61, err, sizeof err) == 0, "write: %s", err);
+    CHECK(mok_summary_write_csv(path, items, n, 61, err, sizeof err) == -1 && strstr(err, "refusing"),
+          "summary CSV overwritten [%s]", err);
+    unlink(path);
+    free(text);
+
+    /* a summary CSV alone takes its name too */
+    char csv[PATH_MAX], json[PATH_MAX];
+    join(path, sizeof path, dir, "/taken.summary.csv");
+    write_text(path, "x");
+    CHECK(mok_report_choose_paths(dir, "taken", csv, json, PATH_MAX, err, sizeof err) == 0 &&
+              strstr(csv, "/taken-1.csv"),
+          "choose_paths beside taken.summary.csv: %s [%s]", csv, err);
+    unlink(path);
+
+    char out[64];
+    CHECK(mok_report_summary_path("d/run-1.csv", out, sizeof out) == 0 && !strcmp(out, "d/run-1.summary.csv"),
+          "summary path [%s]", out);
+    CHECK(mok_report_summary_path("d/run-1.csv", out, 10) == -1, "summary path too long accepted");
+}
+
+/* docs/report-columns.md names every field a report carries: a table line "| `name` |" for each CSV column and
+ * JSON key the writers produce, found here from the field table and from a report written now. */
+static const char *doc_text;
+static void doc_has(const char *what, const char *name)
+{
+    char needle[160];
+    snprintf(needle, sizeof needle, "| `%s` |", name);
+    CHECK(doc_text && strstr(doc_text, needle), "docs/report-columns.md lacks %s %s (a line starting \"%s\")", what,
+          name, needle);
+}
+
+static void doc_has_keys(const char *what, const cJSON *obj)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, obj) doc_has(what, k->string);
+}
+
+static void test_columns_doc(const char *src, const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/docs/report-columns.md", src);
+    static char buf[1 << 17];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    CHECK(n > 0, "cannot read %s", path);
+    doc_text = n ? buf : NULL;
+    for (int i = 0; i < mok_report_nfields; i++) {
+        doc_has("row field", mok_report_fields[i].name);
+        if (mok_report_fields[i].v1_name)
+            doc_has("schema 1 name", mok_report_fields[i].v1_name);
+    }
+    for (int i = 0; mok_report_env_columns[i]; i++)
+        doc_has("CSV environment column", mok_report_env_columns[i]);
+    for (int i = 0; mok_summary_csv_columns[i]; i++)
+        doc_has("summary CSV column", mok_summary_csv_columns[i]);
+
+    /* the JSON: every key of the header, env (with a probe), a rank, and the summary with an item */
+    struct mok_env env;
+    make_env(&env);
+    env.probe_bidir_gbps = 1, env.probe_gemm_tflops = 1;
+    struct mok_row rows[3];
+    make_rows(rows);
+    struct mok_summary_item items[3];
+    int ni = mok_summary_build(rows, 3, "layer", 1, items, 3);
+    char *sum = mok_summary_json(items, ni, 1), json[PATH_MAX + 16], err[512] = "";
+    snprintf(json, sizeof json, "%s/doc.json", dir);
+    CHECK(ni == 1 && sum && mok_report_write_json(json, 0, NULL, "{}", &env, rows, 1, sum, err, sizeof err) == 0,
+          "write: %s", err);
+    free(sum);
+    const char *text = slurp(json);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    CHECK(root, "doc.json does not parse");
+    if (root) {
+        doc_has_keys("JSON key", root);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "env");
+        doc_has_keys("JSON env key", e);
+        doc_has_keys("JSON env.probe key", cJSON_GetObjectItemCaseSensitive(e, "probe"));
+        doc_has_keys("JSON env.ranks[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "ranks"), 0));
+        doc_has_keys("JSON rows[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "rows"), 0));
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "summary");
+        doc_has_keys("JSON summary key", s);
+        doc_has_keys("JSON summary.items[] key", cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "items"), 0));
+        cJSON_Delete(root);
+    }
+    unlink(json);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR SOURCE_ROOT\n", argv[0]);
         return 1;
     }
     char dir[PATH_MAX];
@@ -533,6 +883,12 @@ int main(int argc, char **argv)
     test_no_overwrite(dir);
     test_choose_paths(dir);
     test_console();
+    test_fmt_time();
+    test_baseline();
+    test_schema1(argv[2], dir);
+    test_journal_v1(dir);
+    test_summary_csv(dir);
+    test_columns_doc(argv[2], dir);
 
     /* Each test removed what it wrote; a failing rmdir means something was left behind. */
     CHECK(count_temp_files(dir) == 0, "temp files left");
