@@ -455,18 +455,27 @@ struct report_job {
     const struct mok_row *rows;
     int nrows;
     const char *summary_json;
+    const struct mok_summary_item *items;
+    int nitems, moe_layers;
     int argc;
     char **argv;
     const char *config_json;
 };
 
-static int write_reports(const struct report_job *j, const char *dir, char *csv, char *json, int path_len,
-                         char *err, size_t err_len)
+/* The CSV, the JSON and the summary CSV into dir (paths into csv, json, sum_csv). */
+static int write_reports(const struct report_job *j, const char *dir, char *csv, char *json, char *sum_csv,
+                         int path_len, char *err, size_t err_len)
 {
-    return mok_report_choose_paths(dir, j->name, csv, json, path_len, err, (int)err_len) ||
-           mok_report_write_csv(csv, j->env, j->rows, j->nrows, err, (int)err_len) ||
-           mok_report_write_json(json, j->argc, j->argv, j->config_json, j->env, j->rows, j->nrows, j->summary_json,
-                                 err, (int)err_len);
+    if (mok_report_choose_paths(dir, j->name, csv, json, path_len, err, (int)err_len) ||
+        mok_report_write_csv(csv, j->env, j->rows, j->nrows, err, (int)err_len) ||
+        mok_report_write_json(json, j->argc, j->argv, j->config_json, j->env, j->rows, j->nrows, j->summary_json, err,
+                              (int)err_len))
+        return -1;
+    if (mok_report_summary_path(csv, sum_csv, path_len + 16)) {
+        snprintf(err, err_len, "summary report: path too long");
+        return -1;
+    }
+    return mok_summary_write_csv(sum_csv, j->items, j->nitems, j->moe_layers, err, (int)err_len);
 }
 
 int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
@@ -534,22 +543,19 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         int nitems = items ? mok_summary_build(b.rows, b.nrows, mode, cfg->moe_layers, items, b.nrows) : 0;
         char *summary = items ? mok_summary_json(items, nitems, cfg->moe_layers) : NULL;
         mok_summary_print(stdout, items, nitems, cfg->moe_layers);
-        struct report_job job = {cfg->output_name, &cl->env, b.rows, b.nrows, summary, argc, argv, config_json};
-        if (write_reports(&job, cfg->output_dir, csv, json, (int)sizeof(csv), err, sizeof(err))) {
+        struct report_job job = {cfg->output_name, &cl->env, b.rows, b.nrows, summary, items, nitems,
+                                 cfg->moe_layers, argc, argv, config_json};
+        if (write_reports(&job, cfg->output_dir, csv, json, sum_csv, (int)sizeof(csv), err, sizeof(err))) {
             /* output.dir was writable at the start (output_check); if it fails now, the rows still go somewhere */
             char fallback[MOK_PATH_LEN], err2[ERR_LEN];
             fprintf(stderr, "mok-bench: report: %s\n", err);
             if (mok_output_fallback_dir(cfg->output_name, fallback, sizeof fallback) == 0 &&
-                write_reports(&job, fallback, csv, json, (int)sizeof(csv), err2, sizeof(err2)) == 0)
-                fprintf(stderr, "mok-bench: the reports were written to the fallback %s and %s instead\n", csv,
-                        json);
+                write_reports(&job, fallback, csv, json, sum_csv, (int)sizeof(csv), err2, sizeof(err2)) == 0)
+                fprintf(stderr, "mok-bench: the reports were written to the fallback %s, %s and %s instead\n", csv,
+                        json, sum_csv);
             else
                 fprintf(stderr, "mok-bench: the fallback directory failed too; the rows are in the table above%s\n",
                         b.journal.f ? " and in the journal" : "");
-            rc = 1;
-        } else if (mok_report_summary_path(csv, sum_csv, (int)sizeof(sum_csv)) ||
-                   mok_summary_write_csv(sum_csv, items, nitems, cfg->moe_layers, err, sizeof(err))) {
-            fprintf(stderr, "mok-bench: summary report: %s\n", err[0] ? err : "path too long");
             rc = 1;
         } else {
             printf("# reports: %s %s %s\n", csv, json, sum_csv);
