@@ -113,8 +113,7 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
               return -1);
     if (p->shared) {
         size_t SI = (size_t)p->shared * I;
-        if (cublasCreate(&s->shared_cublas) != CUBLAS_STATUS_SUCCESS)
-            FAIL("cublasCreate failed");
+        MOK_CHECK(cublas, cublasCreate(&s->shared_cublas), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_g1, T * 2 * SI * 2), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_h, T * SI * 2), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_out, T * H * 2), return -1);
@@ -346,11 +345,9 @@ static int a2a_once(void *ctx, int iter, char *err, int err_len)
     /* comm mode compares with dispatch + combine: the same rows there and back */
     for (int way = 0; way < (r->s->no_compute ? 2 : 1); way++)
         for (int stage = 0; stage < r->s->stages; stage++)
-            if (r->count[stage] && ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage],
-                                                ncclBfloat16, r->s->cl->nccl, r->s->cl->stream) != ncclSuccess) {
-                snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
-                return -1;
-            }
+            if (r->count[stage])
+                MOK_CHECK(nccl, ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage], ncclBfloat16,
+                                             r->s->cl->nccl, r->s->cl->stream), return -1);
     return 0;
 }
 
