@@ -1,9 +1,9 @@
 /* check_call: the one check of a CUDA, NCCL, cuBLAS or MPI result in host C. A failed call leaves
  * "file:line: call text: error string" in the caller's err buffer, and the call site says what happens next:
  *
- *     MOK_CHECK(cuda, cudaMalloc(&p, n), return -1);      implementation code: (char *err, int err_len) -> -1
- *     MOK_CHECK(nccl, ncclGroupEnd(), goto fail);          cleanup at a label
- *     MOK_CHECK(cuda, cudaMemset(p, 0, n), return MOK_ERR_CUDA);   libmok: a status code, the message in err
+ *     MOK_CHECK(cuda, cudaMalloc(&p, n), return -1);               src/impl: (char *err, int err_len) -> -1
+ *     MOK_CHECK(nccl, ncclGroupEnd(), goto fail);                   cleanup at a label
+ *     MOK_CHECK(cuda, cudaMemset(p, 0, n), return MOK_ERR_CUDA);    libmok: a status code, the message in err
  *
  * lib is one of cuda (a cudaError_t, or an int holding one: the launchers of kernels/mok_kernels.h), nccl,
  * cublas, mpi, and cuda_or_cublas (an int that is either: src/impl/gemm_cublas.h returns those, and the two
