@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "stats.h"
 
 #define PROBE_BYTES ((size_t)1 << 30) /* per copy: far beyond the 50 MB L2, so the link is what is measured */
@@ -28,19 +29,23 @@
         snprintf(err, (size_t)err_len, __VA_ARGS__);                                                               \
         goto fail;                                                                                                 \
     } while (0)
-/* Launchers return cudaError_t as int; the message names this file and line. */
-#define CK_CUDA(call)                                                                                              \
-    do {                                                                                                           \
-        cudaError_t e_ = (cudaError_t)(call);                                                                      \
-        if (e_ != cudaSuccess)                                                                                     \
-            PROBE_FAIL("rank %d: %s:%d: %s: %s", cl->rank, __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
-    } while (0)
-#define CK_CUBLAS(call)                                                                                            \
-    do {                                                                                                           \
-        cublasStatus_t s_ = (call);                                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                           \
-            PROBE_FAIL("rank %d: %s:%d: %s: %s", cl->rank, __FILE__, __LINE__, #call, cublasGetStatusString(s_));  \
-    } while (0)
+/* Every rank probes and main prints each rank's message: a probe message starts with the rank. */
+#define PROBE_CHECK(lib, call) MOK_CHECK_AS(lib, call, #call, { name_rank(err, err_len, cl->rank); goto fail; })
+
+/* err = "rank R: " + err, cut to err_len. */
+static void name_rank(char *err, int err_len, int rank)
+{
+    char head[24];
+    int n = snprintf(head, sizeof head, "rank %d: ", rank);
+    if (n <= 0 || n >= err_len)
+        return;
+    size_t keep = strlen(err);
+    if (keep > (size_t)(err_len - 1 - n))
+        keep = (size_t)(err_len - 1 - n);
+    memmove(err + n, err, keep);
+    memcpy(err, head, (size_t)n);
+    err[n + keep] = '\0';
+}
 
 /* Barrier and failure agreement in one: nobody leaves before every rank arrived, and all leave with the same
  * answer, so all take the same branch afterwards. */
@@ -65,11 +70,11 @@ static int copy_once(struct mok_cluster *cl, void *dst, const void *src, const s
                      double *ms, char *err, int err_len)
 {
     float t = 0;
-    CK_CUDA(cudaEventRecord(ev[0], cl->stream));
-    CK_CUDA(mok_probe_copy(dst, src, (size_t)p->bytes, p->blocks, p->threads, (mok_stream_t)cl->stream));
-    CK_CUDA(cudaEventRecord(ev[1], cl->stream));
-    CK_CUDA(cudaEventSynchronize(ev[1]));
-    CK_CUDA(cudaEventElapsedTime(&t, ev[0], ev[1]));
+    PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+    PROBE_CHECK(cuda, mok_probe_copy(dst, src, (size_t)p->bytes, p->blocks, p->threads, (mok_stream_t)cl->stream));
+    PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
+    PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
+    PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
     *ms = t;
     return 0;
 fail:
@@ -119,13 +124,13 @@ static void probe_links(struct mok_cluster *cl, struct mok_probe *out, cudaEvent
                    cl->lsa_size);
     peer = (lsa_rank + 1) % cl->lsa_size;
     /* The peer's part of the window as an address of this process: only a kernel can read the window's layout */
-    CK_CUDA(cudaMalloc((void **)&slot, sizeof(void *)));
-    CK_CUDA(mok_probe_lsa_base((void *)win.window, peer, slot, (mok_stream_t)cl->stream));
-    CK_CUDA(cudaMemcpyAsync(&peer_base, slot, sizeof(void *), cudaMemcpyDeviceToHost, cl->stream));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&slot, sizeof(void *)));
+    PROBE_CHECK(cuda, mok_probe_lsa_base((void *)win.window, peer, slot, (mok_stream_t)cl->stream));
+    PROBE_CHECK(cuda, cudaMemcpyAsync(&peer_base, slot, sizeof(void *), cudaMemcpyDeviceToHost, cl->stream));
     /* random source bits (never zeros), then wait: the peer may pull them right after the next barrier */
-    CK_CUDA(mok_fill_uniform_bf16((uint16_t *)win.ptr, PROBE_BYTES / 2, PROBE_SEED, 0x100u + (unsigned)cl->rank, 1.0f,
-                                  (mok_stream_t)cl->stream));
-    CK_CUDA(cudaStreamSynchronize(cl->stream));
+    PROBE_CHECK(cuda, mok_fill_uniform_bf16((uint16_t *)win.ptr, PROBE_BYTES / 2, PROBE_SEED,
+                                            0x100u + (unsigned)cl->rank, 1.0f, (mok_stream_t)cl->stream));
+    PROBE_CHECK(cuda, cudaStreamSynchronize(cl->stream));
     if (!peer_base)
         PROBE_FAIL("rank %d: %s:%d: ncclGetLsaPointer gave NULL for LSA peer %d", cl->rank, __FILE__, __LINE__, peer);
     mine = (char *)win.ptr;
@@ -164,27 +169,27 @@ static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
     uint16_t *buf = NULL;
     cudaEvent_t ev[GEMM_ITERS + 1] = {0};
     int rc = -1;
-    CK_CUDA(cudaMalloc((void **)&buf, 3 * n2 * sizeof(uint16_t)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&buf, 3 * n2 * sizeof(uint16_t)));
     for (int i = 0; i < 3; i++) /* A, B and C random at scale 1: zeros would flatter the tensor cores' power */
-        CK_CUDA(mok_fill_uniform_bf16(buf + i * n2, n2, PROBE_SEED, 0x200u + (unsigned)i, 1.0f,
-                                      (mok_stream_t)cl->stream));
-    CK_CUBLAS(cublasCreate(&h));
-    CK_CUBLAS(cublasSetStream(h, cl->stream));
+        PROBE_CHECK(cuda, mok_fill_uniform_bf16(buf + i * n2, n2, PROBE_SEED, 0x200u + (unsigned)i, 1.0f,
+                                                (mok_stream_t)cl->stream));
+    PROBE_CHECK(cublas, cublasCreate(&h));
+    PROBE_CHECK(cublas, cublasSetStream(h, cl->stream));
     for (int i = 0; i <= GEMM_ITERS; i++)
-        CK_CUDA(cudaEventCreate(&ev[i]));
+        PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
     for (int it = 0; it < GEMM_WARMUP + GEMM_ITERS; it++) {
         if (it == GEMM_WARMUP)
-            CK_CUDA(cudaEventRecord(ev[0], cl->stream));
-        CK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf, CUDA_R_16BF, GEMM_N,
-                               buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2, CUDA_R_16BF, GEMM_N,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+        PROBE_CHECK(cublas, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf, CUDA_R_16BF,
+                                         GEMM_N, buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2, CUDA_R_16BF,
+                                         GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         if (it >= GEMM_WARMUP)
-            CK_CUDA(cudaEventRecord(ev[it - GEMM_WARMUP + 1], cl->stream));
+            PROBE_CHECK(cuda, cudaEventRecord(ev[it - GEMM_WARMUP + 1], cl->stream));
     }
-    CK_CUDA(cudaEventSynchronize(ev[GEMM_ITERS]));
+    PROBE_CHECK(cuda, cudaEventSynchronize(ev[GEMM_ITERS]));
     for (int i = 0; i < GEMM_ITERS; i++) {
         float t = 0;
-        CK_CUDA(cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
+        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
         ms[i] = t;
     }
     rc = 0;
@@ -210,10 +215,10 @@ int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int 
     out->threads = PROBE_THREADS;
     out->bytes = (double)PROBE_BYTES;
 
-    CK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device));
+    PROBE_CHECK(cuda, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device));
     out->blocks = sms * PROBE_BLOCKS_PER_SM;
-    CK_CUDA(cudaEventCreate(&ev[0]));
-    CK_CUDA(cudaEventCreate(&ev[1]));
+    PROBE_CHECK(cuda, cudaEventCreate(&ev[0]));
+    PROBE_CHECK(cuda, cudaEventCreate(&ev[1]));
     fail = 0;
 fail:
     /* the smallest LSA team decides for everyone, so every rank takes the same collective path */

@@ -6,18 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "mok_kernels.h"
 #include "routing.h"
-
-#define CK(call)                                                                                              \
-    do {                                                                                                      \
-        cudaError_t ck_e = (call);                                                                            \
-        if (ck_e != cudaSuccess) {                                                                            \
-            snprintf(err, (size_t)err_len, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e)); \
-            goto fail;                                                                                        \
-        }                                                                                                     \
-    } while (0)
-#define CKK(call) CK((cudaError_t)(call))
 
 static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((uint64_t)kind << 40) | index; }
 
@@ -144,39 +135,45 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
         if (first[e + 1] - first[e] > max_rows)
             max_rows = first[e + 1] - first[e];
     int SI = (p->shared > 1 ? p->shared : 1) * I;
-    CK(cudaEventCreate(&ev0));
-    CK(cudaEventCreate(&ev1));
-    CK(cudaEventRecord(ev0, st));
-    CK(cudaMalloc((void **)&d_token, routes * sizeof(int32_t)));
-    CK(cudaMalloc((void **)&d_route, routes * sizeof(int32_t)));
-    CK(cudaMalloc((void **)&w13, (size_t)2 * I * H * 2));
-    CK(cudaMalloc((void **)&w2, (size_t)H * I * 2));
-    CK(cudaMalloc((void **)&g, (size_t)max_rows * 2 * SI * 4));
-    CK(cudaMalloc((void **)&hbuf, (size_t)max_rows * SI * 2));
-    CK(cudaMalloc((void **)&route_out, routes * H * 4));
-    CK(cudaMalloc((void **)&p->y_ref, (size_t)T * H * 4));
-    CK(cudaMemcpyAsync(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(d_route, h_route, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    CK(cudaStreamSynchronize(st)); /* the host arrays are freed below */
+    MOK_CHECK(cuda, cudaEventCreate(&ev0), goto fail);
+    MOK_CHECK(cuda, cudaEventCreate(&ev1), goto fail);
+    MOK_CHECK(cuda, cudaEventRecord(ev0, st), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&d_token, routes * sizeof(int32_t)), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&d_route, routes * sizeof(int32_t)), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&w13, (size_t)2 * I * H * 2), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&w2, (size_t)H * I * 2), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&g, (size_t)max_rows * 2 * SI * 4), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&hbuf, (size_t)max_rows * SI * 2), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&route_out, routes * H * 4), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, (size_t)T * H * 4), goto fail);
+    MOK_CHECK(cuda, cudaMemcpyAsync(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto fail);
+    MOK_CHECK(cuda, cudaMemcpyAsync(d_route, h_route, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto fail);
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail); /* the host arrays are freed below */
     for (int e = 0; e < E; e++) {
         int n = first[e + 1] - first[e];
         if (n == 0)
             continue;
-        CKK(fill_tensor(&p->spec, w13, (size_t)2 * I * H, tensor_id(MOK_T_W13, (uint64_t)e), weight_scale(H), st));
-        CKK(fill_tensor(&p->spec, w2, (size_t)H * I, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I), st));
-        CKK(mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st));
-        CKK(mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st));
-        CKK(mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st));
+        MOK_CHECK(cuda, fill_tensor(&p->spec, w13, (size_t)2 * I * H, tensor_id(MOK_T_W13, (uint64_t)e),
+                                    weight_scale(H), st), goto fail);
+        MOK_CHECK(cuda, fill_tensor(&p->spec, w2, (size_t)H * I, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I), st),
+                  goto fail);
+        MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st),
+                  goto fail);
+        MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st), goto fail);
+        MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st),
+                  goto fail);
     }
     if (p->shared) {
-        CK(cudaMalloc((void **)&shared_out, (size_t)T * H * 4));
-        CKK(mok_ref_gemm_f32(p->x[0], NULL, T, H, p->shared_w13[0], 2 * SI, g, NULL, (mok_stream_t)st));
-        CKK(mok_ref_swiglu(g, T, SI, hbuf, (mok_stream_t)st));
-        CKK(mok_ref_gemm_f32(hbuf, NULL, T, SI, p->shared_w2[0], H, shared_out, NULL, (mok_stream_t)st));
+        MOK_CHECK(cuda, cudaMalloc((void **)&shared_out, (size_t)T * H * 4), goto fail);
+        MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], NULL, T, H, p->shared_w13[0], 2 * SI, g, NULL, (mok_stream_t)st),
+                  goto fail);
+        MOK_CHECK(cuda, mok_ref_swiglu(g, T, SI, hbuf, (mok_stream_t)st), goto fail);
+        MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, T, SI, p->shared_w2[0], H, shared_out, NULL, (mok_stream_t)st),
+                  goto fail);
     }
-    CKK(mok_ref_sum_routes(route_out, p->w, T, K, H, shared_out, p->y_ref, (mok_stream_t)st));
-    CK(cudaEventRecord(ev1, st));
-    CK(cudaStreamSynchronize(st));
+    MOK_CHECK(cuda, mok_ref_sum_routes(route_out, p->w, T, K, H, shared_out, p->y_ref, (mok_stream_t)st), goto fail);
+    MOK_CHECK(cuda, cudaEventRecord(ev1, st), goto fail);
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
     {
         float ms = 0;
         cudaEventElapsedTime(&ms, ev0, ev1);
@@ -239,59 +236,67 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         snprintf(err, (size_t)err_len, "routing generation rejected the problem");
         goto fail;
     }
-    CK(cudaMalloc((void **)&p->ids, T * K * sizeof(int32_t) + 16));
-    CK(cudaMalloc((void **)&p->w, T * K * sizeof(float) + 16));
-    CK(cudaMemcpyAsync(p->ids, p->h_ids, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(p->w, p->h_w, T * K * sizeof(float), cudaMemcpyHostToDevice, st));
-    CK(cudaMalloc((void **)&p->y, T * H * 2 + 16));
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->ids, T * K * sizeof(int32_t) + 16), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->w, T * K * sizeof(float) + 16), goto fail);
+    MOK_CHECK(cuda, cudaMemcpyAsync(p->ids, p->h_ids, T * K * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto fail);
+    MOK_CHECK(cuda, cudaMemcpyAsync(p->w, p->h_w, T * K * sizeof(float), cudaMemcpyHostToDevice, st), goto fail);
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->y, T * H * 2 + 16), goto fail);
 
     const float x_spread = (float)spec->inputs.scale;
     for (int s = 0; s < p->sets; s++) {
-        CK(cudaMalloc((void **)&p->x[s], T * H * 2 + 16));
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->x[s], T * H * 2 + 16), goto fail);
         if (spec->mode == MOK_MODE_COMM) { /* experts return their input: no weights */
             if (s == 0)
-                CKK(fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st));
+                MOK_CHECK(cuda, fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
+                          goto fail);
             else
-                CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
+                MOK_CHECK(cuda, cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st), goto fail);
             continue;
         }
-        CK(cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16));
-        CK(cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16));
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16), goto fail);
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16), goto fail);
         if (s == 0) {
-            CKK(fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st));
+            MOK_CHECK(cuda, fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
+                      goto fail);
             for (size_t e = 0; e < EL; e++) {
                 uint64_t ge = (uint64_t)p->expert_begin + e;
-                CKK(fill_tensor(spec, p->w13[0] + e * 2 * I * H, 2 * I * H, tensor_id(MOK_T_W13, ge),
-                                weight_scale((int)H), st));
-                CKK(fill_tensor(spec, p->w2[0] + e * H * I, H * I, tensor_id(MOK_T_W2, ge), weight_scale((int)I), st));
+                MOK_CHECK(cuda, fill_tensor(spec, p->w13[0] + e * 2 * I * H, 2 * I * H, tensor_id(MOK_T_W13, ge),
+                                            weight_scale((int)H), st), goto fail);
+                MOK_CHECK(cuda, fill_tensor(spec, p->w2[0] + e * H * I, H * I, tensor_id(MOK_T_W2, ge),
+                                            weight_scale((int)I), st), goto fail);
             }
         } else {
-            CK(cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st));
-            CK(cudaMemcpyAsync(p->w13[s], p->w13[0], EL * 2 * I * H * 2, cudaMemcpyDeviceToDevice, st));
-            CK(cudaMemcpyAsync(p->w2[s], p->w2[0], EL * H * I * 2, cudaMemcpyDeviceToDevice, st));
+            MOK_CHECK(cuda, cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st), goto fail);
+            MOK_CHECK(cuda, cudaMemcpyAsync(p->w13[s], p->w13[0], EL * 2 * I * H * 2, cudaMemcpyDeviceToDevice, st),
+                      goto fail);
+            MOK_CHECK(cuda, cudaMemcpyAsync(p->w2[s], p->w2[0], EL * H * I * 2, cudaMemcpyDeviceToDevice, st),
+                      goto fail);
         }
         if (SI) {
-            CK(cudaMalloc((void **)&p->shared_w13[s], 2 * SI * H * 2 + 16));
-            CK(cudaMalloc((void **)&p->shared_w2[s], H * SI * 2 + 16));
+            MOK_CHECK(cuda, cudaMalloc((void **)&p->shared_w13[s], 2 * SI * H * 2 + 16), goto fail);
+            MOK_CHECK(cuda, cudaMalloc((void **)&p->shared_w2[s], H * SI * 2 + 16), goto fail);
             if (s == 0) {
-                CKK(fill_tensor(spec, p->shared_w13[0], 2 * SI * H, tensor_id(MOK_T_SHARED_W13, 0),
-                                weight_scale((int)H), st));
-                CKK(fill_tensor(spec, p->shared_w2[0], H * SI, tensor_id(MOK_T_SHARED_W2, 0), weight_scale((int)SI),
-                                st));
+                MOK_CHECK(cuda, fill_tensor(spec, p->shared_w13[0], 2 * SI * H, tensor_id(MOK_T_SHARED_W13, 0),
+                                            weight_scale((int)H), st), goto fail);
+                MOK_CHECK(cuda, fill_tensor(spec, p->shared_w2[0], H * SI, tensor_id(MOK_T_SHARED_W2, 0),
+                                            weight_scale((int)SI), st), goto fail);
             } else {
-                CK(cudaMemcpyAsync(p->shared_w13[s], p->shared_w13[0], 2 * SI * H * 2, cudaMemcpyDeviceToDevice, st));
-                CK(cudaMemcpyAsync(p->shared_w2[s], p->shared_w2[0], H * SI * 2, cudaMemcpyDeviceToDevice, st));
+                MOK_CHECK(cuda, cudaMemcpyAsync(p->shared_w13[s], p->shared_w13[0], 2 * SI * H * 2,
+                                                cudaMemcpyDeviceToDevice, st), goto fail);
+                MOK_CHECK(cuda, cudaMemcpyAsync(p->shared_w2[s], p->shared_w2[0], H * SI * 2,
+                                                cudaMemcpyDeviceToDevice, st), goto fail);
             }
         }
     }
-    CK(cudaStreamSynchronize(st));
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
     if (spec->mode == MOK_MODE_GEMM) {
         if (mok_problem_gemm_setup(p, st, with_reference, err, err_len))
             goto fail;
     } else if (with_reference && spec->mode == MOK_MODE_COMM) {
-        CK(cudaMalloc((void **)&p->y_ref, T * H * 4));
-        CKK(mok_ref_comm_f32(p->x[0], p->w, p->tokens, p->topk, p->hidden, p->y_ref, (mok_stream_t)st));
-        CK(cudaStreamSynchronize(st));
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, T * H * 4), goto fail);
+        MOK_CHECK(cuda, mok_ref_comm_f32(p->x[0], p->w, p->tokens, p->topk, p->hidden, p->y_ref, (mok_stream_t)st),
+                  goto fail);
+        MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
     } else if (with_reference && build_reference(p, st, err, err_len)) {
         goto fail;
     }

@@ -6,17 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "mok_kernels.h"
 #include "problem.h"
 
-#define CK(call)                                                                                              \
-    do {                                                                                                      \
-        cudaError_t ck_e = (cudaError_t)(call);                                                               \
-        if (ck_e != cudaSuccess) {                                                                            \
-            snprintf(err, (size_t)err_len, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(ck_e)); \
-            goto out;                                                                                         \
-        }                                                                                                     \
-    } while (0)
 
 void mok_problem_gemm_destroy(struct mok_problem *p)
 {
@@ -52,39 +45,43 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     for (size_t r = 0; r < routes; r++)
         h_token[cursor[p->h_ids[r]]++] = (int32_t)(r / (size_t)K);
     p->gemm_rows = (int)routes;
-    CK(cudaMalloc((void **)&p->gemm_offset, sizeof(int32_t) * ((size_t)E + 1)));
-    CK(cudaMemcpy(p->gemm_offset, p->h_gemm_offset, sizeof(int32_t) * ((size_t)E + 1), cudaMemcpyHostToDevice));
-    CK(cudaMalloc((void **)&d_token, routes * sizeof(int32_t) + 4));
-    CK(cudaMemcpy(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice));
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->gemm_offset, sizeof(int32_t) * ((size_t)E + 1)), goto out);
+    MOK_CHECK(cuda,
+              cudaMemcpy(p->gemm_offset, p->h_gemm_offset, sizeof(int32_t) * ((size_t)E + 1), cudaMemcpyHostToDevice),
+              goto out);
+    MOK_CHECK(cuda, cudaMalloc((void **)&d_token, routes * sizeof(int32_t) + 4), goto out);
+    MOK_CHECK(cuda, cudaMemcpy(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice), goto out);
     for (int s = 0; s < p->sets; s++) {
-        CK(cudaMalloc((void **)&p->gemm_a[s], routes * H * 2 + 16));
-        CK(mok_gather_rows(p->x[s], d_token, (int)routes, H, p->gemm_a[s], (mok_stream_t)st));
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->gemm_a[s], routes * H * 2 + 16), goto out);
+        MOK_CHECK(cuda, mok_gather_rows(p->x[s], d_token, (int)routes, H, p->gemm_a[s], (mok_stream_t)st), goto out);
     }
     /* y holds GEMM2's output rows, not tokens */
     cudaFree(p->y);
     p->y = NULL;
     p->y_elems = routes * H;
-    CK(cudaMalloc((void **)&p->y, routes * H * 2 + 16));
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
     if (with_reference) {
         int max_rows = 1;
         for (int e = 0; e < E; e++)
             if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
                 max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
-        CK(cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16));
-        CK(cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4));
-        CK(cudaMalloc((void **)&h, (size_t)max_rows * I * 2));
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16), goto out);
+        MOK_CHECK(cuda, cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4), goto out);
+        MOK_CHECK(cuda, cudaMalloc((void **)&h, (size_t)max_rows * I * 2), goto out);
         (void)w_scratch;
         for (int e = 0; e < E; e++) {
             int n = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e], row0 = p->h_gemm_offset[e];
             if (!n)
                 continue;
             const uint16_t *w13 = p->w13[0] + (size_t)e * 2 * I * H, *w2 = p->w2[0] + (size_t)e * H * I;
-            CK(mok_ref_gemm_f32(p->gemm_a[0] + (size_t)row0 * H, NULL, n, H, w13, 2 * I, g, NULL, (mok_stream_t)st));
-            CK(mok_ref_swiglu(g, n, I, h, (mok_stream_t)st));
-            CK(mok_ref_gemm_f32(h, NULL, n, I, w2, H, p->y_ref + (size_t)row0 * H, NULL, (mok_stream_t)st));
+            MOK_CHECK(cuda, mok_ref_gemm_f32(p->gemm_a[0] + (size_t)row0 * H, NULL, n, H, w13, 2 * I, g, NULL,
+                                             (mok_stream_t)st), goto out);
+            MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, h, (mok_stream_t)st), goto out);
+            MOK_CHECK(cuda, mok_ref_gemm_f32(h, NULL, n, I, w2, H, p->y_ref + (size_t)row0 * H, NULL, (mok_stream_t)st),
+                      goto out);
         }
     }
-    CK(cudaStreamSynchronize(st));
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), goto out);
     rc = 0;
 out:
     free(h_token);

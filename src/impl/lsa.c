@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "fail.h"
 #include "lsa.h"
 #include "lsa_layout.h"
@@ -81,28 +82,28 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
     if (mok_symmem_alloc(cl, mok_lsa_layout(a, p->sets), &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
-    CUDA(cudaMemset(s->win.ptr, 0, a->off_x)); /* flags, chunk flags and table start at zero */
+    MOK_CHECK(cuda, cudaMemset(s->win.ptr, 0, a->off_x), return -1); /* flags, chunk flags and table start at zero */
     for (int set = 0; set < p->sets; set++)
-        CUDA(cudaMemcpy((char *)s->win.ptr + a->off_x + set * a->x_set_bytes, p->x[set], (size_t)p->tokens * row,
-                        cudaMemcpyDeviceToDevice));
+        MOK_CHECK(cuda, cudaMemcpy((char *)s->win.ptr + a->off_x + set * a->x_set_bytes, p->x[set],
+                                   (size_t)p->tokens * row, cudaMemcpyDeviceToDevice), return -1);
 
     size_t routes = (size_t)P * tmax * k;
-    CUDA(cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)));
-    CUDA(cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)));
-    CUDA(cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * P));
-    CUDA(cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16));
-    CUDA(cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16));
-    CUDA(cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL));
-    CUDA(cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)));
-    CUDA(cudaMalloc((void **)&a->entry, sizeof(int32_t) * a->capacity));
-    CUDA(cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16));
-    CUDA(cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)P * a->sched_blocks * EL));
-    CUDA(cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * s->nchunks));
-    CUDA(cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks));
-    CUDA(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
-    CUDA(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)), return -1);
+    MOK_CHECK(cuda, cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * P), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->entry, sizeof(int32_t) * a->capacity), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)P * a->sched_blocks * EL), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * s->nchunks), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->ready, sizeof(int32_t) * s->nchunks), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->status, sizeof(int32_t) * 4), return -1);
+    MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return -1);
     if (!a->landing) /* landing: rows land in the window, one per (rank, token), and slots read them there */
-        CUDA(cudaMalloc((void **)&a->xin, (size_t)a->capacity * row));
+        MOK_CHECK(cuda, cudaMalloc((void **)&a->xin, (size_t)a->capacity * row), return -1);
     a->expert_out = a->xin; /* comm mode: experts return their input */
     a->my_ids = p->ids;
     a->my_w = p->w;
@@ -110,13 +111,13 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
 
     if (phased_run_init(&s->run, enqueue_phase, s, p->sets, q.launch == 1, max_slots, err, err_len))
         return -1;
-    CUDA(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking));
-    CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
-    CUDA(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming));
+    MOK_CHECK(cuda, cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), return -1);
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), return -1);
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming), return -1);
     /* the host copy of the schedule, from every rank's routing: what extras() checks the device's against */
     if (sched_check_build(p, tmax, a->tile_rows, a->chunk_rows, a->capacity, &s->host, err, err_len))
         return -1;
-    CUDA(cudaDeviceSynchronize());
+    MOK_CHECK(cuda, cudaDeviceSynchronize(), return -1);
     MPI_Barrier(MPI_COMM_WORLD); /* every window is zeroed before anyone flags into it */
     return 0;
 }
@@ -149,40 +150,41 @@ static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_
     s->a.y = y;
     if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
         /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
-        CUDA(mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st));
+        MOK_CHECK(cuda, mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st), return -1);
     } else if (phase == 0) {
-        CUDA(mok_lsa_publish(&s->a, (mok_stream_t)st));
+        MOK_CHECK(cuda, mok_lsa_publish(&s->a, (mok_stream_t)st), return -1);
         if (s->a.push) { /* rows go out while the schedule is built beside them; both after the publish */
-            CUDA(cudaEventRecord(s->fork, st));
-            CUDA(cudaStreamWaitEvent(s->side, s->fork, 0));
-            CUDA(mok_lsa_push(&s->a, s->sms, (mok_stream_t)st));
-            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)s->side));
-            CUDA(cudaEventRecord(s->join, s->side));
-            CUDA(cudaStreamWaitEvent(st, s->join, 0));
+            MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
+            MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
+            MOK_CHECK(cuda, mok_lsa_push(&s->a, s->sms, (mok_stream_t)st), return -1);
+            MOK_CHECK(cuda, mok_lsa_schedule(&s->a, (mok_stream_t)s->side), return -1);
+            MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
+            MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
         } else {
-            CUDA(mok_lsa_schedule(&s->a, (mok_stream_t)st));
+            MOK_CHECK(cuda, mok_lsa_schedule(&s->a, (mok_stream_t)st), return -1);
         }
         if (s->overlap_gemm1) { /* GEMM1 on the SMs the dispatch leaves, each tile as soon as its rows are in */
-            CUDA(cudaEventRecord(s->fork, st));
+            MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
             /* the producer first: where kernels of different streams run one after the other (launch blocking,
              * profilers, sanitizers) GEMM1 then finds its rows ready instead of waiting for a dispatch behind it */
-            CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
-            CUDA(cudaStreamWaitEvent(s->side, s->fork, 0));
-            CUDA(run_gemm(s, 1, set, true, s->side));
-            CUDA(cudaEventRecord(s->join, s->side));
-            CUDA(cudaStreamWaitEvent(st, s->join, 0)); /* joined inside the phase: a captured phase must be */
+            MOK_CHECK(cuda, mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st), return -1);
+            MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
+            MOK_CHECK(cuda, run_gemm(s, 1, set, true, s->side), return -1);
+            MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
+            /* joined inside the phase: a captured phase must be */
+            MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
         } else {
-            CUDA(mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st));
+            MOK_CHECK(cuda, mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st), return -1);
         }
     } else if (phase == 1) {
         if (s->layer && !s->overlap_gemm1)
-            CUDA(run_gemm(s, 1, set, false, st));
+            MOK_CHECK(cuda, run_gemm(s, 1, set, false, st), return -1);
         if (s->layer)
-            CUDA(run_gemm(s, 2, set, false, st));
+            MOK_CHECK(cuda, run_gemm(s, 2, set, false, st), return -1);
     } else if (s->a.small_paths == MOK_LSA_SMALL_FUSED) {
-        CUDA(mok_lsa_combine_small(&s->a, s->sms, (mok_stream_t)st));
+        MOK_CHECK(cuda, mok_lsa_combine_small(&s->a, s->sms, (mok_stream_t)st), return -1);
     } else {
-        CUDA(mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st));
+        MOK_CHECK(cuda, mok_lsa_combine(&s->a, s->sms, (mok_stream_t)st), return -1);
     }
     return 0;
 }
@@ -207,7 +209,7 @@ int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_l
     struct lsa_state *s = state;
     struct mok_lsa_args *a = &s->a;
     int32_t status[4];
-    CUDA(cudaMemcpy(status, a->status, sizeof(status), cudaMemcpyDeviceToHost));
+    MOK_CHECK(cuda, cudaMemcpy(status, a->status, sizeof(status), cudaMemcpyDeviceToHost), return -1);
     char overflow[256];
     if (status[0])
         snprintf(overflow, sizeof overflow, "rank %d: schedule overflow: expert %d needs %d rows but the capacity is "

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fail.h"
+#include "check_call.h"
 #include "lsa_state.h"
 
 /* lsa's values for the transfers of a lsa-layer candidate (params.h: mok_params_lsa_of_layer). */
@@ -67,8 +67,8 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     if (!s->gemm_portable)
         mok_gemm_sm90_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
     size_t cap = (size_t)s->a.capacity;
-    CUDA(cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16));
-    CUDA(cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16));
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16), return -1);
     s->a.expert_out = s->out; /* combine sends the experts' outputs back */
     return 0;
 }

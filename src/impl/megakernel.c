@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "check_call.h"
 #include "fail.h"
 #include "impl.h"
 #include "libmok.h"
@@ -101,8 +102,8 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
         return -1;
     /* the input sets into the workspace's slots (no peer reads them before a forward routes them) */
     for (int set = 0; set < p->sets; set++)
-        CUDA(cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
-                        cudaMemcpyDeviceToDevice));
+        MOK_CHECK(cuda, cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
+                                   cudaMemcpyDeviceToDevice), return -1);
     if (phased_run_init(&s->run, mega_phase, s, p->sets, mok_params_megakernel(mp).launch == 1, max_slots, err, err_len))
         return -1;
     struct mok_schedule_view v;

@@ -6,29 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "fail.h"
 #include "mok_kernels.h"
 #include "stats.h"
 #include "timing.h"
 
-#define KERN(call)                                                                                            \
-    do {                                                                                                      \
-        int e_ = (call);                                                                                      \
-        if (e_)                                                                                               \
-            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString((cudaError_t)e_));            \
-    } while (0)
-#define NCCL(call)                                                                                            \
-    do {                                                                                                      \
-        ncclResult_t e_ = (call);                                                                             \
-        if (e_ != ncclSuccess)                                                                                \
-            FAIL("%s:%d: %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(e_));                         \
-    } while (0)
-#define GEMM(call)                                                                                            \
-    do {                                                                                                      \
-        int e_ = (call);                                                                                      \
-        if (e_)                                                                                               \
-            FAIL("%s:%d: %s: cuBLAS/CUDA status %d", __FILE__, __LINE__, #call, e_);                          \
-    } while (0)
 
 static size_t row_bytes(const struct mok_nccl_pipe *s) { return (size_t)s->p->hidden * 2; }
 
@@ -38,13 +21,16 @@ static int count_and_sync(struct mok_nccl_pipe *s, char *err, int err_len)
     struct mok_problem *p = s->p;
     cudaStream_t st = s->cl->stream;
     size_t ce = (size_t)s->chunks * p->experts;
-    CUDA(cudaMemsetAsync(s->counts, 0, ce * sizeof(int32_t), st));
-    KERN(mok_route_count(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, (mok_stream_t)st));
-    KERN(mok_route_positions(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, s->offsets,
-                             s->cursor, s->send_pos, (mok_stream_t)st));
-    NCCL(ncclAllGather(s->counts, s->allcounts, ce, ncclInt32, s->cl->nccl, st));
-    CUDA(cudaMemcpyAsync(s->h_allcounts, s->allcounts, ce * p->nranks * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
-    CUDA(cudaStreamSynchronize(st));
+    MOK_CHECK(cuda, cudaMemsetAsync(s->counts, 0, ce * sizeof(int32_t), st), return -1);
+    MOK_CHECK(cuda,
+              mok_route_count(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, (mok_stream_t)st),
+              return -1);
+    MOK_CHECK(cuda, mok_route_positions(p->ids, p->tokens, p->topk, s->chunk_tokens, p->experts, s->counts, s->offsets,
+                                        s->cursor, s->send_pos, (mok_stream_t)st), return -1);
+    MOK_CHECK(nccl, ncclAllGather(s->counts, s->allcounts, ce, ncclInt32, s->cl->nccl, st), return -1);
+    MOK_CHECK(cuda, cudaMemcpyAsync(s->h_allcounts, s->allcounts, ce * p->nranks * sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, st), return -1);
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), return -1);
     mok_splits_free(&s->splits);
     if (mok_splits_build(s->h_allcounts, p->nranks, s->chunks, s->expert_groups, p->experts, p->rank, p->tokens,
                          s->chunk_tokens, p->topk, &s->splits))
@@ -81,18 +67,18 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
         /* NCCL's kernels get the highest priority: when GEMM blocks retire, a waiting dispatch or combine is
          * scheduled first instead of queueing behind the rest of the GEMM grid (what Megatron does too) */
         int least = 0, greatest = 0;
-        CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        CUDA(cudaStreamCreateWithPriority(&s->comm, cudaStreamNonBlocking, greatest));
-        CUDA(cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking));
+        MOK_CHECK(cuda, cudaDeviceGetStreamPriorityRange(&least, &greatest), return -1);
+        MOK_CHECK(cuda, cudaStreamCreateWithPriority(&s->comm, cudaStreamNonBlocking, greatest), return -1);
+        MOK_CHECK(cuda, cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking), return -1);
     } else {
         s->comm = s->compute = cl->stream;
     }
-    CUDA(cudaMalloc((void **)&s->counts, C * E * sizeof(int32_t)));
-    CUDA(cudaMalloc((void **)&s->allcounts, C * E * p->nranks * sizeof(int32_t)));
-    CUDA(cudaMallocHost((void **)&s->h_allcounts, C * E * p->nranks * sizeof(int32_t)));
-    CUDA(cudaMalloc((void **)&s->offsets, C * E * sizeof(int32_t)));
-    CUDA(cudaMalloc((void **)&s->cursor, C * E * sizeof(int32_t)));
-    CUDA(cudaMalloc((void **)&s->send_pos, T * K * sizeof(int32_t) + 16));
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->counts, C * E * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->allcounts, C * E * p->nranks * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMallocHost((void **)&s->h_allcounts, C * E * p->nranks * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->offsets, C * E * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->cursor, C * E * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->send_pos, T * K * sizeof(int32_t) + 16), return -1);
 
     /* Capacity: the routing is fixed per problem, so one counting pass sizes the receive side; every run
      * still checks its counts against it. Symmetric windows need one size on every rank: the max. */
@@ -108,28 +94,29 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
         mok_symmem_alloc(cl, (size_t)s->cap_rows * row_bytes(s) + 16, &s->ret, err, err_len))
         return -1;
     size_t cap = (size_t)s->cap_rows;
-    CUDA(cudaMalloc((void **)&s->em_in, cap * H * 2));
-    CUDA(cudaMalloc((void **)&s->em_out, cap * H * 2));
-    CUDA(cudaMalloc((void **)&s->g1, cap * 2 * I * 2));
-    CUDA(cudaMalloc((void **)&s->hbuf, cap * I * 2));
-    CUDA(cudaMalloc((void **)&s->em_from_recv, cap * sizeof(int32_t)));
-    CUDA(cudaMalloc((void **)&s->recv_from_em, cap * sizeof(int32_t)));
-    CUDA(cudaMallocHost((void **)&s->h_maps, 2 * cap * sizeof(int32_t)));
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->em_in, cap * H * 2), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->em_out, cap * H * 2), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->g1, cap * 2 * I * 2), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->hbuf, cap * I * 2), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->em_from_recv, cap * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMalloc((void **)&s->recv_from_em, cap * sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMallocHost((void **)&s->h_maps, 2 * cap * sizeof(int32_t)), return -1);
     s->gemm_groups = calloc(S * EL, sizeof(*s->gemm_groups));
     s->ngemm_groups = calloc(S, sizeof(int));
     if (!s->gemm_groups || !s->ngemm_groups)
         FAIL("out of host memory");
     int sms = 0;
-    CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device));
-    GEMM(mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
-                               p->local_experts, s->stages));
+    MOK_CHECK(cuda, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device), return -1);
+    MOK_CHECK(cuda_or_cublas,
+              mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
+                                    p->local_experts, s->stages),
+              return -1);
     if (p->shared) {
         size_t SI = (size_t)p->shared * I;
-        if (cublasCreate(&s->shared_cublas) != CUBLAS_STATUS_SUCCESS)
-            FAIL("cublasCreate failed");
-        CUDA(cudaMalloc((void **)&s->shared_g1, T * 2 * SI * 2));
-        CUDA(cudaMalloc((void **)&s->shared_h, T * SI * 2));
-        CUDA(cudaMalloc((void **)&s->shared_out, T * H * 2));
+        MOK_CHECK(cublas, cublasCreate(&s->shared_cublas), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_g1, T * 2 * SI * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_h, T * SI * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->shared_out, T * H * 2), return -1);
     }
     size_t nev = (size_t)s->max_slots * S * 6;
     s->ev = calloc(nev + 1, sizeof(cudaEvent_t));
@@ -138,15 +125,15 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     if (!s->ev || !s->dispatched || !s->gemmed)
         FAIL("out of host memory");
     for (size_t i = 0; i < nev; i++)
-        CUDA(cudaEventCreate(&s->ev[i]));
+        MOK_CHECK(cuda, cudaEventCreate(&s->ev[i]), return -1);
     for (size_t c = 0; c < S; c++) {
-        CUDA(cudaEventCreateWithFlags(&s->dispatched[c], cudaEventDisableTiming));
-        CUDA(cudaEventCreateWithFlags(&s->gemmed[c], cudaEventDisableTiming));
+        MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->dispatched[c], cudaEventDisableTiming), return -1);
+        MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->gemmed[c], cudaEventDisableTiming), return -1);
     }
-    CUDA(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
-    CUDA(cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming));
-    CUDA(cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming));
-    CUDA(cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming));
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), return -1);
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming), return -1);
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming), return -1);
+    MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming), return -1);
     return 0;
 }
 
@@ -176,26 +163,32 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     const int *src_cnt = dispatch ? sp->send_count : sp->recv_count;
     const int *dst_off = dispatch ? sp->recv_offset : sp->send_offset;
     const int *dst_cnt = dispatch ? sp->recv_count : sp->send_count;
-    NCCL(ncclGroupStart());
+    MOK_CHECK(nccl, ncclGroupStart(), return -1);
     for (int peer = 0; peer < P; peer++) {
         int i = c * P + peer;
         if (src_cnt[i] > 0)
-            NCCL(ncclSend(src + (size_t)src_off[i] * H, (size_t)src_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
-                          s->comm));
+            MOK_CHECK(nccl,
+                      ncclSend(src + (size_t)src_off[i] * H, (size_t)src_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                               s->comm),
+                      return -1);
         if (dst_cnt[i] > 0)
-            NCCL(ncclRecv(dst + (size_t)dst_off[i] * H, (size_t)dst_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
-                          s->comm));
+            MOK_CHECK(nccl,
+                      ncclRecv(dst + (size_t)dst_off[i] * H, (size_t)dst_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                               s->comm),
+                      return -1);
     }
-    NCCL(ncclGroupEnd());
+    MOK_CHECK(nccl, ncclGroupEnd(), return -1);
     return 0;
 }
 
 static int run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
-    GEMM(mok_expert_gemms_run(&s->gemms, s->compute, st, s->gemm_groups + (size_t)st * p->local_experts,
-                              s->ngemm_groups[st], p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1,
-                              s->hbuf, s->em_out));
+    MOK_CHECK(cuda_or_cublas,
+              mok_expert_gemms_run(&s->gemms, s->compute, st, s->gemm_groups + (size_t)st * p->local_experts,
+                                   s->ngemm_groups[st], p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1,
+                                   s->hbuf, s->em_out),
+              return -1);
     return 0;
 }
 
@@ -212,8 +205,12 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
              sp->recv_total, s->cap_rows);
     int32_t *h_em_from_recv = s->h_maps, *h_recv_from_em = s->h_maps + s->cap_rows;
     mok_splits_maps(sp, s->h_allcounts, h_em_from_recv, h_recv_from_em);
-    CUDA(cudaMemcpyAsync(s->em_from_recv, h_em_from_recv, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
-    CUDA(cudaMemcpyAsync(s->recv_from_em, h_recv_from_em, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st));
+    MOK_CHECK(cuda,
+              cudaMemcpyAsync(s->em_from_recv, h_em_from_recv, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st),
+              return -1);
+    MOK_CHECK(cuda,
+              cudaMemcpyAsync(s->recv_from_em, h_recv_from_em, (size_t)sp->recv_total * 4, cudaMemcpyHostToDevice, st),
+              return -1);
     int EL = p->local_experts;
     for (int c = 0; c < s->chunks; c++)
         for (int g = 0; g < s->expert_groups; g++) {
@@ -225,63 +222,69 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
                         (struct mok_gemm_group){le, sp->expert_offset[c * EL + le], sp->expert_rows[c * EL + le]};
             s->ngemm_groups[st] = n;
         }
-    KERN(mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
-                            (mok_stream_t)st));
+    MOK_CHECK(cuda, mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
+                                       (mok_stream_t)st), return -1);
     if (s->overlap) {
-        CUDA(cudaEventRecord(s->fork, st));
-        CUDA(cudaStreamWaitEvent(s->comm, s->fork, 0));
-        CUDA(cudaStreamWaitEvent(s->compute, s->fork, 0));
+        MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->fork, 0), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(s->compute, s->fork, 0), return -1);
     }
     if (p->shared) {
-        GEMM(mok_dense_mlp(s->shared_cublas, s->compute, p->tokens, p->hidden, p->shared * p->inter,
-                           p->shared_w13[set], p->shared_w2[set], p->x[set], s->shared_g1, s->shared_h,
-                           s->shared_out));
-        CUDA(cudaEventRecord(s->shared_done, s->compute));
-        CUDA(cudaStreamWaitEvent(s->comm, s->shared_done, 0));
+        MOK_CHECK(cuda_or_cublas,
+                  mok_dense_mlp(s->shared_cublas, s->compute, p->tokens, p->hidden, p->shared * p->inter,
+                                p->shared_w13[set], p->shared_w2[set], p->x[set], s->shared_g1, s->shared_h,
+                                s->shared_out),
+                  return -1);
+        MOK_CHECK(cuda, cudaEventRecord(s->shared_done, s->compute), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->shared_done, 0), return -1);
     }
     /* comm stream order D0 D1 C0 D2 C1 ...: stage s's combine never waits behind a later dispatch */
     for (int step = 0; step <= s->stages; step++) {
         if (step < s->stages) {
             int c = step;
-            KERN(mark(s, slot, c, 0, s->comm));
+            MOK_CHECK(cuda, mark(s, slot, c, 0, s->comm), return -1);
             if (p2p_chunk(s, c, true, err, err_len))
                 return -1;
-            KERN(mark(s, slot, c, 1, s->comm));
-            CUDA(cudaEventRecord(s->dispatched[c], s->comm));
-            CUDA(cudaStreamWaitEvent(s->compute, s->dispatched[c], 0));
+            MOK_CHECK(cuda, mark(s, slot, c, 1, s->comm), return -1);
+            MOK_CHECK(cuda, cudaEventRecord(s->dispatched[c], s->comm), return -1);
+            MOK_CHECK(cuda, cudaStreamWaitEvent(s->compute, s->dispatched[c], 0), return -1);
             int base = sp->stage_base[c], rows = sp->stage_base[c + 1] - base;
             if (!s->no_compute) { /* comm mode skips the experts: combine sends the received rows back */
-                KERN(mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
-                                     s->em_in + (size_t)base * H, (mok_stream_t)s->compute));
-                KERN(mark(s, slot, c, 2, s->compute));
+                MOK_CHECK(cuda, mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
+                                                s->em_in + (size_t)base * H, (mok_stream_t)s->compute), return -1);
+                MOK_CHECK(cuda, mark(s, slot, c, 2, s->compute), return -1);
                 if (run_gemms(s, set, c, err, err_len))
                     return -1;
-                KERN(mark(s, slot, c, 3, s->compute));
-                KERN(mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden,
-                                     (uint16_t *)s->ret.ptr + (size_t)base * H, (mok_stream_t)s->compute));
+                MOK_CHECK(cuda, mark(s, slot, c, 3, s->compute), return -1);
+                MOK_CHECK(cuda,
+                          mok_gather_rows(s->em_out, s->recv_from_em + base, rows, p->hidden,
+                                          (uint16_t *)s->ret.ptr + (size_t)base * H, (mok_stream_t)s->compute),
+                          return -1);
             }
-            CUDA(cudaEventRecord(s->gemmed[c], s->compute));
+            MOK_CHECK(cuda, cudaEventRecord(s->gemmed[c], s->compute), return -1);
         }
         if (step >= 1) {
             int c = step - 1;
-            CUDA(cudaStreamWaitEvent(s->comm, s->gemmed[c], 0));
-            KERN(mark(s, slot, c, 4, s->comm));
+            MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->gemmed[c], 0), return -1);
+            MOK_CHECK(cuda, mark(s, slot, c, 4, s->comm), return -1);
             if (p2p_chunk(s, c, false, err, err_len))
                 return -1;
-            KERN(mark(s, slot, c, 5, s->comm));
+            MOK_CHECK(cuda, mark(s, slot, c, 5, s->comm), return -1);
             if (c % s->expert_groups != s->expert_groups - 1)
                 continue; /* a token chunk is complete once its last expert group came back */
             int chunk = c / s->expert_groups, t0 = chunk * s->chunk_tokens;
             int t1 = t0 + s->chunk_tokens < p->tokens ? t0 + s->chunk_tokens : p->tokens;
-            KERN(mok_weighted_combine(s->comb.ptr, s->send_pos, p->w, t0, t1, p->topk, p->hidden,
-                                      p->shared ? s->shared_out : NULL, y, (mok_stream_t)s->comm));
+            MOK_CHECK(cuda,
+                      mok_weighted_combine(s->comb.ptr, s->send_pos, p->w, t0, t1, p->topk, p->hidden,
+                                           p->shared ? s->shared_out : NULL, y, (mok_stream_t)s->comm),
+                      return -1);
         }
     }
     if (s->overlap) {
-        CUDA(cudaEventRecord(s->comm_done, s->comm));
-        CUDA(cudaEventRecord(s->compute_done, s->compute));
-        CUDA(cudaStreamWaitEvent(st, s->comm_done, 0));
-        CUDA(cudaStreamWaitEvent(st, s->compute_done, 0));
+        MOK_CHECK(cuda, cudaEventRecord(s->comm_done, s->comm), return -1);
+        MOK_CHECK(cuda, cudaEventRecord(s->compute_done, s->compute), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->comm_done, 0), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->compute_done, 0), return -1);
     }
     return 0;
 }
@@ -342,11 +345,9 @@ static int a2a_once(void *ctx, int iter, char *err, int err_len)
     /* comm mode compares with dispatch + combine: the same rows there and back */
     for (int way = 0; way < (r->s->no_compute ? 2 : 1); way++)
         for (int stage = 0; stage < r->s->stages; stage++)
-            if (r->count[stage] && ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage],
-                                                ncclBfloat16, r->s->cl->nccl, r->s->cl->stream) != ncclSuccess) {
-                snprintf(err, (size_t)err_len, "ncclAlltoAll failed");
-                return -1;
-            }
+            if (r->count[stage])
+                MOK_CHECK(nccl, ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage], ncclBfloat16,
+                                             r->s->cl->nccl, r->s->cl->stream), return -1);
     return 0;
 }
 

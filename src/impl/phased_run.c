@@ -4,13 +4,14 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "check_call.h"
 #include "fail.h"
 
 int phased_run_init(struct phased_run *r, phase_fn enqueue, void *ctx, int sets, bool use_graphs, int max_slots,
                     char *err, int err_len)
 {
     *r = (struct phased_run){.enqueue = enqueue, .ctx = ctx, .sets = sets, .use_graphs = use_graphs};
-    CUDA(mok_slot_events_create(&r->ev, max_slots, PHASED_RUN_PHASES + 1));
+    MOK_CHECK(cuda, mok_slot_events_create(&r->ev, max_slots, PHASED_RUN_PHASES + 1), return -1);
     return 0;
 }
 
@@ -28,7 +29,7 @@ static int capture_phase(struct phased_run *r, int phase, int set, uint16_t *y, 
                          cudaGraphExec_t *exec, char *err, int err_len)
 {
     cudaGraph_t g = NULL;
-    CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    MOK_CHECK(cuda, cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), return -1);
     int rc = r->enqueue(r->ctx, phase, set, y, st, err, err_len);
     cudaError_t e = cudaStreamEndCapture(st, &g); /* always end it, even after a failure */
     if (rc || e != cudaSuccess) {
@@ -71,15 +72,15 @@ int phased_run(struct phased_run *r, int set, uint16_t *y, int slot, cudaStream_
         return -1;
     bool timed = mok_slot_events_timed(&r->ev, slot);
     if (timed)
-        CUDA(mok_slot_events_record(&r->ev, slot, 0, st));
+        MOK_CHECK(cuda, mok_slot_events_record(&r->ev, slot, 0, st), return -1);
     for (int phase = 0; phase < PHASED_RUN_PHASES; phase++) {
         cudaGraphExec_t g = r->use_graphs ? r->graphs[set * PHASED_RUN_PHASES + phase] : NULL;
         if (g)
-            CUDA(cudaGraphLaunch(g, st));
+            MOK_CHECK(cuda, cudaGraphLaunch(g, st), return -1);
         if (!r->use_graphs && r->enqueue(r->ctx, phase, set, y, st, err, err_len))
             return -1;
         if (timed)
-            CUDA(mok_slot_events_record(&r->ev, slot, 1 + phase, st));
+            MOK_CHECK(cuda, mok_slot_events_record(&r->ev, slot, 1 + phase, st), return -1);
     }
     return 0;
 }

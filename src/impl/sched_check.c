@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "check_call.h"
 #include "fail.h"
 
 int sched_check_build(const struct mok_problem *p, int t_max, int tile_rows, int chunk_rows, int capacity,
@@ -51,11 +52,12 @@ static int copy_back(const struct mok_schedule_view *v, struct dev_copy *c, char
     c->ready = malloc(sizeof(int32_t) * n), c->target = malloc(sizeof(int32_t) * n);
     if (!c->rows || !c->offset || !c->entry || !c->ready || !c->target)
         FAIL("out of host memory");
-    CUDA(cudaMemcpy(c->rows, v->rows, sizeof(int32_t) * EL, cudaMemcpyDeviceToHost));
-    CUDA(cudaMemcpy(c->offset, v->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost));
-    CUDA(cudaMemcpy(c->entry, v->entry, sizeof(int32_t) * (size_t)v->capacity, cudaMemcpyDeviceToHost));
-    CUDA(cudaMemcpy(c->ready, v->ready, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
-    CUDA(cudaMemcpy(c->target, v->chunk_target, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
+    MOK_CHECK(cuda, cudaMemcpy(c->rows, v->rows, sizeof(int32_t) * EL, cudaMemcpyDeviceToHost), return -1);
+    MOK_CHECK(cuda, cudaMemcpy(c->offset, v->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost), return -1);
+    MOK_CHECK(cuda, cudaMemcpy(c->entry, v->entry, sizeof(int32_t) * (size_t)v->capacity, cudaMemcpyDeviceToHost),
+              return -1);
+    MOK_CHECK(cuda, cudaMemcpy(c->ready, v->ready, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
+    MOK_CHECK(cuda, cudaMemcpy(c->target, v->chunk_target, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_call.h"
 #include "lsa_layout.h"
 #include "megakernel.h"
 #include "mok_kernels.h"
@@ -44,13 +45,6 @@ static int say(char *err, int err_len, int code, const char *fmt, ...)
     }
     return code;
 }
-
-#define CU(call)                                                                                                 \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess)                                                                                   \
-            return say(err, err_len, MOK_ERR_CUDA, "%s: %s", #call, cudaGetErrorString(e_));                     \
-    } while (0)
 
 const char *mok_status_string(int status)
 {
@@ -209,7 +203,7 @@ static int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len)
     ncclResult_t r = ncclAllReduce(ws->barrier_word, ws->barrier_word, 1, ncclInt32, ncclSum, ws->comm, s);
     if (r != ncclSuccess)
         return say(err, err_len, MOK_ERR_NCCL, "barrier: %s", ncclGetErrorString(r));
-    CU(cudaStreamSynchronize(s));
+    MOK_CHECK(cuda, cudaStreamSynchronize(s), return MOK_ERR_CUDA);
     return MOK_OK;
 }
 
@@ -225,7 +219,7 @@ static int alloc_window(mok_workspace *ws, char *err, int err_len)
         return say(err, err_len, MOK_ERR_NCCL, "symmetric window of %zu bytes: %s", ws->win_bytes,
                    ncclGetErrorString(r));
     a->window = ws->window;
-    CU(cudaMemset(ws->win_ptr, 0, a->off_x)); /* flags and table start at zero */
+    MOK_CHECK(cuda, cudaMemset(ws->win_ptr, 0, a->off_x), return MOK_ERR_CUDA); /* flags and table start at zero */
     return MOK_OK;
 }
 
@@ -235,8 +229,8 @@ static int alloc_shared(mok_workspace *ws, char *err, int err_len)
     size_t tmax = (size_t)ws->a.t_max, SI = (size_t)ws->mk.shared_inter;
     if (!SI)
         return MOK_OK;
-    CU(cudaMalloc((void **)&ws->mk.sh, tmax * SI * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.sy, tmax * (size_t)ws->a.hidden * 2 + 16));
+    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.sh, tmax * SI * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.sy, tmax * (size_t)ws->a.hidden * 2 + 16), return MOK_ERR_CUDA);
     return MOK_OK;
 }
 
@@ -244,28 +238,31 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
 {
     struct mok_lsa_args *a = &ws->a;
     size_t routes = (size_t)a->nranks * a->t_max * a->topk, EL = (size_t)a->local_experts, cap = (size_t)a->capacity;
-    CU(cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)));
-    CU(cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)));
-    CU(cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * (size_t)a->nranks));
-    CU(cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16));
-    CU(cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16));
-    CU(cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL));
-    CU(cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)));
-    CU(cudaMalloc((void **)&a->entry, sizeof(int32_t) * cap));
-    CU(cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16));
-    CU(cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)a->nranks * a->sched_blocks * EL));
-    CU(cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks));
-    CU(cudaMalloc((void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks));
-    CU(cudaMalloc((void **)&a->status, sizeof(int32_t) * 4));
-    CU(cudaMemset(a->status, 0, sizeof(int32_t) * 4));
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * (size_t)a->nranks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->entry, sizeof(int32_t) * cap), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)a->nranks * a->sched_blocks * EL),
+              return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here) */
-    CU(cudaMalloc((void **)&a->xin, cap * (size_t)a->hidden * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16));
-    CU(cudaMalloc((void **)&ws->mk.done,
-                  sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter)));
-    CU(cudaMalloc((void **)&ws->barrier_word, sizeof(int32_t)));
-    CU(cudaMemset(ws->barrier_word, 0, sizeof(int32_t)));
+    MOK_CHECK(cuda, cudaMalloc((void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda,
+              cudaMalloc((void **)&ws->mk.done,
+                         sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter)),
+              return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMalloc((void **)&ws->barrier_word, sizeof(int32_t)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, cudaMemset(ws->barrier_word, 0, sizeof(int32_t)), return MOK_ERR_CUDA);
     a->expert_out = ws->mk.out;
     return alloc_shared(ws, err, err_len);
 }
@@ -473,9 +470,9 @@ int mok_workspace_check(mok_workspace *ws, cudaStream_t stream, char *err, int e
 {
     if (!ws)
         return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
-    CU(cudaStreamSynchronize(stream));
+    MOK_CHECK(cuda, cudaStreamSynchronize(stream), return MOK_ERR_CUDA);
     int32_t status[4];
-    CU(cudaMemcpy(status, ws->a.status, sizeof status, cudaMemcpyDeviceToHost));
+    MOK_CHECK(cuda, cudaMemcpy(status, ws->a.status, sizeof status, cudaMemcpyDeviceToHost), return MOK_ERR_CUDA);
     if (status[0])
         return say(err, err_len, MOK_ERR_OVERFLOW, "rank %d: expert %d needs %d rows but the capacity is %d "
                    "(raise capacity_factor = %g)", ws->a.rank, status[1], status[2], status[3],
