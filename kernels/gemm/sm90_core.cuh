@@ -1,7 +1,17 @@
-/* gemm_sm90_parts: the pieces of the Hopper expert GEMM that every kernel running its tiles shares
- * (kernels/gemm_sm90.cu's grouped GEMM, kernels/megakernel_fwd.cu's compute blocks): tile geometry, the SwiGLU and
- * bf16 epilogue arithmetic, the swizzled C staging, slot release and the wgmma shapes. See gemm_sm90.cu for how
- * they fit together. */
+/* sm90_core: the Hopper GEMM core, written once for every kernel that runs GEMM tiles (kernels/gemm/sm90_grouped.cu's
+ * grouped GEMM, kernels/megakernel/forward.cu's compute blocks; next the backward's and FP8's). As in CUTLASS 3 a
+ * tile is a collective mainloop and an epilogue, joined by a few policy choices:
+ *   mainloop  the shared-memory ring of `stages` slots with a full and an empty mbarrier each: one producer thread
+ *             fills a slot per k block with TMA (producer_acquire, producer_arm; the loads are the kernel's), two
+ *             consumer warpgroups run wgmma from it into fp32 registers and give it back (consume_tile, or
+ *             skip_tile for a tile nobody reads); RingPos is where each role is in the ring.
+ *   policies  template parameters: tile width TILE_N (the wgmma N), 64-row sub-tiles per consumer warpgroup kSub
+ *             (TILE_M = 128 kSub), slot sizes; the operand types are bf16, K-major A and B, 128B-swizzled boxes of
+ *             64 K (the FP8 and the backward's layouts are the next policies).
+ *   epilogue  pieces the kernels compose: bf16 or SwiGLU staging of accumulator columns into 128B-swizzled boxes
+ *             (stage_bf16, stage_swiglu), their TMA store (staged_ready, store_staged); the guarded stores of the grouped GEMM
+ *             and the megakernel's sends from registers are those kernels' own epilogues.
+ * Every wait times out into the failure record (sm90_ptx.cuh). See sm90_grouped.cu for how the roles fit together. */
 #pragma once
 #include <cuda.h> /* CUtensorMap */
 #include <stdint.h>
@@ -77,6 +87,39 @@ __device__ __forceinline__ void stage_word(uint8_t *stage, int r, int col, uint3
                                   (col & 7) * 2) = v;
 }
 
+/* ---- mainloop ---------------------------------------------------------------------------------------------- */
+
+/* Where a role is in the ring: the slot, and the parity of the pass over the ring (flips each time slot wraps). */
+struct RingPos {
+    int slot;
+    uint32_t phase;
+    __device__ __forceinline__ void advance(int stages)
+    {
+        if (++slot == stages) {
+            slot = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+/* The producer's step for one k block of tile `tile`, in two parts around what the kernel writes beside the slot:
+ * producer_acquire waits until every consumer warp gave the slot back (parity phase ^ 1: on the first pass that is
+ * the phase "before" a fresh barrier's first one, which counts as complete, so the empty ring starts free);
+ * producer_arm arms its full barrier for `bytes` of TMA (an arrive: it publishes the thread's earlier writes) and
+ * returns it for the loads; then the kernel issues its loads and advances the ring. Plain functions, not a functor
+ * taking the loads: the producer runs on 40 registers, and a lambda's captures made ptxas spill there. */
+__device__ __forceinline__ void producer_acquire(const RingPos &r, uint64_t *empty, struct mok_sm90_diag *diag,
+                                                 int tile, int kb)
+{
+    mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
+}
+
+__device__ __forceinline__ uint64_t *producer_arm(const RingPos &r, uint64_t *full, uint32_t bytes)
+{
+    mok_mbar_expect_tx(&full[r.slot], bytes);
+    return &full[r.slot];
+}
+
 /* A consumer warp is done with a slot: tell this CTA's producer and, in a cluster, the peer's, whose B half sits
  * in the slot too (the peer refills it by multicast). Lane c signals CTA c, so the arrivals go out in parallel. */
 __device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int lane, int crank)
@@ -85,6 +128,134 @@ __device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int la
         mok_mbar_arrive(empty_bar);
     else if (lane < cm)
         mok_mbar_arrive_cluster(empty_bar, (uint32_t)lane);
+}
+
+template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
+{
+    mok_wgmma_m64n128k16(acc, da, db);
+}
+template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], uint64_t da, uint64_t db)
+{
+    mok_wgmma_m64n256k16(acc, da, db);
+}
+
+/* One consumer warpgroup's k loop over a tile: zero the accumulators; per k block wait for the slot's bytes, run
+ * 4 x kSub wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u 64 rows
+ * further on, all against the slot's B), commit, and once only this k block's group is in flight (wait<1>: the
+ * previous one has finished reading its slot) give the previous slot back; at the end wait for all of them and give
+ * the last slot back. cm, crank: the cluster (1, 0 without). The accumulator fragment of m64nNk16: thread (warp wq
+ * of the warpgroup, lane) holds rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns
+ * 8i + 2*(lane%4) and + 1. */
+template <int TILE_N, int kSub, int kSlotA, int kSlotB>
+__device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
+                                             float (&acc)[kSub][TILE_N / 2], int k_blocks, uint8_t *smem_a,
+                                             int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
+                                             struct mok_sm90_diag *diag, int role, int tile)
+{
+    constexpr int kAcc = TILE_N / 2;
+#pragma unroll
+    for (int u = 0; u < kSub; u++)
+#pragma unroll
+        for (int i = 0; i < kAcc; i++)
+            acc[u][i] = 0.0f;
+    int prev_slot = 0;
+    for (int kb = 0; kb < k_blocks; kb++) {
+        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+#pragma unroll
+        for (int u = 0; u < kSub; u++)
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                mok_reg_fence(acc[u][i]);
+        mok_wgmma_fence(); /* the zeroing (or nothing) before the wgmmas that read the accumulators */
+        /* each 64-row sub-tile 8 KiB (= 512 in the addr>>4 field) further on; +32 bytes of K per k16 = +2 */
+        uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * kSlotA + a_offset);
+        uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * kSlotB);
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 16; kk++)
+#pragma unroll
+            for (int u = 0; u < kSub; u++)
+                wgmma_k16<TILE_N>(acc[u], da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk);
+        mok_wgmma_commit();
+#pragma unroll
+        for (int u = 0; u < kSub; u++)
+#pragma unroll
+            for (int i = 0; i < kAcc; i++)
+                mok_reg_fence(acc[u][i]);
+        if (kb > 0) {
+            /* every warp of both consumer warpgroups must say so before the producer refills the slot */
+            mok_wgmma_wait<1>();
+            release_slot(&empty[prev_slot], cm, lane, crank);
+        }
+        prev_slot = r.slot;
+        r.advance(stages);
+    }
+    mok_wgmma_wait<0>();
+#pragma unroll
+    for (int u = 0; u < kSub; u++)
+#pragma unroll
+        for (int i = 0; i < kAcc; i++)
+            mok_reg_fence(acc[u][i]); /* no accumulator read may move above the wait */
+    release_slot(&empty[prev_slot], cm, lane, crank);
+}
+
+/* A tile nobody reads (all padding): its slots are passed back as they fill, no wgmma. */
+__device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty, int k_blocks,
+                                          int lane, struct mok_sm90_diag *diag, int role, int tile)
+{
+    for (int kb = 0; kb < k_blocks; kb++) {
+        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        release_slot(&empty[r.slot], 1, lane, 0);
+        r.advance(stages);
+    }
+}
+
+/* ---- epilogue pieces ----------------------------------------------------------------------------------------- */
+
+/* Stage kChunks 8-column chunks of accumulators as bf16, from accumulator chunk kFirst on, into staging columns
+ * [0, 8 kChunks) of rows la and lb (= la + 8) of this lane (columns 8i + cq, +1: cq = 2 (lane % 4)). Templates, so
+ * every register index is a constant: a runtime one would put the accumulators in local memory. */
+template <int kFirst, int kChunks, int N>
+__device__ __forceinline__ void stage_bf16(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq)
+{
+#pragma unroll
+    for (int i = 0; i < kChunks; i++) {
+        const int r = 4 * (kFirst + i);
+        stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
+        stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
+    }
+}
+
+/* SwiGLU (GEMM1): the tile's accumulator columns are gate columns [0, N) then the matching up columns [N, 2N)
+ * (N accumulators = 2N columns / 4 lanes... per thread: gate column j in register chunk j/8, its up column N/2
+ * registers further on); their silu(gate) * up is staged as N bf16 columns (N / 8 chunks). */
+template <int N>
+__device__ __forceinline__ void stage_swiglu(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq)
+{
+    constexpr int kUp = N / 2;
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) {
+        const int r = 4 * i;
+        stage_word(stage, la, 8 * i + cq, swiglu_bf16x2(acc[r], acc[r + kUp], acc[r + 1], acc[r + 1 + kUp]));
+        stage_word(stage, lb, 8 * i + cq, swiglu_bf16x2(acc[r + 2], acc[r + 2 + kUp], acc[r + 3], acc[r + 3 + kUp]));
+    }
+}
+
+/* After staging: the generic writes made visible to the TMA engine and the warpgroup (named barrier bar_id, 128
+ * threads) agreed; then its leader alone stores `boxes` 64 x 64 boxes at columns col0.. of rows row0.. and commits
+ * them (asynchronous: the next tile's wgmmas start while the bytes go out). Two calls, so the leader's operands are
+ * computed by the leader only (the megakernel's consumers are at their register limit here). */
+__device__ __forceinline__ void staged_ready(int bar_id)
+{
+    mok_fence_proxy_async_shared();
+    mok_named_barrier(bar_id, 128);
+}
+
+__device__ __forceinline__ void store_staged(const CUtensorMap *map, int col0, int row0, uint8_t *stage, int boxes)
+{
+    for (int b = 0; b < boxes; b++)
+        mok_tma_store_2d(map, col0 + b * 64, row0, stage + b * kBoxBytes);
+    mok_bulk_commit();
 }
 
 /* out[g] = sum of count(g') for g' < g, for g in [0, groups] (out[groups]: the total), by one warp, 32 groups
@@ -108,15 +279,6 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
     }
 }
 
-template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
-{
-    mok_wgmma_m64n128k16(acc, da, db);
-}
-template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], uint64_t da, uint64_t db)
-{
-    mok_wgmma_m64n256k16(acc, da, db);
-}
 #endif
 
 /* Host side, defined in gemm_sm90.cu: the process's failure record (mapped host memory, printed at exit; NULL while

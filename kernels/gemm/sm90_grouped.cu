@@ -174,8 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
             return; /* nothing else for the other 127 threads */
         }
-        int slot = 0;
-        uint32_t phase = 0; /* parity of the ring pass: flips each time slot wraps to 0 */
+        RingPos ring = {0, 0};
         /* waves in which every CTA has a unit: the lockstep barrier applies to those (the last, partial wave
          * has CTAs that never arrive) */
         const int full_waves = total_tiles / unit_step;
@@ -197,32 +196,27 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int k_done = wave * k_blocks + kb; /* k blocks this CTA issued before this one */
                 if (wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
                     mok_sm90_wave_barrier(wave_ctr, gridDim.x, k_done / lock_kb, diag);
-                /* parity phase ^ 1: on the first pass that is the phase "before" a fresh barrier's first one,
-                 * which counts as complete, so the empty ring starts free */
-                mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, t, kb);
-                mok_mbar_expect_tx(&full[slot], kSlotA + kSlotBBytes);
-                uint8_t *a_dst = smem_a + (size_t)slot * kSlotA;
-                uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
+                producer_acquire(ring, empty, diag, t, kb);
+                uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes);
+                uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotA;
+                uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                 int kc = kb * kBlockK;
-                mok_tma_load_2d(a_dst, &map_a, kc, p.row0, &full[slot]);
+                mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
                 if (cm > 1) {
                     /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
                      * both: with SwiGLU the gate half and the up half, without it the two row halves */
                     int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
-                    mok_tma_load_2d_multicast(b_dst + crank * (TILE_N / 2) * kRowBytes, &map_b, kc, half_row,
-                                              &full[slot], (uint16_t)((1u << cm) - 1));
+                    mok_tma_load_2d_multicast(b_dst + crank * (TILE_N / 2) * kRowBytes, &map_b, kc, half_row, bar,
+                                              (uint16_t)((1u << cm) - 1));
                 } else if (swiglu) {
                     /* gate half then up half, adjacent: (TILE_N/2)*128 bytes is a whole number of 1024-byte
                      * swizzle atoms, so the up half's swizzle lines up with what one descriptor expects */
-                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, &full[slot]);
-                    mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, &map_b, kc, b_row + n_out, &full[slot]);
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, bar);
+                    mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, &map_b, kc, b_row + n_out, bar);
                 } else {
-                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, &full[slot]);
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, bar);
                 }
-                if (++slot == stages) {
-                    slot = 0;
-                    phase ^= 1;
-                }
+                ring.advance(stages);
             }
         }
         if (cm > 1)
@@ -234,58 +228,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSub][kAcc];
-        int slot = 0;
-        uint32_t phase = 0;
+        RingPos ring = {0, 0};
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
-#pragma unroll
-            for (int u = 0; u < kSub; u++)
-#pragma unroll
-                for (int i = 0; i < kAcc; i++)
-                    acc[u][i] = 0.0f;
-            int prev_slot = 0;
-            for (int kb = 0; kb < k_blocks; kb++) {
-                mok_sm90_wait(&full[slot], phase, diag, role, slot, t, kb);
-#pragma unroll
-                for (int u = 0; u < kSub; u++)
-#pragma unroll
-                    for (int i = 0; i < kAcc; i++)
-                        mok_reg_fence(acc[u][i]);
-                mok_wgmma_fence(); /* the zeroing (or nothing) before the wgmmas that read the accumulators */
-                /* This warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned; each 64-row
-                 * sub-tile 8 KiB (= 512 in the addr>>4 field) further on, all against the same B. */
-                uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotA + cwg * (TILE_M / 2) * kRowBytes);
-                uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)slot * kSlotBBytes);
-#pragma unroll
-                for (int kk = 0; kk < kBlockK / 16; kk++) /* +32 bytes of K per k16 = +2 in the addr>>4 field */
-#pragma unroll
-                    for (int u = 0; u < kSub; u++)
-                        wgmma_k16<TILE_N>(acc[u], da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk);
-                mok_wgmma_commit();
-#pragma unroll
-                for (int u = 0; u < kSub; u++)
-#pragma unroll
-                    for (int i = 0; i < kAcc; i++)
-                        mok_reg_fence(acc[u][i]);
-                if (kb > 0) {
-                    /* at most this k block's group still in flight: the previous one has finished reading its
-                     * slot, which every warp of both consumer warpgroups must say before the producer refills */
-                    mok_wgmma_wait<1>();
-                    release_slot(&empty[prev_slot], cm, lane, crank);
-                }
-                prev_slot = slot;
-                if (++slot == stages) {
-                    slot = 0;
-                    phase ^= 1;
-                }
-            }
-            mok_wgmma_wait<0>();
-#pragma unroll
-            for (int u = 0; u < kSub; u++)
-#pragma unroll
-                for (int i = 0; i < kAcc; i++)
-                    mok_reg_fence(acc[u][i]); /* no accumulator read may move above the wait */
-            release_slot(&empty[prev_slot], cm, lane, crank);
+            /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned */
+            consume_tile<TILE_N, kSub, kSlotA, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
+                                                            cwg * (TILE_M / 2) * kRowBytes, smem_b, cm, lane, crank,
+                                                            diag, role, t);
 
             /* Epilogue, per 64-row sub-tile. m64nNk16 accumulator fragment: thread (wq, lane) holds rows
              * wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4)
@@ -303,31 +252,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                     /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
                     uint8_t *stage = wg_stage + (size_t)u * 64 * cols_per_tile * 2;
                     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-                    if (!swiglu) {
-#pragma unroll
-                        for (int i = 0; i < TILE_N / 8; i++) {
-                            stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[u][4 * i], acc[u][4 * i + 1]));
-                            stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 3]));
-                        }
-                    } else {
-                        constexpr int kUp = TILE_N / 4; /* see the guarded path below */
-#pragma unroll
-                        for (int i = 0; i < TILE_N / 16; i++) {
-                            stage_word(stage, la, 8 * i + cq,
-                                       swiglu_bf16x2(acc[u][4 * i], acc[u][4 * i + kUp], acc[u][4 * i + 1],
-                                                     acc[u][4 * i + 1 + kUp]));
-                            stage_word(stage, lb, 8 * i + cq,
-                                       swiglu_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 2 + kUp], acc[u][4 * i + 3],
-                                                     acc[u][4 * i + 3 + kUp]));
-                        }
-                    }
-                    mok_fence_proxy_async_shared(); /* these generic writes, before the TMA engine reads them */
-                    mok_named_barrier(bar_id, 128);
-                    if (leader) {
-                        for (int b = 0; b < cols_per_tile / 64; b++)
-                            mok_tma_store_2d(&map_c, p.n * cols_per_tile + b * 64, sub_row0, stage + b * kBoxBytes);
-                        mok_bulk_commit();
-                    }
+                    if (!swiglu)
+                        stage_bf16<0, TILE_N / 8>(acc[u], stage, la, lb, cq);
+                    else
+                        stage_swiglu(acc[u], stage, la, lb, cq);
+                    staged_ready(bar_id);
+                    if (leader)
+                        store_staged(&map_c, p.n * cols_per_tile, sub_row0, stage, cols_per_tile / 64);
                     continue;
                 }
                 /* The group ends inside these 64 rows (a TMA box would overwrite the next group's): guarded

@@ -329,29 +329,10 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
     return p;
 }
 
-/* ---- the compute blocks' epilogue, one round of 128 columns ------------------------------------------------ */
-/* Stage 128 bf16 columns of this consumer's 64 rows: round 0 the SwiGLU of gate columns [0, 128) with up columns
- * [128, 256) (GEMM1), round 1 and 2 accumulator columns [0, 128) and [128, 256) (GEMM2). The lane holds columns
- * 8i + cq, +1 of rows la (acc[4i], acc[4i + 1]) and lb (acc[4i + 2], acc[4i + 3]). A template, so every index is
- * a constant: a runtime one would put the accumulators in local memory. */
-template <int kRound>
-__device__ __forceinline__ void stage_round(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lb, int cq)
-{
-    constexpr int kUp = kTileN / 4; /* up column j + 128 sits 64 registers after gate column j */
-    constexpr int kBase = kRound == 2 ? kStageCols / 8 : 0;
-#pragma unroll
-    for (int i = 0; i < kStageCols / 8; i++) {
-        const int r = 4 * (kBase + i);
-        if (kRound == 0) {
-            stage_word(stage, la, 8 * i + cq, swiglu_bf16x2(acc[r], acc[r + kUp], acc[r + 1], acc[r + 1 + kUp]));
-            stage_word(stage, lb, 8 * i + cq,
-                       swiglu_bf16x2(acc[r + 2], acc[r + 2 + kUp], acc[r + 3], acc[r + 3 + kUp]));
-        } else {
-            stage_word(stage, la, 8 * i + cq, pack_bf16x2(acc[r], acc[r + 1]));
-            stage_word(stage, lb, 8 * i + cq, pack_bf16x2(acc[r + 2], acc[r + 3]));
-        }
-    }
-}
+/* ---- the compute blocks' epilogue ------------------------------------------------------------------------- */
+/* Staged rounds of 128 columns (the core's stage_swiglu / stage_bf16): round 0 the SwiGLU of gate columns [0, 128)
+ * with up columns [128, 256) (GEMM1), rounds 1 and 2 accumulator columns [0, 128) and [128, 256) (GEMM2); rounds 3
+ * and 4 the same GEMM2 columns sent from the registers (send_plain). */
 
 /* One of 4 words by a lane-dependent index s (0..3): two levels of selects, no local memory. */
 __device__ __forceinline__ uint32_t pick4(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int s)
@@ -448,15 +429,11 @@ __device__ __forceinline__ void epilogue_begin(bool issuer, int cwg)
 __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_args &m, const Unit &p, bool leader,
                                                int cwg, uint8_t *stage, int col0, bool last)
 {
-    mok_fence_proxy_async_shared();
-    mok_named_barrier(1 + cwg, 128);
+    staged_ready(1 + cwg);
     if (!leader)
         return;
     const CUtensorMap *mc = p.job == 0 ? &maps.hc : p.job == 1 ? &maps.oc : p.job == 2 ? &maps.shc : &maps.syc;
-    const int row0 = p.rb * kTileM + cwg * 64;
-    for (int b = 0; b < kStageCols / 64; b++)
-        mok_tma_store_2d(mc, col0 + b * 64, row0, stage + b * kBoxBytes);
-    mok_bulk_commit();
+    store_staged(mc, col0, p.rb * kTileM + cwg * 64, stage, kStageCols / 64);
     if (last && p.job != 3) {
         mok_bulk_wait(0);
         mok_fence_proxy_async_global();
@@ -588,8 +565,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         /* ---- producer: one thread takes the units and issues every TMA load ---- */
         mok_setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0) {
-            int slot = 0;
-            uint32_t phase = 0;
+            RingPos ring = {0, 0};
             for (;;) {
                 const int u = atomicAdd(m.done, 1); /* the ticket */
                 if (u >= L.units) /* none left */
@@ -626,29 +602,26 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
                 }
                 for (int kb = 0; kb < k_blocks; kb++) {
-                    mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, u, kb);
+                    producer_acquire(ring, empty, diag, u, kb);
                     if (kb == 0)
-                        slot_unit[slot] = pack_unit(p); /* published by the arrive below (release) */
-                    mok_mbar_expect_tx(&full[slot], kSlotABytes + kSlotBBytes);
-                    uint8_t *a_dst = smem_a + (size_t)slot * kSlotABytes;
-                    uint8_t *b_dst = smem_b + (size_t)slot * kSlotBBytes;
+                        slot_unit[ring.slot] = pack_unit(p); /* published by the arrive below (release) */
+                    uint64_t *bar = producer_arm(ring, full, kSlotABytes + kSlotBBytes);
+                    uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
+                    uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                     int kc = kb * kBlockK;
-                    mok_tma_load_2d(a_dst, ma, kc, row0, &full[slot]);
-                    mok_tma_load_2d(b_dst, mb, kc, b_row, &full[slot]);
+                    mok_tma_load_2d(a_dst, ma, kc, row0, bar);
+                    mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
                     if (b_up >= 0)
-                        mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, &full[slot]);
+                        mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, bar);
                     if (kb == 0 && m.lockstep)
                         atomicAdd(m.done + 1, 1); /* this unit has started */
-                    if (++slot == stages) {
-                        slot = 0;
-                        phase ^= 1;
-                    }
+                    ring.advance(stages);
                 }
             }
             /* the end: the next slot carries no unit, only the -1 that stops the consumers */
-            mok_sm90_wait(&empty[slot], phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, slot, -1, 0);
-            slot_unit[slot] = -1;
-            mok_mbar_arrive(&full[slot]);
+            producer_acquire(ring, empty, diag, -1, 0);
+            slot_unit[ring.slot] = -1;
+            mok_mbar_arrive(&full[ring.slot]);
         }
         return;
     }
@@ -659,14 +632,13 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
     const bool signal = kSend && m.skip == 0; /* the sends are the combine: they count toward its done flag */
-    float acc[kAcc];
-    int slot = 0;
-    uint32_t phase = 0;
+    float acc[1][kAcc];
+    RingPos ring = {0, 0};
     for (;;) {
-        mok_sm90_wait(&full[slot], phase, diag, role, slot, -1, 0); /* the unit's first k block, or the end */
+        mok_sm90_wait(&full[ring.slot], ring.phase, diag, role, ring.slot, -1, 0); /* the unit's first k block, or the end */
         /* lane 0 reads it and hands it to the warp: lane 0 is also the one whose arrive releases the slot to the
          * producer, so the read is ordered before the producer's next write by program order plus that release */
-        const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[slot] : 0, 0);
+        const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[ring.slot] : 0, 0);
         if (u < 0)
             break;
         const Unit p = unpack_unit(u);
@@ -679,52 +651,14 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
              * Measured 1-3% faster (2 x H200, DeepSeek-V3 and Qwen3 at 4096-8192 tokens,
              * results/h200x2/2026-11-30-megakernel-v4), less than the skipped tensor work: such a tile still streams
              * its weights and its other half. */
-            for (int kb = 0; kb < k_blocks; kb++) {
-                mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb);
-                release_slot(&empty[slot], 1, lane, 0);
-                if (++slot == stages) {
-                    slot = 0;
-                    phase ^= 1;
-                }
-            }
+            skip_tile(ring, stages, full, empty, k_blocks, lane, diag, role, u);
             if (leader && (p.job == 0 || !kSend)) /* done1, or done2 that the comm blocks' sends wait for */
                 atomicAdd(row_counters(m.done, p.job, m.lsa.capacity) + p.rb, 1);
             continue;
         }
-#pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            acc[i] = 0.0f;
-        int prev_slot = 0;
-        for (int kb = 0; kb < k_blocks; kb++) {
-            mok_sm90_wait(&full[slot], phase, diag, role, slot, u, kb); /* kb 0: complete already, one probe */
-#pragma unroll
-            for (int i = 0; i < kAcc; i++)
-                mok_reg_fence(acc[i]);
-            mok_wgmma_fence();
-            uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)slot * kSlotABytes + cwg * 64 * kRowBytes);
-            uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)slot * kSlotBBytes);
-#pragma unroll
-            for (int kk = 0; kk < kBlockK / 16; kk++)
-                wgmma_k16<kTileN>(acc, da + 2 * kk, db + 2 * kk);
-            mok_wgmma_commit();
-#pragma unroll
-            for (int i = 0; i < kAcc; i++)
-                mok_reg_fence(acc[i]);
-            if (kb > 0) {
-                mok_wgmma_wait<1>();
-                release_slot(&empty[prev_slot], 1, lane, 0);
-            }
-            prev_slot = slot;
-            if (++slot == stages) {
-                slot = 0;
-                phase ^= 1;
-            }
-        }
-        mok_wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            mok_reg_fence(acc[i]);
-        release_slot(&empty[prev_slot], 1, lane, 0);
+        /* this warpgroup's 64 rows of A in the slot; the first k block's wait completes at once (one probe) */
+        consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
+                                                           cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role, u);
 
         /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256
          * columns in two (send_from_gemm's GEMM2: no staging, stores from the registers). The routed jobs' row
@@ -735,21 +669,21 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
         if (p.job == 0 || p.job == 2) {
             epilogue_begin(leader, cwg);
-            stage_round<0>(acc, stage, la, lb, cq);
+            stage_swiglu(acc[0], stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
         } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
             const int row0 = p.rb * kTileM + cwg * 64;
             uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base);
             uint8_t *db = send_row_dst(m, p.job, row0 + lb, comb_base);
             const int c0 = p.n * kTileN * 2, c1 = c0 + kStageCols * 2; /* the two rounds' byte offsets in a row */
-            send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
-            send_plain<4>(acc, da ? da + c1 : nullptr, db ? db + c1 : nullptr, lane);
+            send_plain<3>(acc[0], da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+            send_plain<4>(acc[0], da ? da + c1 : nullptr, db ? db + c1 : nullptr, lane);
         } else {
             epilogue_begin(leader, cwg);
-            stage_round<1>(acc, stage, la, lb, cq);
+            stage_bf16<0, kStageCols / 8>(acc[0], stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN, false);
             epilogue_begin(leader, cwg);
-            stage_round<2>(acc, stage, la, lb, cq);
+            stage_bf16<kStageCols / 8, kStageCols / 8>(acc[0], stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN + kStageCols, true);
         }
     }
