@@ -26,6 +26,8 @@ int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, in
                   mok_stream_t stream);
 /* Writes a NaN bit pattern into every element, so any element an implementation fails to write is caught. */
 int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
+/* NaN into every element of an fp32 output (the backward's d_router and fp32 weight gradients). */
+int mok_poison_f32(float *dst, size_t n, mok_stream_t stream);
 
 /* ---- routing bookkeeping for the NCCL baselines (kernels/route.cu) ----------------------------------------
  * Routes are (token, k) pairs, r = t * topk + j. Tokens are split into nchunks consecutive chunks of
@@ -88,6 +90,9 @@ struct mok_check_sums {
 /* Two passes (rms, then errors); result copied into *host_out (synchronizes the stream). */
 int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
                           struct mok_check_sums *host_out, mok_stream_t stream);
+/* The same metric for an fp32 output. */
+int mok_check_f32_vs_f32(const float *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
+                         struct mok_check_sums *host_out, mok_stream_t stream);
 
 /* ---- symmetric memory (kernels/symmem.cu) -------------------------------------------------------------
  * NCCL's device API is C++; these wrap it for host C. nccl_comm is an ncclComm_t, devcomm an ncclDevComm_t*

@@ -30,7 +30,7 @@ struct layer_ctx {
 static int layer_call(void *vctx, int iter, int slot, char *err, int err_len)
 {
     struct layer_ctx *ctx = vctx;
-    return ctx->ops->run(ctx->state, iter % ctx->p->sets, ctx->p->y, slot, err, err_len);
+    return ctx->ops->run(ctx->state, iter % ctx->p->sets, &ctx->p->out, slot, err, err_len);
 }
 
 /* A failure inside a collective phase can leave peers blocked in NCCL; abort the job with the reason rather
@@ -120,6 +120,19 @@ static void log_iterations(const struct mok_cluster *cl, const struct mok_row *r
     fclose(f);
 }
 
+/* NaN into every output, so an element an implementation does not write fails its check. */
+static int poison_outputs(const struct mok_problem *p, cudaStream_t st)
+{
+    for (int i = 0; i < p->out.n; i++) {
+        const struct mok_output *o = &p->out.o[i];
+        int rc = o->type == MOK_OUT_F32 ? mok_poison_f32(o->data, o->elems, (mok_stream_t)st)
+                                        : mok_poison_bf16(o->data, o->elems, (mok_stream_t)st);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
 static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
                          struct mok_checker *checker, const struct mok_impl_ops *ops, const int *params,
@@ -143,11 +156,11 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
 
     /* correctness first: poisoned output, one run, compare */
     int verdict = 1;
-    if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
-        ops->run(state, 0, p->y, -1, err, sizeof(err)) || cudaStreamSynchronize(cl->stream) != cudaSuccess)
+    if (poison_outputs(p, cl->stream) || ops->run(state, 0, &p->out, -1, err, sizeof(err)) ||
+        cudaStreamSynchronize(cl->stream) != cudaSuccess)
         die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
     if (cfg->check_enabled) {
-        verdict = mok_check_output(checker, p, cfg->rtol, cl->stream, row, err, sizeof(err));
+        verdict = mok_check_outputs(checker, p, cfg->rtol, cl->stream, row, err, sizeof(err));
         if (verdict < 0)
             die(cl, "check", err);
     }
@@ -158,7 +171,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     struct mok_power_window pw;
     if (!iter_ms)
         die(cl, "timing", "out of host memory");
-    if (mok_poison_bf16(p->y, p->y_elems, (mok_stream_t)cl->stream) ||
+    if (poison_outputs(p, cl->stream) ||
         mok_time_layer(cl->stream, cfg->warmup, cfg->warmup_ms, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err,
                        sizeof(err)))
         die(cl, "timed run", err);
@@ -168,7 +181,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     /* the timed iterations wrote y too: check the last one, so a race that only shows back to back is caught */
     if (cfg->check_enabled && verdict == 1) {
         struct mok_row again = *row;
-        int v2 = mok_check_output(checker, p, cfg->rtol, cl->stream, &again, err, sizeof(err));
+        int v2 = mok_check_outputs(checker, p, cfg->rtol, cl->stream, &again, err, sizeof(err));
         if (v2 < 0)
             die(cl, "check", err);
         if (v2 == 0) {

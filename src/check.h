@@ -14,10 +14,12 @@ struct mok_checker {
 int mok_checker_init(struct mok_checker *c);
 void mok_checker_destroy(struct mok_checker *c);
 
-/* Collective. Compares p->y with p->y_ref; on return every rank holds the combined verdict: max_rel_err (max
- * over ranks), norm_rel_err (over all ranks' elements), bad_count and nan_count (sums) in row. Returns 1 when
- * the output passes (no element over rtol, no NaN), 0 when it does not, -1 on a CUDA error. */
-int mok_check_output(struct mok_checker *c, const struct mok_problem *p, double rtol, cudaStream_t stream,
-                     struct mok_row *row, char *err, int err_len);
+/* Collective. Compares every output of the problem (p->out) with its reference; on return every rank holds the
+ * combined verdicts: each output's in its own columns (<name>_check, <name>_max_rel_err), and the row's worst:
+ * max_rel_err (max over ranks and outputs), norm_rel_err (over all ranks' elements, the largest over outputs),
+ * bad_count and nan_count (sums). An output's tolerance is its own rtol, or the config's rtol. Returns 1 when every
+ * output passes (no element over its tolerance, no NaN), 0 when one does not, -1 on a CUDA error. */
+int mok_check_outputs(struct mok_checker *c, const struct mok_problem *p, double rtol, cudaStream_t stream,
+                      struct mok_row *row, char *err, int err_len);
 
 #endif

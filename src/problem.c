@@ -301,6 +301,9 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         goto fail;
     }
     p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
+    /* the forward's one output (gemm mode: GEMM2's rows, y_elems of them) */
+    p->out.n = 1;
+    p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0};
     return 0;
 fail:
     mok_problem_destroy(p);

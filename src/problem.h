@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "outputs.h"
 
 #define MOK_MAX_SETS 16
 
@@ -44,6 +45,8 @@ struct mok_problem {
     int32_t *h_gemm_offset;      /* host copy: the cuBLAS baselines need group sizes on the host */
     uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
+
+    struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
 
     double flops;          /* per rank, forward */
     double reference_ms;   /* time the reference took */

@@ -40,7 +40,8 @@ const struct field mok_report_fields[] = {
     FD(energy_j), FD(power_w), FD_V1(power_capped_share, "power_capped"), FS(inputs),
     /* schema 2 */
     FS(speedup_baseline), FT(exposed_comm_us), FS(mode), FD(capacity_factor), FD(warmup), FD(warmup_ms), FD(seed),
-    FS(run_start),
+    FS(run_start), FS(y_check), FD(y_max_rel_err), FS(dx_check), FD(dx_max_rel_err), FS(dw13_check),
+    FD(dw13_max_rel_err), FS(dw2_check), FD(dw2_max_rel_err), FS(d_router_check), FD(d_router_max_rel_err),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 
@@ -51,6 +52,27 @@ void mok_row_init(struct mok_row *row)
     for (int i = 0; i < mok_report_nfields; i++)
         if (mok_report_fields[i].type == F_DBL)
             *(double *)FIELD_PTR(row, &mok_report_fields[i]) = NAN;
+}
+
+int mok_row_set_output(struct mok_row *row, const char *name, const char *verdict, double max_rel_err)
+{
+    static const struct {
+        const char *name;
+        size_t check, err;
+    } cols[] = {
+        {"y", offsetof(struct mok_row, y_check), offsetof(struct mok_row, y_max_rel_err)},
+        {"dx", offsetof(struct mok_row, dx_check), offsetof(struct mok_row, dx_max_rel_err)},
+        {"dw13", offsetof(struct mok_row, dw13_check), offsetof(struct mok_row, dw13_max_rel_err)},
+        {"dw2", offsetof(struct mok_row, dw2_check), offsetof(struct mok_row, dw2_max_rel_err)},
+        {"d_router", offsetof(struct mok_row, d_router_check), offsetof(struct mok_row, d_router_max_rel_err)},
+    };
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        if (!strcmp(cols[i].name, name)) {
+            snprintf((char *)row + cols[i].check, sizeof row->y_check, "%s", verdict);
+            *(double *)((char *)row + cols[i].err) = max_rel_err;
+            return 0;
+        }
+    return -1;
 }
 
 /* Formats the message into err; returns -1 so error paths read "return mok_report_set_err(...)". */

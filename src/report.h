@@ -109,7 +109,25 @@ struct mok_row {
     double warmup_ms;          /* the warm-up's minimum length, 0: iterations only */
     double seed;               /* the routing seed (config: at most 2^53 - 1, exact in a double) */
     char run_start[24];        /* when the run started, ISO 8601 UTC: 2026-12-01T21:30:00Z */
+    /* each output's own verdict (passed | incorrect; "" where the problem has no such output or checks are off)
+     * and error, max |out - ref| / max |ref|; max_rel_err .. nan_count above are the row's worst over them */
+    char y_check[12];
+    double y_max_rel_err;
+    char dx_check[12];
+    double dx_max_rel_err;
+    char dw13_check[12];
+    double dw13_max_rel_err;
+    char dw2_check[12];
+    double dw2_max_rel_err;
+    char d_router_check[12];
+    double d_router_max_rel_err;
 };
+
+/* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x
+ * hidden), dw13 and dw2 (the weight gradients) and d_router (fp32, tokens x topk). */
+#define MOK_OUTPUT_NAMES {"y", "dx", "dw13", "dw2", "d_router"}
+/* Sets output name's verdict and error in row; -1 when the report has no columns for name. */
+int mok_row_set_output(struct mok_row *row, const char *name, const char *verdict, double max_rel_err);
 
 /* Fills every numeric field with NaN and strings with "". */
 void mok_row_init(struct mok_row *row);

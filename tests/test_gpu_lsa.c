@@ -123,7 +123,7 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     mok_lsa_reference(p.x[0], p.ids, p.w, p.tokens, p.topk, p.hidden, p.local_experts, p.nranks, combine_per_rank,
                       ref, (mok_stream_t)cl->stream);
     mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
-    EXPECT(ops->run(st, 0, p.y, -1, err, sizeof(err)) == 0, "run: %s", err);
+    EXPECT(ops->run(st, 0, &p.out, -1, err, sizeof(err)) == 0, "run: %s", err);
     EXPECT(cudaStreamSynchronize(cl->stream) == cudaSuccess, "sync: %s", cudaGetErrorString(cudaGetLastError()));
     check_dispatched_rows(mok_lsa_state_args(st), &p);
     uint16_t *h_ref = to_host(ref, ybytes), *first = to_host(p.y, ybytes);
@@ -132,7 +132,7 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
            combine_per_rank, bulk, landing, push, small_off, reduce_overlap);
     for (int rep = 0; rep < 3; rep++) { /* repeated runs: bitwise identical */
         mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
-        ops->run(st, 0, p.y, -1, err, sizeof(err));
+        ops->run(st, 0, &p.out, -1, err, sizeof(err));
         cudaStreamSynchronize(cl->stream);
         uint16_t *again = to_host(p.y, ybytes);
         EXPECT(memcmp(first, again, ybytes) == 0, "run %d differs from the first", rep + 2);
@@ -144,7 +144,7 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     mok_poison_bf16(p.y, (size_t)p.tokens * p.hidden, (mok_stream_t)cl->stream);
     cudaStreamSynchronize(cl->stream);
     EXPECT(cudaStreamBeginCapture(cl->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
-    EXPECT(ops->run(st, 0, p.y, -1, err, sizeof(err)) == 0, "run in capture: %s", err);
+    EXPECT(ops->run(st, 0, &p.out, -1, err, sizeof(err)) == 0, "run in capture: %s", err);
     EXPECT(cudaStreamEndCapture(cl->stream, &graph) == cudaSuccess, "end capture: %s",
            cudaGetErrorString(cudaGetLastError()));
     EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
@@ -182,7 +182,7 @@ static void run_overflow(struct mok_cluster *cl)
         EXPECT(0, "setup: %s", err);
         return;
     }
-    ops->run(st, 0, p.y, -1, err, sizeof(err));
+    ops->run(st, 0, &p.out, -1, err, sizeof(err));
     EXPECT(cudaStreamSynchronize(cl->stream) == cudaSuccess, "overflow run must not fault");
     struct mok_row row;
     mok_row_init(&row);
@@ -210,7 +210,7 @@ static int run_timeout(struct mok_cluster *cl)
     mok_lsa_state_set_timeout(st, 200000000ll); /* 0.1 s */
     int rc = 0;
     if (cl->rank == 0) {
-        ops->run(st, 0, p.y, -1, err, sizeof(err));
+        ops->run(st, 0, &p.out, -1, err, sizeof(err));
         cudaError_t e = cudaStreamSynchronize(cl->stream);
         printf("timeout test: rank 0 stream ended with: %s\n", cudaGetErrorString(e));
         rc = e == cudaSuccess; /* success would mean it did not wait at all */

@@ -1,4 +1,4 @@
-/* check: compares an implementation's bf16 y with the fp32 reference. The error of one element is
+/* check: compares an implementation's output (bf16 or fp32) with its fp32 reference. The error of one element is
  * |y - ref| / max|ref|, relative to the output's scale. A per-element relative error is the wrong yardstick
  * here: y is a weighted sum of k bf16 expert rows, and when two large rows nearly cancel, one legitimate bf16
  * rounding difference in one of them (an accumulation-order effect, 2^-8 of that row) is a large fraction of
@@ -29,14 +29,18 @@ __global__ void check_ref_sq_kernel(const float *ref, size_t n, mok_check_sums *
     }
 }
 
-__global__ void check_err_kernel(const uint16_t *y, const float *ref, size_t n, float rtol, mok_check_sums *sums)
+__device__ __forceinline__ float as_f32(uint16_t v) { return mok_bf16_to_f32(v); }
+__device__ __forceinline__ float as_f32(float v) { return v; }
+
+template <typename T>
+__global__ void check_err_kernel(const T *y, const float *ref, size_t n, float rtol, mok_check_sums *sums)
 {
     float scale = sums->ref_amax > 0.0f ? sums->ref_amax : 1e-30f;
     double diff_sq = 0.0;
     float max_rel = 0.0f;
     unsigned long long bad = 0, nan = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = mok_bf16_to_f32(y[i]), r = ref[i];
+        float v = as_f32(y[i]), r = ref[i];
         if (!isfinite(v)) {
             nan++;
             bad++;
@@ -62,9 +66,10 @@ __global__ void check_err_kernel(const uint16_t *y, const float *ref, size_t n, 
     }
 }
 
-extern "C" int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float rtol,
-                                     struct mok_check_sums *dev_scratch, struct mok_check_sums *host_out,
-                                     mok_stream_t stream)
+/* Both passes on stream, the sums copied back and waited for. */
+template <typename T>
+int check_vs_f32(const T *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
+                 struct mok_check_sums *host_out, mok_stream_t stream)
 {
     cudaStream_t s = mok_cuda_stream(stream);
     int err = (int)cudaMemsetAsync(dev_scratch, 0, sizeof(*dev_scratch), s);
@@ -74,11 +79,25 @@ extern "C" int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t
     check_ref_sq_kernel<<<blocks, 256, 0, s>>>(ref, n, dev_scratch);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
-    check_err_kernel<<<blocks, 256, 0, s>>>(y, ref, n, rtol, dev_scratch);
+    check_err_kernel<T><<<blocks, 256, 0, s>>>(y, ref, n, rtol, dev_scratch);
     if ((err = MOK_LAUNCH_RESULT()))
         return err;
     err = (int)cudaMemcpyAsync(host_out, dev_scratch, sizeof(*host_out), cudaMemcpyDeviceToHost, s);
     if (err)
         return err;
     return (int)cudaStreamSynchronize(s);
+}
+
+extern "C" int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float rtol,
+                                     struct mok_check_sums *dev_scratch, struct mok_check_sums *host_out,
+                                     mok_stream_t stream)
+{
+    return check_vs_f32(y, ref, n, rtol, dev_scratch, host_out, stream);
+}
+
+extern "C" int mok_check_f32_vs_f32(const float *y, const float *ref, size_t n, float rtol,
+                                    struct mok_check_sums *dev_scratch, struct mok_check_sums *host_out,
+                                    mok_stream_t stream)
+{
+    return check_vs_f32(y, ref, n, rtol, dev_scratch, host_out, stream);
 }

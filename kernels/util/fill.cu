@@ -37,6 +37,12 @@ __global__ void poison_bf16_kernel(uint16_t *dst, size_t n)
         dst[i] = 0x7FC1; /* a quiet NaN no arithmetic produces by chance */
 }
 
+__global__ void poison_f32_kernel(uint32_t *dst, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = 0x7FC00001u; /* a quiet NaN with a payload no arithmetic produces */
+}
+
 extern "C" int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, int normal, float spread,
                              int mant_bits, mok_stream_t stream)
 {
@@ -62,5 +68,13 @@ extern "C" int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream)
     if (n == 0)
         return 0;
     poison_bf16_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(dst, n);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_poison_f32(float *dst, size_t n, mok_stream_t stream)
+{
+    if (n == 0)
+        return 0;
+    poison_f32_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>((uint32_t *)dst, n);
     return MOK_LAUNCH_RESULT();
 }

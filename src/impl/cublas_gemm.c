@@ -61,8 +61,11 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     return 0;
 }
 
-static int cg_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+static int cg_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
+    uint16_t *y = mok_impl_forward_y(out, err, err_len);
+    if (!y)
+        return -1;
     struct cg_state *s = state;
     struct mok_problem *p = s->p;
     bool timed = mok_slot_events_timed(&s->ev, slot);

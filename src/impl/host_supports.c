@@ -33,6 +33,9 @@ static int cublas_choice(int gemm, int gemm_streams, char *why, int why_len)
 {
     if (gemm == 0 && gemm_streams != 1) /* grouped */
         return no(why, why_len, "gemm=grouped is one call per GEMM: gemm_streams must be 1 (has %d)", gemm_streams);
+    if (gemm == 2 && gemm_streams != 1) /* mok: one persistent grouped GEMM */
+        return no(why, why_len, "gemm=mok is one grouped launch per GEMM: gemm_streams must be 1 (has %d)",
+                  gemm_streams);
     return 1;
 }
 

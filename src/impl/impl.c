@@ -23,3 +23,11 @@ const struct mok_impl_ops *mok_impl_find(const char *name)
             return all_impls[i];
     return NULL;
 }
+
+uint16_t *mok_impl_forward_y(const struct mok_outputs *out, char *err, int err_len)
+{
+    uint16_t *y = mok_output_bf16(out, "y");
+    if (!y)
+        snprintf(err, (size_t)err_len, "the problem has no bf16 output y, which a forward writes");
+    return y;
+}

@@ -30,9 +30,10 @@ struct mok_impl_ops {
     /* Collective. max_slots: the most timed iterations whose phase times run() must keep. */
     int (*setup)(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
                  char *err, int err_len);
-    /* One full layer: input set `set` of the problem, output into y, on cl->stream. slot >= 0 asks the
-     * implementation to keep that iteration's phase times; -1 for untimed runs. */
-    int (*run)(void *state, int set, uint16_t *y, int slot, char *err, int err_len);
+    /* One full layer: input set `set` of the problem, its outputs (out: the problem's list, by name; the
+     * forward writes "y") on cl->stream. slot >= 0 asks the implementation to keep that iteration's phase times;
+     * -1 for untimed runs. */
+    int (*run)(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
     /* Phase times (ms) of a slot after the stream synchronized; NaN for phases it does not have. NULL ok. */
     void (*phase_ms)(void *state, int slot, double out[MOK_NPHASES]);
     /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes). NULL ok. */
@@ -41,5 +42,9 @@ struct mok_impl_ops {
 };
 
 const struct mok_impl_ops *mok_impl_find(const char *name);
+
+/* The forward's output y of out, or NULL with "the problem has no bf16 output y" in err: what every forward's run
+ * writes. */
+uint16_t *mok_impl_forward_y(const struct mok_outputs *out, char *err, int err_len);
 
 #endif

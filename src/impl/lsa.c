@@ -189,10 +189,11 @@ static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_
     return 0;
 }
 
-int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+int lsa_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
     struct lsa_state *s = state;
-    return phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len);
+    uint16_t *y = mok_impl_forward_y(out, err, err_len);
+    return y ? phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len) : -1;
 }
 
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])

@@ -41,7 +41,7 @@ struct lsa_state {
 int lsa_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why, int why_len);
 int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots, char *err,
               int err_len);
-int lsa_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len);
+int lsa_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
 int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
 void lsa_teardown(void *state);

@@ -111,10 +111,11 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     return sched_check_build(p, s->desc.max_tokens, v.tile_rows, v.chunk_rows, v.capacity, &s->host, err, err_len);
 }
 
-static int mega_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+static int mega_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
     struct mega_state *s = state;
-    return phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len);
+    uint16_t *y = mok_impl_forward_y(out, err, err_len);
+    return y ? phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len) : -1;
 }
 
 static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])

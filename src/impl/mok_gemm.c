@@ -75,8 +75,11 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     return 0;
 }
 
-static int mg_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+static int mg_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
+    uint16_t *y = mok_impl_forward_y(out, err, err_len);
+    if (!y)
+        return -1;
     struct mg_state *s = state;
     bool timed = mok_slot_events_timed(&s->ev, slot);
     for (int part = 0; part < 2; part++) {

@@ -4,20 +4,19 @@
 #include "nccl_common.h"
 #include "params.h"
 
-/* Everything nccl can be asked is decided without the GPU (host_supports.c). */
+/* What needs no GPU is decided in host_supports.c; gemm=mok asks the GPU whether mok's GEMM runs here. */
 static int nccl_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                          int why_len)
 {
-    (void)p, (void)cl, (void)params, (void)why, (void)why_len;
-    return 1;
+    return mok_params_nccl(params).gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, 0, why, why_len);
 }
 
 static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
                       char *err, int err_len)
 {
     struct mok_params_nccl np = mok_params_nccl(params);
-    struct mok_nccl_opts opts = {.chunks = 1, .expert_groups = 1, .gemm = (enum mok_gemm_mode)np.gemm,
-                                 .gemm_streams = np.gemm_streams};
+    struct mok_nccl_opts opts = {.chunks = 1, .expert_groups = 1, .gemm = (enum mok_gemm_mode)(np.gemm == 2 ? 0 : np.gemm),
+                                 .mok_gemm = np.gemm == 2, .gemm_streams = np.gemm_streams};
     return mok_nccl_impl_setup(state, p, cl, &opts, max_slots, err, err_len);
 }
 

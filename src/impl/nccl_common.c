@@ -107,10 +107,26 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
         FAIL("out of host memory");
     int sms = 0;
     MOK_CHECK(cuda, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device), return -1);
-    MOK_CHECK(cuda_or_cublas,
-              mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
-                                    p->local_experts, s->stages),
-              return -1);
+    s->mok_gemm = opts->mok_gemm && !s->no_compute;
+    if (s->mok_gemm) {
+        /* n-major tiles (neighbouring CTAs share the weight tile), the deepest ring, every SM the NCCL kernels
+         * are not given: mok-gemm's measured best order (results/h200x2/2026-11-29-gemm-best) */
+        s->mok_cfg = (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = 128, .stages = 0,
+                                                   .sms = reserve_sms > 0 ? sms - reserve_sms : 0, .cluster_m = 1,
+                                                   .lockstep = 0, .raster = 1};
+        s->stage_expert0 = calloc(4 * S, sizeof(int));
+        if (!s->stage_expert0)
+            FAIL("out of host memory");
+        s->stage_experts = s->stage_expert0 + S, s->stage_row0 = s->stage_experts + S, s->stage_rows = s->stage_row0 + S;
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->mok_offsets, S * (EL + 1) * sizeof(int32_t)), return -1);
+        MOK_CHECK(cuda, cudaMallocHost((void **)&s->h_mok_offsets, S * (EL + 1) * sizeof(int32_t)), return -1);
+        mok_gemm_sm90_prepare((mok_stream_t)s->compute); /* its failure record, before any graph capture */
+    } else {
+        MOK_CHECK(cuda_or_cublas,
+                  mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
+                                        p->local_experts, s->stages),
+                  return -1);
+    }
     if (p->shared) {
         size_t SI = (size_t)p->shared * I;
         MOK_CHECK(cublas, cublasCreate(&s->shared_cublas), return -1);
@@ -181,9 +197,77 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     return 0;
 }
 
+int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
+                               int why_len)
+{
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
+    struct mok_gemm_sm90_config c = {.tile_m = 128, .tile_n = 128, .sms = reserve_sms > 0 ? sms - reserve_sms : 0,
+                                     .cluster_m = 1, .raster = 1};
+    /* alignment only: the pointers are the stage's rows, 16-byte aligned as hidden and intermediate are */
+    const uint16_t *any = (const uint16_t *)(uintptr_t)256;
+    struct mok_gemm_args g1 = {.a = any, .b = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,
+                               .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
+    struct mok_gemm_args g2 = g1;
+    g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
+    return mok_gemm_sm90_supports(&g1, &c, why, why_len) && mok_gemm_sm90_supports(&g2, &c, why, why_len);
+}
+
+/* gemm=mok: GEMM1 with SwiGLU (em_in -> hbuf) and GEMM2 (hbuf -> em_out) of stage st, one grouped launch each
+ * over the stage's expert group, whose rows are contiguous in the expert-major buffer (splits.h). */
+static int run_mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    size_t H = (size_t)p->hidden, I = (size_t)p->inter, row0 = (size_t)s->stage_row0[st];
+    size_t e0 = (size_t)s->stage_expert0[st];
+    if (s->stage_rows[st] == 0)
+        return 0;
+    const int32_t *offset = s->mok_offsets + (size_t)st * (p->local_experts + 1);
+    struct mok_gemm_args g1 = {.a = s->em_in + row0 * H, .b = p->w13[set] + e0 * 2 * I * H, .c = s->hbuf + row0 * I,
+                               .offset = offset, .groups = s->stage_experts[st], .rows_capacity = s->stage_rows[st],
+                               .n_out = (int)I, .k = (int)H, .swiglu = 1};
+    struct mok_gemm_args g2 = {.a = s->hbuf + row0 * I, .b = p->w2[set] + e0 * H * I, .c = s->em_out + row0 * H,
+                               .offset = offset, .groups = s->stage_experts[st], .rows_capacity = s->stage_rows[st],
+                               .n_out = (int)H, .k = (int)I, .swiglu = 0};
+    MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, (mok_stream_t)s->compute), return -1);
+    MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->mok_cfg, (mok_stream_t)s->compute), return -1);
+    return 0;
+}
+
+/* The stages' group offsets for gemm=mok, from this run's splits, copied on stream st before any GEMM. */
+static int upload_mok_offsets(struct mok_nccl_pipe *s, cudaStream_t st, char *err, int err_len)
+{
+    const struct mok_splits *sp = &s->splits;
+    int EL = s->p->local_experts;
+    for (int c = 0; c < s->chunks; c++)
+        for (int g = 0; g < s->expert_groups; g++) {
+            int gb, ge, stage = c * s->expert_groups + g;
+            mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
+            int32_t *off = s->h_mok_offsets + (size_t)stage * (EL + 1);
+            off[0] = 0;
+            for (int le = gb; le < ge; le++)
+                off[le - gb + 1] = off[le - gb] + sp->expert_rows[c * EL + le];
+            s->stage_expert0[stage] = gb;
+            s->stage_experts[stage] = ge - gb;
+            s->stage_row0[stage] = sp->stage_base[stage];
+            s->stage_rows[stage] = sp->stage_base[stage + 1] - sp->stage_base[stage];
+            if (off[ge - gb] != s->stage_rows[stage] || (ge > gb && sp->expert_offset[c * EL + gb] != s->stage_row0[stage]))
+                FAIL("stage %d: its experts' rows (%d from row %d) are not the stage's expert-major rows (%d from %d)",
+                     stage, off[ge - gb], ge > gb ? sp->expert_offset[c * EL + gb] : -1, s->stage_rows[stage],
+                     s->stage_row0[stage]);
+        }
+    MOK_CHECK(cuda,
+              cudaMemcpyAsync(s->mok_offsets, s->h_mok_offsets, (size_t)s->stages * (EL + 1) * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, st),
+              return -1);
+    return 0;
+}
+
 static int run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
+    if (s->mok_gemm)
+        return run_mok_gemms(s, set, st, err, err_len);
     MOK_CHECK(cuda_or_cublas,
               mok_expert_gemms_run(&s->gemms, s->compute, st, s->gemm_groups + (size_t)st * p->local_experts,
                                    s->ngemm_groups[st], p->w13[set], p->w2[set], p->hidden, p->inter, s->em_in, s->g1,
@@ -222,6 +306,8 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
                         (struct mok_gemm_group){le, sp->expert_offset[c * EL + le], sp->expert_rows[c * EL + le]};
             s->ngemm_groups[st] = n;
         }
+    if (s->mok_gemm && upload_mok_offsets(s, st, err, err_len))
+        return -1;
     MOK_CHECK(cuda, mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
                                        (mok_stream_t)st), return -1);
     if (s->overlap) {
@@ -455,6 +541,9 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
     cudaFreeHost(s->h_maps);
     free(s->gemm_groups);
     free(s->ngemm_groups);
+    free(s->stage_expert0);
+    cudaFree(s->mok_offsets);
+    cudaFreeHost(s->h_mok_offsets);
     mok_splits_free(&s->splits);
     if (s->overlap) {
         cudaStreamDestroy(s->comm);
@@ -473,9 +562,10 @@ int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster 
     return mok_nccl_pipe_setup(s, p, cl, opts, max_slots, err, err_len);
 }
 
-int mok_nccl_impl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len)
+int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
-    return mok_nccl_pipe_run(state, set, y, slot, err, err_len);
+    uint16_t *y = mok_impl_forward_y(out, err, err_len);
+    return y ? mok_nccl_pipe_run(state, set, y, slot, err, err_len) : -1;
 }
 
 void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]) { mok_nccl_pipe_phase_ms(state, slot, out); }

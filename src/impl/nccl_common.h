@@ -15,6 +15,7 @@
 
 #include "gemm_cublas.h"
 #include "impl.h"
+#include "mok_gemm.h"
 #include "splits.h"
 
 #define MOK_NCCL_MAX_SLOTS 256
@@ -39,6 +40,12 @@ struct mok_nccl_pipe {
     struct mok_splits splits;
     struct mok_gemm_group *gemm_groups; /* [stages][E_local]: experts with rows, per stage */
     int *ngemm_groups;                  /* [stages] */
+    /* gemm=mok: per stage its expert group's first local expert and count, first expert-major row and rows, and
+     * the group offsets the GEMM reads on the device ([stages][E_local + 1], copied each run from pinned host) */
+    bool mok_gemm;
+    struct mok_gemm_sm90_config mok_cfg;
+    int *stage_expert0, *stage_experts, *stage_row0, *stage_rows;
+    int32_t *mok_offsets, *h_mok_offsets;
 
     /* events: per slot, per stage: dispatch, gemm, combine begin/end; plus fork/join events */
     int max_slots;
@@ -51,7 +58,8 @@ struct mok_nccl_opts {
     int chunks, expert_groups;  /* stages = chunks x expert_groups */
     bool overlap;               /* comm and compute streams (nccl-overlap) or one stream (nccl) */
     bool no_compute;            /* comm mode: experts return their input rows, no GEMMs, no permutations */
-    enum mok_gemm_mode gemm;
+    enum mok_gemm_mode gemm;    /* cuBLAS's mode, unless mok_gemm */
+    bool mok_gemm;              /* mok's grouped GEMM (kernels/gemm) instead of cuBLAS */
     int gemm_streams, reserve_sms;
 };
 
@@ -64,11 +72,15 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
 void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 
+/* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0). */
+int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
+                               int why_len);
+
 /* The mok_impl_ops entries all three NCCL implementations share; each file adds its supports() and a setup
  * that picks its mok_nccl_opts and calls mok_nccl_impl_setup. */
 int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const struct mok_nccl_opts *opts,
                         int max_slots, char *err, int err_len);
-int mok_nccl_impl_run(void *state, int set, uint16_t *y, int slot, char *err, int err_len);
+int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
 void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
 int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
 void mok_nccl_impl_teardown(void *state);

@@ -5,11 +5,10 @@
 #include "nccl_common.h"
 #include "params.h"
 
-/* The rest of what nccl-overlap can be asked is decided without the GPU (host_supports.c). */
+/* What needs no GPU is decided in host_supports.c; here the SMs and, for gemm=mok, whether mok's GEMM runs here. */
 static int overlap_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                             int why_len)
 {
-    (void)p;
     struct mok_params_nccl_overlap op = mok_params_nccl_overlap(params);
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
@@ -17,7 +16,7 @@ static int overlap_supports(const struct mok_problem *p, const struct mok_cluste
         snprintf(why, (size_t)why_len, "reserve_sms %d >= the GPU's %d SMs", op.reserve_sms, sms);
         return 0;
     }
-    return 1;
+    return op.gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, op.reserve_sms, why, why_len);
 }
 
 static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params,
@@ -25,7 +24,8 @@ static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster
 {
     struct mok_params_nccl_overlap op = mok_params_nccl_overlap(params);
     struct mok_nccl_opts opts = {.chunks = op.chunks, .expert_groups = op.expert_groups, .overlap = true,
-                                 .gemm = (enum mok_gemm_mode)op.gemm, .gemm_streams = op.gemm_streams,
+                                 .gemm = (enum mok_gemm_mode)(op.gemm == 2 ? 0 : op.gemm), .mok_gemm = op.gemm == 2,
+                                 .gemm_streams = op.gemm_streams,
                                  .reserve_sms = op.reserve_sms};
     return mok_nccl_impl_setup(state, p, cl, &opts, max_slots, err, err_len);
 }

@@ -16,6 +16,7 @@
 #define MOK_CHOICES(array) array, (int)(sizeof(array) / sizeof((array)[0]))
 
 static const char *const mok_choices_gemm[] __attribute__((unused)) = {"grouped", "per_expert"};
+static const char *const mok_choices_expert_gemm[] __attribute__((unused)) = {"grouped", "per_expert", "mok"};
 static const char *const mok_choices_combine[] __attribute__((unused)) = {"per_route", "per_rank"};
 static const char *const mok_choices_copy[] __attribute__((unused)) = {"warp", "bulk"};
 static const char *const mok_choices_layout[] __attribute__((unused)) = {"slots", "landing"};
@@ -33,14 +34,23 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "cuBLAS expert GEMMs: one grouped call per GEMM, or one call per expert")                                  \
     X(gemm_streams, MOK_NUMERIC, 1, 16, 4, "per_expert: streams the experts' GEMMs are spread over (grouped: must be 1)")
 
-#define MOK_PARAMS_NCCL(X) MOK_PARAMS_CUBLAS(X)
+/* The NCCL baselines' expert GEMMs: cuBLAS grouped or per expert, or mok's own grouped GEMM (kernels/gemm, the
+ * megakernel's core, unfused, group sizes read on the device), so the baseline has the best GEMM there is. */
+#define MOK_PARAMS_EXPERT_GEMM(X)                                                                                \
+    X(gemm, MOK_CHOICES(mok_choices_expert_gemm), 0, 2, 1,                                                       \
+      "expert GEMMs: cuBLAS, one grouped call per GEMM (grouped) or one call per expert (per_expert); or mok's "  \
+      "grouped GEMM with SwiGLU fused (mok: Hopper only, its tiles 128 x 128, n-major)")                         \
+    X(gemm_streams, MOK_NUMERIC, 1, 16, 4, "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")
+
+#define MOK_PARAMS_NCCL(X) MOK_PARAMS_EXPERT_GEMM(X)
 
 #define MOK_PARAMS_NCCL_OVERLAP(X)                                                                               \
     X(chunks, MOK_NUMERIC, 1, 64, 1,                                                                              \
       "token chunks, each a separate dispatch/GEMM/combine (re-reads expert weights per chunk)")                  \
     X(expert_groups, MOK_NUMERIC, 1, 1024, 4, "local expert groups, each a separate dispatch/GEMM/combine stage") \
-    MOK_PARAMS_CUBLAS(X)                                                                                          \
-    X(reserve_sms, MOK_NUMERIC, 0, 128, 0, "SMs cuBLAS leaves free for NCCL's kernels (cublasSetSmCountTarget); 0: none")
+    MOK_PARAMS_EXPERT_GEMM(X)                                                                                     \
+    X(reserve_sms, MOK_NUMERIC, 0, 128, 0,                                                                       \
+      "SMs the GEMMs leave free for NCCL's kernels (cuBLAS: cublasSetSmCountTarget; mok: fewer persistent CTAs); 0: none")
 
 #define MOK_PARAMS_NCCL_P2P(X)
 

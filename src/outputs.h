@@ -1,0 +1,31 @@
+/* outputs: what a problem asks of an implementation, as a list of named outputs (see below). Pure C: the
+ * driver, the checks and the unit tests share it without CUDA. */
+#ifndef MOK_OUTPUTS_H
+#define MOK_OUTPUTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The outputs a problem asks of an implementation, by name: the forward's y today; the backward adds dx, dw13,
+ * dw2 and d_router. Each has the buffer the implementation writes (poisoned before every checked run), its fp32
+ * reference on the same inputs, and its own verdict in the report (report.h: <name>_check, <name>_max_rel_err). */
+#define MOK_MAX_OUTPUTS 8
+enum mok_out_type { MOK_OUT_BF16 = 0, MOK_OUT_F32 = 1 };
+struct mok_output {
+    const char *name;      /* one of the report's output names (report.h: MOK_OUTPUT_NAMES) */
+    enum mok_out_type type;
+    void *data;            /* device, elems of type */
+    const float *ref;      /* device fp32 reference, elems; NULL when checks are off */
+    size_t elems;
+    double rtol;           /* error allowed relative to max |ref|; 0: the config's check.rtol */
+};
+struct mok_outputs {
+    int n;
+    struct mok_output o[MOK_MAX_OUTPUTS];
+};
+/* The output called name, or NULL; the typed lookups return its buffer (NULL when absent or of another type). */
+const struct mok_output *mok_output_find(const struct mok_outputs *out, const char *name);
+uint16_t *mok_output_bf16(const struct mok_outputs *out, const char *name);
+float *mok_output_f32(const struct mok_outputs *out, const char *name);
+
+#endif
