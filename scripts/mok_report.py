@@ -51,6 +51,11 @@ def num(row, key):
         return math.nan
 
 
+def ratio(a, b):
+    """a / b, NaN where b is 0 or either is NaN (a row whose divisor was not measured)."""
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
 def counts(row):
     """Whether the row's time counts (its check passed or was not run)."""
     return row.get("disposition", "passed") in OK and not math.isnan(num(row, "time_med_us"))
