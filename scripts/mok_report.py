@@ -192,8 +192,8 @@ def read(path, required=REQUIRED):
     for r in rows:
         for c in NEW_V2:
             r.setdefault(c, "")
-        if not r["mode"]:
-            r["mode"] = "layer"
+        if not r["mode"]:  # a v2 row without its mode: the JSON config's, else layer (the default mode)
+            r["mode"] = mode or "layer"
         r["_file"] = path
     return rows
 
