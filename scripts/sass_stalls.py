@@ -49,7 +49,8 @@ def read_lines(path):
 
 def kind_of(lines, i):
     """The wait kind of line i; a branch within 3 lines after a try_wait is the try_wait's loop (ptxas sometimes
-    schedules a move between them: session 8's gather kernel had 42% of its samples on such a branch)."""
+    schedules a move between them: the gather kernel of results/h200x2/2026-11-30-gather-rows/ncu had 42% of its samples on
+    such a branch)."""
     text = lines[i][0]
     for name, pattern in KINDS:
         if pattern.search(text):

@@ -2,7 +2,8 @@
 # test.sh: from a fresh Debian machine with the CUDA toolkit to every test suite that can run here.
 #   1. installs missing Debian packages (when root), 2. configures and builds every CUDA target,
 #   3. runs the unit, mpi and gpu suites (gpu skips, saying so, without a GPU),
-#   4. builds the host code again under AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit suite.
+#   4. builds the host code again under AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit suite there,
+#      less the tests of scripts/ (suite scripts: python and shell, nothing the sanitizers see; run once in step 3).
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -37,5 +38,5 @@ echo "== host code under ASan + UBSan: unit suite"
 [ -f build-san/build.ninja ] || meson setup build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Dgpu_archs=90a
 ninja -C build-san
 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:fast_unwind_on_malloc=0" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-  meson test -C build-san --suite unit --print-errorlogs
+  meson test -C build-san --suite unit --no-suite scripts --print-errorlogs
 echo "== test.sh: all suites passed"

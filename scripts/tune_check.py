@@ -13,13 +13,14 @@ tune-check.json next to the three reports, exits 1 if any problem misses.
       --bin build/mok-bench --config configs/deepseek-v3.json --impl nccl-overlap --out results/local/tune
 """
 import argparse
-import csv
 import json
 import math
 import os
 import shlex
 import subprocess
 import sys
+
+import mok_report
 
 MEASURED = ("passed", "incorrect", "not_verified", "failed")  # rows that cost a launch; not_supported does not
 
@@ -36,8 +37,9 @@ def report_rows(out_dir):
     csvs = [f for f in os.listdir(out_dir) if f.endswith(".csv") and not f.endswith(".journal.csv")]
     if len(csvs) != 1:
         sys.exit(f"tune_check: expected one report in {out_dir}, found {csvs}")
-    with open(os.path.join(out_dir, csvs[0]), newline="") as f:
-        return list(csv.DictReader(f))
+    return mok_report.read_all([os.path.join(out_dir, csvs[0])], "tune_check",
+                               ("problem", "model", "tokens_per_rank", "routing", "impl", "params", "disposition",
+                                "time_med_us", "note"))
 
 
 def by_problem(rows, impl):

@@ -1,28 +1,31 @@
 #!/bin/sh
-# test_plot: scripts/plot on the checked-in sample reports (CSV and JSON): PNGs of every kind are written, and bad
-# input (missing file, header-only CSV) is refused with exit 2 naming the file. Skips (77) without matplotlib.
+# test_plot: scripts/plot, run as the README says (`scripts/plot REPORT...`: it picks the python with matplotlib
+# itself), on the checked-in sample reports (CSV, JSON, gzipped JSON): PNGs of every kind are written, --each gives
+# one directory per report, and bad input (missing file, header-only CSV) is refused with exit 2 naming the file.
+# Skips (77) when no python here has matplotlib.
 set -u
 SRC=$1; SCRATCH=$2
 fail() { echo "FAIL: $*"; exit 1; }
-# python3 on PATH may be a pyenv/venv one without matplotlib while Debian's python3-matplotlib is installed.
-PY=python3
-python3 -c "import matplotlib" > /dev/null 2>&1 || PY=/usr/bin/python3
-if ! "$PY" -c "import matplotlib" > /dev/null 2>&1; then
+has_mpl() { "$1" -c "import matplotlib" > /dev/null 2>&1; }
+if ! has_mpl python3 && ! has_mpl /usr/bin/python3; then
   echo "SKIP: matplotlib not installed"
   exit 77
 fi
-PLOT="$PY $SRC/scripts/plot"
+PLOT="$SRC/scripts/plot"
 DATA="$SRC/tests/data"
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+gzip -c "$DATA/sample-report.json" > "$SCRATCH/sample-report.json.gz"
 
 # is_png FILE: non-empty and starts with the 8-byte PNG signature
 is_png() {
   [ -s "$1" ] && [ "$(dd if="$1" bs=8 count=1 2> /dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
 }
 
-for ext in csv json; do
+for ext in csv json json.gz; do
   out="$SCRATCH/$ext"
-  $PLOT -o "$out" "$DATA/sample-report.$ext" > "$SCRATCH/$ext.out" 2> "$SCRATCH/$ext.err"; rc=$?
+  report="$DATA/sample-report.$ext"
+  [ "$ext" = json.gz ] && report="$SCRATCH/sample-report.json.gz"
+  $PLOT -o "$out" "$report" > "$SCRATCH/$ext.out" 2> "$SCRATCH/$ext.err"; rc=$?
   [ $rc -eq 0 ] || { cat "$SCRATCH/$ext.err"; fail "$ext: exit $rc"; }
   for kind in time-vs-tokens speedup-vs-tokens heatmap; do
     n=0
@@ -35,6 +38,16 @@ for ext in csv json; do
     [ "$n" -ge 1 ] || fail "$ext: no $kind PNG in $out"
   done
 done
+
+# the gzipped JSON draws what the JSON draws
+[ "$(cd "$SCRATCH/json" && ls)" = "$(cd "$SCRATCH/json.gz" && ls)" ] || fail "json.gz: other PNGs than json's"
+
+# --each: one directory per report, named after its path; without -o it is refused
+$PLOT --each --dpi 40 -o "$SCRATCH/each" "$DATA/sample-report.csv" "$DATA/sample-megakernel.csv" > "$SCRATCH/each.out" \
+  2> "$SCRATCH/each.err" || { cat "$SCRATCH/each.err"; fail "--each: exit $?"; }
+[ "$(ls "$SCRATCH/each" | wc -l)" -eq 2 ] || fail "--each: not one directory per report"
+ls "$SCRATCH/each"/*sample-megakernel*/heatmap-*.png > /dev/null 2>&1 || fail "--each: no heatmap for the megakernel"
+$PLOT --each "$DATA/sample-report.csv" > /dev/null 2>&1 && fail "--each without -o accepted"
 
 # a missing file: exit 2, the message names it
 $PLOT -o "$SCRATCH/bad" "$SCRATCH/no-such-report.csv" > "$SCRATCH/missing.out" 2>&1; rc=$?

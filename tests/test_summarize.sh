@@ -28,7 +28,8 @@ echo "$out" | grep "uniform megakernel" | grep -qF "two: 2.432 ms x 6 and 2.744 
   { echo "$out"; fail "iter_states: the megakernel's two states"; }
 # sass_stalls.py on 14 SASS lines (tests/data/sample-sass.csv: 11 of the 1-rank megakernel's source page from
 # results/h200x2/2026-11-30-megakernel-v6/ncu, and a made-up try_wait whose loop branch comes after a move, as in
-# wip/gather-rows' gather kernel): 443364 samples; the try_waits and their loop branches 603 + 89924 + 100 + 20000
+# the gather kernel of results/h200x2/2026-11-30-gather-rows/ncu): 443364 samples; the try_waits and their loop
+# branches 603 + 89924 + 100 + 20000
 out=$(python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-sass.csv" 3) || fail "sass_stalls exit $?"
 echo "$out" | grep -qF "| mbarrier wait | 25.0% |" || { echo "$out"; fail "sass_stalls: mbarrier wait share"; }
 echo "$out" | grep -qF "| 48.08% | 12 | \`WARPGROUP.DEPBAR.LE gsb0, 0x1\` |" || { echo "$out"; fail "sass_stalls: top line"; }

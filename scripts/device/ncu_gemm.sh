@@ -1,14 +1,15 @@
 #!/bin/bash
 # ncu_gemm.sh CONFIG [N]: ncu metrics of the first N (default 4) expert-GEMM kernels (ours: gemm_sm90; cuBLAS's:
 # nvjet/sm90_xmma) of a gemm-mode config, clocks and caches left as they are, one warm-up-free iteration. The
-# metrics that told GEMM1's story on 2026-11-29: time, tensor-pipe activity, L2 hit rate, DRAM bytes read.
-# Run on the GPU machine from the repository root after scripts/device/env.sh (h200x2.sh step "ncugemm").
+# metrics behind results/h200x2/2026-11-29-gemm: time, tensor-pipe activity, L2 hit rate, DRAM bytes read.
+# node.sh's step "ncugemm"; run from the repository root on the GPU node.
 set -u
+. scripts/device/env.sh # MPIRUN, DEV and the library paths: node.sh's own sourcing does not reach this process
 CFG=$1; N=${2:-4}
 M="gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 M="$M,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed"
 for k in gemm_sm90 '^(nvjet|sm90_xmma|cutlass)'; do
   $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics "$M" -k "regex:$k" --launch-count "$N" \
-    .dev/bin/mok-bench -w 0 -n 1 -o "$OUT/ncu-run" "$CFG" 2>&1 | \
+    "$DEV/bin/mok-bench" -w 0 -n 1 -o "${OUT:-.}/ncu-run" "$CFG" 2>&1 | \
     grep -E "^  [a-zA-Z_<].*\(|gpu__time|hmma|hit_rate|dram__|lts__throughput" | sed -E 's/\(CUtensorMap.*//; s/ +/ /g'
 done

@@ -1,0 +1,70 @@
+# steps.sh: the table of named steps scripts/device/node.sh runs (STEPS="a b c"), sourced by it: one case per step,
+# its comment (after the name, on the same line) is what `node.sh --list` prints. A step's status is its last
+# command's; steps of several commands print each one's rc themselves. Every multi-rank launch goes through $MPIRUN
+# (scripts/device/env.sh: NCCL_NVLS_ENABLE=0 to every rank) with $NP ranks; reports go under $R.
+# Environment: DEV, MPIRUN (env.sh), NP, R, OUT (node.sh).
+mok_step() {
+  BIN=$DEV/bin/mok-bench
+  case $1 in
+    libs) # the staged binaries' shared libraries; "not found" ones are for stage.sh's STAGE_LIBS
+      for b in "$DEV"/bin/*; do echo "$b:"; ldd "$b" | grep -E "not found|nccl|cjson|mpi|cublas|cudart"; done
+      ! ldd "$DEV"/bin/* 2> /dev/null | grep -q "not found";;
+    probe) $MPIRUN -np "$NP" "$BIN" --probe;; # the GPUs, links and what each implementation supports there
+    symmem) sh tests/gpu_run.sh "$DEV/bin/test_gpu_symmem";;
+    small) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-small";; # every implementation on small ragged problems, checked
+    lsatest) sh tests/gpu_run.sh "$DEV/bin/test_gpu_lsa"; echo "rc=$?"
+      sh tests/gpu_lsa_timeout.sh "$DEV/bin/test_gpu_lsa";;
+    sanitize) for tool in memcheck racecheck; do
+        $MPIRUN -np "$NP" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 -n 1 \
+          -o "$R/san-$tool" tests/gpu_sanitize.json > "$R/sanitize-$tool.log" 2>&1
+        echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/sanitize-$tool.log" | sort | uniq -c | head
+      done;;
+    profile) $MPIRUN -np "$NP" ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
+        -k regex:lsa_ --launch-skip 20 --launch-count 20 "$BIN" -o "$R/profile" configs/profile-comm.json \
+        > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
+        sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
+    gemmtest) "$DEV/bin/test_gpu_gemm"; echo "rc=$?"
+      sh tests/gpu_impls.sh "$BIN" . "$R/gpu-gemm-small" tests/gpu_gemm_small.json;;
+    layer) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/layer-devicedriven.json;;
+    gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/gemm-deepseek.json;; # gemm mode: one rank
+    gemmcluster) $MPIRUN -np 1 "$BIN" -o "$R" configs/gemm-cluster.json;; # cluster 1 vs 2 (B multicast), 300 iterations, power columns
+    gemmbest) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/gemm-best.json;; # issue 4: the best candidates, 50 iterations
+    commsmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-comm-small" tests/gpu_comm_small.json;;
+    libmok) sh tests/gpu_run.sh "$DEV/bin/test_libmok";;
+    ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12;; # ncu metrics of the expert GEMMs, ours and cuBLAS's
+    ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank;; # SASS stall sampling, 1 rank
+    inputs) "$DEV/bin/test_gpu_fill"; echo "rc=$?" # the seeded fills' statistics; the layer implementations on normal / scaled inputs
+      sh tests/gpu_impls.sh "$BIN" . "$R/gpu-inputs" tests/gpu_inputs_small.json;;
+    inputspower) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/inputs-power.json;; # uniform vs normal inputs at 8192 tokens: time, power, energy
+    megaissue5) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-issue5.json;; # issue 5's four problems (uniform, 4096 / 8192), 100 iterations, breakdown
+    megaqwen3tune) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen3-tune.json;; # Qwen3 4096 / 8192: comm SMs 8-32 x own_first 8 / 16 / 32, breakdown, beside nccl and nccl-overlap
+    megaqwen4096) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen4096-exposed.json;; # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
+    megasmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-small" tests/gpu_mega_small.json;;
+    megaorder) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-order" tests/gpu_mega_order.json;; # own_first x lockstep x send
+    mega) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/megakernel.json;;
+    megareport) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-report.json;; # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
+    megapower) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-power.json;; # 300 iterations: power_w, energy_j
+    megaownfirst) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-own-first.json;; # own_first = 0 / K experts / all
+    megabreakdown) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-breakdown.json;;
+    megasanitize) for tool in memcheck racecheck; do
+        timeout 300 $MPIRUN -np "$NP" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" \
+          -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1
+        echo "compute-sanitizer $tool (megakernel) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-sanitize-$tool.log" | sort | uniq -c | head
+      done;;
+    tunecheck) for cfg in deepseek-v3 qwen3-235b; do # issue 6: budgeted search vs exhaustive, then --tuned reuse
+        python3 scripts/tune_check.py --mpirun "$MPIRUN -np $NP" --bin "$BIN" --config configs/$cfg.json \
+          --impl nccl-overlap --out "$R/tune-check-$cfg"; echo "rc=$?"
+      done;;
+    tunemega) python3 scripts/tune_check.py --mpirun "$MPIRUN -np $NP" --bin "$BIN" --config configs/megakernel.json \
+        --impl megakernel --out "$R/tune-check-megakernel";;
+    graphsmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-graph-small" tests/gpu_graph_small.json;;
+    comm) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/comm-deepseek.json;;
+    commbest) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/comm-deepseek-best.json;; # the best lsa candidates, 100 iterations
+    commsmallbatch) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/comm-small-batch.json;;
+    ab) . scripts/device/ab.sh;; # AB_OLD, AB_NEW, AB_CONFIG, AB_REPS: two binaries on one config, alternating
+    quick) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/quick.json;; # the README's first run
+    deepseek) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/deepseek-v3.json;;
+    qwen) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/qwen3-235b.json;;
+    *) echo "node.sh: no step '$1' (scripts/device/node.sh --list names them)"; return 2;;
+  esac
+}
