@@ -1,7 +1,11 @@
 /* lsa_schedule: publishing routing tables in the symmetric window, pulling every peer's, and building the
  * global schedule on the GPU. Deterministic by construction: each block owns a fixed range of one source rank's
  * routes, block offsets come from an in-order scan, and inside a block one warp ranks routes 32 at a time with
- * __match_any_sync, so slots follow (source rank, token, k) order whatever the timing. */
+ * __match_any_sync, so slots follow (source rank, token, k) order whatever the timing.
+ *
+ * Why one file of ~700 lines: mok_lsa_schedule picks between the general kernels and the one-block and fused small
+ * variants for the same schedule, and all of them share the file's table and counting helpers; the variants are
+ * checked against each other (tests/test_gpu_lsa.c, the host reference in src/schedule.c). */
 #include <nccl.h>
 #include <nccl_device.h>
 

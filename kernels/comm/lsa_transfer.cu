@@ -5,7 +5,12 @@
  * Combine pushes rows (per route) or fp32-summed partials (per rank) into the token owner's window, signals
  * completion with an epoch flag, and the owner sums in a fixed order, so y is bitwise reproducible. Rows move by
  * warps with 16-byte vectors and several loads in flight per lane (copy=warp) or by the bulk copy engine through
- * shared memory (copy=bulk). */
+ * shared memory (copy=bulk).
+ *
+ * Why one file of ~900 lines: the launchers choose among the kernels at run time (mok_lsa_combine picks the ring,
+ * the per-rank, the per-route, the fused small and the reduce=overlap kernels from the parameters), and the kernels
+ * share file-local pipeline helpers and constants (the bulk-copy pipeline, ring_config, the thread counts); split
+ * into files, those would become a cross-file interface that only this file uses. */
 #include <nccl.h>
 #include <nccl_device.h>
 

@@ -1,0 +1,264 @@
+/* gemm/sm90_grouped_kernel.cuh: the grouped GEMM's device side (kernels/gemm/sm90_grouped.cu says what it does and
+ * holds its launcher): the shared-memory layout, the tile map and the kernel, on the GEMM core (sm90_core.cuh).
+ * Included once, by sm90_grouped.cu; its names live in that file's anonymous namespace. */
+#pragma once
+
+namespace {
+
+using namespace mok_sm90;
+
+constexpr int kMaxGroups = 1024;
+constexpr int kMaxStages = 8;
+constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
+
+/* Dynamic shared memory: [align slack][A slots][B slots][C staging][full barriers][empty barriers][tile prefix].
+ * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
+ * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
+ * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu)
+{
+    return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
+           (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+}
+
+/* Where tile t lies. */
+struct TilePos {
+    int group;
+    int row0;    /* first row of A and C this tile covers: offset[group] + m * tile_m */
+    int row_end; /* offset[group + 1]: rows from here on are another group's (or nobody's): never stored */
+    int n;       /* column tile index within the group */
+};
+
+#if MOK_SM90_DEVICE
+/* Work is counted in units of cm tiles (cm = cluster_m: 1, or 2 CTAs sharing B); for cm = 1 a unit is a tile.
+ * tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
+ * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
+__device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
+                                            int n_tiles, int cm, int crank, int n_major, int tile_m)
+{
+    int lo = 0, hi = groups - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (tile_start[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int local = t - tile_start[lo];
+    TilePos p;
+    p.group = lo;
+    /* m-major (consecutive units share the A rows, so consecutive CTAs start on the same A at the same time) or
+     * n-major (consecutive units share the B tile: the operand that is 4x larger at GEMM1's shapes) */
+    int m_units = (tile_start[lo + 1] - tile_start[lo]) / n_tiles;
+    int mu = n_major ? local % m_units : local / n_tiles;
+    p.n = n_major ? local / m_units : local % n_tiles;
+    /* with a cluster of cm CTAs a unit is cm vertically adjacent tiles; this CTA takes the crank-th. Past an odd
+     * group's last tile it computes rows of the next group (or TMA's zeros) and stores none of them. */
+    p.row0 = offset[lo] + (mu * cm + crank) * tile_m;
+    p.row_end = offset[lo + 1];
+    return p;
+}
+
+#endif
+
+template <int TILE_M, int TILE_N>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
+                     const int32_t *__restrict__ offset, int groups, int rows_capacity,
+                     int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
+                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
+                     int lock_kb, int n_major, struct mok_sm90_diag *diag)
+{
+#if MOK_SM90_DEVICE
+    constexpr int kSlotA = TILE_M * kRowBytes;  /* 16 or 32 KiB */
+    constexpr int kSlotBBytes = TILE_N * kRowBytes;
+    constexpr int kSub = TILE_M / 128;  /* 64-row wgmma sub-tiles per consumer warpgroup (it owns TILE_M / 2 rows) */
+    constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per sub-tile per consumer thread: 64 x TILE_N / 128 */
+    static_assert(kSub * kAcc <= 128, "a consumer thread holds at most 128 accumulators (232 registers)");
+    constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp (of every CTA), once */
+
+    extern __shared__ uint8_t smem_raw[];
+    /* round the shared-space address (what TMA and the descriptors see) up to 1024 */
+    uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;                                   /* stages x TILE_M*128 B, each 1024-aligned */
+    uint8_t *smem_b = smem_a + (size_t)stages * kSlotA;       /* stages x TILE_N*128 B, each 1024-aligned */
+    const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + (size_t)TILE_M * cols_per_tile * 2);
+    uint64_t *empty = full + stages;
+    int *tile_start = reinterpret_cast<int *>(empty + stages);
+
+    const int n_tiles = n_out / cols_per_tile;
+    const int k_blocks = k / kBlockK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    /* cluster: crank picks the tile of a unit, units go round-robin over clusters (cm = 1: over CTAs) */
+    const int crank = cm > 1 ? (int)mok_cluster_rank() : 0;
+    const int unit0 = cm > 1 ? (int)mok_cluster_id() : blockIdx.x;
+    const int unit_step = cm > 1 ? (int)mok_cluster_count() : gridDim.x;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mok_mbar_init(&full[s], 1); /* the producer's arrive.expect_tx; TMA (ours and the peer's) adds bytes */
+            mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
+        }
+        mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
+        mok_tma_prefetch_map(&map_a);
+        mok_tma_prefetch_map(&map_b);
+    }
+    /* Tile prefix over the groups, one warp, 32 groups per step: tiles of g = ceil(rows_g / TILE_M) * n_tiles.
+     * offset[] is validated here: a bad one would make tiles write outside C or into another group. */
+    if (warp == 0)
+        warp_group_prefix(groups, lane, tile_start, [&](int g) {
+            int r0 = offset[g], r1 = offset[g + 1];
+            if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
+                mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+            return ((r1 - r0 + TILE_M - 1) / TILE_M + cm - 1) / cm * n_tiles;
+        });
+    /* barriers initialized (the peer's too: it will multicast into ours), prefix written */
+    if (cm > 1)
+        mok_cluster_sync();
+    else
+        __syncthreads();
+    const int total_tiles = tile_start[groups]; /* units */
+
+    if (warp < 4) {
+        /* ---------------- producer warpgroup ---------------- */
+        mok_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) {
+            if (cm > 1)
+                mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
+            return; /* nothing else for the other 127 threads */
+        }
+        RingPos ring = {0, 0};
+        /* waves in which every CTA has a unit: the lockstep barrier applies to those (the last, partial wave
+         * has CTAs that never arrive) */
+        const int full_waves = total_tiles / unit_step;
+        int wave = 0;
+        for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
+            /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
+             * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
+            int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+            /* rows still arriving (ready counters given): only this tile's real rows are waited for */
+            mok_sm90_wait_rows(ready, ready_target, ready_rows, p.row0, min(p.row0 + TILE_M, p.row_end), diag, t);
+            for (int kb = 0; kb < k_blocks; kb++) {
+                /* Lockstep: CTAs that share A or B tiles read them from L2 only if they are at about the same k
+                 * at the same time (L2 holds ~12 us of DRAM traffic here). GEMM1 at DeepSeek-V3 shapes reads 6x
+                 * its operands from DRAM (40% L2 hits); the hypothesis was that the persistent grid drifts apart.
+                 * Every lock_kb k blocks the producers meet at a grid barrier (every tile has k_blocks, so within
+                 * the full waves all CTAs count the same k blocks); the consumers keep draining the ring. Measured:
+                 * one barrier per wave cut DRAM reads 60 -> 50 GB but not the time; kept as a parameter. */
+                const int k_done = wave * k_blocks + kb; /* k blocks this CTA issued before this one */
+                if (wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
+                    mok_sm90_wave_barrier(wave_ctr, gridDim.x, k_done / lock_kb, diag);
+                producer_acquire(ring, empty, diag, t, kb);
+                uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes);
+                uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotA;
+                uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
+                int kc = kb * kBlockK;
+                mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
+                if (cm > 1) {
+                    /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
+                     * both: with SwiGLU the gate half and the up half, without it the two row halves */
+                    int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
+                    mok_tma_load_2d_multicast(b_dst + crank * (TILE_N / 2) * kRowBytes, &map_b, kc, half_row, bar,
+                                              (uint16_t)((1u << cm) - 1));
+                } else if (swiglu) {
+                    /* gate half then up half, adjacent: (TILE_N/2)*128 bytes is a whole number of 1024-byte
+                     * swizzle atoms, so the up half's swizzle lines up with what one descriptor expects */
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, bar);
+                    mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, &map_b, kc, b_row + n_out, bar);
+                } else {
+                    mok_tma_load_2d(b_dst, &map_b, kc, b_row, bar);
+                }
+                ring.advance(stages);
+            }
+        }
+        if (cm > 1)
+            mok_cluster_sync(); /* stay until the peer is done with our shared memory */
+    } else {
+        /* ---------------- consumer warpgroups ---------------- */
+        mok_setmaxnreg_inc<kConsumerRegs>();
+        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) */
+        const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
+        const int role = MOK_SM90_DIAG_CONSUMER + cwg;
+        float acc[kSub][kAcc];
+        RingPos ring = {0, 0};
+        for (int t = unit0; t < total_tiles; t += unit_step) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
+            /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned */
+            consume_tile<TILE_N, kSub, kSlotA, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
+                                                            cwg * (TILE_M / 2) * kRowBytes, smem_b, cm, lane, crank,
+                                                            diag, role, t);
+
+            /* Epilogue, per 64-row sub-tile. m64nNk16 accumulator fragment: thread (wq, lane) holds rows
+             * wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4)
+             * and + 1. The staging holds the warpgroup's kSub sub-tiles; one wait frees it for all of them. */
+            const int bar_id = 1 + cwg; /* 128 threads: this warpgroup only */
+            const bool leader = wq == 0 && lane == 0;
+            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * cols_per_tile * 2;
+            if (leader)
+                mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
+            mok_named_barrier(bar_id, 128);
+#pragma unroll
+            for (int u = 0; u < kSub; u++) {
+                const int sub_row0 = p.row0 + cwg * (TILE_M / 2) + u * 64;
+                if (sub_row0 + 64 <= p.row_end) {
+                    /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
+                    uint8_t *stage = wg_stage + (size_t)u * 64 * cols_per_tile * 2;
+                    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+                    if (!swiglu)
+                        stage_bf16<0, TILE_N / 8>(acc[u], stage, la, lb, cq);
+                    else
+                        stage_swiglu(acc[u], stage, la, lb, cq);
+                    staged_ready(bar_id);
+                    if (leader)
+                        store_staged(&map_c, p.n * cols_per_tile, sub_row0, stage, cols_per_tile / 64);
+                    continue;
+                }
+                /* The group ends inside these 64 rows (a TMA box would overwrite the next group's): guarded
+                 * stores of this group's rows only. */
+                const int ra = sub_row0 + wq * 16 + lane / 4, rb = ra + 8;
+                const bool oka = ra < p.row_end, okb = rb < p.row_end;
+                const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
+                uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
+                uint32_t *cb = reinterpret_cast<uint32_t *>(c + (size_t)(okb ? rb : 0) * n_out + col0);
+                if (!swiglu) {
+#pragma unroll
+                    for (int i = 0; i < TILE_N / 8; i++) {
+                        if (oka)
+                            ca[4 * i] = pack_bf16x2(acc[u][4 * i], acc[u][4 * i + 1]); /* 8 columns = 4 words */
+                        if (okb)
+                            cb[4 * i] = pack_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 3]);
+                    }
+                } else {
+                    /* gate column j is in register chunk j/8, its up column j + TILE_N/2 in chunk j/8 + TILE_N/16:
+                     * TILE_N/4 registers further on */
+                    constexpr int kUp = TILE_N / 4;
+#pragma unroll
+                    for (int i = 0; i < TILE_N / 16; i++) {
+                        if (oka)
+                            ca[4 * i] = swiglu_bf16x2(acc[u][4 * i], acc[u][4 * i + kUp], acc[u][4 * i + 1],
+                                                      acc[u][4 * i + 1 + kUp]);
+                        if (okb)
+                            cb[4 * i] = swiglu_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 2 + kUp], acc[u][4 * i + 3],
+                                                      acc[u][4 * i + 3 + kUp]);
+                    }
+                }
+            }
+        }
+        if (wq == 0 && lane == 0)
+            mok_bulk_wait(0); /* the staging area stays valid and the stores complete before the CTA exits */
+        if (cm > 1)
+            mok_cluster_sync(); /* the peer's consumers may still arrive on our empty barriers */
+    }
+#else
+    /* Built for a target without wgmma/setmaxnreg (sm_90 without "a", Blackwell): never meant to run. */
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        printf("mok-bench: gemm_sm90 kernel not built for sm_90a on this target\n");
+    __trap();
+#endif
+}
+
+} // namespace

@@ -1,0 +1,53 @@
+/* megakernel/layout.cuh: the kernel's fixed tile shape, its shared-memory and counter layouts and its tensor
+ * maps (host and device).
+ * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it once, in this order:
+ * layout, sync, units, comm, compute); its names live in that file's anonymous namespace. */
+#pragma once
+
+namespace {
+
+constexpr int kTileN = 256;            /* accumulator columns per tile: GEMM1 128 gate + 128 up, GEMM2 256 */
+constexpr int kMaxGroups = 1024;
+constexpr int kSlotBBytes = kTileN * kRowBytes;
+/* C staging: 128 rows x 128 bf16 columns, what one GEMM1 + SwiGLU tile stores. GEMM2's 256 columns go out in two
+ * halves through it: 32 KiB of staging instead of 64 leaves room for a fourth 48 KiB stage of the ring, which both
+ * GEMMs use (a second TMA store round per GEMM2 tile costs less than a shallower ring for all of them). */
+constexpr int kStageCols = kTileN / 2;
+constexpr int kStageBytes = kTileM * kStageCols * 2;
+constexpr int kSmemLimit = 227 * 1024;
+
+/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
+ * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
+size_t smem_bytes(int stages, int groups, int own_first)
+{
+    return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
+           (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
+}
+
+/* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's
+ * counters over the slots, then the shared GEMM1's over the own tokens (row_counters). The ticket first: its
+ * address is then the kernel parameter itself, which costs the producer (beside consumers at their register
+ * limit) no register to keep. */
+size_t counters(int capacity, int t_max, int shared_inter)
+{
+    return 2 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
+}
+
+/* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */
+struct Maps {
+    CUtensorMap x;   /* xin [capacity][H], A of GEMM1, 128-row boxes */
+    CUtensorMap w13; /* [EL * 2I][H], 128-row boxes (gate half, up half) */
+    CUtensorMap hc;  /* h [capacity][I] as GEMM1's C: 64 x 64 store boxes */
+    CUtensorMap ha;  /* h as GEMM2's A: 128-row boxes */
+    CUtensorMap w2;  /* [EL * H][I], 256-row boxes */
+    CUtensorMap oc;  /* out [capacity][H] as GEMM2's C: 64 x 64 store boxes */
+    /* shared experts (shared_inter > 0; unused otherwise) */
+    CUtensorMap sx;   /* this forward's own token rows [t_max][H], A of the shared GEMM1, 128-row boxes */
+    CUtensorMap sw13; /* [2 SI][H], 128-row boxes */
+    CUtensorMap shc;  /* sh [t_max][SI] as the shared GEMM1's C: 64 x 64 store boxes */
+    CUtensorMap sha;  /* sh as the shared GEMM2's A: 128-row boxes */
+    CUtensorMap sw2;  /* [H][SI], 256-row boxes */
+    CUtensorMap syc;  /* sy [t_max][H] as the shared GEMM2's C: 64 x 64 store boxes */
+};
+
+} // namespace
