@@ -199,6 +199,9 @@ int mok_lsa_ring_fits(int hidden);
  * loads in flight per thread, grid-stride; dst or src may be a peer's memory (an LSA pointer), so one kernel
  * measures push (stores over NVLink) and pull (loads over NVLink). threads <= 1024. */
 int mok_probe_copy(void *dst, const void *src, size_t bytes, int blocks, int threads, mok_stream_t stream);
+/* Reads bytes (a multiple of 16, src 16-byte aligned) with uint4 loads, 4 in flight per thread, and folds them into
+ * *sink (device): the DRAM read bandwidth a GEMM's operand stream can get. */
+int mok_probe_read(const void *src, size_t bytes, int blocks, int threads, uint32_t *sink, mok_stream_t stream);
 /* *out_dev_ptr_slot (a device void*) = ncclGetLsaPointer(window, 0, lsa_peer): the base of LSA peer lsa_peer's
  * part of the symmetric window (an ncclWindow_t), as an address this rank's kernels can use; the host copies
  * it back. */

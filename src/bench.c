@@ -12,6 +12,7 @@
 #include "impl.h"
 #include "journal.h"
 #include "output_check.h"
+#include "roofline.h"
 #include "search.h"
 #include "summary.h"
 #include "tunedb.h"
@@ -241,6 +242,7 @@ struct bench_state {
     long long done, total;
     double t0;
     struct mok_baseline base; /* speedups are over the best baseline candidate so far in the current problem */
+    struct mok_roofline roof; /* the current problem's, on this rank (roofline.h) */
     char run_start[24];       /* ISO 8601 UTC, on every row */
 };
 
@@ -335,6 +337,11 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
         MPI_Bcast(msg, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
     }
     b->failures += run_candidate(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
+    row->roofline_bytes = b->roof.weight_bytes + b->roof.act_bytes;
+    row->roofline_mem_us = b->roof.mem_us;
+    row->roofline_gemm_us = b->roof.gemm_us;
+    row->roofline_us = b->roof.bound_us;
+    row->time_over_roofline = row->time_med_us / row->roofline_us;
     if (ic->note) { /* appended: the implementation's own note (capacity, stages...) may already be there */
         size_t used = strlen(row->note);
         snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", ic->note);
@@ -491,6 +498,22 @@ static int write_reports(const struct report_job *j, const char *dir, char *csv,
     return mok_summary_write_csv(sum_csv, j->items, j->nitems, j->moe_layers, err, (int)err_len);
 }
 
+/* The problem's roofline on this rank: the rows each global expert gets (layer mode: every rank's routes, summed;
+ * gemm mode: this rank's own), against --probe's DRAM and GEMM figures. Collective in layer mode. */
+static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
+{
+    int32_t *rows = calloc((size_t)p->experts, sizeof(int32_t));
+    if (!rows)
+        die(b->cl, "roofline", "out of host memory");
+    for (size_t r = 0; r < (size_t)p->tokens * p->topk; r++)
+        rows[p->h_ids[r]]++;
+    if (p->spec.mode == MOK_MODE_LAYER)
+        MPI_Allreduce(MPI_IN_PLACE, rows, p->experts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+    mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps, b->cl->env.probe_gemm_tflops,
+                    &b->roof);
+    free(rows);
+}
+
 int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
                   struct mok_cluster *cl, int argc, char **argv)
 {
@@ -520,6 +543,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         int sets = mok_problem_sets_for(&spec, cl->nranks, prop.l2CacheSize);
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
             die(cl, "problem setup", err);
+        problem_roofline(&b, &prob);
         if (root) {
             char inputs[48];
             printf("# problem %d: inputs %s, %d input sets rotated (L2 %d MiB); reference %.1f ms\n", pi,

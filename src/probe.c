@@ -21,7 +21,11 @@
 #define PROBE_BLOCKS_PER_SM 4 /* 4 x 512 = 2048 threads: a full SM, the most loads in flight for the pull */
 #define GEMM_N 8192
 #define GEMM_WARMUP 3
+#define GEMM_WARMUP_MS 300.0 /* and at least this long: the clocks settle at the 700 W cap after ~0.1-0.3 s of load
+                                (timing.warmup_ms, results/h200x2/2026-11-30-megakernel-v8 section 6) */
 #define GEMM_ITERS 20
+#define READ_BYTES ((size_t)4 << 30) /* DRAM read probe: 4 GiB, 80x the L2 */
+#define READ_ITERS 10
 #define PROBE_SEED 0x70726F6265ull /* "probe"; tensor ids below keep its tensors apart from the problems' */
 
 #define PROBE_FAIL(...)                                                                                            \
@@ -177,14 +181,26 @@ static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
     PROBE_CHECK(cublas, cublasSetStream(h, cl->stream));
     for (int i = 0; i <= GEMM_ITERS; i++)
         PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
-    for (int it = 0; it < GEMM_WARMUP + GEMM_ITERS; it++) {
-        if (it == GEMM_WARMUP)
+    /* warm until the GPU sits at its power cap: batches of GEMMs until GEMM_WARMUP_MS have passed on the device */
+    for (float warm_ms = 0; warm_ms < GEMM_WARMUP_MS;) {
+        PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+        for (int it = 0; it < GEMM_WARMUP; it++)
+            PROBE_CHECK(cublas, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf,
+                                             CUDA_R_16BF, GEMM_N, buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2,
+                                             CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
+        PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
+        float t = 0;
+        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
+        warm_ms += t > 0 ? t : 1.0f;
+    }
+    for (int it = 0; it < GEMM_ITERS; it++) {
+        if (it == 0)
             PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
         PROBE_CHECK(cublas, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf, CUDA_R_16BF,
                                          GEMM_N, buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2, CUDA_R_16BF,
                                          GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        if (it >= GEMM_WARMUP)
-            PROBE_CHECK(cuda, cudaEventRecord(ev[it - GEMM_WARMUP + 1], cl->stream));
+        PROBE_CHECK(cuda, cudaEventRecord(ev[it + 1], cl->stream));
     }
     PROBE_CHECK(cuda, cudaEventSynchronize(ev[GEMM_ITERS]));
     for (int i = 0; i < GEMM_ITERS; i++) {
@@ -204,14 +220,46 @@ fail:
     return rc;
 }
 
+/* Per-rank times (ms) of READ_ITERS reads of READ_BYTES of this GPU's memory, after one untimed read. Local. */
+static int time_read(struct mok_cluster *cl, const struct mok_probe *pr, double *ms, char *err, int err_len)
+{
+    uint8_t *buf = NULL;
+    uint32_t *sink = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    int rc = -1;
+    PROBE_CHECK(cuda, cudaMalloc((void **)&buf, READ_BYTES));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&sink, sizeof(uint32_t)));
+    PROBE_CHECK(cuda, cudaMemsetAsync(buf, 0x5a, READ_BYTES, cl->stream)); /* touched: every page is mapped */
+    PROBE_CHECK(cuda, cudaEventCreate(&ev[0]));
+    PROBE_CHECK(cuda, cudaEventCreate(&ev[1]));
+    for (int it = -1; it < READ_ITERS; it++) {
+        PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+        PROBE_CHECK(cuda, mok_probe_read(buf, READ_BYTES, pr->blocks, pr->threads, sink, (mok_stream_t)cl->stream));
+        PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
+        PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
+        float t = 0;
+        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
+        if (it >= 0)
+            ms[it] = t;
+    }
+    rc = 0;
+fail:
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    cudaFree(buf);
+    cudaFree(sink);
+    return rc;
+}
+
 int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int err_len)
 {
     cudaEvent_t ev[2] = {NULL, NULL};
-    double gemm_ms[GEMM_ITERS] = {0};
+    double gemm_ms[GEMM_ITERS] = {0}, read_ms[READ_ITERS] = {0};
     int fail = 1, sms = 0, lsa_min = cl->lsa_size;
     err[0] = '\0';
     memset(out, 0, sizeof(*out));
-    out->push_gbps = out->pull_gbps = out->bidir_push_gbps = out->gemm_bf16_tflops = NAN;
+    out->push_gbps = out->pull_gbps = out->bidir_push_gbps = out->gemm_bf16_tflops = out->dram_read_gbps = NAN;
     out->threads = PROBE_THREADS;
     out->bytes = (double)PROBE_BYTES;
 
@@ -233,6 +281,12 @@ fail:
                                 / 1e12;
     else
         fail = 1;
+    if (!fail)
+        fail = time_read(cl, out, read_ms, err, err_len);
+    if (!any_failed(fail)) /* the slowest rank's median: every rank streams its own weights */
+        out->dram_read_gbps = (double)READ_BYTES / (median_of_max(read_ms, READ_ITERS) * 1e-3) / 1e9;
+    else
+        fail = 1;
     for (int i = 0; i < 2; i++)
         if (ev[i])
             cudaEventDestroy(ev[i]);
@@ -250,5 +304,7 @@ void mok_probe_print(FILE *out, const struct mok_probe *p)
                 "# probe: push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per direction (%g GiB, %d blocks x "
                 "%d threads)",
                 p->push_gbps, p->pull_gbps, p->bidir_push_gbps, p->bytes / (double)(1u << 30), p->blocks, p->threads);
-    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS)\n", GEMM_N, p->gemm_bf16_tflops);
+    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS, after %.0f ms at load: at the power cap); DRAM read %.0f "
+                 "GB/s (%g GiB)\n",
+            GEMM_N, p->gemm_bf16_tflops, GEMM_WARMUP_MS, p->dram_read_gbps, (double)READ_BYTES / (double)(1u << 30));
 }

@@ -1,6 +1,7 @@
 /* probe: `mok-bench --probe` measures, on the machine at hand and in the same run as the benchmarks, the
  * ceilings report fractions are computed against: peer bandwidth through NVLink with every SM (stores to the
- * peer, loads from the peer, and stores both ways at once) and the dense bf16 GEMM rate of cuBLAS. */
+ * peer, loads from the peer, and stores both ways at once), the dense bf16 GEMM rate of cuBLAS held at the power
+ * cap, and the DRAM read bandwidth (the rooflines of the report rows: report.h). */
 #ifndef MOK_PROBE_H
 #define MOK_PROBE_H
 
@@ -12,7 +13,8 @@
 struct mok_probe {
     double push_gbps, pull_gbps, bidir_push_gbps; /* per direction, GB/s = 1e9 B/s, all SMs, 1 GiB; NAN when
                                                      the LSA team has fewer than 2 GPUs */
-    double gemm_bf16_tflops;                       /* cuBLAS 8192^3 bf16 */
+    double gemm_bf16_tflops;                       /* cuBLAS 8192^3 bf16, held at the power cap (>= 300 ms warm) */
+    double dram_read_gbps;                         /* this GPU's DRAM read bandwidth, 4 GiB read, GB/s */
     int blocks, threads;                           /* launch used for the copies */
     double bytes;                                  /* bytes per copy */
 };
@@ -21,7 +23,8 @@ struct mok_probe {
  * max over ranks of each time (so min bandwidth). Returns 0 or -1 with a message in err. */
 int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int err_len);
 /* One '#' line for the report header: "# probe: push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per
- * direction (1 GiB, %d blocks x %d threads); dense bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLAS)". */
+ * direction (1 GiB, %d blocks x %d threads); dense bf16 GEMM 8192^3 %.0f TFLOP/s (cuBLAS, at the power cap); DRAM
+ * read %.0f GB/s". */
 void mok_probe_print(FILE *out, const struct mok_probe *p);
 
 #endif

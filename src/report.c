@@ -42,6 +42,7 @@ const struct field mok_report_fields[] = {
     FS(speedup_baseline), FT(exposed_comm_us), FS(mode), FD(capacity_factor), FD(warmup), FD(warmup_ms), FD(seed),
     FS(run_start), FS(y_check), FD(y_max_rel_err), FS(dx_check), FD(dx_max_rel_err), FS(dw13_check),
     FD(dw13_max_rel_err), FS(dw2_check), FD(dw2_max_rel_err), FS(d_router_check), FD(d_router_max_rel_err),
+    FD(roofline_bytes), FT(roofline_mem_us), FT(roofline_gemm_us), FT(roofline_us), FD(time_over_roofline),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 
@@ -170,8 +171,9 @@ void mok_report_print_header(FILE *out, const struct mok_env *env, const char *c
         fprintf(out, "# ranks %d | LSA team size unknown\n", env->nranks);
     if (env->probe_bidir_gbps > 0 || env->probe_gemm_tflops > 0)
         fprintf(out, "# probe (this run): peer push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per "
-                     "direction; dense bf16 GEMM %.0f TFLOP/s\n",
-                env->probe_push_gbps, env->probe_pull_gbps, env->probe_bidir_gbps, env->probe_gemm_tflops);
+                     "direction; dense bf16 GEMM %.0f TFLOP/s at the power cap; DRAM read %.0f GB/s\n",
+                env->probe_push_gbps, env->probe_pull_gbps, env->probe_bidir_gbps, env->probe_gemm_tflops,
+                env->probe_dram_gbps);
     int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
     for (int i = 0; i < n; i++) {
         const struct mok_rank_info *r = &env->ranks[i];
@@ -535,6 +537,7 @@ static cJSON *env_json(const struct mok_env *env, int *ok)
         jadd(pr, "peer_pull_gbps", cJSON_CreateNumber(env->probe_pull_gbps), ok);
         jadd(pr, "peer_bidir_gbps_per_direction", cJSON_CreateNumber(env->probe_bidir_gbps), ok);
         jadd(pr, "gemm_bf16_tflops", cJSON_CreateNumber(env->probe_gemm_tflops), ok);
+        jadd(pr, "dram_read_gbps", cJSON_CreateNumber(env->probe_dram_gbps), ok);
         jadd(e, "probe", pr, ok);
     }
     cJSON *ranks = cJSON_CreateArray();

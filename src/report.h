@@ -35,6 +35,7 @@ struct mok_env {
     int lsa_size; /* ranks reachable by load/store (NCCL LSA team), 0 when unknown */
     /* ceilings measured by --probe in this run (0 when it did not run): GB/s per direction, TFLOP/s */
     double probe_push_gbps, probe_pull_gbps, probe_bidir_gbps, probe_gemm_tflops;
+    double probe_dram_gbps; /* --probe's DRAM read bandwidth (0 / NaN: not measured) */
     int nrank_info;
     struct mok_rank_info ranks[MOK_MAX_RANKS];
 };
@@ -121,6 +122,12 @@ struct mok_row {
     double dw2_max_rel_err;
     char d_router_check[12];
     double d_router_max_rel_err;
+    /* the roofline (roofline.h; NaN without --probe's DRAM and GEMM figures, and in comm mode) */
+    double roofline_bytes;     /* weight + activation bytes this rank must move through DRAM */
+    double roofline_mem_us;    /* roofline_bytes / --probe's DRAM read bandwidth */
+    double roofline_gemm_us;   /* useful FLOPs / --probe's GEMM rate at the power cap */
+    double roofline_us;        /* the larger of the two */
+    double time_over_roofline; /* time_med_us / roofline_us */
 };
 
 /* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x

@@ -311,7 +311,8 @@ static void test_round_trip(const char *dir)
                        "note,gemm1_us,gemm2_us,gemm_frac,energy_j,power_w,power_capped_share,inputs,"
                        "speedup_baseline,exposed_comm_us,mode,capacity_factor,warmup,warmup_ms,seed,run_start,"
                        "y_check,y_max_rel_err,dx_check,dx_max_rel_err,dw13_check,dw13_max_rel_err,dw2_check,"
-                       "dw2_max_rel_err,d_router_check,d_router_max_rel_err,"
+                       "dw2_max_rel_err,d_router_check,d_router_max_rel_err,roofline_bytes,roofline_mem_us,"
+                       "roofline_gemm_us,roofline_us,time_over_roofline,"
                        "gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");

@@ -1,0 +1,42 @@
+/* roofline: bytes and FLOPs a problem must move and compute, against --probe's ceilings (see roofline.h). */
+#include "roofline.h"
+
+#include <math.h>
+
+void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
+                     double dram_gbps, double gemm_tflops, struct mok_roofline *out)
+{
+    *out = (struct mok_roofline){NAN, NAN, NAN, NAN, NAN, NAN};
+    if (spec->mode == MOK_MODE_COMM)
+        return;
+    const struct mok_model *m = &spec->model;
+    const double h = m->hidden, i = m->intermediate, expert_bytes = 3.0 * h * i * 2;
+    int e0 = 0, e1 = m->experts; /* gemm mode: every expert */
+    if (spec->mode == MOK_MODE_LAYER) {
+        int local = m->experts / (nranks > 0 ? nranks : 1);
+        e0 = rank * local, e1 = e0 + local;
+    }
+    double rows = 0, weights = 0;
+    for (int e = e0; e < e1; e++) {
+        rows += expert_rows[e];
+        weights += expert_rows[e] > 0 ? expert_bytes : 0; /* an expert nobody routes to is never read */
+    }
+    /* per row: x (h) in, gate and up (2i) computed in registers, h (i) stored and read back, out (h) stored */
+    const double per_row = (h + i + i + h) * 2;
+    double act = rows * per_row, flops = rows * 2.0 * 3.0 * h * i;
+    if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens */
+        double si = m->shared_experts * i, t = spec->tokens_per_rank;
+        weights += 3.0 * h * si * 2;
+        act += t * (h + 2 * si + h) * 2;
+        flops += t * 2.0 * 3.0 * h * si;
+    }
+    out->weight_bytes = weights;
+    out->act_bytes = act;
+    out->flops = flops;
+    if (dram_gbps > 0)
+        out->mem_us = (weights + act) / (dram_gbps * 1e9) * 1e6;
+    if (gemm_tflops > 0)
+        out->gemm_us = flops / (gemm_tflops * 1e12) * 1e6;
+    if (dram_gbps > 0 && gemm_tflops > 0)
+        out->bound_us = out->mem_us > out->gemm_us ? out->mem_us : out->gemm_us;
+}

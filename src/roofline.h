@@ -1,0 +1,26 @@
+/* roofline: the least time a problem can take on this machine, from what it must move and compute. Below ~200
+ * rows per expert an MoE layer on one H200 is bound by reading each local expert's weights once (DRAM), not by the
+ * tensor cores; a report row says which bound holds and how far its time is from it. Pure C, unit tested. */
+#ifndef MOK_ROOFLINE_H
+#define MOK_ROOFLINE_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+struct mok_roofline {
+    double weight_bytes; /* every local expert that gets rows (and the shared experts), read once: 3 H I bf16 */
+    double act_bytes;    /* the rows through the expert MLP: x in, h out and back in, the output out (bf16) */
+    double flops;        /* useful: 2 x 3 H I per routed row, and per token for the shared experts */
+    double mem_us;       /* (weight_bytes + act_bytes) / the DRAM read bandwidth */
+    double gemm_us;      /* flops / the GEMM rate held at the power cap */
+    double bound_us;     /* the larger of the two: the row's roofline */
+};
+
+/* This rank's roofline. expert_rows[e]: rows routed to global expert e that this rank computes (layer mode: every
+ * rank's routes to its experts; gemm mode: its own routes to every expert). dram_gbps, gemm_tflops: --probe's
+ * figures; where either is not positive the times are NaN. comm mode has no expert compute: all NaN. */
+void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
+                     double dram_gbps, double gemm_tflops, struct mok_roofline *out);
+
+#endif

@@ -1,0 +1,52 @@
+/* test_roofline: the bytes and FLOPs a problem must move, against the ceilings, on numbers worked by hand. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "roofline.h"
+
+#include "check.h"
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b); }
+
+int main(void)
+{
+    /* issue 19's example: 7168 / 3072 / 384 experts / top-6 at 4096 tokens on one GPU, every expert routed to */
+    struct mok_problem_spec s = {.mode = MOK_MODE_LAYER, .tokens_per_rank = 4096,
+                                 .model = {"x", 7168, 3072, 384, 6, 0}};
+    int32_t rows[384];
+    for (int e = 0; e < 384; e++)
+        rows[e] = 64; /* 24576 routes = 4096 x 6 */
+    struct mok_roofline r;
+    mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
+    double w = 384.0 * 3 * 7168 * 3072 * 2; /* 50.7 GB, as the issue says */
+    CHECK(close_to(r.weight_bytes, w) && fabs(w / 1e9 - 50.7) < 0.05, "weights %.4g", r.weight_bytes);
+    CHECK(close_to(r.act_bytes, 24576.0 * (7168 + 3072 + 3072 + 7168) * 2), "activations %.4g", r.act_bytes);
+    CHECK(close_to(r.flops, 24576.0 * 6 * 7168 * 3072), "flops %.4g", r.flops);
+    CHECK(close_to(r.mem_us, (r.weight_bytes + r.act_bytes) / 4800e9 * 1e6) && fabs(r.mem_us / 1e3 - 10.6) < 0.2,
+          "mem %.1f us (the issue: 10.6 ms at 4.8 TB/s)", r.mem_us);
+    CHECK(close_to(r.gemm_us, r.flops / 650e12 * 1e6) && r.bound_us == r.mem_us, "weight-bound: %.1f vs %.1f us",
+          r.mem_us, r.gemm_us);
+
+    /* two ranks: rank 1 holds experts 192..383; an expert with no rows is never read */
+    rows[200] = 0;
+    mok_roofline_of(&s, 2, 1, rows, 4800, 650, &r);
+    CHECK(close_to(r.weight_bytes, 191.0 * 3 * 7168 * 3072 * 2), "rank 1's routed experts: %.4g", r.weight_bytes);
+    CHECK(close_to(r.act_bytes, 191.0 * 64 * (7168 + 3072 + 3072 + 7168) * 2), "rank 1's rows");
+
+    /* shared experts add one MLP over the rank's own tokens; without --probe the times are NaN */
+    s.model.shared_experts = 1;
+    mok_roofline_of(&s, 1, 0, rows, 0, 650, &r);
+    CHECK(isnan(r.mem_us) && isnan(r.bound_us) && !isnan(r.gemm_us), "no DRAM figure: mem and bound NaN");
+    CHECK(close_to(r.flops, (24576.0 - 64 + 4096) * 6 * 7168 * 3072), "shared flops %.4g", r.flops);
+
+    /* gemm mode: every expert, the rank's own routes; comm mode: nothing */
+    s.mode = MOK_MODE_GEMM, s.model.shared_experts = 0;
+    mok_roofline_of(&s, 2, 1, rows, 4800, 650, &r);
+    CHECK(close_to(r.weight_bytes, 383.0 * 3 * 7168 * 3072 * 2), "gemm mode: all routed experts");
+    s.mode = MOK_MODE_COMM;
+    mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
+    CHECK(isnan(r.weight_bytes) && isnan(r.bound_us), "comm mode: no roofline");
+    printf("%s\n", failures ? "test_roofline: FAILED" : "test_roofline: all passed");
+    return failures ? 1 : 0;
+}
