@@ -18,7 +18,7 @@ LIBS=${STAGE_LIBS:-libcjson.so.1}
 # newer than the kernels library, or a stale object reads a struct with the old layout.
 lib=build/libmokkernels.a
 if [ -f "$lib" ] && [ -n "$(find kernels -name '*.h' -newer "$lib" -o -name '*.cuh' -newer "$lib")" ]; then
-  touch kernels/*.cu
+  find kernels -name '*.cu' -exec touch {} +
 fi
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2

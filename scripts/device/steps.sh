@@ -63,6 +63,15 @@ mok_step() {
     commsmallbatch) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/comm-small-batch.json;;
     ab) . scripts/device/ab.sh;; # AB_OLD, AB_NEW, AB_CONFIG, AB_REPS: two binaries on one config, alternating
     quick) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/quick.json;; # the README's first run
+    growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
+        sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"
+      done;;
+    h1ab) for c in forward gemm; do # one GPU: the forward and mok-gemm, mok-bench-old (25cb9ea) and the new one alternating, 3 reps
+        (R="$R/ab-$c"; AB_CONFIG="configs/h200x1-ab-$c.json"; AB_REPS=3; . scripts/device/ab.sh)
+      done;;
+    h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
+    h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
+    h1gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-gemm.json;; # one GPU: mok-gemm against cuBLAS, the baseline's gemm=mok reference
     deepseek) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/deepseek-v3.json;;
     qwen) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/qwen3-235b.json;;
     *) echo "node.sh: no step '$1' (scripts/device/node.sh --list names them)"; return 2;;
