@@ -1,0 +1,146 @@
+/* fp8: the e4m3 / e8m0 codecs and the two block quantizers, bit-exact by construction (see fp8.h). */
+#include "fp8.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+uint8_t mok_e4m3_from_f32(float x)
+{
+    uint32_t u = bits_of(x);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    if (!isfinite(x))
+        return 0x7F;
+    float a = fabsf(x);
+    if (a >= MOK_E4M3_MAX)
+        return sign | 0x7E; /* 448 = 1.75 x 2^8: exponent field 15, mantissa 110 */
+    /* The e4m3 grid below 448: for |x| in [2^e, 2^(e+1)) with e >= -6 the step is 2^(e-3); below 2^-6 (subnormal)
+     * it is 2^-9. Rounding |x| to a multiple of the step with rintf (nearest, ties to even in the current mode,
+     * which is the default) is exact: |x| / step is an exact binary scaling. */
+    int e;
+    frexpf(a, &e); /* a = m 2^e, m in [0.5, 1): a in [2^(e-1), 2^e) */
+    int exp = e - 1;
+    if (exp < -6)
+        exp = -6;
+    float step = ldexpf(1.0f, exp - 3);
+    float r = rintf(a / step) * step; /* may round up to 2^(exp+1): still on the grid */
+    if (r == 0.0f)
+        return sign;
+    if (r >= MOK_E4M3_MAX)
+        return sign | 0x7E;
+    int re;
+    float rm = frexpf(r, &re); /* r = rm 2^re */
+    int rexp = re - 1;
+    if (rexp < -6) { /* subnormal: exponent field 0, mantissa r / 2^-9 */
+        return sign | (uint8_t)(int)(r / ldexpf(1.0f, -9));
+    }
+    int mant = (int)((rm * 2.0f - 1.0f) * 8.0f + 0.5f); /* 3 bits of 1.mmm */
+    return sign | (uint8_t)((rexp + 7) << 3) | (uint8_t)mant;
+}
+
+float mok_e4m3_to_f32(uint8_t v)
+{
+    int sign = v & 0x80, ef = (v >> 3) & 0xF, m = v & 7;
+    if (ef == 0xF && m == 7)
+        return NAN;
+    float a = ef == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + m / 8.0f, ef - 7);
+    return sign ? -a : a;
+}
+
+uint8_t mok_e8m0_scale_for(float amax)
+{
+    if (!(amax > 0.0f))
+        return 127;
+    /* the smallest power of two s with amax / s <= 448 */
+    int e = (int)ceilf(log2f(amax / MOK_E4M3_MAX));
+    /* log2f may be off by one ulp near powers of two: settle on the exact power */
+    while (e > -127 && amax / ldexpf(1.0f, e - 1) <= MOK_E4M3_MAX)
+        e--;
+    while (amax / ldexpf(1.0f, e) > MOK_E4M3_MAX)
+        e++;
+    if (e < -127)
+        e = -127;
+    if (e > 127)
+        e = 127;
+    return (uint8_t)(e + 127);
+}
+
+float mok_e8m0_to_f32(uint8_t e) { return e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127); }
+
+/* amax of n values with stride 1; -1 at a non-finite one. */
+static int amax_of(const float *x, size_t n, float *amax)
+{
+    float a = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            return -1;
+        a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+    }
+    *amax = a;
+    return 0;
+}
+
+int mok_quant_fp8_block_rows(const float *x, size_t rows, size_t k, uint8_t *q, float *scale)
+{
+    const size_t nb = k / MOK_FP8_BLOCK;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < nb; b++) {
+            const float *blk = x + r * k + b * MOK_FP8_BLOCK;
+            float amax;
+            if (amax_of(blk, MOK_FP8_BLOCK, &amax))
+                return -1;
+            float s = amax > 0.0f ? amax / MOK_E4M3_MAX : 1.0f;
+            scale[r * nb + b] = s;
+            for (size_t i = 0; i < MOK_FP8_BLOCK; i++)
+                q[r * k + b * MOK_FP8_BLOCK + i] = mok_e4m3_from_f32(blk[i] / s);
+        }
+    return 0;
+}
+
+int mok_quant_fp8_block_weights(const float *w, size_t rows, size_t k, uint8_t *q, float *scale)
+{
+    const size_t nbk = k / MOK_FP8_BLOCK, nbr = rows / MOK_FP8_BLOCK;
+    for (size_t br = 0; br < nbr; br++)
+        for (size_t bk = 0; bk < nbk; bk++) {
+            float amax = 0.0f;
+            for (size_t r = 0; r < MOK_FP8_BLOCK; r++) {
+                float a;
+                if (amax_of(w + (br * MOK_FP8_BLOCK + r) * k + bk * MOK_FP8_BLOCK, MOK_FP8_BLOCK, &a))
+                    return -1;
+                amax = a > amax ? a : amax;
+            }
+            float s = amax > 0.0f ? amax / MOK_E4M3_MAX : 1.0f;
+            scale[br * nbk + bk] = s;
+            for (size_t r = 0; r < MOK_FP8_BLOCK; r++)
+                for (size_t i = 0; i < MOK_FP8_BLOCK; i++) {
+                    size_t at = (br * MOK_FP8_BLOCK + r) * k + bk * MOK_FP8_BLOCK + i;
+                    q[at] = mok_e4m3_from_f32(w[at] / s);
+                }
+        }
+    return 0;
+}
+
+int mok_quant_mxfp8(const float *x, size_t rows, size_t k, uint8_t *q, uint8_t *scale)
+{
+    const size_t nb = k / MOK_MX_BLOCK;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < nb; b++) {
+            const float *blk = x + r * k + b * MOK_MX_BLOCK;
+            float amax;
+            if (amax_of(blk, MOK_MX_BLOCK, &amax))
+                return -1;
+            uint8_t e = mok_e8m0_scale_for(amax);
+            scale[r * nb + b] = e;
+            /* dividing by a power of two is exact (until the quotient is subnormal in fp32, far below e4m3's) */
+            float s = mok_e8m0_to_f32(e);
+            for (size_t i = 0; i < MOK_MX_BLOCK; i++)
+                q[r * k + b * MOK_MX_BLOCK + i] = mok_e4m3_from_f32(blk[i] / s);
+        }
+    return 0;
+}
