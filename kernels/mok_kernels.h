@@ -13,7 +13,7 @@ extern "C" {
 
 typedef struct CUstream_st *mok_stream_t; /* == cudaStream_t, without pulling CUDA headers into every file */
 
-/* ---- fill (kernels/fill.cu) ---------------------------------------------------------------------------
+/* ---- fill (kernels/util/fill.cu) ---------------------------------------------------------------------------
  * Deterministic, counter-based: element i of a tensor identified by (seed, tensor_id) is a pure function of
  * those three, so any rank can regenerate any expert's weights (the reference does) and the same seed gives
  * the same problem. Values uniform in [-scale, scale], rounded to bf16. */
@@ -29,7 +29,7 @@ int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
 /* NaN into every element of an fp32 output (the backward's d_router and fp32 weight gradients). */
 int mok_poison_f32(float *dst, size_t n, mok_stream_t stream);
 
-/* ---- routing bookkeeping for the NCCL baselines (kernels/route.cu) ----------------------------------------
+/* ---- routing bookkeeping for the NCCL baselines (kernels/util/route.cu) ----------------------------------------
  * Routes are (token, k) pairs, r = t * topk + j. Tokens are split into nchunks consecutive chunks of
  * chunk_tokens (the last may be shorter). The send buffer is chunk-major; inside a chunk rows are sorted by
  * global expert, so the rows for each destination rank are contiguous (experts are assigned to ranks in
@@ -43,7 +43,7 @@ int mok_route_positions(const int32_t *topk_ids, int tokens, int topk, int chunk
                         const int32_t *counts, int32_t *offsets, int32_t *cursor, int32_t *send_pos,
                         mok_stream_t stream);
 
-/* ---- row movement (kernels/permute.cu) -------------------------------------------------------------------*/
+/* ---- row movement (kernels/util/permute.cu) -------------------------------------------------------------------*/
 /* dst[send_pos[r]] = x[r / topk] for r in [route_begin, route_end). */
 int mok_scatter_tokens(const uint16_t *x, int hidden, int topk, const int32_t *send_pos, int route_begin,
                        int route_end, uint16_t *dst, mok_stream_t stream);
@@ -51,18 +51,18 @@ int mok_scatter_tokens(const uint16_t *x, int hidden, int topk, const int32_t *s
 int mok_gather_rows(const uint16_t *src, const int32_t *src_row, int rows, int width, uint16_t *dst,
                     mok_stream_t stream);
 
-/* ---- SwiGLU (kernels/swiglu.cu): out[r][i] = silu(in[r][i]) * in[r][I + i], fp32 math, bf16 out ---------*/
+/* ---- SwiGLU (kernels/util/swiglu.cu): out[r][i] = silu(in[r][i]) * in[r][I + i], fp32 math, bf16 out ---------*/
 int mok_swiglu_bf16(const uint16_t *in /* [rows][2I] */, int rows, int intermediate, uint16_t *out,
                     mok_stream_t stream);
 
-/* ---- combine (kernels/combine.cu) ---------------------------------------------------------------------
+/* ---- combine (kernels/util/combine.cu) ---------------------------------------------------------------------
  * y[t] = sum_j w[t][j] * rows[send_pos[t*k+j]] (+ shared[t] when shared != NULL), accumulated in fp32 in
  * the fixed order j = 0..k-1 (then shared), rounded once to bf16. */
 int mok_weighted_combine(const uint16_t *rows, const int32_t *send_pos, const float *topk_w, int token_begin,
                          int token_end, int topk, int hidden, const uint16_t *shared, uint16_t *y,
                          mok_stream_t stream);
 
-/* ---- reference (kernels/reference.cu) --------------------------------------------------------------------
+/* ---- reference (kernels/reference/reference.cu) --------------------------------------------------------------------
  * c[c_row[m]][n] = sum_k a[a_row[m]][k] * b[n][k] in fp32; a and b bf16 row-major with K contiguous; a NULL
  * row map means identity. Independent of cuBLAS and of every implementation: a plain tiled SIMT kernel. */
 int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, const uint16_t *b, int n, float *c,
@@ -78,7 +78,7 @@ int mok_ref_sum_routes(const float *route_out, const float *topk_w, int tokens, 
 int mok_ref_comm_f32(const uint16_t *x, const float *topk_w, int tokens, int topk, int hidden, float *y,
                      mok_stream_t stream);
 
-/* ---- check (kernels/check.cu) ------------------------------------------------------------------------- */
+/* ---- check (kernels/reference/check.cu) ------------------------------------------------------------------------- */
 struct mok_check_sums {
     double ref_sq;    /* sum ref^2 */
     double diff_sq;   /* sum (y - ref)^2 over finite y */
@@ -94,12 +94,12 @@ int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float r
 int mok_check_f32_vs_f32(const float *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
                          struct mok_check_sums *host_out, mok_stream_t stream);
 
-/* ---- symmetric memory (kernels/symmem.cu) -------------------------------------------------------------
+/* ---- symmetric memory (kernels/comm/symmem.cu) -------------------------------------------------------------
  * NCCL's device API is C++; these wrap it for host C. nccl_comm is an ncclComm_t, devcomm an ncclDevComm_t*
  * allocated here, window an ncclWindow_t. Return ncclResult_t / cudaError_t values (0 = success). */
 int mok_nccl_lsa_size(void *nccl_comm);
 
-/* ---- device-initiated dispatch and combine over NCCL symmetric memory (kernels/lsa_*.cu) ------------------
+/* ---- device-initiated dispatch and combine over NCCL symmetric memory (kernels/comm/lsa_*.cu) ------------------
  * Every rank publishes its routing table in its symmetric window; every rank builds the same global schedule on
  * its GPU (its local experts' rows in (source rank, token, k) order, each expert padded to tile_rows); dispatch
  * pulls each token row once per destination rank through LSA pointers and copies it locally to its other expert
@@ -194,7 +194,7 @@ int mok_lsa_overlap_reduce_blocks(int blocks);
  * ring of rows of this hidden size fits in a block's shared memory. */
 int mok_lsa_ring_fits(int hidden);
 
-/* ---- probe (kernels/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
+/* ---- probe (kernels/util/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4
  * loads in flight per thread, grid-stride; dst or src may be a peer's memory (an LSA pointer), so one kernel
  * measures push (stores over NVLink) and pull (loads over NVLink). threads <= 1024. */

@@ -1,4 +1,4 @@
-/* check: verdicts of implementation outputs against the fp32 reference (see kernels/check.cu for the metric). */
+/* check: verdicts of implementation outputs against the fp32 reference (see kernels/reference/check.cu for the metric). */
 #include "check.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_gpu_fill: the seeded input fills (kernels/fill.cu) that every implementation and the reference share. On 4M
+/* test_gpu_fill: the seeded input fills (kernels/util/fill.cu) that every implementation and the reference share. On 4M
  * elements of each: uniform in [-s, s) with mean 0 and standard deviation s / sqrt 3; normal with mean 0, the
  * asked standard deviation and the normal's 1- and 3-sigma shares; both bitwise the same when regenerated, and
  * different for another tensor id; rounded to 3 mantissa bits, every value has its low 4 bits clear and is the

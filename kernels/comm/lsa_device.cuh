@@ -1,5 +1,5 @@
 /* lsa_device: the device-side pieces of the LSA transfers that more than one kernel file uses: row and item
- * lookups, the per-rank combine and the done signal (kernels/lsa_transfer.cu, kernels/megakernel_fwd.cu).
+ * lookups, the per-rank combine and the done signal (kernels/comm/lsa_transfer.cu, kernels/megakernel/forward.cu).
  * Everything is inline device code: no printf and no calls, so a kernel that also issues wgmma can include it
  * without ptxas serializing its wgmmas. */
 #pragma once

@@ -1,4 +1,4 @@
-/* sm90_ptx: the Hopper (sm_90a) instructions the expert GEMM (kernels/gemm_sm90.cu) is built from: the tensor
+/* sm90_ptx: the Hopper (sm_90a) instructions the expert GEMM (kernels/gemm/sm90_grouped.cu) is built from: the tensor
  * memory accelerator (TMA, cp.async.bulk.tensor with a CUtensorMap), mbarrier waits that give up with a
  * diagnostic, warpgroup MMA (wgmma.mma_async) and its shared-memory matrix descriptors, setmaxnreg.
  *
@@ -40,7 +40,7 @@ struct mok_sm90_diag {
 
 /* A stuck wait or a bad input: record who and what (MOK_SM90_DIAG_* in the role field), then trap.
  *
- * Why not printf, as kernels/lsa_sync.cuh does: printf is a function call, and ptxas serializes every wgmma
+ * Why not printf, as kernels/common/lsa_sync.cuh does: printf is a function call, and ptxas serializes every wgmma
  * of a kernel that contains any call at all (warning C7510, seen with CUDA 13.0 even for a printf before the
  * first wgmma), and an out-of-line call also makes it drop setmaxnreg (C7507). So the record goes to mapped
  * host memory (the launcher allocates it; the host prints it at exit, readable even after the trap has killed

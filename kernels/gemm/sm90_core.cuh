@@ -281,7 +281,7 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
 
 #endif
 
-/* Host side, defined in gemm_sm90.cu: the process's failure record (mapped host memory, printed at exit; NULL while
+/* Host side, defined in sm90_grouped.cu: the process's failure record (mapped host memory, printed at exit; NULL while
  * a stream is being captured and none exists yet), and the 128B-swizzled tensor map of a row-major bf16 matrix
  * [rows][k] read or written in boxes of box_rows x 64. */
 struct mok_sm90_diag *diag_record(cudaStream_t s);

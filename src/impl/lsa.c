@@ -1,5 +1,5 @@
 /* lsa: mok's own dispatch and combine (comm mode): device-built schedule, NVLink loads and stores through NCCL
- * LSA pointers into symmetric windows, epoch flags instead of host synchronization (kernels/lsa_*.cu). The host
+ * LSA pointers into symmetric windows, epoch flags instead of host synchronization (kernels/comm/lsa_*.cu). The host
  * never sees a split size on the timed path; it rebuilds the schedule from the gathered routing only to check the
  * device's and to count the bytes that crossed NVLink for the report. The state, phases (including lsa-layer's
  * GEMMs) and checks here serve lsa_layer.c too. */

@@ -1,5 +1,5 @@
-/* libmok: the workspace and the forward calls of include/libmok.h, on mok's kernels (kernels/lsa_*.cu for routing
- * publish, schedule and the owner's sum, kernels/megakernel_fwd.cu for the fused kernel). mok-bench's `megakernel`
+/* libmok: the workspace and the forward calls of include/libmok.h, on mok's kernels (kernels/comm/lsa_*.cu for routing
+ * publish, schedule and the owner's sum, kernels/megakernel/forward.cu for the fused kernel). mok-bench's `megakernel`
  * implementation runs through this file only. No MPI: the only collectives are NCCL's (window registration and
  * one barrier). */
 #include "libmok.h"
