@@ -194,6 +194,15 @@ int mok_lsa_overlap_reduce_blocks(int blocks);
  * ring of rows of this hidden size fits in a block's shared memory. */
 int mok_lsa_ring_fits(int hidden);
 
+/* ---- FP8 quantization (kernels/util/quant.cu), bit for bit src/fp8.h's host reference ---------------------
+ * Row-major bf16 [rows][k] into e4m3 q (same shape) and scales: mxfp8 one e8m0 byte per 32 K elements
+ * (scale[rows][k / 32]), fp8_block (activations) one fp32 per 128 (scale[rows][k / 128]). A non-finite input sets
+ * *status (device int32) to 1; the caller zeroes it first and treats 1 as refused input. */
+int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t *q, uint8_t *scale, int32_t *status,
+                         mok_stream_t stream);
+int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, float *scale, int32_t *status,
+                             mok_stream_t stream);
+
 /* ---- probe (kernels/util/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4
  * loads in flight per thread, grid-stride; dst or src may be a peer's memory (an LSA pointer), so one kernel
