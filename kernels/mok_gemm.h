@@ -35,7 +35,8 @@ struct mok_gemm_args {
 
 /* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */
 struct mok_gemm_sm90_config {
-    int tile_m;  /* 128 (two consumer warpgroups of 64 rows) */
+    int tile_m;  /* 128 (two consumer warpgroups of 64 rows), 256 (with tile_n 128), or 64 (with tile_n 256: the
+                    warpgroups split the columns; for groups of 64 rows or fewer) */
     int tile_n;  /* output columns per tile before SwiGLU: 128 or 256 */
     int stages;  /* shared-memory pipeline depth, 2..8; 0: the deepest that fits */
     int sms;     /* persistent CTAs (0: every SM) */

@@ -152,7 +152,9 @@ static void run_case(const struct case_desc *cd, int sm_major)
         /* raster 1: n-major tile order within each group, also with a partial wave, clusters and lockstep */
         {128, 256, 0, 0, 1, 0, 1}, {128, 128, 4, 7, 1, 3, 1}, {128, 256, 0, 8, 2, 0, 1},
         /* 256 x 128 tiles: two 64-row sub-tiles per consumer warpgroup, groups ending inside either of them */
-        {256, 128, 0, 0, 1, 0, 0}, {256, 128, 3, 7, 1, 0, 1}, {256, 128, 0, 8, 2, 0, 0}, {256, 128, 0, 0, 1, 2, 0}};
+        {256, 128, 0, 0, 1, 0, 0}, {256, 128, 3, 7, 1, 0, 1}, {256, 128, 0, 8, 2, 0, 0}, {256, 128, 0, 0, 1, 2, 0},
+        /* 64-row tiles (the warpgroups split 256 columns): ragged groups, every stage count, lockstep, raster */
+        {64, 256, 0, 0, 1, 0, 0}, {64, 256, 3, 7, 1, 0, 1}, {64, 256, 2, 0, 1, 2, 0}, {64, 256, 0, 8, 1, 0, 1}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;

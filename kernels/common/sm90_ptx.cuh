@@ -286,6 +286,25 @@ __device__ __forceinline__ void mok_fence_proxy_async_shared()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+/* D[64 x 64] += A[64 x 16] * B[64 x 16]^T, both from shared memory (K-major), fp32 accumulators d[32]: the
+ * 64-row tiles' halves (kernels/gemm/sm90_grouped_kernel.cuh, kSplitN). */
+__device__ __forceinline__ void mok_wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n" /* scale-d = 1: D += A*B (accumulators zeroed per tile) */
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b)
+        : "memory"); /* ordered after the mbarrier wait that made the operands visible */
+}
+
 /* D[64 x 128] += A[64 x 16] * B[128 x 16]^T, both from shared memory (K-major), fp32 accumulators d[64]. */
 __device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
 {

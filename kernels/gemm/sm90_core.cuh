@@ -131,6 +131,10 @@ __device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int la
 }
 
 template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_k16<64>(float (&acc)[32], uint64_t da, uint64_t db)
+{
+    mok_wgmma_m64n64k16(acc, da, db);
+}
 template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
 {
     mok_wgmma_m64n128k16(acc, da, db);
@@ -141,19 +145,20 @@ template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], ui
 }
 
 /* One consumer warpgroup's k loop over a tile: zero the accumulators; per k block wait for the slot's bytes, run
- * 4 x kSub wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u 64 rows
- * further on, all against the slot's B), commit, and once only this k block's group is in flight (wait<1>: the
- * previous one has finished reading its slot) give the previous slot back; at the end wait for all of them and give
- * the last slot back. cm, crank: the cluster (1, 0 without). The accumulator fragment of m64nNk16: thread (warp wq
- * of the warpgroup, lane) holds rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns
- * 8i + 2*(lane%4) and + 1. */
-template <int TILE_N, int kSub, int kSlotA, int kSlotB>
+ * 4 x kSub x kParts wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u
+ * 64 rows further on; B from smem_b's slot, part q b_part_bytes further on into accumulators [q N/2, (q+1) N/2)),
+ * commit, and once only this k block's group is in flight (wait<1>: the previous one has finished reading its slot)
+ * give the previous slot back; at the end wait for all of them and give the last slot back. cm, crank: the cluster
+ * (1, 0 without). kParts 2: two B blocks anywhere in the slot computed as one accumulator tile of 2N columns (the
+ * 64-row tiles' column halves). The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
+ * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
+template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
-                                             float (&acc)[kSub][TILE_N / 2], int k_blocks, uint8_t *smem_a,
+                                             float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
-                                             struct mok_sm90_diag *diag, int role, int tile)
+                                             struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0)
 {
-    constexpr int kAcc = TILE_N / 2;
+    constexpr int kAcc = kParts * TILE_N / 2;
 #pragma unroll
     for (int u = 0; u < kSub; u++)
 #pragma unroll
@@ -175,7 +180,10 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
         for (int kk = 0; kk < kBlockK / 16; kk++)
 #pragma unroll
             for (int u = 0; u < kSub; u++)
-                wgmma_k16<TILE_N>(acc[u], da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk);
+#pragma unroll
+                for (int q = 0; q < kParts; q++)
+                    wgmma_k16<TILE_N>(*reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
+                                      da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk + q * (b_part_bytes >> 4));
         mok_wgmma_commit();
 #pragma unroll
         for (int u = 0; u < kSub; u++)

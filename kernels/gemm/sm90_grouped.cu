@@ -66,9 +66,12 @@ void say(char *why, int why_len, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The instantiations: 128 x 128, 128 x 256 and 256 x 128 (256 x 256 would need 256 accumulators a thread). */
+/* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
+ * (the small groups' tile: the warpgroups split the columns). */
 const void *kernel_for(int tile_m, int tile_n)
 {
+    if (tile_m == 64)
+        return reinterpret_cast<const void *>(&gemm_sm90_kernel<64, 256>);
     if (tile_m == 256)
         return reinterpret_cast<const void *>(&gemm_sm90_kernel<256, 128>);
     return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256>)
@@ -118,9 +121,14 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "tile_n %d: 128 or 256 only", c->tile_n);
         return cudaErrorInvalidValue;
     }
-    if ((c->tile_m != 128 && c->tile_m != 256) || (c->tile_m == 256 && c->tile_n != 128)) {
-        say(why, why_len, "tile %d x %d: 128 x 128, 128 x 256 or 256 x 128 (a consumer thread holds at most 128 "
-            "accumulators)", c->tile_m, c->tile_n);
+    if ((c->tile_m != 64 && c->tile_m != 128 && c->tile_m != 256) || (c->tile_m == 256 && c->tile_n != 128) ||
+        (c->tile_m == 64 && c->tile_n != 256)) {
+        say(why, why_len, "tile %d x %d: 64 x 256, 128 x 128, 128 x 256 or 256 x 128 (a consumer thread holds at most "
+            "128 accumulators; 64-row tiles split 256 columns between the warpgroups)", c->tile_m, c->tile_n);
+        return cudaErrorInvalidValue;
+    }
+    if (c->tile_m == 64 && c->cluster_m > 1) {
+        say(why, why_len, "tile_m 64 runs without clusters (cluster_m %d)", c->cluster_m);
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
@@ -427,7 +435,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN>, map_a, map_b, map_c, g->c, g->offset, g->groups,             \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
                        ctr, c->lockstep, c->raster, diag)
-    if (c->tile_m == 256)
+    if (c->tile_m == 64)
+        e = MOK_LAUNCH_SM90(64, 256);
+    else if (c->tile_m == 256)
         e = MOK_LAUNCH_SM90(256, 128);
     else if (c->tile_n == 256)
         e = MOK_LAUNCH_SM90(128, 256);

@@ -71,10 +71,23 @@ __global__ void __launch_bounds__(kThreads, 1)
                      int lock_kb, int n_major, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
-    constexpr int kSlotA = TILE_M * kRowBytes;  /* 16 or 32 KiB */
+    /* The tile policy. TILE_M 128 or 256: each consumer warpgroup owns TILE_M / 2 rows (kSub 64-row sub-tiles) and
+     * every column. TILE_M 64 (kSplitN, with TILE_N 256): both warpgroups share the 64 rows and split the columns,
+     * TILE_N / 2 each, so a group of 64 rows or fewer is one tile instead of a half-empty 128-row one (small groups
+     * are bound by their weights' DRAM stream, and padded rows double the tensor work under it). The B slot is loaded
+     * as for 128-row tiles; each warpgroup runs two m64n64 wgmmas per k16 on two 64-row blocks of it: with SwiGLU
+     * its quarter of the gate rows and the matching quarter of the up rows (so it pairs its own gate and up
+     * columns), without it the two quarters of its column half. The same instructions either way (the blocks'
+     * offsets differ, computed once per kernel), and a compile-time choice per instance: no branch in the k loop.
+     * (Four TMA boxes per slot instead made the 40-register producer spill.) */
+    constexpr bool kSplitN = TILE_M == 64;
+    static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
+    constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
-    constexpr int kSub = TILE_M / 128;  /* 64-row wgmma sub-tiles per consumer warpgroup (it owns TILE_M / 2 rows) */
-    constexpr int kAcc = TILE_N / 2;    /* fp32 accumulators per sub-tile per consumer thread: 64 x TILE_N / 128 */
+    constexpr int kSub = kSplitN ? 1 : TILE_M / 128; /* 64-row wgmma sub-tiles per consumer warpgroup */
+    constexpr int kWgN = kSplitN ? TILE_N / 2 : TILE_N; /* columns of the accumulator tile a warpgroup computes */
+    constexpr int kParts = kSplitN ? 2 : 1;             /* wgmma B blocks per k16, of kWgN / kParts rows each */
+    constexpr int kAcc = kWgN / 2;      /* fp32 accumulators per sub-tile per consumer thread: 64 x kWgN / 128 */
     static_assert(kSub * kAcc <= 128, "a consumer thread holds at most 128 accumulators (232 registers)");
     constexpr int kConsumerWarps = 8;   /* arrivals that free a slot: every consumer warp (of every CTA), once */
 
@@ -180,64 +193,71 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         /* ---------------- consumer warpgroups ---------------- */
         mok_setmaxnreg_inc<kConsumerRegs>();
-        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) */
+        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the
+                                            column halves [0, TILE_N/2), [TILE_N/2, TILE_N) of the 64 rows) */
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSub][kAcc];
         RingPos ring = {0, 0};
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
-            /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned */
-            consume_tile<TILE_N, kSub, kSlotA, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
-                                                            cwg * (TILE_M / 2) * kRowBytes, smem_b, cm, lane, crank,
-                                                            diag, role, t);
+            /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
+             * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the slot,
+             * without it rows [128 w, +64) and [128 w + 64, +64)) */
+            consume_tile<kWgN / kParts, kSub, kSlotA, kSlotBBytes, kParts>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, kSplitN ? 0 : cwg * (TILE_M / 2) * kRowBytes,
+                smem_b + (kSplitN ? cwg * (swiglu ? TILE_N / 4 : TILE_N / 2) * kRowBytes : 0), cm, lane, crank, diag,
+                role, t, kSplitN ? (swiglu ? TILE_N / 2 : TILE_N / 4) * kRowBytes : 0);
 
             /* Epilogue, per 64-row sub-tile. m64nNk16 accumulator fragment: thread (wq, lane) holds rows
              * wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4)
              * and + 1. The staging holds the warpgroup's kSub sub-tiles; one wait frees it for all of them. */
             const int bar_id = 1 + cwg; /* 128 threads: this warpgroup only */
             const bool leader = wq == 0 && lane == 0;
-            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * cols_per_tile * 2;
+            /* kSplitN: a warpgroup stores half the tile's output columns, from column wg_col0 of the tile */
+            const int wg_cols = kSplitN ? cols_per_tile / 2 : cols_per_tile;
+            const int wg_col0 = kSplitN ? cwg * wg_cols : 0;
+            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * cols_per_tile * 2; /* = 64 x wg_cols (kSplitN) */
             if (leader)
                 mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
             mok_named_barrier(bar_id, 128);
 #pragma unroll
             for (int u = 0; u < kSub; u++) {
-                const int sub_row0 = p.row0 + cwg * (TILE_M / 2) + u * 64;
+                const int sub_row0 = kSplitN ? p.row0 : p.row0 + cwg * (TILE_M / 2) + u * 64;
                 if (sub_row0 + 64 <= p.row_end) {
                     /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
-                    uint8_t *stage = wg_stage + (size_t)u * 64 * cols_per_tile * 2;
+                    uint8_t *stage = wg_stage + (size_t)u * 64 * wg_cols * 2;
                     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
                     if (!swiglu)
-                        stage_bf16<0, TILE_N / 8>(acc[u], stage, la, lb, cq);
+                        stage_bf16<0, kWgN / 8>(acc[u], stage, la, lb, cq);
                     else
                         stage_swiglu(acc[u], stage, la, lb, cq);
                     staged_ready(bar_id);
                     if (leader)
-                        store_staged(&map_c, p.n * cols_per_tile, sub_row0, stage, cols_per_tile / 64);
+                        store_staged(&map_c, p.n * cols_per_tile + wg_col0, sub_row0, stage, wg_cols / 64);
                     continue;
                 }
                 /* The group ends inside these 64 rows (a TMA box would overwrite the next group's): guarded
                  * stores of this group's rows only. */
                 const int ra = sub_row0 + wq * 16 + lane / 4, rb = ra + 8;
                 const bool oka = ra < p.row_end, okb = rb < p.row_end;
-                const int col0 = p.n * cols_per_tile + 2 * (lane % 4);
+                const int col0 = p.n * cols_per_tile + wg_col0 + 2 * (lane % 4);
                 uint32_t *ca = reinterpret_cast<uint32_t *>(c + (size_t)(oka ? ra : 0) * n_out + col0);
                 uint32_t *cb = reinterpret_cast<uint32_t *>(c + (size_t)(okb ? rb : 0) * n_out + col0);
                 if (!swiglu) {
 #pragma unroll
-                    for (int i = 0; i < TILE_N / 8; i++) {
+                    for (int i = 0; i < kWgN / 8; i++) {
                         if (oka)
                             ca[4 * i] = pack_bf16x2(acc[u][4 * i], acc[u][4 * i + 1]); /* 8 columns = 4 words */
                         if (okb)
                             cb[4 * i] = pack_bf16x2(acc[u][4 * i + 2], acc[u][4 * i + 3]);
                     }
                 } else {
-                    /* gate column j is in register chunk j/8, its up column j + TILE_N/2 in chunk j/8 + TILE_N/16:
-                     * TILE_N/4 registers further on */
-                    constexpr int kUp = TILE_N / 4;
+                    /* gate column j is in register chunk j/8, its up column j + kWgN/2 in chunk j/8 + kWgN/16:
+                     * kWgN/4 registers further on */
+                    constexpr int kUp = kWgN / 4;
 #pragma unroll
-                    for (int i = 0; i < TILE_N / 16; i++) {
+                    for (int i = 0; i < kWgN / 16; i++) {
                         if (oka)
                             ca[4 * i] = swiglu_bf16x2(acc[u][4 * i], acc[u][4 * i + kUp], acc[u][4 * i + 1],
                                                       acc[u][4 * i + 1 + kUp]);

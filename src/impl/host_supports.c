@@ -116,10 +116,12 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
         return 1;
     if (p.tile_n != 128 && p.tile_n != 256)
         return no(why, why_len, "tile_n %d: 128 or 256", p.tile_n);
-    if (p.tile_m != 128 && p.tile_m != 256)
-        return no(why, why_len, "tile_m %d: 128 or 256", p.tile_m);
+    if (p.tile_m != 64 && p.tile_m != 128 && p.tile_m != 256)
+        return no(why, why_len, "tile_m %d: 64, 128 or 256", p.tile_m);
     if (p.tile_m == 256 && p.tile_n != 128)
         return no(why, why_len, "tile_m 256 needs tile_n 128 (two 64-row wgmmas per consumer warpgroup)");
+    if (p.tile_m == 64 && (p.tile_n != 256 || p.cluster != 1))
+        return no(why, why_len, "tile_m 64 needs tile_n 256 and cluster 1 (the warpgroups split 256 columns)");
     return 1;
 }
 

@@ -110,8 +110,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "k blocks between grid barriers of the loads, so CTAs sharing A or B tiles meet in L2; 0: off")            \
     X(raster, MOK_NUMERIC, 0, 1, 0,                                                                              \
       "tile order within an expert: 0 m-major (neighbouring CTAs share A), 1 n-major (they share B)")           \
-    X(tile_m, MOK_NUMERIC, 128, 256, 128,                                                                        \
-      "rows per tile: 128, or 256 with tile_n 128 (each consumer warpgroup runs two 64-row wgmmas)")
+    X(tile_m, MOK_NUMERIC, 64, 256, 128,                                                                         \
+      "rows per tile: 128, 256 with tile_n 128 (each consumer warpgroup runs two 64-row wgmmas), or 64 with "      \
+      "tile_n 256 and cluster 1 (the warpgroups split the columns: small groups are not padded to 128 rows)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
