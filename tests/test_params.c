@@ -1,0 +1,142 @@
+/* test_params: the parameters named once (src/impl/params.h): each implementation's struct reads a candidate's
+ * values by name in the order of its definitions (desc.c), renamed parameters name their successor, and the
+ * host-side supports rules (src/impl/host_supports.c) accept and refuse what they say. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "desc.h"
+#include "host_supports.h"
+#include "params.h"
+
+#include "check.h"
+
+/* For every parameter of an implementation: values[i] = i + 100, read back through the struct by the parameter's
+ * name, must be 100 + its index in the definitions. */
+#define CHECK_FIELD(pname, kind, lo, hi, def, help)                                                                  \
+    CHECK(p.pname == 100 + mok_impl_param_index(d, #pname), "%s.%s: field reads %d, definition index %d", d->name, \
+          #pname, p.pname, mok_impl_param_index(d, #pname));
+#define CHECK_IMPL(impl_name, impl, TABLE)                                                                            \
+    do {                                                                                                             \
+        const struct mok_impl_desc *d = mok_impl_desc_find(impl_name);                                              \
+        int values[MOK_MAX_PARAMS], back[MOK_MAX_PARAMS];                                                            \
+        CHECK(d && d->nparams == MOK_NPARAMS_##impl, "%s: %d definitions, %d fields", impl_name, d ? d->nparams : -1, \
+              MOK_NPARAMS_##impl);                                                                                   \
+        for (int i = 0; i < MOK_MAX_PARAMS; i++)                                                                     \
+            values[i] = 100 + i;                                                                                     \
+        struct mok_params_##impl p = mok_params_##impl(values);                                                      \
+        TABLE(CHECK_FIELD)                                                                                           \
+        mok_params_##impl##_values(&p, back);                                                                        \
+        CHECK(!memcmp(values, back, sizeof(int) * (size_t)MOK_NPARAMS_##impl), "%s: values round trip", impl_name); \
+    } while (0)
+
+static struct mok_problem_spec spec_of(int hidden, int inter, int experts, int topk, int tokens, int shared)
+{
+    struct mok_problem_spec s = {.mode = MOK_MODE_LAYER, .tokens_per_rank = tokens, .capacity_factor = 2,
+                                 .model = {"m", hidden, inter, experts, topk, shared}};
+    return s;
+}
+
+/* Defaults of an implementation, then name=value overrides. */
+static void defaults(const char *impl, int *values)
+{
+    const struct mok_impl_desc *d = mok_impl_desc_find(impl);
+    for (int i = 0; i < d->nparams; i++)
+        values[i] = d->params[i].default_value;
+}
+
+static int supports(const char *impl, const struct mok_problem_spec *s, int nranks, const int *values, char *why)
+{
+    return mok_impl_host_supports(mok_impl_desc_find(impl), s, nranks, values, why, 256);
+}
+
+int main(void)
+{
+    CHECK_IMPL("nccl", nccl, MOK_PARAMS_NCCL);
+    CHECK_IMPL("nccl-overlap", nccl_overlap, MOK_PARAMS_NCCL_OVERLAP);
+    CHECK_IMPL("cublas-gemm", cublas_gemm, MOK_PARAMS_CUBLAS);
+    CHECK_IMPL("lsa", lsa, MOK_PARAMS_LSA);
+    CHECK_IMPL("mok-gemm", mok_gemm, MOK_PARAMS_MOK_GEMM);
+    CHECK_IMPL("lsa-layer", lsa_layer, MOK_PARAMS_LSA_LAYER);
+    CHECK_IMPL("megakernel", megakernel, MOK_PARAMS_MEGAKERNEL);
+
+    CHECK(!strcmp(mok_impl_param_renamed("megakernel", "sms"), "comm_sms") &&
+              !strcmp(mok_impl_param_renamed("mok-gemm", "sms"), "ctas") &&
+              !strcmp(mok_impl_param_renamed("mok-gemm", "lockstep"), "lockstep_k") &&
+              !strcmp(mok_impl_param_renamed("megakernel", "lockstep"), "wave_lockstep") &&
+              mok_impl_param_renamed("nccl", "sms") == NULL,
+          "renames");
+    for (int i = 0; i < mok_impl_desc_count(); i++) /* a former name is never a current one */
+        for (int k = 0; k < mok_impl_desc_at(i)->nparams; k++)
+            CHECK(!mok_impl_param_renamed(mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name),
+                  "%s.%s is both current and renamed", mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name);
+
+    char why[256];
+    int v[MOK_MAX_PARAMS];
+    struct mok_problem_spec s = spec_of(1024, 512, 16, 2, 256, 0);
+    /* nccl: gemm grouped or mok need one stream */
+    defaults("nccl", v);
+    struct mok_params_nccl np = mok_params_nccl(v);
+    CHECK(supports("nccl", &s, 2, v, why), "nccl defaults: %s", why);
+    np.gemm = 0, np.gemm_streams = 4;
+    mok_params_nccl_values(&np, v);
+    CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "gemm=grouped"), "grouped with 4 streams: %s", why);
+    np.gemm = 2;
+    mok_params_nccl_values(&np, v);
+    CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "gemm=mok"), "mok with 4 streams: %s", why);
+    np.gemm_streams = 1;
+    mok_params_nccl_values(&np, v);
+    CHECK(supports("nccl", &s, 2, v, why), "mok with 1 stream: %s", why);
+    /* nccl-overlap: expert groups and chunks bounded by the problem */
+    defaults("nccl-overlap", v);
+    struct mok_params_nccl_overlap op = mok_params_nccl_overlap(v);
+    op.expert_groups = 9;
+    mok_params_nccl_overlap_values(&op, v);
+    CHECK(!supports("nccl-overlap", &s, 2, v, why) && strstr(why, "expert_groups 9 > local experts 8"), "%s", why);
+    op.expert_groups = 4, op.chunks = 64;
+    mok_params_nccl_overlap_values(&op, v);
+    CHECK(supports("nccl-overlap", &s, 2, v, why), "64 chunks of 256 tokens: %s", why);
+    /* lsa: push needs landing; reduce=overlap needs per_rank */
+    defaults("lsa", v);
+    struct mok_params_lsa lp = mok_params_lsa(v);
+    lp.dispatch = 1;
+    mok_params_lsa_values(&lp, v);
+    CHECK(!supports("lsa", &s, 2, v, why) && strstr(why, "layout=landing"), "push without landing: %s", why);
+    lp.layout = 1, lp.reduce = 1, lp.combine = 0;
+    mok_params_lsa_values(&lp, v);
+    CHECK(!supports("lsa", &s, 2, v, why) && strstr(why, "per_rank"), "overlap with per_route: %s", why);
+    /* megakernel: its tile shape, send with per_rank, own_first with pull, combine_sms above comm_sms */
+    defaults("megakernel", v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel defaults: %s", why);
+    struct mok_problem_spec odd = spec_of(1088, 512, 16, 2, 256, 0);
+    CHECK(!supports("megakernel", &odd, 2, v, why) && strstr(why, "multiple of 256"), "hidden 1088: %s", why);
+    struct mok_params_megakernel mp = mok_params_megakernel(v);
+    mp.send = 1, mp.combine = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "per_route"), "send with per_rank: %s", why);
+    mp.send = 0, mp.own_first = 4;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push"), "own_first with pull: %s", why);
+    mp.own_first = 0, mp.combine_sms = 17;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "combine_sms 17 > comm_sms 16"), "%s", why);
+    /* mok-gemm: 64-row tiles need tile_n 256 and no cluster */
+    s.mode = MOK_MODE_GEMM;
+    defaults("mok-gemm", v);
+    struct mok_params_mok_gemm gp = mok_params_mok_gemm(v);
+    gp.tile_m = 64;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "tile_n 256"), "64 x 128: %s", why);
+    gp.tile_n = 256;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(supports("mok-gemm", &s, 1, v, why), "64 x 256: %s", why);
+    gp.cluster = 2;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "cluster 1"), "64 x 256 in clusters: %s", why);
+    /* every layer and gemm implementation refuses what is not implemented yet */
+    s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_BWD;
+    defaults("megakernel", v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "bf16 forward only"), "bwd: %s", why);
+    printf("%s\n", failures ? "test_params: FAILED" : "test_params: all passed");
+    return failures ? 1 : 0;
+}
