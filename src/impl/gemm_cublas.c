@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "mok_kernels.h"
+#include "params.h"
+
+_Static_assert(MOK_GEMM_STREAMS_MAX <= MOK_MAX_GEMM_STREAMS, "gemm_streams' range exceeds the stream table");
 
 #define PTRS_PER_GROUP 6 /* A1 B1 C1 A2 B2 C2 */
 

@@ -13,6 +13,7 @@
 #include "mok_kernels.h" /* MOK_LSA_REDUCE_CHUNK, MOK_LSA_REDUCE_CHUNK_MIN */
 
 #define MOK_NUMERIC NULL, 0
+#define MOK_GEMM_STREAMS_MAX 16 /* gemm_streams' range; gemm_cublas.c asserts its stream table holds that many */
 #define MOK_CHOICES(array) array, (int)(sizeof(array) / sizeof((array)[0]))
 
 static const char *const mok_choices_gemm[] __attribute__((unused)) = {"grouped", "per_expert"};
@@ -32,7 +33,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
 #define MOK_PARAMS_CUBLAS(X)                                                                                     \
     X(gemm, MOK_CHOICES(mok_choices_gemm), 0, 1, 1,                                                              \
       "cuBLAS expert GEMMs: one grouped call per GEMM, or one call per expert")                                  \
-    X(gemm_streams, MOK_NUMERIC, 1, 16, 4, "per_expert: streams the experts' GEMMs are spread over (grouped: must be 1)")
+    X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4, "per_expert: streams the experts' GEMMs are spread over (grouped: must be 1)")
 
 /* The NCCL baselines' expert GEMMs: cuBLAS grouped or per expert, or mok's own grouped GEMM (kernels/gemm, the
  * megakernel's core, unfused, group sizes read on the device), so the baseline has the best GEMM there is. */
@@ -40,7 +41,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(gemm, MOK_CHOICES(mok_choices_expert_gemm), 0, 2, 1,                                                       \
       "expert GEMMs: cuBLAS, one grouped call per GEMM (grouped) or one call per expert (per_expert); or mok's "  \
       "grouped GEMM with SwiGLU fused (mok: Hopper only, its tiles 128 x 128, n-major)")                         \
-    X(gemm_streams, MOK_NUMERIC, 1, 16, 4, "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")
+    X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4, "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")
 
 #define MOK_PARAMS_NCCL(X) MOK_PARAMS_EXPERT_GEMM(X)
 
