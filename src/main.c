@@ -88,8 +88,12 @@ static void print_version(void)
 static int plan_fits_gpu(const struct mok_cluster *cl, const struct mok_config *cfg)
 {
     size_t free_b = 0, total_b = 0;
-    int l2 = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    int l2 = 0, known = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess, all_known = 0;
+    if (!known)
+        cudaGetLastError(); /* no figure to compare with: the allocations will say */
+    MPI_Allreduce(&known, &all_known, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_known)
+        return 0;
     cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, cl->device);
     double peak = 0;
     mok_plan_print(NULL, cfg, cl->nranks, l2 > 0 ? l2 : MOK_PLAN_ASSUMED_L2_BYTES, (long long)free_b, &peak);
