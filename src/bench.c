@@ -36,9 +36,16 @@ static int layer_call(void *vctx, int iter, int slot, char *err, int err_len)
 
 /* A failure inside a collective phase can leave peers blocked in NCCL; abort the job with the reason rather
  * than hang. */
+/* The journal rank 0 appends every finished row to (empty until it is open, and on the other ranks): an aborted run
+ * names it, so what was measured before the failure is not lost. */
+static char journal_path[600];
+
 static void die(const struct mok_cluster *cl, const char *what, const char *err)
 {
     fprintf(stderr, "mok-bench: rank %d: %s: %s\n", cl->rank, what, err);
+    if (journal_path[0])
+        fprintf(stderr, "mok-bench: the rows measured before this are in %s; `mok-bench --resume` with the same config "
+                        "reuses them\n", journal_path);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -460,6 +467,8 @@ static void open_journal_and_db(struct bench_state *b, const char *config_json)
     if (mok_journal_open(&b->journal, b->cfg->output_dir, b->cfg->output_name, identity, b->opts->resume, env,
                          &b->resumed, &b->nresumed, note, sizeof(note), err, sizeof(err)))
         fprintf(stderr, "mok-bench: %s (no journal: an interruption loses the rows)\n", err);
+    else
+        snprintf(journal_path, sizeof journal_path, "%s", b->journal.path);
     if (note[0])
         printf("# %s\n", note);
     if (b->opts->tuned_path && mok_tunedb_load(b->opts->tuned_path, &b->db, err, sizeof(err))) {
