@@ -72,6 +72,8 @@ mok_step() {
       done;;
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
+    h1many) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-many-experts.json;; # one GPU: 512 small experts, where per-expert cuBLAS is launch-bound (gemm=mok beside it)
+    h1smallgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-gemm.json;; # one GPU: 64- against 128-row tiles at 32-128 rows per expert
     h1gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-gemm.json;; # one GPU: mok-gemm against cuBLAS, the baseline's gemm=mok reference
     deepseek) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/deepseek-v3.json;;
     qwen) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/qwen3-235b.json;;
