@@ -19,6 +19,14 @@ done
 tmp=$(mktemp -d)
 printf '{"model": {"hidden": 64, "intermediate": 64, "experts": 4, "topk": 2}, "tokens_per_rank": 16}' > "$tmp/c.json"
 $MPIRUN -np 3 "$BIN" --dry-run "$tmp/c.json" > "$tmp/out" 2>&1; rc=$?
-cat "$tmp/out"; rm -rf "$tmp"
+cat "$tmp/out"
 [ $rc -eq 2 ] || fail "experts % ranks: exit $rc, not 2"
+# every rank parsed the same bytes: the error is printed once (rank 0), not once per rank
+n=$(grep -c "must be divisible by the number of ranks" "$tmp/out")
+[ "$n" -eq 1 ] || fail "the config error was printed $n times under 3 ranks, not once"
+# an unwritable output.dir is refused once, before any GPU work, on every rank
+touch "$tmp/file"
+$MPIRUN -np 2 "$BIN" --dry-run -o "$tmp/file/out" "$SRC/configs/quick.json" > "$tmp/out2" 2>&1; rc=$?
+[ $rc -eq 2 ] && [ "$(grep -c "output.dir" "$tmp/out2")" -eq 1 ] || { cat "$tmp/out2"; fail "unwritable output.dir under 2 ranks: exit $rc"; }
+rm -rf "$tmp"
 echo "mpi_dry_run: all passed"
