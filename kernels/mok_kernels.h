@@ -78,6 +78,20 @@ int mok_ref_sum_routes(const float *route_out, const float *topk_w, int tokens, 
 int mok_ref_comm_f32(const uint16_t *x, const float *topk_w, int tokens, int topk, int hidden, float *y,
                      mok_stream_t stream);
 
+/* ---- backward reference (kernels/reference/backward.cu), fp32, per expert -------------------------------
+ * The expert's n routes: tok[r] their tokens (rows of x and dy, bf16 [T][hidden]), route[r] their route ids
+ * (t * topk + j: rows of dx_route, entries of route_w and d_router). w13 [2I][hidden], w2 [hidden][I] the expert's
+ * bf16 weights. Writes dx_route rows [routes][hidden] (w [dg, du] W13) and d_router[route] (<dy W2, h>), and adds
+ * (w dy)^T h into dw2 [hidden][I] and [dg, du]^T x into dw13 [2I][hidden] (fp32, accumulated). round: 1 takes the
+ * forward reference's bf16 roundings of gate, up and h, 0 stays fp32. scratch: n x 6 x I floats. Then
+ * mok_ref_sum_dx: dx[t] = sum_j dx_route[t * topk + j] (+ shared[t]), in slot order. */
+int mok_ref_bwd_expert_f32(const uint16_t *x, const uint16_t *dy, const float *route_w, const int32_t *tok,
+                           const int32_t *route, int n, int hidden, int inter, const uint16_t *w13, const uint16_t *w2,
+                           int round, float *scratch, float *dx_route, float *dw13, float *dw2, float *d_router,
+                           mok_stream_t stream);
+int mok_ref_sum_dx(const float *dx_route, int tokens, int topk, int hidden, const float *shared, float *dx,
+                   mok_stream_t stream);
+
 /* ---- check (kernels/reference/check.cu) ------------------------------------------------------------------------- */
 struct mok_check_sums {
     double ref_sq;    /* sum ref^2 */

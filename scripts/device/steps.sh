@@ -64,6 +64,7 @@ mok_step() {
     ab) . scripts/device/ab.sh;; # AB_OLD, AB_NEW, AB_CONFIG, AB_REPS: two binaries on one config, alternating
     quick) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/quick.json;; # the README's first run
     quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers against the host reference, byte for byte
+    refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"
       done;;
