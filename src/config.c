@@ -1,25 +1,22 @@
 /* config: parses and validates the benchmark's JSON config with cJSON (see config.h).
  *
- * Every check reports through fail(), which writes "PATH = VALUE: WHAT ALLOWED"; a check that fails leaves the
+ * Every check reports through cfg_fail(), which writes "PATH = VALUE: WHAT ALLOWED"; a check that fails leaves the
  * field alone and parsing goes on, so one run lists every problem of the file. */
 #include "config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "config_names.h"
+#include "config_values.h"
 #include "desc.h"
 
 #define MAX_FILE_BYTES (1 << 20)
 #define MAX_SEED 9007199254740991LL /* 2^53 - 1: larger integers are not exact in a JSON (double) number */
-#define PATHLEN 256
-#define SHOWN_LEN 60 /* values longer than this are cut in messages, so a huge array cannot hide the reason */
 
 static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "inputs",  "dtype",
                                        "pass",   "mode",            "impls",   "tune",    "timing",
@@ -47,261 +44,24 @@ struct parser {
     bool model_list;
 };
 
-/* ---- messages ----------------------------------------------------------------------------------------- */
-
-static void fail(struct mok_errors *e, const char *path, const cJSON *v, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void fail(struct mok_errors *e, const char *path, const cJSON *v, const char *fmt, ...)
-{
-    if (e->count >= MOK_MAX_ERRORS) { /* only counted from here on: don't print values nobody will see */
-        e->count++;
-        return;
-    }
-    char what[MOK_ERROR_LEN], shown[SHOWN_LEN + 4] = "", msg[2 * MOK_ERROR_LEN]; /* cut by mok_errors_add */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    if (v && cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
-        snprintf(shown, sizeof shown, "%s", v->valuedouble < 0 ? "-inf" : "inf"); /* cJSON would print null */
-    } else if (v) {
-        char *json = cJSON_PrintUnformatted(v);
-        snprintf(shown, sizeof shown, "%.*s%s", SHOWN_LEN, json ? json : "?",
-                 json && strlen(json) > SHOWN_LEN ? "..." : "");
-        cJSON_free(json);
-    }
-    if (v)
-        snprintf(msg, sizeof msg, "%s = %s: %s", path, shown, what);
-    else
-        snprintf(msg, sizeof msg, "%s: %s", path, what);
-    for (char *c = msg; *c; c++) /* keys and strings may hold newlines; each message stays one line */
-        if ((unsigned char)*c < 0x20)
-            *c = '?';
-    mok_errors_add(e, "%s", msg);
-}
-
-/* Paths longer than PATHLEN (only from absurd keys) end in "..." rather than being silently cut. */
-static const char *mark_cut(char *buf, int written)
-{
-    if (written >= PATHLEN)
-        memcpy(buf + PATHLEN - 4, "...", 4);
-    return buf;
-}
-
-static const char *join(char *buf, const char *path, const char *key)
-{
-    return mark_cut(buf, snprintf(buf, PATHLEN, "%s%s%s", path, *path ? "." : "", key));
-}
-
-static const char *indexed(char *buf, const char *path, int i)
-{
-    return mark_cut(buf, snprintf(buf, PATHLEN, "%s[%d]", path, i));
-}
-
-/* '"a", "b"' (quoted) or 'a, b', for "allowed: ..." lists. */
-static const char *list_names(char *buf, size_t len, const char *const *names, int n, bool quoted)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, quoted ? "%s\"%s\"" : "%s%s", i ? ", " : "", names[i]);
-    return buf;
-}
-
-static int find_name(const char *s, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return -1;
-}
-
-/* Reports keys outside `allowed`, and repeated keys: cJSON keeps both, and silently ignoring one is a trap. */
-static void check_keys(struct mok_errors *e, const cJSON *obj, const char *path, const char *const *allowed, int n)
-{
-    bool seen[16] = {false};
-    char list[256], p[PATHLEN];
-    list_names(list, sizeof list, allowed, n, false);
-    for (const cJSON *c = obj->child; c; c = c->next) {
-        int k = find_name(c->string, allowed, n);
-        if (k < 0)
-            fail(e, join(p, path, c->string), c, "unknown key (allowed: %s)", list);
-        else if (seen[k])
-            fail(e, join(p, path, c->string), NULL, "duplicate key");
-        else
-            seen[k] = true;
-    }
-}
-
-/* ---- typed values --------------------------------------------------------------------------------------- */
-
-/* Checks that v is an integer in [lo, hi] (and a multiple of `multiple` when > 1); on success stores it. */
-static bool int_value(struct mok_errors *e, const cJSON *v, const char *path, long long lo, long long hi,
-                      int multiple, long long *out)
-{
-    if (!cJSON_IsNumber(v) || (isfinite(v->valuedouble) && v->valuedouble != floor(v->valuedouble))) {
-        fail(e, path, v, "must be an integer");
-        return false;
-    }
-    double d = v->valuedouble; /* compare as double first: 1e300 or inf must not overflow a cast */
-    bool ok = d >= (double)lo && d <= (double)hi && (multiple <= 1 || fmod(d, multiple) == 0);
-    if (!ok && multiple > 1)
-        fail(e, path, v, "must be a positive multiple of %d (kernel alignment), at most %lld", multiple, hi);
-    else if (!ok)
-        fail(e, path, v, "must be an integer in [%lld, %lld]", lo, hi);
-    else
-        *out = (long long)d;
-    return ok;
-}
-
-/* obj[key] as an int; an absent key is an error when required, else *out keeps its default. */
-static bool get_int(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, bool required,
-                    long long lo, long long hi, int multiple, int *out)
-{
-    char p[PATHLEN];
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    join(p, path, key);
-    if (!v) {
-        if (required && multiple > 1)
-            fail(e, p, NULL, "missing (required: positive multiple of %d)", multiple);
-        else if (required)
-            fail(e, p, NULL, "missing (required: integer in [%lld, %lld])", lo, hi);
-        return !required;
-    }
-    long long x;
-    if (!int_value(e, v, p, lo, hi, multiple, &x))
-        return false;
-    *out = (int)x;
-    return true;
-}
-
-/* obj[key] as a number in [lo, hi], or (lo, hi] when lo_open. */
-static bool get_num(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, bool required,
-                    double lo, bool lo_open, double hi, double *out)
-{
-    char p[PATHLEN];
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    join(p, path, key);
-    if (!v) {
-        if (required)
-            fail(e, p, NULL, "missing (required: number in %c%g, %g])", lo_open ? '(' : '[', lo, hi);
-        return !required;
-    }
-    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    if (!cJSON_IsNumber(v) || !(lo_open ? d > lo : d >= lo) || !(d <= hi)) {
-        fail(e, p, v, "must be a number in %c%g, %g]", lo_open ? '(' : '[', lo, hi);
-        return false;
-    }
-    *out = d;
-    return true;
-}
-
-/* Zero-fills the rest of dst so overwriting a default leaves no stale bytes: ranks compare configs bytewise. */
-static void set_str(char *dst, size_t len, const char *src)
-{
-    memset(dst, 0, len);
-    strncpy(dst, src, len - 1);
-}
-
-/* obj[key] as a string of 1..len-1 characters copied into out (len bytes); absent: out is left alone. */
-static bool get_str(struct mok_errors *e, const cJSON *obj, const char *path, const char *key, char *out, size_t len)
-{
-    char p[PATHLEN];
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v)
-        return true;
-    if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= len) {
-        fail(e, join(p, path, key), v, "must be a non-empty string of at most %zu characters", len - 1);
-        return false;
-    }
-    set_str(out, len, v->valuestring);
-    return true;
-}
-
-/* Most keys take one value or a list of 1..max of them. Fills items[] and returns how many (-1: bad list);
- * *is_list says whether element paths get "[i]". */
-static int as_list(struct mok_errors *e, const cJSON *v, const char *path, int max, const cJSON **items,
-                   bool *is_list)
-{
-    *is_list = cJSON_IsArray(v);
-    if (!*is_list) {
-        items[0] = v;
-        return 1;
-    }
-    int n = cJSON_GetArraySize(v);
-    if (n < 1 || n > max) {
-        fail(e, path, v, "must be a list of 1 to %d entries", max);
-        return -1;
-    }
-    int i = 0;
-    for (const cJSON *c = v->child; c; c = c->next)
-        items[i++] = c;
-    return n;
-}
-
-/* A string value out of names[], of which only the first `implemented` are supported so far. */
-static int choice(struct mok_errors *e, const cJSON *v, const char *path, const char *const *names, int n,
-                  int implemented)
-{
-    char list[256];
-    int k = cJSON_IsString(v) ? find_name(v->valuestring, names, n) : -1;
-    if (k < 0 && implemented < n) { /* the allowed list is what runs; the rest are named as not there yet */
-        char later[128];
-        fail(e, path, v, "must be one of %s (%s: not implemented yet)",
-             list_names(list, sizeof list, names, implemented, true),
-             list_names(later, sizeof later, names + implemented, n - implemented, true));
-    } else if (k < 0) {
-        fail(e, path, v, "must be one of %s", list_names(list, sizeof list, names, n, true));
-    } else if (k >= implemented) {
-        fail(e, path, v, "not implemented yet (allowed: %s)", list_names(list, sizeof list, names, implemented, true));
-        k = -1;
-    }
-    return k;
-}
-
-/* Valid UTF-8 without control characters (C0, DEL, C1) and without overlong or surrogate encodings. */
-static bool printable_utf8(const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s;
-        int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
-        if (n < 0)
-            return false;
-        unsigned cp = n == 0 ? c : c & (0x3fu >> n);
-        for (int i = 1; i <= n; i++) {
-            if ((s[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i] & 0x3f);
-        }
-        static const unsigned min_cp[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0x20 ||
-            (cp >= 0x7f && cp < 0xa0))
-            return false;
-        s += n + 1;
-    }
-    return true;
-}
-
 /* ---- sections ----------------------------------------------------------------------------------------- */
 
 static void parse_model(struct mok_errors *e, const cJSON *obj, const char *path, struct mok_model *m)
 {
-    check_keys(e, obj, path, model_keys, COUNT(model_keys));
-    get_int(e, obj, path, "hidden", true, MOK_ALIGN_ELEMS, MOK_MAX_HIDDEN, MOK_ALIGN_ELEMS, &m->hidden);
-    get_int(e, obj, path, "intermediate", true, MOK_ALIGN_ELEMS, MOK_MAX_INTERMEDIATE, MOK_ALIGN_ELEMS,
+    cfg_check_keys(e, obj, path, model_keys, COUNT(model_keys));
+    cfg_get_int(e, obj, path, "hidden", true, MOK_ALIGN_ELEMS, MOK_MAX_HIDDEN, MOK_ALIGN_ELEMS, &m->hidden);
+    cfg_get_int(e, obj, path, "intermediate", true, MOK_ALIGN_ELEMS, MOK_MAX_INTERMEDIATE, MOK_ALIGN_ELEMS,
             &m->intermediate);
-    bool ok_e = get_int(e, obj, path, "experts", true, 1, MOK_MAX_EXPERTS, 1, &m->experts);
-    bool ok_k = get_int(e, obj, path, "topk", true, 1, MOK_MAX_TOPK, 1, &m->topk);
-    get_int(e, obj, path, "shared_experts", false, 0, MOK_MAX_SHARED_EXPERTS, 1, &m->shared_experts);
+    bool ok_e = cfg_get_int(e, obj, path, "experts", true, 1, MOK_MAX_EXPERTS, 1, &m->experts);
+    bool ok_k = cfg_get_int(e, obj, path, "topk", true, 1, MOK_MAX_TOPK, 1, &m->topk);
+    cfg_get_int(e, obj, path, "shared_experts", false, 0, MOK_MAX_SHARED_EXPERTS, 1, &m->shared_experts);
     char p[PATHLEN];
     if (ok_e && ok_k && m->topk > m->experts)
-        fail(e, join(p, path, "topk"), cJSON_GetObjectItemCaseSensitive(obj, "topk"), "must be <= experts (%d)",
+        cfg_fail(e, cfg_join(p, path, "topk"), cJSON_GetObjectItemCaseSensitive(obj, "topk"), "must be <= experts (%d)",
              m->experts);
     snprintf(m->name, sizeof m->name, "H%d-I%d-E%d-k%d", m->hidden, m->intermediate, m->experts, m->topk);
-    if (get_str(e, obj, path, "name", m->name, sizeof m->name) && !printable_utf8(m->name))
-        fail(e, join(p, path, "name"), cJSON_GetObjectItemCaseSensitive(obj, "name"),
+    if (cfg_get_str(e, obj, path, "name", m->name, sizeof m->name) && !cfg_printable_utf8(m->name))
+        cfg_fail(e, cfg_join(p, path, "name"), cJSON_GetObjectItemCaseSensitive(obj, "name"),
              "must be printable UTF-8 (no control characters; it goes into CSV and JSON reports)");
 }
 
@@ -310,14 +70,14 @@ static void parse_models(struct parser *ps, const cJSON *v)
     const cJSON *items[MOK_MAX_MODELS];
     char p[PATHLEN];
     if (!v) {
-        fail(ps->e, "model", NULL, "missing (required: an object or a list of 1 to %d objects)", MOK_MAX_MODELS);
+        cfg_fail(ps->e, "model", NULL, "missing (required: an object or a list of 1 to %d objects)", MOK_MAX_MODELS);
         return;
     }
-    int n = as_list(ps->e, v, "model", MOK_MAX_MODELS, items, &ps->model_list);
+    int n = cfg_as_list(ps->e, v, "model", MOK_MAX_MODELS, items, &ps->model_list);
     for (int i = 0; i < n; i++) {
-        const char *path = ps->model_list ? indexed(p, "model", i) : "model";
+        const char *path = ps->model_list ? cfg_indexed(p, "model", i) : "model";
         if (!cJSON_IsObject(items[i]))
-            fail(ps->e, path, items[i], ps->model_list ? "must be an object" : "must be an object or a list of objects");
+            cfg_fail(ps->e, path, items[i], ps->model_list ? "must be an object" : "must be an object or a list of objects");
         else
             parse_model(ps->e, items[i], path, &ps->cfg->models[i]);
     }
@@ -330,19 +90,19 @@ static void parse_tokens(struct parser *ps, const cJSON *v)
     char p[PATHLEN];
     bool list;
     if (!v) {
-        fail(ps->e, "tokens_per_rank", NULL, "missing (required: positive integer or a list of 1 to %d of them)",
+        cfg_fail(ps->e, "tokens_per_rank", NULL, "missing (required: positive integer or a list of 1 to %d of them)",
              MOK_MAX_TOKENS);
         return;
     }
-    int n = as_list(ps->e, v, "tokens_per_rank", MOK_MAX_TOKENS, items, &list);
+    int n = cfg_as_list(ps->e, v, "tokens_per_rank", MOK_MAX_TOKENS, items, &list);
     for (int i = 0; i < n; i++) {
-        const char *path = list ? indexed(p, "tokens_per_rank", i) : "tokens_per_rank";
+        const char *path = list ? cfg_indexed(p, "tokens_per_rank", i) : "tokens_per_rank";
         long long x;
-        if (!int_value(ps->e, items[i], path, 1, MOK_MAX_TOKENS_PER_RANK, 1, &x))
+        if (!cfg_int_value(ps->e, items[i], path, 1, MOK_MAX_TOKENS_PER_RANK, 1, &x))
             continue;
         for (int j = 0; j < i; j++)
             if (ps->cfg->tokens_per_rank[j] == x) {
-                fail(ps->e, path, items[i], "duplicate value (each problem size is run once)");
+                cfg_fail(ps->e, path, items[i], "duplicate value (each problem size is run once)");
                 break;
             }
         ps->cfg->tokens_per_rank[i] = (int)x;
@@ -354,14 +114,14 @@ static void parse_routing(struct parser *ps, const cJSON *obj, const char *path,
 {
     struct mok_errors *e = ps->e;
     char p[PATHLEN];
-    check_keys(e, obj, path, routing_keys, COUNT(routing_keys));
+    cfg_check_keys(e, obj, path, routing_keys, COUNT(routing_keys));
     const cJSON *dv = cJSON_GetObjectItemCaseSensitive(obj, "distribution");
-    int dist = dv ? choice(e, dv, join(p, path, "distribution"), mok_cfg_dist_names, COUNT(mok_cfg_dist_names), COUNT(mok_cfg_dist_names))
+    int dist = dv ? cfg_choice(e, dv, cfg_join(p, path, "distribution"), mok_cfg_dist_names, COUNT(mok_cfg_dist_names), COUNT(mok_cfg_dist_names))
                   : MOK_ROUTING_UNIFORM;
     long long seed = 1;
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(obj, "seed");
     if (sv)
-        int_value(e, sv, join(p, path, "seed"), 0, MAX_SEED, 1, &seed);
+        cfg_int_value(e, sv, cfg_join(p, path, "seed"), 0, MAX_SEED, 1, &seed);
     r->seed = (uint64_t)seed;
     if (dist < 0)
         return; /* which keys belong is unknown; the distribution error says enough */
@@ -373,22 +133,22 @@ static void parse_routing(struct parser *ps, const cJSON *obj, const char *path,
     for (int k = 0; k < COUNT(own_keys); k++) {
         const cJSON *kv = cJSON_GetObjectItemCaseSensitive(obj, own_keys[k]);
         if (kv && owner[k] != dist)
-            fail(e, join(p, path, own_keys[k]), kv, "only allowed with distribution \"%s\" (this one is \"%s\")",
+            cfg_fail(e, cfg_join(p, path, own_keys[k]), kv, "only allowed with distribution \"%s\" (this one is \"%s\")",
                  mok_cfg_dist_names[owner[k]], mok_cfg_dist_names[dist]);
     }
     if (dist == MOK_ROUTING_ZIPF)
-        get_num(e, obj, path, "s", true, 0, true, 4, &r->zipf_s);
+        cfg_get_num(e, obj, path, "s", true, 0, true, 4, &r->zipf_s);
     if (dist != MOK_ROUTING_HOT)
         return;
-    get_num(e, obj, path, "fraction", true, 0, false, 1, &r->hot_fraction);
-    if (!get_int(e, obj, path, "expert", false, 0, MOK_MAX_EXPERTS - 1, 1, &r->hot_expert))
+    cfg_get_num(e, obj, path, "fraction", true, 0, false, 1, &r->hot_fraction);
+    if (!cfg_get_int(e, obj, path, "expert", false, 0, MOK_MAX_EXPERTS - 1, 1, &r->hot_expert))
         return;
     for (int i = 0; i < ps->cfg->nmodels; i++) {
         const struct mok_model *m = &ps->cfg->models[i];
         if (m->experts > 0 && r->hot_expert >= m->experts) { /* experts 0: that model already has an error */
             char mp[32];
             snprintf(mp, sizeof mp, ps->model_list ? "model[%d]" : "model", i);
-            fail(e, join(p, path, "expert"), cJSON_GetObjectItemCaseSensitive(obj, "expert"),
+            cfg_fail(e, cfg_join(p, path, "expert"), cJSON_GetObjectItemCaseSensitive(obj, "expert"),
                  "must be < experts of every model (%s has %d)", mp, m->experts);
             return;
         }
@@ -405,11 +165,11 @@ static void parse_routings(struct parser *ps, const cJSON *v)
     ps->cfg->routings[0].seed = 1;
     if (!v)
         return;
-    int n = as_list(ps->e, v, "routing", MOK_MAX_ROUTINGS, items, &list);
+    int n = cfg_as_list(ps->e, v, "routing", MOK_MAX_ROUTINGS, items, &list);
     for (int i = 0; i < n; i++) {
-        const char *path = list ? indexed(p, "routing", i) : "routing";
+        const char *path = list ? cfg_indexed(p, "routing", i) : "routing";
         if (!cJSON_IsObject(items[i]))
-            fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
+            cfg_fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
         else
             parse_routing(ps, items[i], path, &ps->cfg->routings[i]);
     }
@@ -421,16 +181,16 @@ static bool parse_inputs_item(struct mok_errors *e, const cJSON *obj, const char
 {
     char p[PATHLEN];
     int before = e->count;
-    check_keys(e, obj, path, inputs_keys, COUNT(inputs_keys));
+    cfg_check_keys(e, obj, path, inputs_keys, COUNT(inputs_keys));
     const cJSON *dv = cJSON_GetObjectItemCaseSensitive(obj, "distribution");
-    int dist = dv ? choice(e, dv, join(p, path, "distribution"), mok_cfg_input_dist_names,
+    int dist = dv ? cfg_choice(e, dv, cfg_join(p, path, "distribution"), mok_cfg_input_dist_names,
                            COUNT(mok_cfg_input_dist_names), COUNT(mok_cfg_input_dist_names))
                   : MOK_INPUTS_UNIFORM;
     in->dist = dist < 0 ? MOK_INPUTS_UNIFORM : (enum mok_input_dist)dist;
     in->scale = 1.0;
     in->mantissa_bits = 7;
-    get_num(e, obj, path, "scale", false, 0, true, MOK_MAX_INPUT_SCALE, &in->scale);
-    get_int(e, obj, path, "mantissa_bits", false, 0, 7, 1, &in->mantissa_bits);
+    cfg_get_num(e, obj, path, "scale", false, 0, true, MOK_MAX_INPUT_SCALE, &in->scale);
+    cfg_get_int(e, obj, path, "mantissa_bits", false, 0, 7, 1, &in->mantissa_bits);
     return e->count == before;
 }
 
@@ -444,11 +204,11 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
     ps->cfg->inputs[0] = (struct mok_inputs){MOK_INPUTS_UNIFORM, 1.0, 7};
     if (!v)
         return;
-    int n = as_list(ps->e, v, "inputs", MOK_MAX_INPUTS, items, &list);
+    int n = cfg_as_list(ps->e, v, "inputs", MOK_MAX_INPUTS, items, &list);
     for (int i = 0; i < n; i++) {
-        const char *path = list ? indexed(p, "inputs", i) : "inputs";
+        const char *path = list ? cfg_indexed(p, "inputs", i) : "inputs";
         if (!cJSON_IsObject(items[i])) {
-            fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
+            cfg_fail(ps->e, path, items[i], list ? "must be an object" : "must be an object or a list of objects");
             continue;
         }
         struct mok_inputs *in = &ps->cfg->inputs[i];
@@ -457,8 +217,8 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
             if (valid[j] && ps->cfg->inputs[j].dist == in->dist && ps->cfg->inputs[j].scale == in->scale &&
                 ps->cfg->inputs[j].mantissa_bits == in->mantissa_bits) {
                 char q[PATHLEN];
-                fail(ps->e, path, items[i], "the same distribution, scale and mantissa_bits as %s (list each once)",
-                     indexed(q, "inputs", j));
+                cfg_fail(ps->e, path, items[i], "the same distribution, scale and mantissa_bits as %s (list each once)",
+                     cfg_indexed(q, "inputs", j));
                 break;
             }
     }
@@ -475,12 +235,12 @@ static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, co
     out[0] = 0; /* default: names[0] */
     if (!v)
         return 1;
-    int count = as_list(e, v, key, n, items, &list);
+    int count = cfg_as_list(e, v, key, n, items, &list);
     for (int i = 0; i < count; i++) {
-        const char *path = list ? indexed(p, key, i) : key;
-        int k = choice(e, items[i], path, names, n, implemented);
+        const char *path = list ? cfg_indexed(p, key, i) : key;
+        int k = cfg_choice(e, items[i], path, names, n, implemented);
         if (k >= 0 && i == 1 && out[0] == k)
-            fail(e, path, items[i], "duplicate value");
+            cfg_fail(e, path, items[i], "duplicate value");
         out[i] = k < 0 ? 0 : k;
     }
     return count > 0 ? count : 1;
@@ -502,26 +262,26 @@ static void parse_impls(struct parser *ps, const cJSON *v)
         if (strcmp(mok_impl_desc_at(i)->mode, mode) == 0)
             of_mode[nmode++] = names[i];
     }
-    list_names(allowed, sizeof allowed, of_mode, nmode, true);
+    cfg_list_names(allowed, sizeof allowed, of_mode, nmode, true);
     if (!v) { /* default: every implementation of the mode */
         for (int i = 0; i < nmode; i++)
             snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", of_mode[i]);
         return;
     }
-    int n = as_list(ps->e, v, "impls", MOK_MAX_IMPLS, items, &list);
+    int n = cfg_as_list(ps->e, v, "impls", MOK_MAX_IMPLS, items, &list);
     for (int i = 0; i < n; i++) {
-        const char *path = list ? indexed(p, "impls", i) : "impls";
-        int k = cJSON_IsString(items[i]) ? find_name(items[i]->valuestring, names, nreg) : -1;
+        const char *path = list ? cfg_indexed(p, "impls", i) : "impls";
+        int k = cJSON_IsString(items[i]) ? cfg_find_name(items[i]->valuestring, names, nreg) : -1;
         bool dup = false;
         for (int j = 0; k >= 0 && j < cfg->nimpls; j++)
             dup = dup || strcmp(cfg->impls[j], names[k]) == 0;
         if (k < 0)
-            fail(ps->e, path, items[i], "unknown implementation (allowed: %s)", allowed);
+            cfg_fail(ps->e, path, items[i], "unknown implementation (allowed: %s)", allowed);
         else if (strcmp(mok_impl_desc_at(k)->mode, mode) != 0)
-            fail(ps->e, path, items[i], "belongs to mode \"%s\", the config's mode is \"%s\" (allowed: %s)",
+            cfg_fail(ps->e, path, items[i], "belongs to mode \"%s\", the config's mode is \"%s\" (allowed: %s)",
                  mok_impl_desc_at(k)->mode, mode, allowed);
         else if (dup)
-            fail(ps->e, path, items[i], "duplicate value");
+            cfg_fail(ps->e, path, items[i], "duplicate value");
         else /* only valid names are kept, so tune can look them up */
             snprintf(cfg->impls[cfg->nimpls++], MOK_NAME_LEN, "%s", names[k]);
     }
@@ -535,20 +295,20 @@ static void parse_param(struct mok_errors *e, const cJSON *v, const char *path, 
     bool valid[MOK_MAX_VALUES] = {false};
     char p[PATHLEN];
     bool list;
-    int n = as_list(e, v, path, MOK_MAX_VALUES, items, &list);
+    int n = cfg_as_list(e, v, path, MOK_MAX_VALUES, items, &list);
     if (n < 0)
         return;
     for (int i = 0; i < n; i++) {
-        const char *ip = list ? indexed(p, path, i) : path;
+        const char *ip = list ? cfg_indexed(p, path, i) : path;
         long long x;
         if (def->choices)
-            valid[i] = (x = choice(e, items[i], ip, (const char *const *)def->choices, def->nchoices,
+            valid[i] = (x = cfg_choice(e, items[i], ip, (const char *const *)def->choices, def->nchoices,
                                    def->nchoices)) >= 0;
         else
-            valid[i] = int_value(e, items[i], ip, def->min, def->max, 1, &x);
+            valid[i] = cfg_int_value(e, items[i], ip, def->min, def->max, 1, &x);
         for (int j = 0; valid[i] && j < i; j++)
             if (valid[j] && t->values[pi][j] == x) {
-                fail(e, ip, items[i], "duplicate value");
+                cfg_fail(e, ip, items[i], "duplicate value");
                 break;
             }
         t->values[pi][i] = valid[i] ? (int)x : def->default_value;
@@ -563,7 +323,7 @@ static const char *param_names(const struct mok_impl_desc *d, char *buf, size_t 
     int n = d->nparams; /* <= MOK_MAX_PARAMS: desc.c asserts it at compile time */
     for (int k = 0; k < n; k++)
         names[k] = d->params[k].name;
-    return list_names(buf, len, names, n, false);
+    return cfg_list_names(buf, len, names, n, false);
 }
 
 static void parse_tune(struct parser *ps, const cJSON *v)
@@ -585,41 +345,41 @@ static void parse_tune(struct parser *ps, const cJSON *v)
     if (!v)
         return;
     if (!cJSON_IsObject(v)) {
-        fail(e, "tune", v, "must be an object");
+        cfg_fail(e, "tune", v, "must be an object");
         return;
     }
-    list_names(impls, sizeof impls, names, cfg->nimpls, true);
+    cfg_list_names(impls, sizeof impls, names, cfg->nimpls, true);
     for (const cJSON *c = v->child; c; c = c->next) {
         const struct mok_impl_desc *d = mok_impl_desc_find(c->string);
-        int ii = find_name(c->string, names, cfg->nimpls);
-        join(p, "tune", c->string);
+        int ii = cfg_find_name(c->string, names, cfg->nimpls);
+        cfg_join(p, "tune", c->string);
         if (ii < 0) {
-            fail(e, p, c, "%s (allowed: the names in impls: %s)",
+            cfg_fail(e, p, c, "%s (allowed: the names in impls: %s)",
                  d ? "implementation not in impls" : "unknown implementation", impls);
             continue;
         } else if (seen[ii]) {
-            fail(e, p, NULL, "duplicate key");
+            cfg_fail(e, p, NULL, "duplicate key");
             continue;
         }
         seen[ii] = true;
         if (!cJSON_IsObject(c)) {
-            fail(e, p, c, "must be an object of %s parameters (allowed: %s)", d->name,
+            cfg_fail(e, p, c, "must be an object of %s parameters (allowed: %s)", d->name,
                  param_names(d, params, sizeof params));
             continue;
         }
         bool pseen[MOK_MAX_PARAMS] = {false};
         for (const cJSON *pc = c->child; pc; pc = pc->next) {
             int pi = mok_impl_param_index(d, pc->string);
-            join(pp, p, pc->string);
+            cfg_join(pp, p, pc->string);
             const char *renamed = pi < 0 ? mok_impl_param_renamed(d->name, pc->string) : NULL;
             if (renamed)
-                fail(e, pp, NULL, "renamed to \"%s\" (a parameter name means one thing in every implementation)",
+                cfg_fail(e, pp, NULL, "renamed to \"%s\" (a parameter name means one thing in every implementation)",
                      renamed);
             else if (pi < 0)
-                fail(e, pp, pc, "unknown parameter of %s (allowed: %s)", d->name,
+                cfg_fail(e, pp, pc, "unknown parameter of %s (allowed: %s)", d->name,
                      param_names(d, params, sizeof params));
             else if (pseen[pi])
-                fail(e, pp, NULL, "duplicate key");
+                cfg_fail(e, pp, NULL, "duplicate key");
             else
                 parse_param(e, pc, pp, &d->params[pi], &cfg->tune[ii], pi);
             if (pi >= 0)
@@ -665,7 +425,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->check_enabled = true;
     cfg->rtol = 0.01;
     cfg->capacity_factor = 2.0;
-    if (get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor)) {
+    if (cfg_get_num(e, root, "", "capacity_factor", false, 0, true, 64, &cfg->capacity_factor)) {
         /* the receive buffer of the smallest problem must hold at least one route (factor x tokens x topk >= 1) */
         long long routes = 0;
         for (int mi = 0; mi < cfg->nmodels; mi++)
@@ -674,7 +434,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
                 routes = r > 0 && (routes == 0 || r < routes) ? r : routes;
             }
         if (routes > 0 && cfg->capacity_factor * (double)routes < 1.0)
-            fail(e, "capacity_factor", cJSON_GetObjectItemCaseSensitive(root, "capacity_factor"),
+            cfg_fail(e, "capacity_factor", cJSON_GetObjectItemCaseSensitive(root, "capacity_factor"),
                  "must be at least %.3g: the smallest problem has %lld routes per rank (tokens x topk), and its "
                  "receive buffers must hold at least one",
                  1.0 / (double)routes, routes);
@@ -684,111 +444,68 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->moe_layers = 1;
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "search");
     if (sv && !cJSON_IsObject(sv)) {
-        fail(e, "search", sv, "must be an object");
+        cfg_fail(e, "search", sv, "must be an object");
     } else if (sv) {
-        check_keys(e, sv, "search", search_keys, COUNT(search_keys));
+        cfg_check_keys(e, sv, "search", search_keys, COUNT(search_keys));
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(sv, "strategy");
         if (st) {
-            int k = choice(e, st, "search.strategy", mok_cfg_search_names, COUNT(mok_cfg_search_names), COUNT(mok_cfg_search_names));
+            int k = cfg_choice(e, st, "search.strategy", mok_cfg_search_names, COUNT(mok_cfg_search_names), COUNT(mok_cfg_search_names));
             if (k >= 0)
                 cfg->search_strategy = k;
         }
-        get_int(e, sv, "search", "max_measurements", false, 0, 1000000, 1, &cfg->search_max_measurements);
-        get_num(e, sv, "search", "budget_s", false, 0, false, 86400, &cfg->search_budget_s);
+        cfg_get_int(e, sv, "search", "max_measurements", false, 0, 1000000, 1, &cfg->search_max_measurements);
+        cfg_get_num(e, sv, "search", "budget_s", false, 0, false, 86400, &cfg->search_budget_s);
         int seed = 1;
-        if (get_int(e, sv, "search", "seed", false, 0, 2147483647, 1, &seed))
+        if (cfg_get_int(e, sv, "search", "seed", false, 0, 2147483647, 1, &seed))
             cfg->search_seed = (uint64_t)seed;
     }
     const cJSON *pv = cJSON_GetObjectItemCaseSensitive(root, "planning");
     if (pv && !cJSON_IsObject(pv)) {
-        fail(e, "planning", pv, "must be an object");
+        cfg_fail(e, "planning", pv, "must be an object");
     } else if (pv) {
-        check_keys(e, pv, "planning", planning_keys, COUNT(planning_keys));
-        get_int(e, pv, "planning", "moe_layers", false, 1, 100000, 1, &cfg->moe_layers);
+        cfg_check_keys(e, pv, "planning", planning_keys, COUNT(planning_keys));
+        cfg_get_int(e, pv, "planning", "moe_layers", false, 1, 100000, 1, &cfg->moe_layers);
     }
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "results/local");
     default_output_name(cfg->source, cfg->output_name);
 
     if (t && !cJSON_IsObject(t)) {
-        fail(e, "timing", t, "must be an object");
+        cfg_fail(e, "timing", t, "must be an object");
     } else if (t) {
-        check_keys(e, t, "timing", timing_keys, COUNT(timing_keys));
-        get_int(e, t, "timing", "warmup", false, 0, 10000, 1, &cfg->warmup);
-        get_int(e, t, "timing", "warmup_ms", false, 0, 60000, 1, &cfg->warmup_ms);
-        get_int(e, t, "timing", "iters", false, 1, 100000, 1, &cfg->iters);
+        cfg_check_keys(e, t, "timing", timing_keys, COUNT(timing_keys));
+        cfg_get_int(e, t, "timing", "warmup", false, 0, 10000, 1, &cfg->warmup);
+        cfg_get_int(e, t, "timing", "warmup_ms", false, 0, 60000, 1, &cfg->warmup_ms);
+        cfg_get_int(e, t, "timing", "iters", false, 1, 100000, 1, &cfg->iters);
     }
     if (c && !cJSON_IsObject(c)) {
-        fail(e, "check", c, "must be an object");
+        cfg_fail(e, "check", c, "must be an object");
     } else if (c) {
-        check_keys(e, c, "check", check_keys_list, COUNT(check_keys_list));
+        cfg_check_keys(e, c, "check", check_keys_list, COUNT(check_keys_list));
         const cJSON *en = cJSON_GetObjectItemCaseSensitive(c, "enabled");
         if (en && !cJSON_IsBool(en))
-            fail(e, "check.enabled", en, "must be true or false");
+            cfg_fail(e, "check.enabled", en, "must be true or false");
         else if (en)
             cfg->check_enabled = cJSON_IsTrue(en);
-        get_num(e, c, "check", "rtol", false, 0, true, 1, &cfg->rtol);
+        cfg_get_num(e, c, "check", "rtol", false, 0, true, 1, &cfg->rtol);
     }
     if (o && !cJSON_IsObject(o)) {
-        fail(e, "output", o, "must be an object");
+        cfg_fail(e, "output", o, "must be an object");
     } else if (o) {
-        check_keys(e, o, "output", output_keys, COUNT(output_keys));
-        get_str(e, o, "output", "dir", cfg->output_dir, sizeof cfg->output_dir);
+        cfg_check_keys(e, o, "output", output_keys, COUNT(output_keys));
+        cfg_get_str(e, o, "output", "dir", cfg->output_dir, sizeof cfg->output_dir);
         const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "name");
         bool ok = nv && cJSON_IsString(nv) && nv->valuestring[0] && strlen(nv->valuestring) < MOK_NAME_LEN;
         for (const char *s = ok ? nv->valuestring : ""; *s; s++)
             ok = ok && name_char_ok(*s);
         if (nv && !ok)
-            fail(e, "output.name", nv, "must be a non-empty string of at most %d characters from [A-Za-z0-9._-]",
+            cfg_fail(e, "output.name", nv, "must be a non-empty string of at most %d characters from [A-Za-z0-9._-]",
                  MOK_NAME_LEN - 1);
         else if (nv)
-            set_str(cfg->output_name, sizeof cfg->output_name, nv->valuestring);
+            cfg_set_str(cfg->output_name, sizeof cfg->output_name, nv->valuestring);
     }
 }
 
 /* ---- entry points --------------------------------------------------------------------------------------- */
-
-/* cJSON reports where parsing stopped as a pointer; people want a line and a column. */
-static void malformed(struct mok_errors *e, const char *label, const char *text, const char *at)
-{
-    int line = 1, col = 1;
-    for (const char *s = text; s < at && *s; s++, col++)
-        if (*s == '\n') {
-            line++;
-            col = 0;
-        }
-    char near[21];
-    int n = 0;
-    for (; n < 20 && at[n]; n++)
-        near[n] = (unsigned char)at[n] < 0x20 || (unsigned char)at[n] >= 0x7f ? ' ' : at[n];
-    near[n] = '\0';
-    if (n == 0)
-        mok_errors_add(e, "%s:%d:%d: malformed JSON at end of input", label, line, col);
-    else
-        mok_errors_add(e, "%s:%d:%d: malformed JSON near '%s'", label, line, col, near);
-}
-
-/* The deepest nesting of objects and arrays outside strings. cJSON stops at its own limit (1000) with a
- * "malformed JSON" that names no reason; configs need 4 levels, so a small limit with its own message. */
-static int json_depth(const char *text)
-{
-    int depth = 0, deepest = 0;
-    bool in_string = false;
-    for (const char *c = text; *c; c++) {
-        if (in_string) {
-            if (*c == '\\' && c[1])
-                c++;
-            else if (*c == '"')
-                in_string = false;
-        } else if (*c == '"') {
-            in_string = true;
-        } else if (*c == '{' || *c == '[') {
-            deepest = ++depth > deepest ? depth : deepest;
-        } else if (*c == '}' || *c == ']') {
-            depth--;
-        }
-    }
-    return deepest;
-}
 
 int mok_config_parse(const char *text, const char *source_name, struct mok_config *cfg, struct mok_errors *errs)
 {
@@ -801,7 +518,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         mok_errors_add(errs, "%s: empty config (expected a JSON object)", label);
         return errs->count - before;
     }
-    int depth = json_depth(text);
+    int depth = cfg_json_depth(text);
     if (depth > MOK_CONFIG_MAX_DEPTH) {
         mok_errors_add(errs, "%s: JSON nested %d levels deep: at most %d levels are allowed (a config needs 4)",
                        label, depth, MOK_CONFIG_MAX_DEPTH);
@@ -810,7 +527,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
-        malformed(errs, label, text, end ? end : text);
+        cfg_malformed(errs, label, text, end ? end : text);
         return errs->count - before;
     }
     if (!cJSON_IsObject(root)) {
@@ -821,7 +538,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     }
     struct parser ps = {errs, cfg, false};
     int d[2], p[2];
-    check_keys(errs, root, "", top_keys, COUNT(top_keys));
+    cfg_check_keys(errs, root, "", top_keys, COUNT(top_keys));
     parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));
     parse_tokens(&ps, cJSON_GetObjectItemCaseSensitive(root, "tokens_per_rank"));
     parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
@@ -836,7 +553,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "mode");
     int mode[3] = {0, 0, 0};
     if (mv && !cJSON_IsString(mv))
-        fail(errs, "mode", mv, "must be one string: \"layer\", \"comm\" or \"gemm\"");
+        cfg_fail(errs, "mode", mv, "must be one string: \"layer\", \"comm\" or \"gemm\"");
     else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 3, 3, mode) == 1)
         cfg->mode = (enum mok_mode)mode[0];
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
