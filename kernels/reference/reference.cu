@@ -1,66 +1,9 @@
 /* reference: the independent fp32 path every implementation is checked against. Plain tiled SIMT GEMMs over
- * gathered rows (no tensor cores, no cuBLAS, none of the implementations' permutations), the layer's bf16
- * roundings of its intermediates reproduced (GEMM1 output, SwiGLU output), and a fixed-order fp32 top-k sum. */
+ * gathered rows (reference/ref_gemm.cuh: no tensor cores, no cuBLAS, none of the implementations' permutations), the
+ * layer's bf16 roundings of its intermediates reproduced (GEMM1 output, SwiGLU output), and a fixed-order fp32 top-k
+ * sum. */
 #include "common/common.cuh"
-
-#define REF_BM 64
-#define REF_BN 64
-#define REF_BK 32
-
-/* 256 threads, each a 4x4 patch of the 64x64 tile. Shared tiles are k-major so the inner loop reads
- * consecutive floats (no bank conflicts on the broadcast). */
-__global__ void __launch_bounds__(256) ref_gemm_kernel(const uint16_t *a, const int32_t *a_row, int m, int k,
-                                                       const uint16_t *b, int n, float *c, const int32_t *c_row)
-{
-    __shared__ float as[REF_BK][REF_BM + 4];
-    __shared__ float bs[REF_BK][REF_BN + 4];
-    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    int m0 = blockIdx.y * REF_BM, n0 = blockIdx.x * REF_BN;
-    float acc[4][4] = {};
-    for (int k0 = 0; k0 < k; k0 += REF_BK) {
-        for (int i = threadIdx.x; i < REF_BM * REF_BK; i += 256) {
-            int row = i / REF_BK, kk = i % REF_BK;
-            int gm = m0 + row;
-            float av = 0.0f;
-            if (gm < m) {
-                size_t src = a_row ? (size_t)a_row[gm] : (size_t)gm;
-                av = mok_bf16_to_f32(a[src * k + k0 + kk]);
-            }
-            as[kk][row] = av;
-            int gn = n0 + row;
-            bs[kk][row] = gn < n ? mok_bf16_to_f32(b[(size_t)gn * k + k0 + kk]) : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll 8
-        for (int kk = 0; kk < REF_BK; kk++) {
-            float av[4], bv[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                av[i] = as[kk][ty * 4 + i];
-                bv[i] = bs[kk][tx * 4 + i];
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int gm = m0 + ty * 4 + i;
-        if (gm >= m)
-            continue;
-        size_t dst = c_row ? (size_t)c_row[gm] : (size_t)gm;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int gn = n0 + tx * 4 + j;
-            if (gn < n)
-                c[dst * n + gn] = acc[i][j];
-        }
-    }
-}
+#include "reference/ref_gemm.cuh"
 
 __global__ void ref_swiglu_kernel(const float *g, int m, int inter, uint16_t *h)
 {
@@ -97,11 +40,11 @@ extern "C" int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, 
 {
     if (m <= 0)
         return 0;
-    if (k % REF_BK)
+    if (k % mok_ref::kBK) /* the layer's K (hidden, intermediate) are multiples of the tiles' K step */
         return (int)cudaErrorInvalidValue;
-    dim3 grid((n + REF_BN - 1) / REF_BN, (m + REF_BM - 1) / REF_BM);
-    ref_gemm_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(a, a_row, m, k, b, n, c, c_row);
-    return MOK_LAUNCH_RESULT();
+    /* C = A B^T: A's rows gathered by a_row, B [n][k] row-major read transposed */
+    return mok_ref::launch_gemm(mok_ref::Bf16Rows{a, a_row, k}, mok_ref::Bf16RowsT{b, nullptr, k}, m, n, k, c, c_row,
+                                0, mok_cuda_stream(stream));
 }
 
 extern "C" int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_stream_t stream)
