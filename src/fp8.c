@@ -86,6 +86,16 @@ static int amax_of(const float *x, size_t n, float *amax)
     return 0;
 }
 
+/* fp8_block's scale: the block's amax maps to 448 (a block of zeros: 1). */
+static float block_scale(float amax) { return amax > 0.0f ? amax / MOK_E4M3_MAX : 1.0f; }
+
+/* n consecutive values divided by the block's scale, to e4m3. */
+static void encode_run(const float *x, size_t n, float s, uint8_t *q)
+{
+    for (size_t i = 0; i < n; i++)
+        q[i] = mok_e4m3_from_f32(x[i] / s);
+}
+
 int mok_quant_fp8_block_rows(const float *x, size_t rows, size_t k, uint8_t *q, float *scale)
 {
     const size_t nb = k / MOK_FP8_BLOCK;
@@ -95,10 +105,8 @@ int mok_quant_fp8_block_rows(const float *x, size_t rows, size_t k, uint8_t *q, 
             float amax;
             if (amax_of(blk, MOK_FP8_BLOCK, &amax))
                 return -1;
-            float s = amax > 0.0f ? amax / MOK_E4M3_MAX : 1.0f;
-            scale[r * nb + b] = s;
-            for (size_t i = 0; i < MOK_FP8_BLOCK; i++)
-                q[r * k + b * MOK_FP8_BLOCK + i] = mok_e4m3_from_f32(blk[i] / s);
+            scale[r * nb + b] = block_scale(amax);
+            encode_run(blk, MOK_FP8_BLOCK, scale[r * nb + b], q + r * k + b * MOK_FP8_BLOCK);
         }
     return 0;
 }
@@ -115,13 +123,11 @@ int mok_quant_fp8_block_weights(const float *w, size_t rows, size_t k, uint8_t *
                     return -1;
                 amax = a > amax ? a : amax;
             }
-            float s = amax > 0.0f ? amax / MOK_E4M3_MAX : 1.0f;
-            scale[br * nbk + bk] = s;
-            for (size_t r = 0; r < MOK_FP8_BLOCK; r++)
-                for (size_t i = 0; i < MOK_FP8_BLOCK; i++) {
-                    size_t at = (br * MOK_FP8_BLOCK + r) * k + bk * MOK_FP8_BLOCK + i;
-                    q[at] = mok_e4m3_from_f32(w[at] / s);
-                }
+            scale[br * nbk + bk] = block_scale(amax);
+            for (size_t r = 0; r < MOK_FP8_BLOCK; r++) {
+                size_t at = (br * MOK_FP8_BLOCK + r) * k + bk * MOK_FP8_BLOCK;
+                encode_run(w + at, MOK_FP8_BLOCK, scale[br * nbk + bk], q + at);
+            }
         }
     return 0;
 }
@@ -138,9 +144,7 @@ int mok_quant_mxfp8(const float *x, size_t rows, size_t k, uint8_t *q, uint8_t *
             uint8_t e = mok_e8m0_scale_for(amax);
             scale[r * nb + b] = e;
             /* dividing by a power of two is exact (until the quotient is subnormal in fp32, far below e4m3's) */
-            float s = mok_e8m0_to_f32(e);
-            for (size_t i = 0; i < MOK_MX_BLOCK; i++)
-                q[r * k + b * MOK_MX_BLOCK + i] = mok_e4m3_from_f32(blk[i] / s);
+            encode_run(blk, MOK_MX_BLOCK, mok_e8m0_to_f32(e), q + r * k + b * MOK_MX_BLOCK);
         }
     return 0;
 }
