@@ -22,6 +22,9 @@ export OUT R # for the step scripts run as their own processes (ncu_*.sh)
 mkdir -p "$R" || exit 1
 LOG=$OUT/log.txt
 exec > >(tee "$LOG") 2>&1
+TEE_PID=$!
+# whoever reads the output or the log after the script returns sees all of it: close our end, wait for tee
+trap 'exec >&- 2>&-; wait "$TEE_PID" 2> /dev/null' EXIT
 . scripts/device/env.sh
 echo "== $(date -u) commit $(tr '\n' ' ' < "$DEV/commit" 2> /dev/null || echo '(no $DEV/commit: not staged?)')"
 gpus() {
