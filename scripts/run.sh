@@ -1,5 +1,6 @@
 #!/bin/sh
-# run.sh CONFIG [mok-bench options]: builds if needed, then runs mok-bench with one MPI rank per visible GPU.
+# run.sh CONFIG [mok-bench options]: builds if needed (where meson and ninja are; else MOK_BUILD's mok-bench as
+#   built, e.g. on a GPU node: scripts/device), then runs mok-bench with one MPI rank per visible GPU.
 #   GPUs: the entries of CUDA_VISIBLE_DEVICES when it is set, else the "GPU n:" lines of nvidia-smi -L;
 #   NP=N (or NGPUS=N) sets the rank count instead. One GPU is -np 1 with the same flags as several: Open MPI needs
 #   nothing else for one rank. Without a GPU (or without mpirun) it stops before building, saying why.
@@ -37,8 +38,15 @@ esac
 command -v mpirun > /dev/null 2>&1 || { echo "run.sh: mpirun not found (Debian: openmpi-bin)" >&2; exit 1; }
 
 command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
-[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT"
-ninja -C "$BUILD" mok-bench > /dev/null # a no-op when up to date
+if command -v ninja > /dev/null 2>&1 && { [ -f "$BUILD/build.ninja" ] || command -v meson > /dev/null 2>&1; }; then
+  [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT"
+  ninja -C "$BUILD" mok-bench > /dev/null # a no-op when up to date
+elif [ -x "$BUILD/mok-bench" ]; then # a GPU node without build tools, binaries built elsewhere (scripts/device)
+  echo "run.sh: no meson/ninja here: running $BUILD/mok-bench as built" >&2
+else
+  echo "run.sh: no meson/ninja here and no $BUILD/mok-bench to run (Debian: meson ninja-build; or MOK_BUILD=DIR)" >&2
+  exit 1
+fi
 
 export NCCL_NVLS_ENABLE=0
 set -- -np "$NP" --bind-to none -x NCCL_NVLS_ENABLE=0 -x PATH "$BUILD/mok-bench" "$@"

@@ -161,6 +161,12 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     int slots = cfg->iters < 256 ? cfg->iters : 256;
     if (ops->setup(&state, p, cl, params, slots, err, sizeof(err)))
         die(cl, "setup", err);
+    /* Setups fill their buffers with plain cudaMemcpy / cudaMemset, which run on the legacy stream and may return
+     * before they complete; the runs go on non-blocking streams that do not wait for it. Everything set up is
+     * done before the first run. */
+    cudaError_t setup_done = cudaDeviceSynchronize();
+    if (setup_done != cudaSuccess)
+        die(cl, "setup", cudaGetErrorString(setup_done));
 
     /* correctness first: poisoned output, one run, compare */
     int verdict = 1;

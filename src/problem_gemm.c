@@ -45,12 +45,18 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     for (size_t r = 0; r < routes; r++)
         h_token[cursor[p->h_ids[r]]++] = (int32_t)(r / (size_t)K);
     p->gemm_rows = (int)routes;
+    /* The copies go on st, the stream the gather below runs on, and st is waited for before the gather. A plain
+     * cudaMemcpy from pageable memory may return before its DMA lands, and st (non-blocking) does not wait for the
+     * legacy stream: the gather then read a fresh allocation's stale contents as token indices, an illegal address
+     * on the first problem after a model change (issue 19 item 8; tests/gpu_grow_shrink_gemm.json). */
     MOK_CHECK(cuda, cudaMalloc((void **)&p->gemm_offset, sizeof(int32_t) * ((size_t)E + 1)), goto out);
-    MOK_CHECK(cuda,
-              cudaMemcpy(p->gemm_offset, p->h_gemm_offset, sizeof(int32_t) * ((size_t)E + 1), cudaMemcpyHostToDevice),
-              goto out);
     MOK_CHECK(cuda, cudaMalloc((void **)&d_token, routes * sizeof(int32_t) + 4), goto out);
-    MOK_CHECK(cuda, cudaMemcpy(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice), goto out);
+    MOK_CHECK(cuda,
+              cudaMemcpyAsync(p->gemm_offset, p->h_gemm_offset, sizeof(int32_t) * ((size_t)E + 1),
+                              cudaMemcpyHostToDevice, st),
+              goto out);
+    MOK_CHECK(cuda, cudaMemcpyAsync(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto out);
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), goto out);
     for (int s = 0; s < p->sets; s++) {
         MOK_CHECK(cuda, cudaMalloc((void **)&p->gemm_a[s], routes * H * 2 + 16), goto out);
         MOK_CHECK(cuda, mok_gather_rows(p->x[s], d_token, (int)routes, H, p->gemm_a[s], (mok_stream_t)st), goto out);
@@ -84,6 +90,7 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto out);
     rc = 0;
 out:
+    cudaStreamSynchronize(st); /* no copy still reads h_token, no kernel still reads d_token */
     free(h_token);
     free(cursor);
     cudaFree(d_token);

@@ -9,7 +9,8 @@ n=$(gpu_count); [ "$n" -ge 2 ] && n=2
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
 $MPIRUN -np "$n" "$BIN" -o "$SCRATCH" "$CONFIG"; rc=$?
 [ $rc -eq 0 ] || fail "mok-bench exit $rc"
-csv=$(ls "$SCRATCH"/*.csv | grep -v '\.journal\.csv$') || fail "no CSV report"
+csv=$(ls "$SCRATCH"/*.csv | grep -v -e '\.journal\.csv$' -e '\.summary\.csv$') || fail "no CSV report"
+[ "$(echo "$csv" | wc -l)" -eq 1 ] || fail "more than one report CSV: $csv"
 [ -s "$SCRATCH/$(basename "$csv" .csv).journal.csv" ] || fail "no journal next to the report"
 grep -q ",incorrect," "$csv" && fail "an implementation is incorrect"
 grep -q ",passed," "$csv" || fail "no passed row"

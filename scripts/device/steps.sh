@@ -63,12 +63,25 @@ mok_step() {
     commsmallbatch) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/comm-small-batch.json;;
     ab) . scripts/device/ab.sh;; # AB_OLD, AB_NEW, AB_CONFIG, AB_REPS: two binaries on one config, alternating
     quick) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/quick.json;; # the README's first run
+    firstrun) # issue 20 on a GPU: scripts/run.sh as the README says, a plan above the GPU's memory, the fallback write
+      NP=$NP MOK_BUILD=$DEV/bin sh scripts/run.sh configs/quick.json -o "$R/run-sh" -n 3 > "$R/run-sh.log" 2>&1
+      echo "run.sh rc=$? (0 expected)"; tail -n 2 "$R/run-sh.log"
+      printf '%s\n' '{"model": {"hidden": 65536, "intermediate": 65536, "experts": 64, "topk": 8},' \
+        '"tokens_per_rank": 8192, "impls": ["nccl"]}' > "$R/too-big.json"
+      $MPIRUN -np 1 "$BIN" -o "$R/too-big" "$R/too-big.json" > "$R/too-big.log" 2>&1
+      echo "plan above the GPU's memory rc=$? (2 expected)"; grep "refused" "$R/too-big.log"
+      # the final write fails: output.dir is replaced by a plain file while the run goes on (root writes anywhere
+      # a directory is); the reports go to $TMPDIR/mok-bench-NAME-PID and the run exits 1
+      TMPDIR=$R $MPIRUN -np 1 -x TMPDIR "$BIN" -n 3 -o "$R/final-write" configs/quick.json > "$R/fallback.log" 2>&1 &
+      pid=$!; sleep 8; rm -rf "$R/final-write"; touch "$R/final-write"; wait $pid
+      echo "failed final write rc=$? (1 expected)"; grep -E "fallback|report:" "$R/fallback.log"
+      ls -d "$R"/mok-bench-quick-* && ls "$R"/mok-bench-quick-*;;
     quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers against the host reference, byte for byte
     refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"
       done;;
-    h1ab) for c in forward gemm; do # one GPU: the forward and mok-gemm, mok-bench-old (25cb9ea) and the new one alternating, 3 reps
+    h1ab) for c in ${H1AB:-forward gemm}; do # one GPU: the forward and mok-gemm, mok-bench-old (25cb9ea) and the new one alternating, 3 reps
         (R="$R/ab-$c"; AB_CONFIG="configs/h200x1-ab-$c.json"; AB_REPS=3; . scripts/device/ab.sh)
       done;;
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines

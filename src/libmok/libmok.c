@@ -290,7 +290,13 @@ int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cud
         return rc;
     }
     mok_megakernel_prepare((mok_stream_t)stream); /* its failure record: allocated now, never during a capture */
-    /* every window is zeroed before any rank can flag into it */
+    /* every window is zeroed before any rank can flag into it: the memsets above ran on the legacy stream and may
+     * still be running (cudaMemset returns early), and a non-blocking `stream` would not wait for them */
+    cudaError_t ce = cudaDeviceSynchronize();
+    if (ce != cudaSuccess) {
+        mok_workspace_destroy(ws);
+        return say(err, err_len, MOK_ERR_CUDA, "workspace zeroing: %s", cudaGetErrorString(ce));
+    }
     if ((rc = barrier(ws, stream, err, err_len))) {
         mok_workspace_destroy(ws);
         return rc;
