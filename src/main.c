@@ -259,7 +259,7 @@ int main(int argc, char **argv)
     if (plan_fits_gpu(&cl, &cfg)) {
         free(config_json);
         mok_cluster_finalize(&cl);
-        return finish(2);
+        return 2; /* mok_cluster_finalize ended MPI */
     }
     if (cli.probe && run_probe(&cl)) {
         free(config_json);

@@ -2,8 +2,8 @@
 # test_scripts_run: scripts/run.sh's launch logic, without a GPU: stand-ins for nvidia-smi, mpirun and ninja on a
 # PATH of only what run.sh uses. One rank per GPU listed (1 and 2; MIG lines not counted), CUDA_VISIBLE_DEVICES's
 # entries when set, NP= over both; every launch passes NCCL_NVLS_ENABLE=0; no GPU, no nvidia-smi or no mpirun stop
-# with a message and exit 1 before any build; a bad NP and no config exit 2; without ninja the built binary runs as
-# it is (a GPU node), and without one either run.sh stops with exit 1.
+# with a message and exit 1 before any build; a bad NP and no config exit 2; a directory of prebuilt binaries runs as built
+# (a GPU node), and with no build tools and no binary run.sh stops with exit 1.
 set -u
 SRC=$1; SCRATCH=$2
 fail() { echo "FAIL: $*"; exit 1; }
@@ -68,14 +68,15 @@ refuse "no mpirun" 1 "mpirun not found" PATH="$SCRATCH/fake:$SCRATCH/base" FAKE_
 mv "$SCRATCH/fake/mpirun.off" "$SCRATCH/fake/mpirun"
 refuse "NP=0" 2 "NP='0'" PATH="$SCRATCH/fake:$SCRATCH/base" FAKE_GPUS=1 NP=0
 refuse "NP=two" 2 "NP='two'" PATH="$SCRATCH/fake:$SCRATCH/base" FAKE_GPUS=1 NP=two
-# a GPU node without build tools: the binary as built is run, or a clear stop when there is none
+# no build tools: a clear stop; a directory of prebuilt binaries (no build.ninja; a GPU node): run as built
 mv "$SCRATCH/fake/ninja" "$SCRATCH/fake/ninja.off"
 refuse "no ninja, no binary" 1 "no meson/ninja here and no" PATH="$SCRATCH/fake:$SCRATCH/base" FAKE_GPUS=1
+mv "$SCRATCH/fake/ninja.off" "$SCRATCH/fake/ninja"
+rm "$SCRATCH/build/build.ninja"
 printf '#!/bin/sh\n' > "$SCRATCH/build/mok-bench"; chmod +x "$SCRATCH/build/mok-bench"
 launch 1 FAKE_GPUS=1
-grep -q "running $SCRATCH/build/mok-bench as built" "$SCRATCH/out" || fail "no ninja: does not say it runs the binary as built"
-[ ! -e "$FAKE_LOG.build" ] || fail "no ninja: built anyway"
-mv "$SCRATCH/fake/ninja.off" "$SCRATCH/fake/ninja"
+grep -q "running its mok-bench as built" "$SCRATCH/out" || fail "prebuilt binaries: does not say it runs them as built"
+[ ! -e "$FAKE_LOG.build" ] || fail "prebuilt binaries: built anyway"
 env PATH="$SCRATCH/fake:$SCRATCH/base" sh "$RUN" > "$SCRATCH/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q usage "$SCRATCH/out" || fail "no config: exit $rc"
 echo "test_scripts_run: all passed"

@@ -84,6 +84,9 @@ mok_step() {
     h1ab) for c in ${H1AB:-forward gemm}; do # one GPU: the forward and mok-gemm, mok-bench-old (25cb9ea) and the new one alternating, 3 reps
         (R="$R/ab-$c"; AB_CONFIG="configs/h200x1-ab-$c.json"; AB_REPS=3; . scripts/device/ab.sh)
       done;;
+    h1baseline) for c in baseline-mok baseline-mok-gemm baseline-mok-small baseline-mok-small-gemm; do # one GPU: gemm=mok's GEMM phase against mok-gemm on the same problems
+        $MPIRUN -np 1 "$BIN" -o "$R" "configs/h200x1-$c.json"; echo "h200x1-$c rc=$?"
+      done;;
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
     h1many) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-many-experts.json;; # one GPU: 512 small experts, where per-expert cuBLAS is launch-bound (gemm=mok beside it)

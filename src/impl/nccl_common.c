@@ -109,11 +109,7 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     MOK_CHECK(cuda, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device), return -1);
     s->mok_gemm = opts->mok_gemm && !s->no_compute;
     if (s->mok_gemm) {
-        /* n-major tiles (neighbouring CTAs share the weight tile), the deepest ring, every SM the NCCL kernels
-         * are not given: mok-gemm's measured best order (results/h200x2/2026-11-29-gemm-best) */
-        s->mok_cfg = (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = 128, .stages = 0,
-                                                   .sms = reserve_sms > 0 ? sms - reserve_sms : 0, .cluster_m = 1,
-                                                   .lockstep = 0, .raster = 1};
+        s->mok_cfg = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
         s->stage_expert0 = calloc(4 * S, sizeof(int));
         if (!s->stage_expert0)
             FAIL("out of host memory");
@@ -197,13 +193,23 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     return 0;
 }
 
+/* gemm=mok's configuration: mok-gemm's measured best at one H200 (results/h200x1/2026-12-01-groundwork: h200x1-gemm
+ * and h200x1-small-groups-gemm): 128 x 256 tiles, n-major order (neighbouring CTAs share the weight tile), the
+ * deepest ring, every SM the NCCL kernels are not given; 64-row tiles where the local experts average 64 rows or
+ * fewer (a 128-row tile would be half padding: 1.07x against 1.21x of the weight stream at 32-43 rows). */
+struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p, int ctas)
+{
+    double rows = (double)p->tokens * p->nranks * p->topk / ((double)p->experts);
+    return (struct mok_gemm_sm90_config){.tile_m = rows <= 64.0 ? 64 : 128, .tile_n = 256, .stages = 0, .sms = ctas,
+                                         .cluster_m = 1, .lockstep = 0, .raster = 1};
+}
+
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
                                int why_len)
 {
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
-    struct mok_gemm_sm90_config c = {.tile_m = 128, .tile_n = 128, .sms = reserve_sms > 0 ? sms - reserve_sms : 0,
-                                     .cluster_m = 1, .raster = 1};
+    struct mok_gemm_sm90_config c = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
     /* alignment only: the pointers are the stage's rows, 16-byte aligned as hidden and intermediate are */
     const uint16_t *any = (const uint16_t *)(uintptr_t)256;
     struct mok_gemm_args g1 = {.a = any, .b = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,

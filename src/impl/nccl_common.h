@@ -72,6 +72,9 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
 void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 
+/* gemm=mok's grouped-GEMM configuration for this problem, with `ctas` persistent CTAs (0: every SM). */
+struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p, int ctas);
+
 /* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0). */
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
                                int why_len);
