@@ -105,37 +105,45 @@ int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int iters, mo
 int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, double *median_ms, char *err,
                    int err_len)
 {
+    /* Back to back, one event between iterations and one wait at the end, as the layer is timed: the host runs
+     * ahead, so no iteration waits for its own launches (a wait per iteration put the host's launch work, the
+     * tensor-map encodes of a grouped GEMM included, into every iteration's time). Two untimed iterations first. */
     *median_ms = NAN;
-    cudaEvent_t a = NULL, b = NULL;
-    double *ms = calloc((size_t)(iters > 0 ? iters : 1), sizeof(double));
-    int rc = ms && cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess ? 0 : -1;
+    const int warm = 2, n = iters > 0 ? iters : 0;
+    cudaEvent_t *ev = calloc((size_t)(n + warm + 1), sizeof(cudaEvent_t));
+    double *ms = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    int rc = ev && ms ? 0 : -1, made = 0;
+    while (!rc && made < n + warm + 1)
+        if (cudaEventCreate(&ev[made]) == cudaSuccess)
+            made++;
+        else
+            rc = -1;
     if (rc)
         snprintf(err, (size_t)err_len, "timing alone: out of host memory or events");
-    for (int it = -2; it < iters && !rc; it++) {
-        cudaError_t ce = cudaEventRecord(a, stream);
-        if (ce == cudaSuccess && (rc = fn(ctx, it, err, err_len)) == 0) {
-            ce = cudaEventRecord(b, stream);
-            if (ce == cudaSuccess)
-                ce = cudaEventSynchronize(b);
-        }
-        if (!rc && ce != cudaSuccess) {
-            snprintf(err, (size_t)err_len, "timing alone: %s", cudaGetErrorString(ce));
-            rc = -1;
-        }
+    cudaError_t ce = rc ? cudaSuccess : cudaEventRecord(ev[0], stream);
+    for (int it = 0; it < n + warm && !rc && ce == cudaSuccess; it++)
+        if ((rc = fn(ctx, it - warm, err, err_len)) == 0)
+            ce = cudaEventRecord(ev[it + 1], stream);
+    if (!rc && ce == cudaSuccess)
+        ce = cudaEventSynchronize(ev[n + warm]);
+    if (!rc && ce != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "timing alone: %s", cudaGetErrorString(ce));
+        rc = -1;
+    }
+    for (int it = 0; it < n && !rc; it++) {
         float f = 0;
-        if (!rc && it >= 0 && cudaEventElapsedTime(&f, a, b) == cudaSuccess)
+        if (cudaEventElapsedTime(&f, ev[warm + it], ev[warm + it + 1]) == cudaSuccess)
             ms[it] = f;
     }
-    if (!rc && iters > 0) {
-        MPI_Allreduce(MPI_IN_PLACE, ms, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (!rc && n > 0) {
+        MPI_Allreduce(MPI_IN_PLACE, ms, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         struct mok_stats st;
-        mok_stats_compute(ms, iters, &st);
+        mok_stats_compute(ms, n, &st);
         *median_ms = st.median;
     }
+    for (int i = 0; i < made; i++)
+        cudaEventDestroy(ev[i]);
+    free(ev);
     free(ms);
-    if (a)
-        cudaEventDestroy(a);
-    if (b)
-        cudaEventDestroy(b);
     return rc;
 }

@@ -23,7 +23,7 @@ int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int iters, mo
  * counts -2, -1 (warm-ups), then 0..iters-1. Returns 0, or -1 with err. */
 typedef int (*mok_alone_fn)(void *ctx, int iter, char *err, int err_len);
 
-/* Times fn between two events on stream, a synchronization after each run, 2 warm-ups first; *median_ms gets the
+/* Times fn back to back on stream, an event between runs and one wait at the end, 2 warm-ups first; *median_ms gets the
  * median over iterations of each iteration's max over ranks (as mok_time_layer reduces). Collective when every
  * run succeeds; after a failed run it returns -1 at once (a peer may be waiting inside a collective the failed
  * run never reached: the caller aborts the job). */
