@@ -15,8 +15,8 @@ report has none), so that a script tests and converts values one way whatever th
 
 A v2 CSV is told by its `speedup` column (the CSV has no version line), a JSON by its `schema_version`.
 
-  scripts/mok_report.py --kind FILE...   prints "KIND<TAB>FILE" per file: report, config, tunedb, tune-check,
-                                         clocks, ncu-source or unknown (what tests/test_scripts_reports.sh walks)
+  scripts/mok_report.py --kind FILE...   prints "KIND<TAB>FILE" per file: report, summary, config, tunedb,
+                                         tune-check, clocks, ncu-source or unknown (what tests/test_scripts_reports.sh walks)
 """
 import csv
 import gzip
@@ -89,8 +89,8 @@ def _load(path):
 
 
 def kind(path):
-    """What a .csv/.json(.gz) file is: 'report', 'config', 'tunedb', 'tune-check', 'clocks', 'ncu-source' or
-    'unknown' (also for a file that cannot be parsed)."""
+    """What a .csv/.json(.gz) file is: 'report', 'summary', 'config', 'tunedb', 'tune-check', 'clocks', 'ncu-source'
+    or 'unknown' (also for a file that cannot be parsed)."""
     try:
         fmt, doc = _load(path)
     except (OSError, ValueError, EOFError, csv.Error):
@@ -108,6 +108,8 @@ def kind(path):
             return "config"
         return "unknown"
     head = doc[0] if doc else []
+    if "ms_per_step" in head and "disposition" not in head:  # NAME.summary.csv: the best candidate per problem
+        return "summary"
     if all(c in head for c in REQUIRED):
         return "report"
     if head and head[0].strip() == "timestamp":  # nvidia-smi --query-gpu ... --format=csv (device step CLOCKS=1)

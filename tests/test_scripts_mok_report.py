@@ -114,9 +114,15 @@ except mok_report.BadReport as err:
     check("missing file: named", "missing.csv" in str(err))
 
 check("ratio by zero is NaN", math.isnan(mok_report.ratio(1.0, 0.0)))
-kinds = {n: mok_report.kind(os.path.join(SCRATCH, n)) for n in ("v2.csv", "v2.json", "notreport.json", "cols.csv")}
+# a summary CSV (NAME.summary.csv, src/summary.c's columns) is its own kind, not a report
+with open(os.path.join(SCRATCH, "s.summary.csv"), "w") as f:
+    f.write("problem,model,tokens_per_rank,routing,inputs,dtype,pass,mode,impl,params,time_med_us,"
+            "speedup_vs_baseline,speedup_baseline,tokens_per_s_per_gpu,ms_per_layer,moe_layers,ms_per_step,j_per_step\n"
+            "0,m,128,uniform,uniform,bf16,fwd,layer,nccl,-,10.0,1.0,nccl,1,0.01,1,0.01,\n")
+kinds = {n: mok_report.kind(os.path.join(SCRATCH, n))
+         for n in ("v2.csv", "v2.json", "notreport.json", "cols.csv", "s.summary.csv")}
 kinds["gz"] = mok_report.kind(gz)
 check(f"kind ({kinds})", kinds == {"v2.csv": "report", "v2.json": "report", "notreport.json": "config",
-                                   "cols.csv": "unknown", "gz": "report"})
+                                   "cols.csv": "unknown", "s.summary.csv": "summary", "gz": "report"})
 print("test_scripts_mok_report: " + ("all passed" if not failures else f"{len(failures)} failed"))
 sys.exit(1 if failures else 0)
