@@ -26,6 +26,10 @@ int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, in
                   mok_stream_t stream);
 /* Writes a NaN bit pattern into every element, so any element an implementation fails to write is caught. */
 int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
+/* fp32 uniform in [-scale, scale), element i a function of (seed, tensor_id, i) only, as mok_fill_bf16 */
+int mok_fill_f32(float *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale, mok_stream_t stream);
+/* out[i] = bf16(in[i]), round to nearest even */
+int mok_convert_f32_bf16(const float *in, size_t n, uint16_t *out, mok_stream_t stream);
 /* NaN into every element of an fp32 output (the backward's d_router and fp32 weight gradients). */
 int mok_poison_f32(float *dst, size_t n, mok_stream_t stream);
 
@@ -52,6 +56,12 @@ int mok_gather_rows(const uint16_t *src, const int32_t *src_row, int rows, int w
                     mok_stream_t stream);
 
 /* ---- SwiGLU (kernels/util/swiglu.cu): out[r][i] = silu(in[r][i]) * in[r][I + i], fp32 math, bf16 out ---------*/
+/* SwiGLU backward of rows of the saved GEMM1 output gu [rows][2I] (gate | up, bf16) and dh' = dy W2 [rows][I]
+ * (bf16, unscaled by the router weight), route weights w [rows]: d_router[r] = <dh'_r, h_r> (fp32, fixed order),
+ * dgu[r] = w_r [dh' u silu'(g), dh' silu(g)] (bf16 [rows][2I]), hw[r] = w_r h_r (bf16 [rows][I], dW2's operand).
+ * h = bf16(silu(g) u), as the forward stores it. */
+int mok_swiglu_bwd_bf16(const uint16_t *gu, const uint16_t *dhp, const float *w, int rows, int intermediate,
+                        uint16_t *dgu, uint16_t *hw, float *d_router, mok_stream_t stream);
 int mok_swiglu_bf16(const uint16_t *in /* [rows][2I] */, int rows, int intermediate, uint16_t *out,
                     mok_stream_t stream);
 

@@ -133,8 +133,10 @@ static int poison_outputs(const struct mok_problem *p, cudaStream_t st)
 {
     for (int i = 0; i < p->out.n; i++) {
         const struct mok_output *o = &p->out.o[i];
-        int rc = o->type == MOK_OUT_F32 ? mok_poison_f32(o->data, o->elems, (mok_stream_t)st)
-                                        : mok_poison_bf16(o->data, o->elems, (mok_stream_t)st);
+        int rc = o->init_id && o->type == MOK_OUT_F32
+                     ? mok_fill_f32(o->data, o->elems, o->init_seed, o->init_id, o->init_scale, (mok_stream_t)st)
+                 : o->type == MOK_OUT_F32 ? mok_poison_f32(o->data, o->elems, (mok_stream_t)st)
+                                          : mok_poison_bf16(o->data, o->elems, (mok_stream_t)st);
         if (rc)
             return rc;
     }

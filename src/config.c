@@ -544,7 +544,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
     parse_inputs(&ps, cJSON_GetObjectItemCaseSensitive(root, "inputs"));
     cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", mok_cfg_dtype_names, 2, 1, d);
-    cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names, 2, 1, p);
+    cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names, 2, 2, p);
     for (int i = 0; i < 2; i++) {
         cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
         cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);
@@ -556,6 +556,11 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         cfg_fail(errs, "mode", mv, "must be one string: \"layer\", \"comm\" or \"gemm\"");
     else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 3, 3, mode) == 1)
         cfg->mode = (enum mok_mode)mode[0];
+    for (int i = 0; i < cfg->npasses; i++) /* the backward exists for the expert GEMMs so far (gemm mode) */
+        if (cfg->passes[i] == MOK_PASS_BWD && cfg->mode != MOK_MODE_GEMM)
+            cfg_fail(errs, "pass", cJSON_GetObjectItemCaseSensitive(root, "pass"),
+                     "\"bwd\" runs in mode \"gemm\" only so far (the expert GEMMs' backward: cublas-gemm); the "
+                     "layers' backward is not implemented yet");
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
     parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));
     parse_scalars(&ps, root);

@@ -18,6 +18,11 @@ struct mok_output {
     const float *ref;      /* device fp32 reference, elems; NULL when checks are off */
     size_t elems;
     double rtol;           /* error allowed relative to max |ref|; 0: the config's check.rtol */
+    /* An accumulated output (fp32 weight gradients under wgrad fp32_accumulate): the implementation adds into it,
+     * so before a checked run it gets its seeded start (mok_fill_f32 of init_seed, init_id, init_scale), not
+     * poison, and ref holds start + gradient. init_id 0: written, not accumulated. */
+    uint64_t init_seed, init_id;
+    float init_scale;
 };
 struct mok_outputs {
     int n;

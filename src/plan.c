@@ -26,6 +26,12 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double rows = t * k > t ? t * k : t;
     double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
                  (m->shared_experts ? t * h * 4 : 0);
+    if (gemm && s->pass == MOK_PASS_BWD) { /* problem_gemm_bwd.c: dy rows, w, gu, dx, d_router, the fp32
+                                            * weight gradients and (checks on) their references and scratch */
+        double e = m->experts, grads = e * 3 * h * i * 4;
+        return sets * set + t * k * h * 2 + t * k * 8 + t * h * 2 +
+               t * k * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + grads + t * k * (h * 4 + 4) + grads + rows * 6 * i * 4;
+    }
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
@@ -35,6 +41,8 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
 {
     const struct mok_model *m = &spec->model;
     double t = spec->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
+    if (!strcmp(impl, "cublas-gemm") && spec->pass == MOK_PASS_BWD) /* dh', [dg, du], w h */
+        return t * k * (i + 2 * i + i) * 2;
     if (!strcmp(impl, "nccl") || !strcmp(impl, "nccl-overlap")) {
         double cap = 1.25 * t * k; /* rows received, uniform routing plus margin */
         double sym = 2 * t * k * h * 2 + 2 * cap * h * 2;

@@ -33,7 +33,8 @@ double mok_problem_flops(const struct mok_problem_spec *s)
     if (s->mode == MOK_MODE_COMM)
         return 0.0; /* no expert compute */
     double per_token = 2.0 * 3.0 * m->hidden * (double)m->intermediate;
-    return (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
+    double fwd = (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
+    return s->pass == MOK_PASS_BWD ? 2.0 * fwd : fwd; /* dgrad and wgrad: two GEMMs of each forward GEMM's size */
 }
 
 static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
@@ -60,6 +61,12 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
     const struct mok_model *m = &s->model;
     size_t t = (size_t)s->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate, k = (size_t)m->topk;
     size_t bytes = (size_t)sets * input_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
+    if (s->pass == MOK_PASS_BWD) { /* gemm mode: problem_gemm_bwd.c's inputs, outputs and references */
+        size_t rows = t * k, e = (size_t)m->experts;
+        bytes += rows * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + e * 3 * h * i * 4 + t * h * 2;
+        if (with_reference)
+            bytes += rows * (h * 4 + 4) + e * 3 * h * i * 4 + rows * 6 * i * 4;
+    }
     if (with_reference) {
         size_t max_rows = t * k > t ? t * k : t;
         size_t si = (size_t)(m->shared_experts > 1 ? m->shared_experts : 1) * i;
@@ -301,9 +308,14 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         goto fail;
     }
     p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
+    if (spec->pass == MOK_PASS_BWD) { /* gemm mode only (config.c): dx, d_router, dw13, dw2 */
+        if (mok_problem_gemm_bwd_setup(p, st, with_reference, err, err_len))
+            goto fail;
+        return 0;
+    }
     /* the forward's one output (gemm mode: GEMM2's rows, y_elems of them) */
     p->out.n = 1;
-    p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0};
+    p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
     return 0;
 fail:
     mok_problem_destroy(p);

@@ -15,7 +15,22 @@
 #define MOK_MAX_SETS 16
 
 /* tensor ids of the seeded fill; a weight's id includes its global expert so any rank can regenerate it */
-enum mok_tensor_kind { MOK_T_X = 1, MOK_T_W13 = 2, MOK_T_W2 = 3, MOK_T_SHARED_W13 = 4, MOK_T_SHARED_W2 = 5 };
+enum mok_tensor_kind { MOK_T_X = 1, MOK_T_W13 = 2, MOK_T_W2 = 3, MOK_T_SHARED_W13 = 4, MOK_T_SHARED_W2 = 5,
+                       MOK_T_DY = 6, MOK_T_DW13 = 7, MOK_T_DW2 = 8 };
+
+/* gemm mode, pass bwd (problem_gemm_bwd.c): the expert GEMMs' backward over the same expert-major rows. Inputs:
+ * dy rows (row r is dy of its route's token), the router weights in row order and the saved context, GEMM1's
+ * output gu = bf16(x W13^T) as a forward would keep it. Outputs (p->out): dx rows [rows][hidden] bf16,
+ * d_router [rows] fp32, and the fp32 weight gradients accumulated into (wgrad fp32_accumulate: a seeded start,
+ * then += every run): dw13 [experts][2I][hidden], dw2 [experts][hidden][I]. */
+struct mok_gemm_bwd {
+    uint16_t *dy;      /* [rows][hidden] */
+    float *w;          /* [rows] */
+    uint16_t *gu;      /* [rows][2I] */
+    uint16_t *dx;      /* outputs */
+    float *d_router, *dw13, *dw2;
+    float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
+};
 
 struct mok_problem {
     struct mok_problem_spec spec;
@@ -44,6 +59,8 @@ struct mok_problem {
     int32_t *gemm_offset;        /* device [experts + 1] */
     int32_t *h_gemm_offset;      /* host copy: the cuBLAS baselines need group sizes on the host */
     uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
+    int32_t *gemm_token;         /* device [gemm_rows]: the token of each row */
+    struct mok_gemm_bwd bwd;     /* pass bwd only */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
 
     struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
@@ -67,5 +84,8 @@ void mok_problem_destroy(struct mok_problem *p);
 /* gemm mode (problem_gemm.c): expert-major rows, offsets and the reference of GEMM1 + SwiGLU + GEMM2 on them. */
 int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_destroy(struct mok_problem *p);
+/* gemm mode, pass bwd: dy, the row weights, the saved gu, the outputs and (with_reference) their references. */
+int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
+void mok_problem_gemm_bwd_destroy(struct mok_problem *p);
 
 #endif

@@ -17,7 +17,10 @@ void mok_problem_gemm_destroy(struct mok_problem *p)
         cudaFree(p->gemm_a[s]);
         p->gemm_a[s] = NULL;
     }
+    mok_problem_gemm_bwd_destroy(p);
     cudaFree(p->gemm_offset);
+    cudaFree(p->gemm_token);
+    p->gemm_token = NULL;
     free(p->h_gemm_offset);
     p->gemm_offset = NULL;
     p->h_gemm_offset = NULL;
@@ -66,7 +69,7 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     p->y = NULL;
     p->y_elems = routes * H;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
-    if (with_reference) {
+    if (with_reference && p->spec.pass == MOK_PASS_FWD) { /* the backward's references: problem_gemm_bwd.c */
         int max_rows = 1;
         for (int e = 0; e < E; e++)
             if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
@@ -93,7 +96,10 @@ out:
     cudaStreamSynchronize(st); /* no copy still reads h_token, no kernel still reads d_token */
     free(h_token);
     free(cursor);
-    cudaFree(d_token);
+    if (rc == 0)
+        p->gemm_token = d_token; /* the backward's reference reads rows by token */
+    else
+        cudaFree(d_token);
     cudaFree(g);
     cudaFree(h);
     return rc;

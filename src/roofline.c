@@ -22,8 +22,18 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         weights += expert_rows[e] > 0 ? expert_bytes : 0; /* an expert nobody routes to is never read */
     }
     /* per row: x (h) in, gate and up (2i) computed in registers, h (i) stored and read back, out (h) stored */
-    const double per_row = (h + i + i + h) * 2;
-    double act = rows * per_row, flops = rows * 2.0 * 3.0 * h * i;
+    double per_row = (h + i + i + h) * 2, flops_per_row = 2.0 * 3.0 * h * i;
+    if (spec->pass == MOK_PASS_BWD) {
+        /* dgrad reads the weights once more (bf16), wgrad reads and writes the fp32 gradients (fp32_accumulate);
+         * per row: dy (h) read by both GEMM2 GEMMs, x (h) by dW13's, dx (h) written, gu (2i) read, dh' (i) written
+         * and read, [dg, du] (2i) written and read by both GEMM1 GEMMs, w h (i) written and read; twice the
+         * forward's FLOPs (two dgrad and two wgrad GEMMs of the forward's sizes) */
+        per_row = (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
+        flops_per_row *= 2.0;
+        for (int e = e0; e < e1; e++)
+            weights += expert_rows[e] > 0 ? 3.0 * h * i * 4 * 2 : 0;
+    }
+    double act = rows * per_row, flops = rows * flops_per_row;
     if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens */
         double si = m->shared_experts * i, t = spec->tokens_per_rank;
         weights += 3.0 * h * si * 2;

@@ -13,7 +13,9 @@ int main(void)
 {
     uint16_t y[4];
     float d_router[4];
-    struct mok_outputs out = {2, {{"y", MOK_OUT_BF16, y, NULL, 4, 0.0}, {"d_router", MOK_OUT_F32, d_router, NULL, 4, 1e-3}}};
+    struct mok_outputs out = {2,
+                              {{.name = "y", .type = MOK_OUT_BF16, .data = y, .elems = 4},
+                               {.name = "d_router", .type = MOK_OUT_F32, .data = d_router, .elems = 4, .rtol = 1e-3}}};
     CHECK(mok_output_find(&out, "y") == &out.o[0] && mok_output_find(&out, "dx") == NULL, "find");
     CHECK(mok_output_bf16(&out, "y") == y && mok_output_f32(&out, "y") == NULL, "y is bf16 only");
     CHECK(mok_output_f32(&out, "d_router") == d_router && mok_output_bf16(&out, "d_router") == NULL, "d_router f32");

@@ -78,6 +78,7 @@ mok_step() {
       ls -d "$R"/mok-bench-quick-* && ls "$R"/mok-bench-quick-*;;
     quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers against the host reference, byte for byte
     refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
+    bwdgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-gemm" tests/gpu_bwd_gemm_small.json;; # the expert GEMMs' backward on small ragged problems, every output checked
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"
       done;;
@@ -87,6 +88,10 @@ mok_step() {
     h1baseline) for c in baseline-mok baseline-mok-gemm baseline-mok-small baseline-mok-small-gemm; do # one GPU: gemm=mok's GEMM phase against mok-gemm on the same problems
         $MPIRUN -np 1 "$BIN" -o "$R" "configs/h200x1-$c.json"; echo "h200x1-$c rc=$?"
       done;;
+    h1bwdgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm.json;; # one GPU: the expert GEMMs' backward (cublas-gemm) at the forward's shapes, rooflines
+    bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+        -n 1 -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
+      echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
     h1many) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-many-experts.json;; # one GPU: 512 small experts, where per-expert cuBLAS is launch-bound (gemm=mok beside it)

@@ -1,5 +1,6 @@
 /* cublas-gemm (gemm mode): the expert GEMMs of a problem on cuBLAS, as the NCCL baselines run them (grouped or
- * per expert over several streams), timed GEMM1 + SwiGLU and GEMM2 apart: the reference mok-gemm is held to. */
+ * per expert over several streams), timed GEMM1 + SwiGLU and GEMM2 apart: the reference mok-gemm is held to.
+ * pass bwd: their backward per expert (gemm_cublas.h: mok_expert_gemms_backward), timed whole. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,8 @@ struct cg_state {
     struct mok_gemm_group *groups;
     int ngroups;
     uint16_t *g1, *h;
-    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
+    uint16_t *dhp, *dgu, *hw; /* pass bwd: dh', [dg, du], w h */
+    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
 };
 
 /* Everything cublas-gemm can be asked is decided without the GPU (host_supports.c). */
@@ -52,6 +54,14 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         ce = cudaMalloc((void **)&s->g1, (size_t)p->gemm_rows * 2 * p->inter * 2 + 16);
     if (!rc && ce == cudaSuccess)
         ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
+    if (!rc && ce == cudaSuccess && p->spec.pass == MOK_PASS_BWD) {
+        size_t rows = (size_t)p->gemm_rows, I = (size_t)p->inter;
+        ce = cudaMalloc((void **)&s->dhp, rows * I * 2 + 16);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&s->dgu, rows * 2 * I * 2 + 16);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&s->hw, rows * I * 2 + 16);
+    }
     if (!rc && ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (rc || ce != cudaSuccess) {
@@ -61,8 +71,34 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     return 0;
 }
 
+static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs *out, int slot, char *err,
+                           int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, p->bwd.gu, p->bwd.w, p->w13[set], p->w2[set],
+                               s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"), mok_output_f32(out, "d_router"),
+                               mok_output_f32(out, "dw13"), mok_output_f32(out, "dw2")};
+    if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
+        snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, dw13 or dw2");
+        return -1;
+    }
+    bool timed = mok_slot_events_timed(&s->ev, slot);
+    if (timed)
+        mok_slot_events_record(&s->ev, slot, 0, s->st);
+    int rc = mok_expert_gemms_backward(&s->gemms, s->st, s->groups, s->ngroups, p->hidden, p->inter, &b);
+    if (rc) {
+        snprintf(err, (size_t)err_len, "cublas-gemm backward: status %d", rc);
+        return -1;
+    }
+    if (timed)
+        mok_slot_events_record(&s->ev, slot, 2, s->st);
+    return 0;
+}
+
 static int cg_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
+    if (((struct cg_state *)state)->p->spec.pass == MOK_PASS_BWD)
+        return cg_run_backward(state, set, out, slot, err, err_len);
     uint16_t *y = mok_impl_forward_y(out, err, err_len);
     if (!y)
         return -1;
@@ -89,6 +125,8 @@ static void cg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct cg_state *s = state;
     float a = 0, b = 0;
+    if (s->p->spec.pass == MOK_PASS_BWD)
+        return; /* the experts' steps interleave: no GEMM phases apart */
     if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;
@@ -106,6 +144,9 @@ static void cg_teardown(void *state)
     mok_slot_events_destroy(&s->ev);
     cudaFree(s->g1);
     cudaFree(s->h);
+    cudaFree(s->dhp);
+    cudaFree(s->dgu);
+    cudaFree(s->hw);
     free(s->groups);
     free(s);
 }

@@ -188,6 +188,78 @@ static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t strea
     return (int)ce;
 }
 
+/* The backward of one expert's rows, on handle hd's stream (gemm_cublas.h: mok_expert_gemms_backward). cuBLAS is
+ * column-major: a row-major [r][c] matrix is its column-major [c][r] with leading dimension c. */
+static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_gemm_group *gr, int H, int I,
+                           const struct mok_expert_bwd *b)
+{
+    const float one = 1.0f, zero = 0.0f;
+    const size_t r0 = (size_t)gr->row, e = (size_t)gr->expert;
+    const int n = gr->rows;
+    const uint16_t *w13 = b->w13 + e * 2 * I * H, *w2 = b->w2 + e * H * I;
+    /* dh' [n][I] = dy [n][H] W2 [H][I] */
+    cublasStatus_t s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I,
+                                    b->dy + r0 * H, CUDA_R_16BF, H, &zero, b->dhp + r0 * I, CUDA_R_16BF, I,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    int ce = mok_swiglu_bwd_bf16(b->gu + r0 * 2 * I, b->dhp + r0 * I, b->w + r0, n, I, b->dgu + r0 * 2 * I,
+                                 b->hw + r0 * I, b->d_router + r0, (mok_stream_t)st);
+    if (ce)
+        return ce;
+    /* dx [n][H] = [dg, du] [n][2I] W13 [2I][H] */
+    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, H, n, 2 * I, &one, w13, CUDA_R_16BF, H, b->dgu + r0 * 2 * I,
+                     CUDA_R_16BF, 2 * I, &zero, b->dx + r0 * H, CUDA_R_16BF, H, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    /* dW2 [H][I] += dy^T (w h): column-major [I][H] = (w h)^T-as-[I][n] x dy-as-[n][H] */
+    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, I, H, n, &one, b->hw + r0 * I, CUDA_R_16BF, I, b->dy + r0 * H,
+                     CUDA_R_16BF, H, &one, b->dw2 + e * H * I, CUDA_R_32F, I, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return (int)s;
+    /* dW13 [2I][H] += [dg, du]^T x: column-major [H][2I] = x-as-[H][n] x [dg, du]-as-[n][2I] */
+    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, H, 2 * I, n, &one, b->x + r0 * H, CUDA_R_16BF, H,
+                     b->dgu + r0 * 2 * I, CUDA_R_16BF, 2 * I, &one, b->dw13 + e * 2 * I * H, CUDA_R_32F, H,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return (int)s;
+}
+
+int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
+                              int ngroups, int hidden, int inter, const struct mok_expert_bwd *b)
+{
+    if (g->mode != MOK_GEMM_PER_EXPERT)
+        return (int)CUBLAS_STATUS_NOT_SUPPORTED;
+    if (g->nstreams <= 1) {
+        cublasSetStream(g->handle, stream);
+        for (int i = 0; i < ngroups; i++) {
+            int rc = backward_expert(g->handle, stream, &groups[i], hidden, inter, b);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    /* experts round-robin over the side streams, each expert's five steps in order on one of them */
+    cudaError_t ce = cudaEventRecord(g->fork, stream);
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
+        ce = cudaStreamWaitEvent(g->streams[i], g->fork, 0);
+    if (ce != cudaSuccess)
+        return (int)ce;
+    for (int i = 0; i < ngroups; i++) {
+        int sidx = i % g->nstreams;
+        int rc = backward_expert(g->handles[sidx], g->streams[sidx], &groups[i], hidden, inter, b);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
+        ce = cudaEventRecord(g->joins[i], g->streams[i]);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(stream, g->joins[i], 0);
+    }
+    return (int)ce;
+}
+
 static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
                        const struct mok_gemm_group *groups, int n, const uint16_t *w13, const uint16_t *w2, int H,
                        int I, const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out, int first_row,

@@ -72,8 +72,10 @@ int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, c
 {
     struct mok_params_cublas_gemm p = mok_params_cublas_gemm(params);
     (void)nranks;
-    if (spec->dtype != MOK_DTYPE_BF16 || spec->pass != MOK_PASS_FWD)
-        return no(why, why_len, "bf16 forward only");
+    if (spec->dtype != MOK_DTYPE_BF16)
+        return no(why, why_len, "bf16 only");
+    if (spec->pass == MOK_PASS_BWD && p.gemm != 1)
+        return no(why, why_len, "the backward runs per expert (gemm=per_expert) so far");
     return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
 }
 
@@ -111,7 +113,8 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
     (void)nranks;
     if (spec->dtype != MOK_DTYPE_BF16 || spec->pass != MOK_PASS_FWD)
-        return no(why, why_len, "bf16 forward only");
+        return no(why, why_len, "bf16 forward only (the backward's transposed-weight dgrad and K = rows wgrad are "
+                  "not GEMM-core policies yet)");
     if (p.kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
     if (p.tile_n != 128 && p.tile_n != 256)
