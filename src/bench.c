@@ -176,7 +176,7 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
         cudaStreamSynchronize(cl->stream) != cudaSuccess)
         die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
     if (cfg->check_enabled) {
-        verdict = mok_check_outputs(checker, p, cfg->rtol, cl->stream, row, err, sizeof(err));
+        verdict = mok_check_outputs(checker, p, cfg->rtol, false, cl->stream, row, err, sizeof(err));
         if (verdict < 0)
             die(cl, "check", err);
     }
@@ -194,10 +194,11 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     log_iterations(cl, row, iter_ms, cfg->iters);
     free(iter_ms);
 
-    /* the timed iterations wrote y too: check the last one, so a race that only shows back to back is caught */
+    /* the timed iterations wrote the outputs too: check the last one, so a race that only shows back to back is
+     * caught (the accumulated ones have added every iteration's gradient: their check is the first run's) */
     if (cfg->check_enabled && verdict == 1) {
         struct mok_row again = *row;
-        int v2 = mok_check_outputs(checker, p, cfg->rtol, cl->stream, &again, err, sizeof(err));
+        int v2 = mok_check_outputs(checker, p, cfg->rtol, true, cl->stream, &again, err, sizeof(err));
         if (v2 < 0)
             die(cl, "check", err);
         if (v2 == 0) {
