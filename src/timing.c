@@ -106,8 +106,10 @@ int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, d
                    int err_len)
 {
     /* Back to back, one event between iterations and one wait at the end, as the layer is timed: the host runs
-     * ahead, so no iteration waits for its own launches (a wait per iteration put the host's launch work, the
-     * tensor-map encodes of a grouped GEMM included, into every iteration's time). Two untimed iterations first. */
+     * ahead, so no iteration waits for its own launches. (A wait per iteration, as before 68af6c0, timed the
+     * parts with idle gaps between them; back to back, gemm=mok's GEMM phase alone measured 1-17% above mok-gemm's
+     * own time where the waits gave 0-8%: results/h200x1/2026-12-01-groundwork section 5, not understood.) Two
+     * untimed iterations first. */
     *median_ms = NAN;
     const int warm = 2, n = iters > 0 ? iters : 0;
     cudaEvent_t *ev = calloc((size_t)(n + warm + 1), sizeof(cudaEvent_t));
