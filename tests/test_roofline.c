@@ -44,6 +44,16 @@ int main(void)
     s.mode = MOK_MODE_GEMM, s.model.shared_experts = 0;
     mok_roofline_of(&s, 2, 1, rows, 4800, 650, &r);
     CHECK(close_to(r.weight_bytes, 383.0 * 3 * 7168 * 3072 * 2), "gemm mode: all routed experts");
+    /* the backward (gemm mode): the weights read again plus the fp32 gradients read and written, the rows'
+     * activations (dy 4 reads and writes of h, 12 of i: src/roofline.c), twice the forward's FLOPs */
+    s.pass = MOK_PASS_BWD;
+    mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
+    double routed = 383.0 * 3 * 7168 * 3072;
+    CHECK(close_to(r.weight_bytes, routed * 2 + routed * 4 * 2), "backward: weights and gradients %.4g",
+          r.weight_bytes);
+    CHECK(close_to(r.act_bytes, 383.0 * 64 * (4 * 7168 + 12 * 3072) * 2), "backward: activations %.4g", r.act_bytes);
+    CHECK(close_to(r.flops, 383.0 * 64 * 2 * 6 * 7168 * 3072), "backward: flops %.4g", r.flops);
+    s.pass = MOK_PASS_FWD;
     s.mode = MOK_MODE_COMM;
     mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
     CHECK(isnan(r.weight_bytes) && isnan(r.bound_us), "comm mode: no roofline");
