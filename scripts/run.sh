@@ -1,6 +1,7 @@
 #!/bin/sh
-# run.sh CONFIG [mok-bench options]: builds if needed (MOK_BUILD naming a directory of prebuilt binaries without
-#   build.ninja runs its mok-bench as built: a GPU node, scripts/device), then runs mok-bench with one MPI rank per visible GPU.
+# run.sh CONFIG [mok-bench options]: builds if needed (a MOK_BUILD directory of prebuilt binaries without
+#   build.ninja, or any where ninja is missing, has its mok-bench run as built: a GPU node, scripts/device), then
+#   runs mok-bench with one MPI rank per visible GPU.
 #   GPUs: the entries of CUDA_VISIBLE_DEVICES when it is set, else the "GPU n:" lines of nvidia-smi -L;
 #   NP=N (or NGPUS=N) sets the rank count instead. One GPU is -np 1 with the same flags as several: Open MPI needs
 #   nothing else for one rank. Without a GPU (or without mpirun) it stops before building, saying why.
@@ -40,9 +41,9 @@ command -v mpirun > /dev/null 2>&1 || { echo "run.sh: mpirun not found (Debian: 
 command -v nvcc > /dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 if [ -f "$BUILD/build.ninja" ] && command -v ninja > /dev/null 2>&1; then
   ninja -C "$BUILD" mok-bench > /dev/null # a no-op when up to date
-elif [ -x "$BUILD/mok-bench" ] && [ ! -f "$BUILD/build.ninja" ]; then
-  # binaries built elsewhere (a GPU node: scripts/device/stage.sh): MOK_BUILD names their directory
-  echo "run.sh: $BUILD is no build directory: running its mok-bench as built" >&2
+elif [ -x "$BUILD/mok-bench" ]; then
+  # binaries built elsewhere (a GPU node: scripts/device/stage.sh; MOK_BUILD names their directory), or no ninja
+  echo "run.sh: $BUILD is no build directory or ninja is missing: running its mok-bench as built" >&2
 elif command -v ninja > /dev/null 2>&1 && command -v meson > /dev/null 2>&1; then
   meson setup "$BUILD" "$ROOT"
   ninja -C "$BUILD" mok-bench > /dev/null
