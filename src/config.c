@@ -32,7 +32,7 @@ static const char *const timing_keys[] = {"warmup", "warmup_ms", "iters"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
 const char *const mok_cfg_dtype_names[2] = {"bf16", "mxfp8"};
-const char *const mok_cfg_pass_names[2] = {"fwd", "bwd"};
+const char *const mok_cfg_pass_names[MOK_NPASSES] = {"fwd", "bwd", "fwd_bwd"};
 const char *const mok_cfg_dist_names[3] = {"uniform", "zipf", "hot"};
 const char *const mok_cfg_input_dist_names[2] = {"uniform", "normal"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -226,10 +226,12 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
 }
 
 /* dtype and pass: one name or a list of distinct names; out[] gets indexes into names[]. */
+#define MOK_NAMES_MAX 3
+_Static_assert(MOK_NPASSES <= MOK_NAMES_MAX, "parse_names holds every pass");
 static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, const char *const *names, int n,
                        int implemented, int *out)
 {
-    const cJSON *items[2];
+    const cJSON *items[MOK_NAMES_MAX]; /* n <= MOK_NAMES_MAX: dtype 2, pass 3, mode 3 names */
     char p[PATHLEN];
     bool list;
     out[0] = 0; /* default: names[0] */
@@ -239,8 +241,11 @@ static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, co
     for (int i = 0; i < count; i++) {
         const char *path = list ? cfg_indexed(p, key, i) : key;
         int k = cfg_choice(e, items[i], path, names, n, implemented);
-        if (k >= 0 && i == 1 && out[0] == k)
-            cfg_fail(e, path, items[i], "duplicate value");
+        for (int j = 0; j < i; j++)
+            if (k >= 0 && out[j] == k) {
+                cfg_fail(e, path, items[i], "duplicate value");
+                break;
+            }
         out[i] = k < 0 ? 0 : k;
     }
     return count > 0 ? count : 1;
@@ -537,18 +542,19 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         return errs->count - before;
     }
     struct parser ps = {errs, cfg, false};
-    int d[2], p[2];
+    int d[2], p[MOK_NPASSES];
     cfg_check_keys(errs, root, "", top_keys, COUNT(top_keys));
     parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));
     parse_tokens(&ps, cJSON_GetObjectItemCaseSensitive(root, "tokens_per_rank"));
     parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
     parse_inputs(&ps, cJSON_GetObjectItemCaseSensitive(root, "inputs"));
     cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", mok_cfg_dtype_names, 2, 1, d);
-    cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names, 2, 2, p);
-    for (int i = 0; i < 2; i++) {
+    cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names,
+                               MOK_NPASSES, MOK_NPASSES, p);
+    for (int i = 0; i < 2; i++)
         cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
+    for (int i = 0; i < MOK_NPASSES; i++)
         cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);
-    }
     /* mode first: it decides which implementations are allowed and which are the default */
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "mode");
     int mode[3] = {0, 0, 0};
@@ -557,10 +563,10 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
     else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 3, 3, mode) == 1)
         cfg->mode = (enum mok_mode)mode[0];
     for (int i = 0; i < cfg->npasses; i++) /* the backward exists for the expert GEMMs so far (gemm mode) */
-        if (cfg->passes[i] == MOK_PASS_BWD && cfg->mode != MOK_MODE_GEMM)
+        if (mok_pass_has_bwd(cfg->passes[i]) && cfg->mode != MOK_MODE_GEMM)
             cfg_fail(errs, "pass", cJSON_GetObjectItemCaseSensitive(root, "pass"),
-                     "\"bwd\" runs in mode \"gemm\" only so far (the expert GEMMs' backward: cublas-gemm); the "
-                     "layers' backward is not implemented yet");
+                     "\"%s\" runs in mode \"gemm\" only so far (the expert GEMMs' backward: cublas-gemm); the "
+                     "layers' backward is not implemented yet", mok_cfg_pass_names[cfg->passes[i]]);
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
     parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));
     parse_scalars(&ps, root);

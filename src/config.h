@@ -35,7 +35,10 @@
 #define MOK_MAX_TOKENS_PER_RANK (1 << 20)
 
 enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
-enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1 };
+/* fwd: the forward; bwd: the backward alone, from the forward's saved context; fwd_bwd: one training step of the
+ * layer, the forward and then the backward from what it saved. */
+enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1, MOK_PASS_FWD_BWD = 2 };
+#define MOK_NPASSES 3
 enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
 /* The values of the activations and weights every implementation gets (the same tensors for all of them). */
 enum mok_input_dist { MOK_INPUTS_UNIFORM = 0, MOK_INPUTS_NORMAL = 1 };
@@ -97,7 +100,7 @@ struct mok_config {
     int ndtypes;
     enum mok_dtype dtypes[2];
     int npasses;
-    enum mok_pass passes[2];
+    enum mok_pass passes[MOK_NPASSES];
 
     int nimpls;
     char impls[MOK_MAX_IMPLS][MOK_NAME_LEN]; /* validated against the implementation registry */
@@ -153,6 +156,9 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 const char *mok_dtype_name(enum mok_dtype d);
 const char *mok_mode_name(enum mok_mode m);
 const char *mok_pass_name(enum mok_pass p);
+/* whether a pass runs the forward, the backward */
+static inline int mok_pass_has_fwd(enum mok_pass p) { return p != MOK_PASS_BWD; }
+static inline int mok_pass_has_bwd(enum mok_pass p) { return p != MOK_PASS_FWD; }
 const char *mok_routing_dist_name(enum mok_routing_dist d);
 const char *mok_input_dist_name(enum mok_input_dist d);
 /* "uniform", "normal", "uniform(scale=0.5)", "normal(bits=3)": scale and bits only when not the default. */

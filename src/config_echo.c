@@ -69,11 +69,11 @@ char *mok_config_to_json(const struct mok_config *cfg)
         cJSON_AddNumberToObject(o, "mantissa_bits", cfg->inputs[i].mantissa_bits);
         cJSON_AddItemToArray(a, o);
     }
-    int idx[2];
+    int idx[MOK_NPASSES];
     for (int i = 0; i < cfg->ndtypes && i < 2; i++)
         idx[i] = cfg->dtypes[i];
     cJSON_AddItemToObject(root, "dtype", string_array(mok_cfg_dtype_names, idx, cfg->ndtypes));
-    for (int i = 0; i < cfg->npasses && i < 2; i++)
+    for (int i = 0; i < cfg->npasses && i < MOK_NPASSES; i++)
         idx[i] = cfg->passes[i];
     cJSON_AddItemToObject(root, "pass", string_array(mok_cfg_pass_names, idx, cfg->npasses));
     a = cJSON_AddArrayToObject(root, "impls");
@@ -144,7 +144,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 }
 
 const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? mok_cfg_dtype_names[d] : "?"; }
-const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < 2 ? mok_cfg_pass_names[p] : "?"; }
+const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < MOK_NPASSES ? mok_cfg_pass_names[p] : "?"; }
 const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 3 ? mok_cfg_mode_names[m] : "?"; }
 const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? mok_cfg_dist_names[d] : "?"; }
 

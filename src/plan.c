@@ -26,11 +26,13 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double rows = t * k > t ? t * k : t;
     double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
                  (m->shared_experts ? t * h * 4 : 0);
-    if (gemm && s->pass == MOK_PASS_BWD) { /* problem_gemm_bwd.c: dy rows, w, gu, dx, d_router, the fp32
+    if (gemm && mok_pass_has_bwd(s->pass)) { /* problem_gemm_bwd.c: dy rows, w, gu, dx, d_router, the fp32
                                             * weight gradients and (checks on) their references and scratch */
         double e = m->experts, grads = e * 3 * h * i * 4;
+        double fwd_ref = mok_pass_has_fwd(s->pass) ? t * k * h * 4 + rows * 3 * i * 4 : 0; /* fwd_bwd's y */
         return sets * set + t * k * h * 2 + t * k * 8 + t * h * 2 +
-               t * k * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + grads + t * k * (h * 4 + 4) + grads + rows * 6 * i * 4;
+               t * k * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + grads + t * k * (h * 4 + 4) + grads + rows * 6 * i * 4 +
+               fwd_ref;
     }
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2;
@@ -41,7 +43,7 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
 {
     const struct mok_model *m = &spec->model;
     double t = spec->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
-    if (!strcmp(impl, "cublas-gemm") && spec->pass == MOK_PASS_BWD) /* dh', [dg, du], w h */
+    if (!strcmp(impl, "cublas-gemm") && mok_pass_has_bwd(spec->pass)) /* dh', [dg, du], w h */
         return t * k * (i + 2 * i + i) * 2;
     if (!strcmp(impl, "nccl") || !strcmp(impl, "nccl-overlap")) {
         double cap = 1.25 * t * k; /* rows received, uniform routing plus margin */

@@ -34,7 +34,8 @@ double mok_problem_flops(const struct mok_problem_spec *s)
         return 0.0; /* no expert compute */
     double per_token = 2.0 * 3.0 * m->hidden * (double)m->intermediate;
     double fwd = (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
-    return s->pass == MOK_PASS_BWD ? 2.0 * fwd : fwd; /* dgrad and wgrad: two GEMMs of each forward GEMM's size */
+    /* the backward: dgrad and wgrad, two GEMMs of each forward GEMM's size */
+    return (mok_pass_has_fwd(s->pass) ? fwd : 0.0) + (mok_pass_has_bwd(s->pass) ? 2.0 * fwd : 0.0);
 }
 
 static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
@@ -61,7 +62,7 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
     const struct mok_model *m = &s->model;
     size_t t = (size_t)s->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate, k = (size_t)m->topk;
     size_t bytes = (size_t)sets * input_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
-    if (s->pass == MOK_PASS_BWD) { /* gemm mode: problem_gemm_bwd.c's inputs, outputs and references */
+    if (mok_pass_has_bwd(s->pass)) { /* gemm mode: problem_gemm_bwd.c's inputs, outputs and references */
         size_t rows = t * k, e = (size_t)m->experts;
         bytes += rows * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + e * 3 * h * i * 4 + t * h * 2;
         if (with_reference)
@@ -308,7 +309,7 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         goto fail;
     }
     p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
-    if (spec->pass == MOK_PASS_BWD) { /* gemm mode only (config.c): dx, d_router, dw13, dw2 */
+    if (mok_pass_has_bwd(spec->pass)) { /* gemm mode only (config.c): dx, d_router, dw13, dw2 (and y) */
         if (mok_problem_gemm_bwd_setup(p, st, with_reference, err, err_len))
             goto fail;
         return 0;

@@ -69,7 +69,7 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     p->y = NULL;
     p->y_elems = routes * H;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
-    if (with_reference && p->spec.pass == MOK_PASS_FWD) { /* the backward's references: problem_gemm_bwd.c */
+    if (with_reference && mok_pass_has_fwd(p->spec.pass)) { /* the backward's: problem_gemm_bwd.c */
         int max_rows = 1;
         for (int e = 0; e < E; e++)
             if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)

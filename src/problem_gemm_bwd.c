@@ -1,4 +1,5 @@
-/* problem_gemm_bwd: gemm mode's backward problem (problem.h: struct mok_gemm_bwd). The rows are the forward's
+/* problem_gemm_bwd: gemm mode's backward problem (problem.h: struct mok_gemm_bwd), for pass bwd and, with the
+ * forward's y before the gradients, fwd_bwd (whose implementations save gu in their own forward). The rows are the forward's
  * expert-major rows (problem_gemm.c); dy is seeded per token and gathered into row order like x. The saved
  * context is GEMM1's output as a forward keeps it, bf16(x W13^T), made here with the reference GEMM so that every
  * implementation starts from the same bits. The reference is kernels/reference/backward.cu (fp32, per expert,
@@ -132,13 +133,17 @@ int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with
     if (with_reference && build_reference(p, st, dy_tokens, err, err_len))
         goto out;
     uint64_t seed = p->spec.routing.seed;
-    p->out.n = 4;
-    p->out.o[0] = (struct mok_output){"dx", MOK_OUT_BF16, b->dx, b->dx_ref, rows * H, 0.0, 0, 0, 0.0f};
-    p->out.o[1] = (struct mok_output){"d_router", MOK_OUT_F32, b->d_router, b->d_router_ref, rows, 0.0, 0, 0, 0.0f};
-    p->out.o[2] = (struct mok_output){"dw13", MOK_OUT_F32, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0,
-                                      seed, MOK_T_DW13, kGradStartScale};
-    p->out.o[3] = (struct mok_output){"dw2", MOK_OUT_F32, b->dw2, b->dw2_ref, E * H * I, 0.0,
-                                      seed, MOK_T_DW2, kGradStartScale};
+    int n = 0;
+    if (mok_pass_has_fwd(p->spec.pass)) /* fwd_bwd: the forward's GEMM2 rows too (problem_gemm.c's y) */
+        p->out.o[n++] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
+    p->out.o[n++] = (struct mok_output){"dx", MOK_OUT_BF16, b->dx, b->dx_ref, rows * H, 0.0, 0, 0, 0.0f};
+    p->out.o[n++] = (struct mok_output){"d_router", MOK_OUT_F32, b->d_router, b->d_router_ref, rows, 0.0, 0, 0,
+                                        0.0f};
+    p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_F32, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0,
+                                        seed, MOK_T_DW13, kGradStartScale};
+    p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_F32, b->dw2, b->dw2_ref, E * H * I, 0.0,
+                                        seed, MOK_T_DW2, kGradStartScale};
+    p->out.n = n;
     rc = 0;
 out:
     cudaStreamSynchronize(st);

@@ -2,6 +2,7 @@
 #include "roofline.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
                      double dram_gbps, double gemm_tflops, struct mok_roofline *out)
@@ -16,22 +17,26 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         int local = m->experts / (nranks > 0 ? nranks : 1);
         e0 = rank * local, e1 = e0 + local;
     }
-    double rows = 0, weights = 0;
+    double rows = 0, routed = 0; /* an expert nobody routes to is never read */
     for (int e = e0; e < e1; e++) {
         rows += expert_rows[e];
-        weights += expert_rows[e] > 0 ? expert_bytes : 0; /* an expert nobody routes to is never read */
+        routed += expert_rows[e] > 0;
     }
-    /* per row: x (h) in, gate and up (2i) computed in registers, h (i) stored and read back, out (h) stored */
-    double per_row = (h + i + i + h) * 2, flops_per_row = 2.0 * 3.0 * h * i;
-    if (spec->pass == MOK_PASS_BWD) {
+    const bool fwd = mok_pass_has_fwd(spec->pass), bwd = mok_pass_has_bwd(spec->pass);
+    double weights = 0, per_row = 0, flops_per_row = 0;
+    if (fwd) { /* per row: x (h) in, gate and up (2i) in registers, h (i) stored and read back, out (h) stored */
+        weights += routed * expert_bytes;
+        per_row += (h + i + i + h) * 2;
+        flops_per_row += 2.0 * 3.0 * h * i;
+    }
+    if (bwd) {
         /* dgrad reads the weights once more (bf16), wgrad reads and writes the fp32 gradients (fp32_accumulate);
          * per row: dy (h) read by both GEMM2 GEMMs, x (h) by dW13's, dx (h) written, gu (2i) read, dh' (i) written
          * and read, [dg, du] (2i) written and read by both GEMM1 GEMMs, w h (i) written and read; twice the
          * forward's FLOPs (two dgrad and two wgrad GEMMs of the forward's sizes) */
-        per_row = (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
-        flops_per_row *= 2.0;
-        for (int e = e0; e < e1; e++)
-            weights += expert_rows[e] > 0 ? 3.0 * h * i * 4 * 2 : 0;
+        weights += routed * (expert_bytes + 3.0 * h * i * 4 * 2);
+        per_row += (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
+        flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }
     double act = rows * per_row, flops = rows * flops_per_row;
     if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens */

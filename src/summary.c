@@ -117,7 +117,7 @@ static const char *ms_text(char *buf, size_t len, double ms)
 void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, int moe_layers)
 {
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s of the "
-                 "problem's pass (forward unless the routing column says bwd)\n",
+                 "problem's pass (forward unless the routing column names bwd or fwd_bwd)\n",
             moe_layers, moe_layers == 1 ? "" : "s");
     fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
             "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "J/step", "params");
@@ -125,11 +125,11 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
         const struct mok_row *b = items[k].best;
         char routing[128]; /* the inputs too when not the default, so rows of a multi-inputs config differ; the
                               * pass when it is not the forward */
-        const bool bwd = strcmp(b->pass, "bwd") == 0;
+        const bool fwd = b->pass[0] == 0 || strcmp(b->pass, "fwd") == 0;
         if (b->inputs[0] && strcmp(b->inputs, "uniform") != 0)
-            snprintf(routing, sizeof routing, "%s,%s%s", b->routing, b->inputs, bwd ? ",bwd" : "");
+            snprintf(routing, sizeof routing, "%s,%s%s%s", b->routing, b->inputs, fwd ? "" : ",", fwd ? "" : b->pass);
         else
-            snprintf(routing, sizeof routing, "%s%s", b->routing, bwd ? ",bwd" : "");
+            snprintf(routing, sizeof routing, "%s%s%s", b->routing, fwd ? "" : ",", fwd ? "" : b->pass);
         char layer[48], step[48], sp[48], tps[48], j[48];
         /* speedups to three decimals: a 1.396x must not read as 1.40x against a 1.4x goal */
         fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", items[k].problem, b->model,

@@ -53,6 +53,11 @@ int main(void)
           r.weight_bytes);
     CHECK(close_to(r.act_bytes, 383.0 * 64 * (4 * 7168 + 12 * 3072) * 2), "backward: activations %.4g", r.act_bytes);
     CHECK(close_to(r.flops, 383.0 * 64 * 2 * 6 * 7168 * 3072), "backward: flops %.4g", r.flops);
+    /* a training step: both, the weights read by the forward and again by dgrad */
+    s.pass = MOK_PASS_FWD_BWD;
+    mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
+    CHECK(close_to(r.weight_bytes, routed * 2 * 2 + routed * 4 * 2), "fwd_bwd: weights %.4g", r.weight_bytes);
+    CHECK(close_to(r.flops, 383.0 * 64 * 3 * 6 * 7168 * 3072), "fwd_bwd: flops %.4g", r.flops);
     s.pass = MOK_PASS_FWD;
     s.mode = MOK_MODE_COMM;
     mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);

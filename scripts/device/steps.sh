@@ -89,6 +89,7 @@ mok_step() {
         $MPIRUN -np 1 "$BIN" -o "$R" "configs/h200x1-$c.json"; echo "h200x1-$c rc=$?"
       done;;
     h1bwdgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm.json;; # one GPU: the expert GEMMs' backward (cublas-gemm) at the forward's shapes, rooflines
+    h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
     bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
         -n 1 -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
       echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;

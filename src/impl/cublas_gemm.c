@@ -1,6 +1,7 @@
 /* cublas-gemm (gemm mode): the expert GEMMs of a problem on cuBLAS, as the NCCL baselines run them (grouped or
  * per expert over several streams), timed GEMM1 + SwiGLU and GEMM2 apart: the reference mok-gemm is held to.
- * pass bwd: their backward per expert (gemm_cublas.h: mok_expert_gemms_backward), timed whole. */
+ * pass bwd: their backward per expert (gemm_cublas.h: mok_expert_gemms_backward), timed whole; fwd_bwd: the
+ * forward, then the backward from the gate/up rows it kept. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         ce = cudaMalloc((void **)&s->g1, (size_t)p->gemm_rows * 2 * p->inter * 2 + 16);
     if (!rc && ce == cudaSuccess)
         ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
-    if (!rc && ce == cudaSuccess && p->spec.pass == MOK_PASS_BWD) {
+    if (!rc && ce == cudaSuccess && mok_pass_has_bwd(p->spec.pass)) {
         size_t rows = (size_t)p->gemm_rows, I = (size_t)p->inter;
         ce = cudaMalloc((void **)&s->dhp, rows * I * 2 + 16);
         if (ce == cudaSuccess)
@@ -71,18 +72,20 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     return 0;
 }
 
+/* pass bwd from the problem's saved gu; fwd_bwd from the gu its own forward (cg_run_forward) left in g1 */
 static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs *out, int slot, char *err,
                            int err_len)
 {
     struct mok_problem *p = s->p;
-    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, p->bwd.gu, p->bwd.w, p->w13[set], p->w2[set],
+    const uint16_t *gu = p->spec.pass == MOK_PASS_FWD_BWD ? s->g1 : p->bwd.gu;
+    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, gu, p->bwd.w, p->w13[set], p->w2[set],
                                s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"), mok_output_f32(out, "d_router"),
                                mok_output_f32(out, "dw13"), mok_output_f32(out, "dw2")};
     if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
         snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, dw13 or dw2");
         return -1;
     }
-    bool timed = mok_slot_events_timed(&s->ev, slot);
+    bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;
     if (timed)
         mok_slot_events_record(&s->ev, slot, 0, s->st);
     int rc = mok_expert_gemms_backward(&s->gemms, s->st, s->groups, s->ngroups, p->hidden, p->inter, &b);
@@ -97,14 +100,14 @@ static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs
 
 static int cg_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
-    if (((struct cg_state *)state)->p->spec.pass == MOK_PASS_BWD)
-        return cg_run_backward(state, set, out, slot, err, err_len);
+    struct cg_state *s = state;
+    struct mok_problem *p = s->p;
+    if (p->spec.pass == MOK_PASS_BWD)
+        return cg_run_backward(s, set, out, slot, err, err_len);
     uint16_t *y = mok_impl_forward_y(out, err, err_len);
     if (!y)
         return -1;
-    struct cg_state *s = state;
-    struct mok_problem *p = s->p;
-    bool timed = mok_slot_events_timed(&s->ev, slot);
+    bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_FWD;
     for (int part = 1; part <= 2; part++) { /* GEMM1 + SwiGLU, then GEMM2, each between two events */
         if (timed)
             mok_slot_events_record(&s->ev, slot, part - 1, s->st);
@@ -118,15 +121,16 @@ static int cg_run(void *state, int set, const struct mok_outputs *out, int slot,
     }
     if (timed)
         mok_slot_events_record(&s->ev, slot, 2, s->st);
-    return 0;
+    /* fwd_bwd: the backward from the g1 (GEMM1's bf16 output) this forward left, as a training step keeps it */
+    return p->spec.pass == MOK_PASS_FWD_BWD ? cg_run_backward(s, set, out, slot, err, err_len) : 0;
 }
 
 static void cg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct cg_state *s = state;
     float a = 0, b = 0;
-    if (s->p->spec.pass == MOK_PASS_BWD)
-        return; /* the experts' steps interleave: no GEMM phases apart */
+    if (s->p->spec.pass != MOK_PASS_FWD)
+        return; /* the backward's experts' steps interleave: no GEMM phases apart */
     if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;

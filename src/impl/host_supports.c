@@ -74,7 +74,7 @@ int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, c
     (void)nranks;
     if (spec->dtype != MOK_DTYPE_BF16)
         return no(why, why_len, "bf16 only");
-    if (spec->pass == MOK_PASS_BWD && p.gemm != 1)
+    if (mok_pass_has_bwd(spec->pass) && p.gemm != 1)
         return no(why, why_len, "the backward runs per expert (gemm=per_expert) so far");
     return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
 }
