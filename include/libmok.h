@@ -66,6 +66,9 @@ struct mok_layer_desc {
                                  still arriving (K >= the local experts: all; their weights then stream twice) */
     int lockstep;             /* 1: a GEMM tile starts once the previous wave's tiles have (keeps the SMs that share
                                  a weight tile in step) */
+    int split_half;           /* 1: an expert's last row block whose second 64 rows are all padding runs on both
+                                 consumer warpgroups (each half the columns of its 64 rows) instead of one; for
+                                 small groups (<= 64 rows per expert). Not yet measured on a GPU */
 };
 
 /* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */

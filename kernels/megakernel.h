@@ -59,6 +59,10 @@ struct mok_mega_args {
                                 (comm blocks exit, the rows are what the last full forward left in the slots, the
                                 ready counters preset); 2 compute skipped (compute blocks only count every GEMM2 row
                                 block as done, after the push dispatch's scatter if any) */
+    int split_half;          /* 1: a routed unit whose second 64 rows are all padding (an expert's last row block
+                                with 64 rows or fewer) runs with both consumer warpgroups on its first 64 rows, each
+                                on half the columns, instead of one warpgroup on all of them while the other idles
+                                (a kernel instance of its own: megakernel_fwd_kernel<kSend, true>) */
 };
 
 /* own_first's largest value (leading local experts; a value >= the local experts means all of them) */

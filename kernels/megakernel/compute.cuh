@@ -121,6 +121,63 @@ __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_
 }
 
 
+/* The split-half unit's store (kSplit): both warpgroups stage the unit's first 64 rows, each `boxes` 64-column boxes
+ * from column col0; counted as epilogue_store counts a half tile (each warpgroup once per unit, as before). */
+__device__ __forceinline__ void epilogue_store_split(const Maps &maps, const mok_mega_args &m, const Unit &p,
+                                                     bool leader, int cwg, uint8_t *stage, int col0, int boxes,
+                                                     bool last)
+{
+    staged_ready(1 + cwg);
+    if (!leader)
+        return;
+    const CUtensorMap *mc = p.job == 0 ? &maps.hc : &maps.oc;
+    store_staged(mc, col0, p.rb * kTileM, stage, boxes);
+    if (last) {
+        mok_bulk_wait(0);
+        mok_fence_proxy_async_global();
+        __threadfence();
+        atomicAdd(row_counters(m.done, p.job, m.lsa.capacity) + p.rb, 1); /* done1 | done2 */
+    }
+}
+
+/* A routed unit whose second 64 rows are all padding, with kSplit (mok_mega_args.split_half): both consumer
+ * warpgroups run its first 64 rows, warpgroup cwg its half of the columns, as mok-gemm's 64-row tiles do
+ * (gemm/sm90_grouped_kernel.cuh, kSplitN): two m64n64 wgmmas per k16 over the B slot the producer loads as for any
+ * unit. GEMM1: gate rows [64 cwg, +64) with up rows [128 + 64 cwg, +64), so the warpgroup pairs its own gate and up
+ * columns into h columns [64 cwg, +64) of the tile; GEMM2: columns [128 cwg, +128). In mok-gemm (gemm mode, one
+ * H200) such tiles took 1.07x of the weight stream at 32-43 rows per expert against 1.21x for 128-row tiles with
+ * one half of padding (results/h200x1/2026-12-01-groundwork section 4). */
+template <bool kSend>
+__device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega_args &m, const Unit &p, int u,
+                                                RingPos &ring, uint64_t *full, uint64_t *empty, float (&acc)[kTileN / 2],
+                                                uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, int k_blocks,
+                                                int cwg, int wq, int lane, bool leader, uint8_t *const *comb_base,
+                                                struct mok_sm90_diag *diag, int role)
+{
+    const bool swiglu = p.job == 0;
+    float(&half)[1][kTileN / 4] = *reinterpret_cast<float(*)[1][kTileN / 4]>(&acc[0]);
+    consume_tile<kTileN / 4, 1, kSlotABytes, kSlotBBytes, 2>(
+        ring, m.stages, full, empty, half, k_blocks, smem_a, 0,
+        smem_b + cwg * (swiglu ? kTileN / 4 : kTileN / 2) * kRowBytes, 1, lane, 0, diag, role, u,
+        (swiglu ? kTileN / 2 : kTileN / 4) * kRowBytes);
+    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+    if (swiglu) { /* 64 h columns: one box */
+        epilogue_begin(leader, cwg);
+        stage_swiglu(half[0], stage, la, lb, cq);
+        epilogue_store_split(maps, m, p, leader, cwg, stage, p.n * kStageCols + cwg * 64, 1, true);
+    } else if (kSend) { /* this warpgroup's 128 columns of the 64 rows, from the registers */
+        const int row0 = p.rb * kTileM;
+        uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base);
+        uint8_t *db = send_row_dst(m, p.job, row0 + lb, comb_base);
+        const int c0 = (p.n * kTileN + cwg * kStageCols) * 2;
+        send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+    } else {
+        epilogue_begin(leader, cwg);
+        stage_bf16<0, kStageCols / 8>(half[0], stage, la, lb, cq);
+        epilogue_store_split(maps, m, p, leader, cwg, stage, p.n * kTileN + cwg * kStageCols, kStageCols / 64, true);
+    }
+}
+
 /* ---- compute role ----------------------------------------------------------------------------------------- */
 /* The GEMM pipeline of one block over the units the ticket hands out, in ticket order: the producer thread takes
  * a unit (atomicAdd on the ticket), waits for what its rows need, and loads its k blocks into the ring, writing
@@ -131,7 +188,7 @@ __device__ __forceinline__ void epilogue_store(const Maps &maps, const mok_mega_
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that). */
-template <bool kSend>
+template <bool kSend, bool kSplit>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -308,6 +365,12 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             break;
         const Unit p = unpack_unit(u);
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+        if (kSplit && (p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + 64] < 0) {
+            split_half_unit<kSend>(maps, m, p, u, ring, full, empty, acc[0], smem_a, smem_b,
+                                   smem_c + (size_t)cwg * (kStageBytes / 2), k_blocks, cwg, wq, lane, leader,
+                                   comb_base, diag, role);
+            continue;
+        }
         if ((p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + cwg * 64] < 0) {
             /* A routed half tile that starts with padding is all padding (each expert's rows are padded to 128 at
              * its end, and row blocks never cross experts): nobody reads its rows, so no wgmma and no epilogue,

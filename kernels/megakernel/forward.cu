@@ -63,8 +63,10 @@ namespace {
 
 /* kSend: m.send_from_gemm (the GEMM2 epilogue stores rows straight to their owners; no comm block combines). Two
  * kernels, so that each carries only its own two epilogues: with the choice made at run time in one kernel, ptxas
- * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70). */
-template <bool kSend>
+ * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
+ * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
+ * their machine code. */
+template <bool kSend, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -86,14 +88,25 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
+        compute_role<kSend, kSplit>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false,
+                                    diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
 #endif
+}
+
+using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
+
+/* The instance a configuration runs (send_from_gemm x split_half). */
+MegaKernel kernel_for(const mok_mega_args *m)
+{
+    if (m->split_half)
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, true> : megakernel_fwd_kernel<false, true>;
+    return m->send_from_gemm ? megakernel_fwd_kernel<true, false> : megakernel_fwd_kernel<false, false>;
 }
 
 int say(char *why, int why_len, const char *msg, long long v)
@@ -132,8 +145,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (major != 9)
         return say(why, why_len, "sm_90a only (this GPU is sm_%lld0)", major);
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, m->send_from_gemm ? megakernel_fwd_kernel<true> : megakernel_fwd_kernel<false>) !=
-        cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(m)) != cudaSuccess) {
         cudaGetLastError();
         return say(why, why_len, "no sm_90a image of the megakernel in this build%.0lld", 0);
     }
@@ -222,7 +234,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
     size_t smem = smem_bytes(args.stages, el, m->own_first);
-    auto kernel = m->send_from_gemm ? megakernel_fwd_kernel<true> : megakernel_fwd_kernel<false>;
+    auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;

@@ -40,6 +40,7 @@ mok_step() {
     megaqwen3tune) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen3-tune.json;; # Qwen3 4096 / 8192: comm SMs 8-32 x own_first 8 / 16 / 32, breakdown, beside nccl and nccl-overlap
     megaqwen4096) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen4096-exposed.json;; # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
     megasmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-small" tests/gpu_mega_small.json;;
+    megasplit) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-split" tests/gpu_mega_split.json;; # the megakernel's split-half units (split_half=1) on small ragged problems
     megaorder) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-order" tests/gpu_mega_order.json;; # own_first x lockstep x send
     mega) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/megakernel.json;;
     megareport) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-report.json;; # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
@@ -93,6 +94,7 @@ mok_step() {
     bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
         -n 1 -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
       echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;
+    h1split) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-split.json;; # one GPU: small groups, the megakernel with split_half 0 and 1 beside nccl gemm=mok, rooflines
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
     h1many) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-many-experts.json;; # one GPU: 512 small experts, where per-expert cuBLAS is launch-bound (gemm=mok beside it)

@@ -39,6 +39,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
                                    .comm_sms = m.comm_sms, .combine_sms = m.combine_sms,
                                    .send_from_gemm = m.send, .lockstep = m.wave_lockstep, .own_first = m.own_first,
+                                   .split_half = m.split_half,
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster};
 }

@@ -158,7 +158,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "that share a weight tile stay in step")                                                                   \
     X(own_first, MOK_NUMERIC, 0, MOK_OWN_FIRST_MAX, 0,                                                           \
       "dispatch=push only, K >= 1: the own rows of the first K local experts are copied into the slots first "   \
-      "and those GEMM1 tiles run while the peers' rows are still arriving (K >= local experts: all)")
+      "and those GEMM1 tiles run while the peers' rows are still arriving (K >= local experts: all)")             \
+    X(split_half, MOK_NUMERIC, 0, 1, 0,                                                                          \
+      "1: a row block whose second 64 rows are all padding (experts of <= 64 rows) runs on both consumer "       \
+      "warpgroups, each on half the columns of its 64 rows (mok-gemm's 64-row tiles); 0: on one")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

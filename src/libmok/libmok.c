@@ -118,6 +118,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("dispatch_push", d->dispatch_push, err, err_len)) ||
         (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
         (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
+        (rc = check_flag("split_half", d->split_half, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -150,7 +151,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
     *mk = (struct mok_mega_args){.lsa = *a, .inter = d->intermediate, .comm_blocks = d->comm_sms,
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
-                                 .own_first = d->own_first,
+                                 .own_first = d->own_first, .split_half = d->split_half,
                                  .shared_inter = d->shared_intermediate};
     return MOK_OK;
 }
