@@ -65,6 +65,8 @@ static void fill_problem_fields(struct mok_row *row, const struct mok_problem_sp
     mok_inputs_label(&spec->inputs, row->inputs, sizeof(row->inputs));
     snprintf(row->dtype, sizeof(row->dtype), "%s", mok_dtype_name(spec->dtype));
     snprintf(row->pass, sizeof(row->pass), "%s", mok_pass_name(spec->pass));
+    if (mok_pass_has_bwd(spec->pass))
+        snprintf(row->wgrad, sizeof(row->wgrad), "%s", mok_wgrad_name(spec->wgrad));
     snprintf(row->mode, sizeof(row->mode), "%s", mok_mode_name(spec->mode));
     row->capacity_factor = spec->capacity_factor;
     row->seed = (double)spec->routing.seed; /* at most 2^53 - 1 (config.c): exact */
@@ -396,7 +398,10 @@ static void tune_key(const struct bench_state *b, const struct mok_problem_spec 
     mok_routing_label(&spec->routing, k->routing, sizeof(k->routing));
     mok_inputs_label(&spec->inputs, k->inputs, sizeof(k->inputs));
     snprintf(k->dtype, sizeof(k->dtype), "%s", mok_dtype_name(spec->dtype));
-    snprintf(k->pass, sizeof(k->pass), "%s", mok_pass_name(spec->pass));
+    if (mok_pass_has_bwd(spec->pass)) /* the two wgrad modes are two problems to tune */
+        snprintf(k->pass, sizeof(k->pass), "%s/%s", mok_pass_name(spec->pass), mok_wgrad_name(spec->wgrad));
+    else
+        snprintf(k->pass, sizeof(k->pass), "%s", mok_pass_name(spec->pass));
     snprintf(k->mode, sizeof(k->mode), "%s", mok_mode_name(spec->mode));
 }
 

@@ -19,7 +19,7 @@
 #define MAX_SEED 9007199254740991LL /* 2^53 - 1: larger integers are not exact in a JSON (double) number */
 
 static const char *const top_keys[] = {"model",  "tokens_per_rank", "routing", "inputs",  "dtype",
-                                       "pass",   "mode",            "impls",   "tune",    "timing",
+                                       "pass",   "wgrad",           "mode",    "impls",   "tune",    "timing",
                                        "capacity_factor", "search", "planning", "check",   "output"};
 static const char *const search_keys[] = {"strategy", "max_measurements", "budget_s", "seed"};
 const char *const mok_cfg_search_names[3] = {"exhaustive", "coordinate", "halving"};
@@ -33,6 +33,7 @@ static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
 const char *const mok_cfg_dtype_names[2] = {"bf16", "mxfp8"};
 const char *const mok_cfg_pass_names[MOK_NPASSES] = {"fwd", "bwd", "fwd_bwd"};
+const char *const mok_cfg_wgrad_names[MOK_NWGRADS] = {"fp32_accumulate", "bf16"};
 const char *const mok_cfg_dist_names[3] = {"uniform", "zipf", "hot"};
 const char *const mok_cfg_input_dist_names[2] = {"uniform", "normal"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -555,6 +556,11 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
     for (int i = 0; i < MOK_NPASSES; i++)
         cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);
+    int w[MOK_NWGRADS];
+    cfg->nwgrads = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "wgrad"), "wgrad", mok_cfg_wgrad_names,
+                               MOK_NWGRADS, MOK_NWGRADS, w);
+    for (int i = 0; i < MOK_NWGRADS; i++)
+        cfg->wgrads[i] = (enum mok_wgrad)(i < cfg->nwgrads ? w[i] : 0);
     /* mode first: it decides which implementations are allowed and which are the default */
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "mode");
     int mode[3] = {0, 0, 0};

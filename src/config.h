@@ -39,6 +39,10 @@ enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
  * layer, the forward and then the backward from what it saved. */
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1, MOK_PASS_FWD_BWD = 2 };
 #define MOK_NPASSES 3
+/* How the backward writes the weight gradients: fp32_accumulate, dW += into fp32 buffers that start non-zero (as
+ * Megatron's gradient-accumulation fusion does); bf16, dW written in bf16. */
+enum mok_wgrad { MOK_WGRAD_FP32_ACCUMULATE = 0, MOK_WGRAD_BF16 = 1 };
+#define MOK_NWGRADS 2
 enum mok_routing_dist { MOK_ROUTING_UNIFORM = 0, MOK_ROUTING_ZIPF = 1, MOK_ROUTING_HOT = 2 };
 /* The values of the activations and weights every implementation gets (the same tensors for all of them). */
 enum mok_input_dist { MOK_INPUTS_UNIFORM = 0, MOK_INPUTS_NORMAL = 1 };
@@ -101,6 +105,8 @@ struct mok_config {
     enum mok_dtype dtypes[2];
     int npasses;
     enum mok_pass passes[MOK_NPASSES];
+    int nwgrads; /* the wgrad axis: expanded for the passes with a backward only */
+    enum mok_wgrad wgrads[MOK_NWGRADS];
 
     int nimpls;
     char impls[MOK_MAX_IMPLS][MOK_NAME_LEN]; /* validated against the implementation registry */
@@ -123,7 +129,8 @@ struct mok_config {
     int moe_layers;           /* planning: MoE layers per training step in the summary (default 1) */
 };
 
-/* One point of the cartesian product model x tokens x routing x inputs x dtype x pass. */
+/* One point of the cartesian product model x tokens x routing x inputs x dtype x pass (x wgrad for the passes with
+ * a backward). */
 struct mok_problem_spec {
     int index;
     enum mok_mode mode;
@@ -134,6 +141,7 @@ struct mok_problem_spec {
     struct mok_inputs inputs;
     enum mok_dtype dtype;
     enum mok_pass pass;
+    enum mok_wgrad wgrad; /* fp32_accumulate for the forward (unused there) */
 };
 
 /* Parses and validates text. Returns the number of errors (0: cfg is complete and valid). The defaults of
@@ -156,6 +164,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 const char *mok_dtype_name(enum mok_dtype d);
 const char *mok_mode_name(enum mok_mode m);
 const char *mok_pass_name(enum mok_pass p);
+const char *mok_wgrad_name(enum mok_wgrad w);
 /* whether a pass runs the forward, the backward */
 static inline int mok_pass_has_fwd(enum mok_pass p) { return p != MOK_PASS_BWD; }
 static inline int mok_pass_has_bwd(enum mok_pass p) { return p != MOK_PASS_FWD; }

@@ -76,6 +76,9 @@ char *mok_config_to_json(const struct mok_config *cfg)
     for (int i = 0; i < cfg->npasses && i < MOK_NPASSES; i++)
         idx[i] = cfg->passes[i];
     cJSON_AddItemToObject(root, "pass", string_array(mok_cfg_pass_names, idx, cfg->npasses));
+    for (int i = 0; i < cfg->nwgrads && i < MOK_NWGRADS; i++)
+        idx[i] = cfg->wgrads[i];
+    cJSON_AddItemToObject(root, "wgrad", string_array(mok_cfg_wgrad_names, idx, cfg->nwgrads));
     a = cJSON_AddArrayToObject(root, "impls");
     cJSON *tune = cJSON_AddObjectToObject(root, "tune");
     for (int i = 0; i < cfg->nimpls; i++) {
@@ -114,9 +117,19 @@ char *mok_config_to_json(const struct mok_config *cfg)
     return text;
 }
 
+/* The innermost digit of a problem's index: a pass, and for the passes with a backward each wgrad (the forward's
+ * problems do not repeat per wgrad). */
+static int pass_points(const struct mok_config *cfg)
+{
+    int n = 0;
+    for (int i = 0; i < cfg->npasses; i++)
+        n += mok_pass_has_bwd(cfg->passes[i]) ? cfg->nwgrads : 1;
+    return n;
+}
+
 int mok_config_problem_count(const struct mok_config *cfg)
 {
-    return cfg->nmodels * cfg->ntokens * cfg->nroutings * cfg->ninputs * cfg->ndtypes * cfg->npasses;
+    return cfg->nmodels * cfg->ntokens * cfg->nroutings * cfg->ninputs * cfg->ndtypes * pass_points(cfg);
 }
 
 void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_problem_spec *out)
@@ -126,12 +139,21 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
         out->index = -1;
         return;
     }
-    int i = index; /* mixed-radix digits, pass fastest, model slowest */
+    int i = index; /* mixed-radix digits, pass (and wgrad) fastest, model slowest */
     out->index = index;
     out->mode = cfg->mode;
     out->capacity_factor = cfg->capacity_factor;
-    out->pass = cfg->passes[i % cfg->npasses];
-    i /= cfg->npasses;
+    const int points = pass_points(cfg);
+    for (int d = i % points, k = 0; k < cfg->npasses; k++) {
+        const int n = mok_pass_has_bwd(cfg->passes[k]) ? cfg->nwgrads : 1;
+        if (d < n) {
+            out->pass = cfg->passes[k];
+            out->wgrad = mok_pass_has_bwd(cfg->passes[k]) ? cfg->wgrads[d] : MOK_WGRAD_FP32_ACCUMULATE;
+            break;
+        }
+        d -= n;
+    }
+    i /= points;
     out->dtype = cfg->dtypes[i % cfg->ndtypes];
     i /= cfg->ndtypes;
     out->inputs = cfg->inputs[i % cfg->ninputs];
@@ -145,6 +167,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
 
 const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? mok_cfg_dtype_names[d] : "?"; }
 const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < MOK_NPASSES ? mok_cfg_pass_names[p] : "?"; }
+const char *mok_wgrad_name(enum mok_wgrad w) { return (unsigned)w < MOK_NWGRADS ? mok_cfg_wgrad_names[w] : "?"; }
 const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 3 ? mok_cfg_mode_names[m] : "?"; }
 const char *mok_routing_dist_name(enum mok_routing_dist d) { return (unsigned)d < 3 ? mok_cfg_dist_names[d] : "?"; }
 

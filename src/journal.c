@@ -150,5 +150,6 @@ bool mok_row_same_candidate(const struct mok_row *a, const struct mok_row *b)
            a->experts == b->experts && a->topk == b->topk && a->shared_experts == b->shared_experts &&
            a->tokens_per_rank == b->tokens_per_rank && !strcmp(a->routing, b->routing) &&
            !strcmp(a->inputs, b->inputs) && !strcmp(a->dtype, b->dtype) && !strcmp(a->pass, b->pass) &&
+           !strcmp(a->wgrad, b->wgrad) &&
            !strcmp(a->impl, b->impl) && !strcmp(a->params, b->params);
 }

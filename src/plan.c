@@ -120,11 +120,13 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
         int sets = 1;
         double pbytes = problem_bytes(&spec, nranks, l2_bytes, &sets);
         const struct mok_model *m = &spec.model;
-        fprintf(mem, "problem %d: %s H=%d I=%d E=%d k=%d shared=%d tokens/rank=%d routing=%s inputs=%s %s %s; "
+        fprintf(mem, "problem %d: %s H=%d I=%d E=%d k=%d shared=%d tokens/rank=%d routing=%s inputs=%s %s %s%s%s; "
                      "%d input sets; problem memory %s per rank\n",
                 pi, m->name, m->hidden, m->intermediate, m->experts, m->topk, m->shared_experts,
                 spec.tokens_per_rank, mok_routing_label(&spec.routing, routing, sizeof(routing)),
-                mok_inputs_label(&spec.inputs, inputs, sizeof(inputs)), mok_dtype_name(spec.dtype), mok_pass_name(spec.pass), sets, human_bytes(pbytes, b1, sizeof(b1)));
+                mok_inputs_label(&spec.inputs, inputs, sizeof(inputs)), mok_dtype_name(spec.dtype),
+                mok_pass_name(spec.pass), mok_pass_has_bwd(spec.pass) ? " wgrad=" : "",
+                mok_pass_has_bwd(spec.pass) ? mok_wgrad_name(spec.wgrad) : "", sets, human_bytes(pbytes, b1, sizeof(b1)));
         for (int ii = 0; ii < cfg->nimpls; ii++) {
             const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[ii]);
             if (!d)

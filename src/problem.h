@@ -21,14 +21,15 @@ enum mok_tensor_kind { MOK_T_X = 1, MOK_T_W13 = 2, MOK_T_W2 = 3, MOK_T_SHARED_W1
 /* gemm mode, pass bwd (problem_gemm_bwd.c): the expert GEMMs' backward over the same expert-major rows. Inputs:
  * dy rows (row r is dy of its route's token), the router weights in row order and the saved context, GEMM1's
  * output gu = bf16(x W13^T) as a forward would keep it. Outputs (p->out): dx rows [rows][hidden] bf16,
- * d_router [rows] fp32, and the fp32 weight gradients accumulated into (wgrad fp32_accumulate: a seeded start,
- * then += every run): dw13 [experts][2I][hidden], dw2 [experts][hidden][I]. */
+ * d_router [rows] fp32, and the weight gradients dw13 [experts][2I][hidden], dw2 [experts][hidden][I]: fp32
+ * accumulated into (wgrad fp32_accumulate: a seeded start, then += every run) or bf16 written (wgrad bf16). */
 struct mok_gemm_bwd {
     uint16_t *dy;      /* [rows][hidden] */
     float *w;          /* [rows] */
     uint16_t *gu;      /* [rows][2I] */
     uint16_t *dx;      /* outputs */
-    float *d_router, *dw13, *dw2;
+    float *d_router;
+    void *dw13, *dw2;  /* fp32, or bf16 with wgrad bf16 */
     float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
 };
 

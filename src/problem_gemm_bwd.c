@@ -65,9 +65,15 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, const uint16_
     MOK_CHECK(cuda, cudaMalloc((void **)&iota, sizeof(int32_t) * (rows + 1)), goto out);
     MOK_CHECK(cuda, cudaMemcpyAsync(iota, h_iota, sizeof(int32_t) * rows, cudaMemcpyHostToDevice, st), goto out);
     uint64_t seed = p->spec.routing.seed;
-    MOK_CHECK(cuda, mok_fill_f32(b->dw13_ref, E * 2 * I * H, seed, MOK_T_DW13, kGradStartScale, (mok_stream_t)st),
-              goto out);
-    MOK_CHECK(cuda, mok_fill_f32(b->dw2_ref, E * H * I, seed, MOK_T_DW2, kGradStartScale, (mok_stream_t)st), goto out);
+    if (p->spec.wgrad == MOK_WGRAD_BF16) { /* the gradient alone */
+        MOK_CHECK(cuda, cudaMemsetAsync(b->dw13_ref, 0, E * 2 * I * H * 4, st), goto out);
+        MOK_CHECK(cuda, cudaMemsetAsync(b->dw2_ref, 0, E * H * I * 4, st), goto out);
+    } else { /* the seeded start the implementation adds to, plus the gradient */
+        MOK_CHECK(cuda, mok_fill_f32(b->dw13_ref, E * 2 * I * H, seed, MOK_T_DW13, kGradStartScale, (mok_stream_t)st),
+                  goto out);
+        MOK_CHECK(cuda, mok_fill_f32(b->dw2_ref, E * H * I, seed, MOK_T_DW2, kGradStartScale, (mok_stream_t)st),
+                  goto out);
+    }
     for (size_t e = 0; e < E; e++) {
         int n = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e], row0 = p->h_gemm_offset[e];
         if (!n)
@@ -110,8 +116,10 @@ int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with
     MOK_CHECK(cuda, cudaMalloc((void **)&b->gu, rows * 2 * I * 2 + 16), goto out);
     MOK_CHECK(cuda, cudaMalloc((void **)&b->dx, rows * H * 2 + 16), goto out);
     MOK_CHECK(cuda, cudaMalloc((void **)&b->d_router, rows * 4 + 16), goto out);
-    MOK_CHECK(cuda, cudaMalloc((void **)&b->dw13, E * 2 * I * H * 4 + 16), goto out);
-    MOK_CHECK(cuda, cudaMalloc((void **)&b->dw2, E * H * I * 4 + 16), goto out);
+    const bool dw_bf16 = p->spec.wgrad == MOK_WGRAD_BF16; /* written in bf16, else fp32 accumulated */
+    const size_t dw_size = dw_bf16 ? 2 : 4;
+    MOK_CHECK(cuda, cudaMalloc((void **)&b->dw13, E * 2 * I * H * dw_size + 16), goto out);
+    MOK_CHECK(cuda, cudaMalloc((void **)&b->dw2, E * H * I * dw_size + 16), goto out);
     MOK_CHECK(cuda, cudaMemcpyAsync(b->w, h_w, rows * 4, cudaMemcpyHostToDevice, st), goto out);
     /* dy: seeded per token at the scale of a layer's output gradient (unit spread; the check is relative) */
     MOK_CHECK(cuda,
@@ -139,10 +147,15 @@ int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with
     p->out.o[n++] = (struct mok_output){"dx", MOK_OUT_BF16, b->dx, b->dx_ref, rows * H, 0.0, 0, 0, 0.0f};
     p->out.o[n++] = (struct mok_output){"d_router", MOK_OUT_F32, b->d_router, b->d_router_ref, rows, 0.0, 0, 0,
                                         0.0f};
-    p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_F32, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0,
-                                        seed, MOK_T_DW13, kGradStartScale};
-    p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_F32, b->dw2, b->dw2_ref, E * H * I, 0.0,
-                                        seed, MOK_T_DW2, kGradStartScale};
+    if (dw_bf16) { /* written: poisoned before each checked run */
+        p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_BF16, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0, 0, 0, 0.0f};
+        p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_BF16, b->dw2, b->dw2_ref, E * H * I, 0.0, 0, 0, 0.0f};
+    } else { /* accumulated: refilled with the seeded start before each checked run */
+        p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_F32, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0,
+                                            seed, MOK_T_DW13, kGradStartScale};
+        p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_F32, b->dw2, b->dw2_ref, E * H * I, 0.0,
+                                            seed, MOK_T_DW2, kGradStartScale};
+    }
     p->out.n = n;
     rc = 0;
 out:

@@ -43,6 +43,7 @@ const struct field mok_report_fields[] = {
     FS(run_start), FS(y_check), FD(y_max_rel_err), FS(dx_check), FD(dx_max_rel_err), FS(dw13_check),
     FD(dw13_max_rel_err), FS(dw2_check), FD(dw2_max_rel_err), FS(d_router_check), FD(d_router_max_rel_err),
     FD(roofline_bytes), FT(roofline_mem_us), FT(roofline_gemm_us), FT(roofline_us), FD(time_over_roofline),
+    FS(wgrad),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 

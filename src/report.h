@@ -10,7 +10,7 @@
 /* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
  * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
  * (docs/report-columns.md). The readers take 1 and 2. */
-#define MOK_REPORT_SCHEMA_VERSION 2
+#define MOK_REPORT_SCHEMA_VERSION 3
 #define MOK_MAX_RANKS 64
 
 struct mok_rank_info {
@@ -128,6 +128,7 @@ struct mok_row {
     double roofline_gemm_us;   /* useful FLOPs / --probe's GEMM rate at the power cap */
     double roofline_us;        /* the larger of the two */
     double time_over_roofline; /* time_med_us / roofline_us */
+    char wgrad[16];            /* the backward's weight gradients: fp32_accumulate or bf16; empty for the forward */
 };
 
 /* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x

@@ -30,11 +30,13 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         flops_per_row += 2.0 * 3.0 * h * i;
     }
     if (bwd) {
-        /* dgrad reads the weights once more (bf16), wgrad reads and writes the fp32 gradients (fp32_accumulate);
+        /* dgrad reads the weights once more (bf16); wgrad reads and writes the fp32 gradients (fp32_accumulate) or
+         * writes bf16 ones (bf16);
          * per row: dy (h) read by both GEMM2 GEMMs, x (h) by dW13's, dx (h) written, gu (2i) read, dh' (i) written
          * and read, [dg, du] (2i) written and read by both GEMM1 GEMMs, w h (i) written and read; twice the
          * forward's FLOPs (two dgrad and two wgrad GEMMs of the forward's sizes) */
-        weights += routed * (expert_bytes + 3.0 * h * i * 4 * 2);
+        const double grad_bytes = spec->wgrad == MOK_WGRAD_BF16 ? 3.0 * h * i * 2 : 3.0 * h * i * 4 * 2;
+        weights += routed * (expert_bytes + grad_bytes);
         per_row += (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
         flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }

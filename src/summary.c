@@ -117,7 +117,8 @@ static const char *ms_text(char *buf, size_t len, double ms)
 void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, int moe_layers)
 {
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s of the "
-                 "problem's pass (forward unless the routing column names bwd or fwd_bwd)\n",
+                 "problem's pass (forward unless the routing column names bwd or fwd_bwd; bf16: bf16 weight "
+                 "gradients)\n",
             moe_layers, moe_layers == 1 ? "" : "s");
     fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
             "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "J/step", "params");
@@ -126,10 +127,13 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
         char routing[128]; /* the inputs too when not the default, so rows of a multi-inputs config differ; the
                               * pass when it is not the forward */
         const bool fwd = b->pass[0] == 0 || strcmp(b->pass, "fwd") == 0;
+        char pass[32] = ""; /* ",bwd" or ",fwd_bwd", with ",bf16" when the weight gradients are bf16 */
+        if (!fwd)
+            snprintf(pass, sizeof pass, ",%s%s", b->pass, strcmp(b->wgrad, "bf16") == 0 ? ",bf16" : "");
         if (b->inputs[0] && strcmp(b->inputs, "uniform") != 0)
-            snprintf(routing, sizeof routing, "%s,%s%s%s", b->routing, b->inputs, fwd ? "" : ",", fwd ? "" : b->pass);
+            snprintf(routing, sizeof routing, "%s,%s%s", b->routing, b->inputs, pass);
         else
-            snprintf(routing, sizeof routing, "%s%s%s", b->routing, fwd ? "" : ",", fwd ? "" : b->pass);
+            snprintf(routing, sizeof routing, "%s%s", b->routing, pass);
         char layer[48], step[48], sp[48], tps[48], j[48];
         /* speedups to three decimals: a 1.396x must not read as 1.40x against a 1.4x goal */
         fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", items[k].problem, b->model,
@@ -167,6 +171,7 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddItemToObject(o, "ms_per_layer", num_or_null(items[k].ms_per_layer));
         cJSON_AddItemToObject(o, "ms_per_step", num_or_null(items[k].ms_per_step));
         cJSON_AddItemToObject(o, "j_per_step", num_or_null(items[k].j_per_step));
+        cJSON_AddStringToObject(o, "wgrad", b->wgrad);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_PrintUnformatted(root);
@@ -181,7 +186,7 @@ const char *const mok_summary_csv_columns[] = {
     "problem",         "model",           "tokens_per_rank",      "routing",      "inputs",   "dtype",
     "pass",            "mode",            "impl",                 "params",       "time_med_us",
     "speedup_vs_baseline", "speedup_baseline", "tokens_per_s_per_gpu", "ms_per_layer", "moe_layers",
-    "ms_per_step",     "j_per_step",      NULL};
+    "ms_per_step",     "j_per_step",      "wgrad",                NULL};
 
 static void put_exact(FILE *f, double v)
 {
@@ -229,6 +234,7 @@ char *mok_summary_csv(const struct mok_summary_item *items, int n, int moe_layer
         fprintf(f, ",%d", moe_layers);
         put_time(f, items[k].ms_per_step, 4);
         put_exact(f, items[k].j_per_step);
+        put_str(f, b->wgrad);
         fputc('\n', f);
     }
     if (fclose(f) != 0) {

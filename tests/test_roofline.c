@@ -58,6 +58,11 @@ int main(void)
     mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
     CHECK(close_to(r.weight_bytes, routed * 2 * 2 + routed * 4 * 2), "fwd_bwd: weights %.4g", r.weight_bytes);
     CHECK(close_to(r.flops, 383.0 * 64 * 3 * 6 * 7168 * 3072), "fwd_bwd: flops %.4g", r.flops);
+    /* bf16 weight gradients: written once, two bytes each */
+    s.wgrad = MOK_WGRAD_BF16;
+    mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
+    CHECK(close_to(r.weight_bytes, routed * 2 * 2 + routed * 2), "fwd_bwd, wgrad bf16: weights %.4g", r.weight_bytes);
+    s.wgrad = MOK_WGRAD_FP32_ACCUMULATE;
     s.pass = MOK_PASS_FWD;
     s.mode = MOK_MODE_COMM;
     mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);

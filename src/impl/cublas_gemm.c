@@ -78,11 +78,16 @@ static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs
 {
     struct mok_problem *p = s->p;
     const uint16_t *gu = p->spec.pass == MOK_PASS_FWD_BWD ? s->g1 : p->bwd.gu;
+    const int dw_bf16 = p->spec.wgrad == MOK_WGRAD_BF16;
+    const struct mok_output *dw13 = mok_output_find(out, "dw13"), *dw2 = mok_output_find(out, "dw2");
+    const enum mok_out_type dw_type = dw_bf16 ? MOK_OUT_BF16 : MOK_OUT_F32;
     struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, gu, p->bwd.w, p->w13[set], p->w2[set],
                                s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"), mok_output_f32(out, "d_router"),
-                               mok_output_f32(out, "dw13"), mok_output_f32(out, "dw2")};
+                               dw13 && dw13->type == dw_type ? dw13->data : NULL,
+                               dw2 && dw2->type == dw_type ? dw2->data : NULL, dw_bf16};
     if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
-        snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, dw13 or dw2");
+        snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, or dw13 or dw2 of "
+                 "wgrad %s's type", mok_wgrad_name(p->spec.wgrad));
         return -1;
     }
     bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;

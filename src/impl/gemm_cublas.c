@@ -196,6 +196,10 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
     const float one = 1.0f, zero = 0.0f;
     const size_t r0 = (size_t)gr->row, e = (size_t)gr->expert;
     const int n = gr->rows;
+    const cudaDataType_t dw_type = b->dw_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const size_t dw_size = b->dw_bf16 ? 2 : 4;
+    const float *dw_beta = b->dw_bf16 ? &zero : &one; /* written, or added to */
+    char *dw13 = (char *)b->dw13 + e * 2 * I * H * dw_size, *dw2 = (char *)b->dw2 + e * H * I * dw_size;
     const uint16_t *w13 = b->w13 + e * 2 * I * H, *w2 = b->w2 + e * H * I;
     /* dh' [n][I] = dy [n][H] W2 [H][I] */
     cublasStatus_t s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I,
@@ -213,16 +217,15 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
                      CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
         return (int)s;
-    /* dW2 [H][I] += dy^T (w h): column-major [I][H] = (w h)^T-as-[I][n] x dy-as-[n][H] */
+    /* dW2 [H][I] (+)= dy^T (w h): column-major [I][H] = (w h)^T-as-[I][n] x dy-as-[n][H] */
     s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, I, H, n, &one, b->hw + r0 * I, CUDA_R_16BF, I, b->dy + r0 * H,
-                     CUDA_R_16BF, H, &one, b->dw2 + e * H * I, CUDA_R_32F, I, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT);
+                     CUDA_R_16BF, H, dw_beta, dw2, dw_type, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
         return (int)s;
-    /* dW13 [2I][H] += [dg, du]^T x: column-major [H][2I] = x-as-[H][n] x [dg, du]-as-[n][2I] */
+    /* dW13 [2I][H] (+)= [dg, du]^T x: column-major [H][2I] = x-as-[H][n] x [dg, du]-as-[n][2I] */
     s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, H, 2 * I, n, &one, b->x + r0 * H, CUDA_R_16BF, H,
-                     b->dgu + r0 * 2 * I, CUDA_R_16BF, 2 * I, &one, b->dw13 + e * 2 * I * H, CUDA_R_32F, H,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                     b->dgu + r0 * 2 * I, CUDA_R_16BF, 2 * I, dw_beta, dw13, dw_type, H, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
     return (int)s;
 }
 

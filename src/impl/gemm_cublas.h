@@ -53,14 +53,17 @@ int mok_expert_gemms_run(struct mok_expert_gemms *g, cudaStream_t stream, int ba
 
 /* The expert MLP's backward over the same expert-major rows (per-expert mode; the grouped call is not there yet):
  * per expert dh' = dy W2 (bf16), the SwiGLU backward (dgu, w h, d_router: mok_swiglu_bwd_bf16), dx = dgu W13
- * (bf16), and the weight gradients accumulated in fp32 (beta = 1): dW2 += dy^T (w h), dW13 += dgu^T x. */
+ * (bf16), and the weight gradients dW2 = dy^T (w h), dW13 = dgu^T x: accumulated in fp32 (beta = 1), or with
+ * dw_bf16 written in bf16 (beta = 0). */
 struct mok_expert_bwd {
     const uint16_t *x, *dy, *gu; /* rows: [rows][H], [rows][H], [rows][2I] (GEMM1's saved output) */
     const float *w;              /* [rows] router weights */
     const uint16_t *w13, *w2;    /* [E_local][2I][H], [E_local][H][I] */
     uint16_t *dhp, *dgu, *hw;    /* scratch [rows][I], [rows][2I], [rows][I] */
     uint16_t *dx;                /* [rows][H] */
-    float *d_router, *dw13, *dw2; /* [rows], [E_local][2I][H], [E_local][H][I] */
+    float *d_router;             /* [rows] */
+    void *dw13, *dw2;            /* [E_local][2I][H], [E_local][H][I]: fp32, or bf16 with dw_bf16 */
+    int dw_bf16;
 };
 int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
                               int ngroups, int hidden, int inter, const struct mok_expert_bwd *b);
