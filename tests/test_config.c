@@ -202,6 +202,21 @@ static void test_values(const char *dir)
     mok_config_problem_at(&cfg, 18, &ps);
     CHECK(ps.index == -1, "out of range index");
 
+    /* passes and the wgrad axis: fwd once, bwd and fwd_bwd once per wgrad mode, innermost (valid/gemm_bwd.json) */
+    snprintf(path, sizeof path, "%s/valid/gemm_bwd.json", dir);
+    CHECK(mok_config_load(path, &cfg, &e) == 0, "gemm_bwd: %s", e.msg[0]);
+    CHECK(cfg.npasses == 3 && cfg.nwgrads == 2 && mok_config_problem_count(&cfg) == 2 * (1 + 2 + 2), "count %d",
+          mok_config_problem_count(&cfg));
+    static const enum mok_pass want_pass[5] = {MOK_PASS_FWD, MOK_PASS_BWD, MOK_PASS_BWD, MOK_PASS_FWD_BWD,
+                                               MOK_PASS_FWD_BWD};
+    static const enum mok_wgrad want_wgrad[5] = {MOK_WGRAD_FP32_ACCUMULATE, MOK_WGRAD_FP32_ACCUMULATE, MOK_WGRAD_BF16,
+                                                 MOK_WGRAD_FP32_ACCUMULATE, MOK_WGRAD_BF16};
+    for (int i = 0; i < 10; i++) {
+        mok_config_problem_at(&cfg, i, &ps);
+        CHECK(ps.pass == want_pass[i % 5] && ps.wgrad == want_wgrad[i % 5] && ps.tokens_per_rank == (i < 5 ? 7 : 1000),
+              "gemm_bwd problem %d: %s %s %d", i, mok_pass_name(ps.pass), mok_wgrad_name(ps.wgrad), ps.tokens_per_rank);
+    }
+
     snprintf(path, sizeof path, "%s/valid/routing_zipf_hot.json", dir);
     CHECK(mok_config_load(path, &cfg, &e) == 0, "routing: %s", e.msg[0]);
     CHECK(cfg.nroutings == 4, "nroutings");
