@@ -148,15 +148,34 @@ static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const
     return 0;
 }
 
+/* The side streams start after what `stream` has queued (fork_streams), and `stream` goes on once they are all done
+ * (join_streams). */
+static cudaError_t fork_streams(struct mok_expert_gemms *g, cudaStream_t stream)
+{
+    cudaError_t ce = cudaEventRecord(g->fork, stream);
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
+        ce = cudaStreamWaitEvent(g->streams[i], g->fork, 0);
+    return ce;
+}
+
+static cudaError_t join_streams(struct mok_expert_gemms *g, cudaStream_t stream)
+{
+    cudaError_t ce = cudaSuccess;
+    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
+        ce = cudaEventRecord(g->joins[i], g->streams[i]);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(stream, g->joins[i], 0);
+    }
+    return ce;
+}
+
 /* Experts round-robin over side streams forked from `stream`; each runs its whole MLP (GEMM1, SwiGLU on its
  * rows, GEMM2) on its stream, and `stream` joins them all at the end. */
 static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
                                   int ngroups, const uint16_t *w13, const uint16_t *w2, int H, int I,
                                   const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out)
 {
-    cudaError_t ce = cudaEventRecord(g->fork, stream);
-    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
-        ce = cudaStreamWaitEvent(g->streams[i], g->fork, 0);
+    cudaError_t ce = fork_streams(g, stream);
     if (ce != cudaSuccess)
         return (int)ce;
     for (int i = 0; i < ngroups; i++) {
@@ -180,12 +199,7 @@ static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t strea
         if (s != CUBLAS_STATUS_SUCCESS)
             return (int)s;
     }
-    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
-        ce = cudaEventRecord(g->joins[i], g->streams[i]);
-        if (ce == cudaSuccess)
-            ce = cudaStreamWaitEvent(stream, g->joins[i], 0);
-    }
-    return (int)ce;
+    return (int)join_streams(g, stream);
 }
 
 /* The backward of one expert's rows, on handle hd's stream (gemm_cublas.h: mok_expert_gemms_backward). cuBLAS is
@@ -244,9 +258,7 @@ int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, c
         return 0;
     }
     /* experts round-robin over the side streams, each expert's five steps in order on one of them */
-    cudaError_t ce = cudaEventRecord(g->fork, stream);
-    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
-        ce = cudaStreamWaitEvent(g->streams[i], g->fork, 0);
+    cudaError_t ce = fork_streams(g, stream);
     if (ce != cudaSuccess)
         return (int)ce;
     for (int i = 0; i < ngroups; i++) {
@@ -255,12 +267,7 @@ int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, c
         if (rc)
             return rc;
     }
-    for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
-        ce = cudaEventRecord(g->joins[i], g->streams[i]);
-        if (ce == cudaSuccess)
-            ce = cudaStreamWaitEvent(stream, g->joins[i], 0);
-    }
-    return (int)ce;
+    return (int)join_streams(g, stream);
 }
 
 static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batch,
