@@ -59,6 +59,7 @@ struct mok_problem {
     int gemm_rows;
     int32_t *gemm_offset;        /* device [experts + 1] */
     int32_t *h_gemm_offset;      /* host copy: the cuBLAS baselines need group sizes on the host */
+    int32_t *h_gemm_route;       /* host [gemm_rows]: each row's route (token x topk + slot) */
     uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
     int32_t *gemm_token;         /* device [gemm_rows]: the token of each row */
     struct mok_gemm_bwd bwd;     /* pass bwd only */
@@ -85,6 +86,8 @@ void mok_problem_destroy(struct mok_problem *p);
 /* gemm mode (problem_gemm.c): expert-major rows, offsets and the reference of GEMM1 + SwiGLU + GEMM2 on them. */
 int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_destroy(struct mok_problem *p);
+/* The most rows any expert has (at least 1): what one expert's reference scratch must hold. */
+int mok_problem_gemm_max_rows(const struct mok_problem *p);
 /* gemm mode, pass bwd: dy, the row weights, the saved gu, the outputs and (with_reference) their references. */
 int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_bwd_destroy(struct mok_problem *p);

@@ -22,8 +22,19 @@ void mok_problem_gemm_destroy(struct mok_problem *p)
     cudaFree(p->gemm_token);
     p->gemm_token = NULL;
     free(p->h_gemm_offset);
+    free(p->h_gemm_route);
+    p->h_gemm_route = NULL;
     p->gemm_offset = NULL;
     p->h_gemm_offset = NULL;
+}
+
+int mok_problem_gemm_max_rows(const struct mok_problem *p)
+{
+    int max_rows = 1;
+    for (int e = 0; e < p->experts; e++)
+        if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
+            max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
+    return max_rows;
 }
 
 int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
@@ -34,9 +45,10 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     int32_t *h_token = malloc(routes * sizeof(int32_t) + 4), *d_token = NULL;
     int *cursor = calloc((size_t)E + 1, sizeof(int));
     float *g = NULL;
-    uint16_t *h = NULL, *w_scratch = NULL;
+    uint16_t *h = NULL;
     p->h_gemm_offset = calloc((size_t)E + 1, sizeof(int32_t));
-    if (!h_token || !cursor || !p->h_gemm_offset) {
+    p->h_gemm_route = malloc(routes * sizeof(int32_t) + 4);
+    if (!h_token || !cursor || !p->h_gemm_offset || !p->h_gemm_route) {
         snprintf(err, (size_t)err_len, "gemm problem: out of host memory");
         goto out;
     }
@@ -45,8 +57,11 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     for (int e = 0; e < E; e++)
         p->h_gemm_offset[e + 1] += p->h_gemm_offset[e];
     memcpy(cursor, p->h_gemm_offset, sizeof(int) * (size_t)E);
-    for (size_t r = 0; r < routes; r++)
-        h_token[cursor[p->h_ids[r]]++] = (int32_t)(r / (size_t)K);
+    for (size_t r = 0; r < routes; r++) {
+        const int row = cursor[p->h_ids[r]]++;
+        h_token[row] = (int32_t)(r / (size_t)K);
+        p->h_gemm_route[row] = (int32_t)r;
+    }
     p->gemm_rows = (int)routes;
     /* The copies go on st, the stream the gather below runs on, and st is waited for before the gather. A plain
      * cudaMemcpy from pageable memory may return before its DMA lands, and st (non-blocking) does not wait for the
@@ -70,14 +85,10 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     p->y_elems = routes * H;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
     if (with_reference && mok_pass_has_fwd(p->spec.pass)) { /* the backward's: problem_gemm_bwd.c */
-        int max_rows = 1;
-        for (int e = 0; e < E; e++)
-            if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
-                max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
+        const int max_rows = mok_problem_gemm_max_rows(p);
         MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16), goto out);
         MOK_CHECK(cuda, cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4), goto out);
         MOK_CHECK(cuda, cudaMalloc((void **)&h, (size_t)max_rows * I * 2), goto out);
-        (void)w_scratch;
         for (int e = 0; e < E; e++) {
             int n = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e], row0 = p->h_gemm_offset[e];
             if (!n)

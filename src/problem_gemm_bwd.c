@@ -27,28 +27,12 @@ void mok_problem_gemm_bwd_destroy(struct mok_problem *p)
     memset(b, 0, sizeof *b);
 }
 
-/* rows' router weights in expert-major order: the same counting sort as problem_gemm.c's */
-static int row_weights(const struct mok_problem *p, float *w_rows)
-{
-    size_t routes = (size_t)p->tokens * p->topk;
-    int *cursor = malloc(sizeof(int) * (size_t)p->experts);
-    if (!cursor)
-        return -1;
-    memcpy(cursor, p->h_gemm_offset, sizeof(int) * (size_t)p->experts);
-    for (size_t r = 0; r < routes; r++)
-        w_rows[cursor[p->h_ids[r]]++] = p->h_w[r];
-    free(cursor);
-    return 0;
-}
-
 static int build_reference(struct mok_problem *p, cudaStream_t st, const uint16_t *dy_tokens, char *err, int err_len)
 {
     struct mok_gemm_bwd *b = &p->bwd;
     size_t rows = (size_t)p->gemm_rows, H = (size_t)p->hidden, I = (size_t)p->inter, E = (size_t)p->experts;
-    int max_rows = 1, rc = -1;
-    for (size_t e = 0; e < E; e++)
-        if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
-            max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
+    const int max_rows = mok_problem_gemm_max_rows(p);
+    int rc = -1;
     float *scratch = NULL;
     int32_t *iota = NULL, *h_iota = malloc(sizeof(int32_t) * (rows + 1));
     if (!h_iota) {
@@ -100,16 +84,16 @@ int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with
     struct mok_gemm_bwd *b = &p->bwd;
     size_t rows = (size_t)p->gemm_rows, H = (size_t)p->hidden, I = (size_t)p->inter, E = (size_t)p->experts;
     size_t T = (size_t)p->tokens;
-    int max_rows = 1, rc = -1;
-    for (size_t e = 0; e < E; e++)
-        if (p->h_gemm_offset[e + 1] - p->h_gemm_offset[e] > max_rows)
-            max_rows = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e];
+    const int max_rows = mok_problem_gemm_max_rows(p);
+    int rc = -1;
     uint16_t *dy_tokens = NULL;
     float *g = NULL, *h_w = malloc(sizeof(float) * (rows + 1));
-    if (!h_w || row_weights(p, h_w)) {
+    if (!h_w) {
         snprintf(err, (size_t)err_len, "gemm backward problem: out of host memory");
         goto out;
     }
+    for (size_t r = 0; r < rows; r++) /* the router weights in row order */
+        h_w[r] = p->h_w[p->h_gemm_route[r]];
     MOK_CHECK(cuda, cudaMalloc((void **)&dy_tokens, T * H * 2 + 16), goto out);
     MOK_CHECK(cuda, cudaMalloc((void **)&b->dy, rows * H * 2 + 16), goto out);
     MOK_CHECK(cuda, cudaMalloc((void **)&b->w, rows * 4 + 16), goto out);
