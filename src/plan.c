@@ -134,7 +134,7 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
             int n = mok_sweep_count(d, &cfg->tune[ii]);
             for (int c = 0; c < n; c++) {
                 int params[MOK_MAX_PARAMS] = {0};
-                char label[160];
+                char label[MOK_PARAMS_LABEL_LEN];
                 char why[256];
                 mok_sweep_at(d, &cfg->tune[ii], c, params);
                 mok_impl_params_label(d, params, label, sizeof(label));

@@ -7,6 +7,8 @@
 
 #include <stdio.h>
 
+#include "desc.h"
+
 /* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
  * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
  * (docs/report-columns.md). The readers take 1 and 2. */
@@ -59,7 +61,7 @@ struct mok_row {
     char dtype[8];
     char pass[8];
     char impl[32];
-    char params[160]; /* "chunks=4,gemm=grouped" */
+    char params[MOK_PARAMS_LABEL_LEN]; /* "chunks=4,gemm=grouped" */
 
     char disposition[16];
     double max_rel_err;  /* max |y - ref| / max|ref| (error relative to the output's scale) */

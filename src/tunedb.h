@@ -26,7 +26,7 @@ struct mok_tune_key {
 struct mok_tune_entry {
     struct mok_tune_key key;
     char impl[32];
-    char params[160];      /* "sms=16,combine=per_rank,..." (mok_impl_params_label) */
+    char params[MOK_PARAMS_LABEL_LEN];      /* "sms=16,combine=per_rank,..." (mok_impl_params_label) */
     double time_us;        /* finite; round-trips exactly through the file */
     char measured_utc[32]; /* ISO 8601 UTC, "2026-11-29T14:03:00Z": compares as text in time order */
     char commit[48];

@@ -137,6 +137,24 @@ int main(void)
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_BWD;
     defaults("megakernel", v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "bf16 forward only"), "bwd: %s", why);
+    /* the longest label each implementation can write (longest choice; the widest integer of each range) fits the
+     * report's params field: a cut label once hid split_half from a report */
+    for (int i = 0; i < mok_impl_desc_count(); i++) {
+        const struct mok_impl_desc *d = mok_impl_desc_at(i);
+        for (int j = 0; j < d->nparams; j++) {
+            const struct mok_param_def *pd = &d->params[j];
+            int best = 0, longest = 0;
+            for (int c = 0; pd->choices && c < pd->nchoices; c++)
+                if ((int)strlen(pd->choices[c]) > longest)
+                    longest = (int)strlen(pd->choices[c]), best = c;
+            v[j] = pd->choices ? best : (snprintf(NULL, 0, "%d", pd->min) > snprintf(NULL, 0, "%d", pd->max) ? pd->min
+                                                                                                          : pd->max);
+        }
+        char label[MOK_PARAMS_LABEL_LEN];
+        int need = mok_impl_params_label_len(d, v, label, (int)sizeof(label));
+        CHECK(need < (int)sizeof(label), "%s: longest params label %d chars, room for %d", d->name, need,
+              (int)sizeof(label) - 1);
+    }
     printf("%s\n", failures ? "test_params: FAILED" : "test_params: all passed");
     return failures ? 1 : 0;
 }

@@ -124,17 +124,25 @@ void mok_impl_params_markdown(FILE *out)
     }
 }
 
-const char *mok_impl_params_label(const struct mok_impl_desc *desc, const int *values, char *buf, int len)
+int mok_impl_params_label_len(const struct mok_impl_desc *desc, const int *values, char *buf, int len)
 {
     int used = 0;
     buf[0] = '\0';
-    for (int i = 0; i < desc->nparams && used < len; i++) {
+    for (int i = 0; i < desc->nparams; i++) {
         const struct mok_param_def *p = &desc->params[i];
         const char *sep = i ? "," : "";
+        size_t room = used < len ? (size_t)(len - used) : 0;
+        char *at = used < len ? buf + used : NULL;
         if (p->choices && values[i] >= 0 && values[i] < p->nchoices)
-            used += snprintf(buf + used, (size_t)(len - used), "%s%s=%s", sep, p->name, p->choices[values[i]]);
+            used += snprintf(at, room, "%s%s=%s", sep, p->name, p->choices[values[i]]);
         else
-            used += snprintf(buf + used, (size_t)(len - used), "%s%s=%d", sep, p->name, values[i]);
+            used += snprintf(at, room, "%s%s=%d", sep, p->name, values[i]);
     }
+    return used;
+}
+
+const char *mok_impl_params_label(const struct mok_impl_desc *desc, const int *values, char *buf, int len)
+{
+    mok_impl_params_label_len(desc, values, buf, len);
     return buf;
 }

@@ -51,6 +51,12 @@ int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_pr
                            const int *params, char *why, int why_len);
 /* The parameter table of every implementation as Markdown (the README's, and `mok-bench --list-params`). */
 void mok_impl_params_markdown(FILE *out);
+/* Room for the longest label any implementation can write (tests/test_params.c checks every table against it);
+ * the report's, the tuning database's and the dry-run plan's params fields are this size. */
+#define MOK_PARAMS_LABEL_LEN 512
+/* Writes "name=value,name=value" (choice names for enumerated params) into buf; the length it needed (as snprintf:
+ * a label of len or more was cut). */
+int mok_impl_params_label_len(const struct mok_impl_desc *desc, const int *values, char *buf, int len);
 /* Writes "name=value,name=value" (choice names for enumerated params) into buf. */
 const char *mok_impl_params_label(const struct mok_impl_desc *desc, const int *values, char *buf, int len);
 

@@ -243,11 +243,36 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
     return (int)s;
 }
 
+/* Written gradients (wgrad bf16) are the step's whole gradient: an expert that received no rows has dW = 0, which
+ * no GEMM writes. Groups come in expert order (one per expert with rows). */
+static cudaError_t zero_idle_gradients(cudaStream_t stream, const struct mok_gemm_group *groups, int ngroups, int H,
+                                       int I, const struct mok_expert_bwd *b)
+{
+    const size_t per13 = (size_t)2 * I * H * 2, per2 = (size_t)H * I * 2;
+    for (int e = 0, gi = 0; e < b->experts; e++) {
+        while (gi < ngroups && groups[gi].expert < e)
+            gi++;
+        if (gi < ngroups && groups[gi].expert == e)
+            continue;
+        cudaError_t ce = cudaMemsetAsync((char *)b->dw13 + e * per13, 0, per13, stream);
+        if (ce == cudaSuccess)
+            ce = cudaMemsetAsync((char *)b->dw2 + e * per2, 0, per2, stream);
+        if (ce != cudaSuccess)
+            return ce;
+    }
+    return cudaSuccess;
+}
+
 int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
                               int ngroups, int hidden, int inter, const struct mok_expert_bwd *b)
 {
     if (g->mode != MOK_GEMM_PER_EXPERT)
         return (int)CUBLAS_STATUS_NOT_SUPPORTED;
+    if (b->dw_bf16) {
+        cudaError_t ze = zero_idle_gradients(stream, groups, ngroups, hidden, inter, b);
+        if (ze != cudaSuccess)
+            return (int)ze;
+    }
     if (g->nstreams <= 1) {
         cublasSetStream(g->handle, stream);
         for (int i = 0; i < ngroups; i++) {

@@ -64,6 +64,7 @@ struct mok_expert_bwd {
     float *d_router;             /* [rows] */
     void *dw13, *dw2;            /* [E_local][2I][H], [E_local][H][I]: fp32, or bf16 with dw_bf16 */
     int dw_bf16;
+    int experts; /* E_local: under dw_bf16 an expert no group names gets zero gradients (written, not skipped) */
 };
 int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
                               int ngroups, int hidden, int inter, const struct mok_expert_bwd *b);
