@@ -16,6 +16,11 @@
 extern "C" {
 #endif
 
+/* Operand precision. fp8_block (Hopper's block-scaled FP8, the DeepSeek-V3 recipe; src/fp8.h defines it): A and B
+ * are e4m3 (a_fp8, b_fp8 instead of a, b), A with one fp32 scale per row per 128 K (a_scale [rows_capacity][k/128]),
+ * B with one per 128 x 128 block (b_scale [B rows / 128][k/128]); fp32 accumulation promoted per 128 K; C bf16. */
+enum mok_gemm_dtype { MOK_GEMM_BF16 = 0, MOK_GEMM_FP8_BLOCK = 1 };
+
 struct mok_gemm_args {
     const uint16_t *a;          /* [rows][k] */
     const uint16_t *b;          /* [groups][swiglu ? 2 * n_out : n_out][k] */
@@ -31,6 +36,9 @@ struct mok_gemm_args {
      * kernel rejects them: its rows must be complete at launch. */
     const int32_t *ready, *ready_target;
     int ready_rows;
+    enum mok_gemm_dtype dtype;  /* MOK_GEMM_BF16 (0, what a zeroed struct means) or MOK_GEMM_FP8_BLOCK */
+    const uint8_t *a_fp8, *b_fp8; /* fp8_block: the e4m3 operands, shaped as a and b */
+    const float *a_scale, *b_scale;
 };
 
 /* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */

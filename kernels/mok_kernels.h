@@ -77,6 +77,12 @@ int mok_weighted_combine(const uint16_t *rows, const int32_t *send_pos, const fl
  * row map means identity. Independent of cuBLAS and of every implementation: a plain tiled SIMT kernel. */
 int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, const uint16_t *b, int n, float *c,
                      const int32_t *c_row, mok_stream_t stream);
+/* fp8_block (kernels/reference/reference_fp8.cu): c[m][n] = sum_k A(i, kk) W(j, kk) in fp32 with the operands
+ * dequantized in fp32, A(i, kk) = e4m3(a[i][kk]) * a_scale[i][kk / 128] (a e4m3 [m][k], a_scale [m][k / 128]) and
+ * W(j, kk) = e4m3(w[j][kk]) * w_scale[j / 128][kk / 128] (w e4m3 [n][k], w_scale [n / 128][k / 128]); k and n
+ * multiples of 128. Same SIMT GEMM as mok_ref_gemm_f32, its own e4m3 decoder. */
+int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k, const uint8_t *w,
+                           const float *w_scale, int n, float *c, mok_stream_t stream);
 /* h[m][i] = bf16(silu(bf16(g[m][i])) * bf16(g[m][I+i])) from fp32 g [m][2I]: the same roundings the layer
  * makes (GEMM1 output and SwiGLU output stored in bf16). */
 int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_stream_t stream);
@@ -226,6 +232,11 @@ int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t *q, uint8_t
                          mok_stream_t stream);
 int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, float *scale, int32_t *status,
                              mok_stream_t stream);
+/* fp8_block weights: mats stacked bf16 matrices [mats][rows][k] (rows, k multiples of 128; w 16-byte and q 8-byte
+ * aligned) into e4m3 q [mats][rows][k] and one fp32 scale per 128 x 128 block, scale[mats][rows / 128][k / 128]
+ * (src/fp8.h's mok_quant_fp8_block_weights per matrix); status as above. */
+int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows, int k, uint8_t *q, float *scale,
+                                     int32_t *status, mok_stream_t stream);
 
 /* ---- probe (kernels/util/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4

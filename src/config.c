@@ -31,7 +31,7 @@ static const char *const inputs_keys[] = {"distribution", "scale", "mantissa_bit
 static const char *const timing_keys[] = {"warmup", "warmup_ms", "iters"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
-const char *const mok_cfg_dtype_names[2] = {"bf16", "mxfp8"};
+const char *const mok_cfg_dtype_names[MOK_NDTYPES] = {"bf16", "fp8_block", "mxfp8"};
 const char *const mok_cfg_pass_names[MOK_NPASSES] = {"fwd", "bwd", "fwd_bwd"};
 const char *const mok_cfg_wgrad_names[MOK_NWGRADS] = {"fp32_accumulate", "bf16"};
 const char *const mok_cfg_dist_names[3] = {"uniform", "zipf", "hot"};
@@ -228,11 +228,11 @@ static void parse_inputs(struct parser *ps, const cJSON *v)
 
 /* dtype and pass: one name or a list of distinct names; out[] gets indexes into names[]. */
 #define MOK_NAMES_MAX 3
-_Static_assert(MOK_NPASSES <= MOK_NAMES_MAX, "parse_names holds every pass");
+_Static_assert(MOK_NPASSES <= MOK_NAMES_MAX && MOK_NDTYPES <= MOK_NAMES_MAX, "parse_names holds every pass and dtype");
 static int parse_names(struct mok_errors *e, const cJSON *v, const char *key, const char *const *names, int n,
                        int implemented, int *out)
 {
-    const cJSON *items[MOK_NAMES_MAX]; /* n <= MOK_NAMES_MAX: dtype 2, pass 3, mode 3 names */
+    const cJSON *items[MOK_NAMES_MAX]; /* n <= MOK_NAMES_MAX: dtype 3, pass 3, mode 3 names */
     char p[PATHLEN];
     bool list;
     out[0] = 0; /* default: names[0] */
@@ -543,16 +543,17 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         return errs->count - before;
     }
     struct parser ps = {errs, cfg, false};
-    int d[2], p[MOK_NPASSES];
+    int d[MOK_NDTYPES], p[MOK_NPASSES];
     cfg_check_keys(errs, root, "", top_keys, COUNT(top_keys));
     parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));
     parse_tokens(&ps, cJSON_GetObjectItemCaseSensitive(root, "tokens_per_rank"));
     parse_routings(&ps, cJSON_GetObjectItemCaseSensitive(root, "routing"));
     parse_inputs(&ps, cJSON_GetObjectItemCaseSensitive(root, "inputs"));
-    cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", mok_cfg_dtype_names, 2, 1, d);
+    cfg->ndtypes = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "dtype"), "dtype", mok_cfg_dtype_names,
+                               MOK_NDTYPES, MOK_DTYPES_IMPLEMENTED, d);
     cfg->npasses = parse_names(errs, cJSON_GetObjectItemCaseSensitive(root, "pass"), "pass", mok_cfg_pass_names,
                                MOK_NPASSES, MOK_NPASSES, p);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MOK_NDTYPES; i++)
         cfg->dtypes[i] = (enum mok_dtype)(i < cfg->ndtypes ? d[i] : 0);
     for (int i = 0; i < MOK_NPASSES; i++)
         cfg->passes[i] = (enum mok_pass)(i < cfg->npasses ? p[i] : 0);

@@ -34,7 +34,12 @@
 #define MOK_MAX_SHARED_EXPERTS 8
 #define MOK_MAX_TOKENS_PER_RANK (1 << 20)
 
-enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_MXFP8 = 1 };
+/* Operand precision of the expert GEMMs (src/fp8.h defines the two FP8 formats). The values index
+ * mok_cfg_dtype_names; the first MOK_DTYPES_IMPLEMENTED are accepted by the config (mxfp8 is refused as not
+ * implemented yet). */
+enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_FP8_BLOCK = 1, MOK_DTYPE_MXFP8 = 2 };
+#define MOK_NDTYPES 3
+#define MOK_DTYPES_IMPLEMENTED 2
 /* fwd: the forward; bwd: the backward alone, from the forward's saved context; fwd_bwd: one training step of the
  * layer, the forward and then the backward from what it saved. */
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1, MOK_PASS_FWD_BWD = 2 };
@@ -102,7 +107,7 @@ struct mok_config {
     int ninputs;
     struct mok_inputs inputs[MOK_MAX_INPUTS];
     int ndtypes;
-    enum mok_dtype dtypes[2];
+    enum mok_dtype dtypes[MOK_NDTYPES];
     int npasses;
     enum mok_pass passes[MOK_NPASSES];
     int nwgrads; /* the wgrad axis: expanded for the passes with a backward only */

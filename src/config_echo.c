@@ -70,7 +70,7 @@ char *mok_config_to_json(const struct mok_config *cfg)
         cJSON_AddItemToArray(a, o);
     }
     int idx[MOK_NPASSES];
-    for (int i = 0; i < cfg->ndtypes && i < 2; i++)
+    for (int i = 0; i < cfg->ndtypes && i < MOK_NDTYPES; i++)
         idx[i] = cfg->dtypes[i];
     cJSON_AddItemToObject(root, "dtype", string_array(mok_cfg_dtype_names, idx, cfg->ndtypes));
     for (int i = 0; i < cfg->npasses && i < MOK_NPASSES; i++)
@@ -165,7 +165,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
     out->model = cfg->models[i];
 }
 
-const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < 2 ? mok_cfg_dtype_names[d] : "?"; }
+const char *mok_dtype_name(enum mok_dtype d) { return (unsigned)d < MOK_NDTYPES ? mok_cfg_dtype_names[d] : "?"; }
 const char *mok_pass_name(enum mok_pass p) { return (unsigned)p < MOK_NPASSES ? mok_cfg_pass_names[p] : "?"; }
 const char *mok_wgrad_name(enum mok_wgrad w) { return (unsigned)w < MOK_NWGRADS ? mok_cfg_wgrad_names[w] : "?"; }
 const char *mok_mode_name(enum mok_mode m) { return (unsigned)m < 3 ? mok_cfg_mode_names[m] : "?"; }

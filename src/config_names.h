@@ -5,7 +5,7 @@
 
 extern const char *const mok_cfg_search_names[3];
 extern const char *const mok_cfg_mode_names[3];
-extern const char *const mok_cfg_dtype_names[2];
+extern const char *const mok_cfg_dtype_names[MOK_NDTYPES];
 extern const char *const mok_cfg_pass_names[MOK_NPASSES];
 extern const char *const mok_cfg_wgrad_names[MOK_NWGRADS];
 extern const char *const mok_cfg_dist_names[3];

@@ -34,9 +34,21 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
                t * k * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + grads + t * k * (h * 4 + 4) + grads + rows * 6 * i * 4 +
                fwd_ref;
     }
+    double fp8 = gemm && s->dtype == MOK_DTYPE_FP8_BLOCK
+                     ? (double)mok_plan_fp8_block_bytes(m->experts, (int)(t * k), m->hidden, m->intermediate, sets, true)
+                     : 0;
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
-        return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2;
+        return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
+}
+
+size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
+{
+    const size_t E = (size_t)experts, H = (size_t)hidden, I = (size_t)inter, R = (size_t)rows;
+    size_t per_set = E * 3 * H * I + E * 3 * (H / 128) * (I / 128) * 4 + R * H + R * (H / 128) * 4;
+    /* the reference's GEMM1 output, h and its quantized copy: for the largest expert, bounded by all rows */
+    size_t ref = with_reference ? R * (2 * I * 4 + I * 2 + I + (I / 128) * 4) : 0;
+    return (size_t)sets * per_set + ref + 64;
 }
 
 double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params)
@@ -57,8 +69,8 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);
     if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's */
         return t * k * 3 * i * 2;
-    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers */
-        return t * k * i * 2;
+    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (fp8_block: and h quantized) */
+        return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128) : 0);
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
         bool mega = !strcmp(impl, "megakernel");
         int per_rank = mega ? mok_params_megakernel(params).combine : mok_params_lsa_layer(params).combine;

@@ -8,6 +8,7 @@
 
 #include "check_call.h"
 #include "mok_kernels.h"
+#include "plan.h"
 #include "routing.h"
 
 static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((uint64_t)kind << 40) | index; }
@@ -68,6 +69,9 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
         if (with_reference)
             bytes += rows * (h * 4 + 4) + e * 3 * h * i * 4 + rows * 6 * i * 4;
     }
+    if (s->dtype == MOK_DTYPE_FP8_BLOCK) /* gemm mode: problem_fp8.c's quantized copies and reference scratch */
+        bytes += mok_plan_fp8_block_bytes(m->experts / nranks, (int)(t * k), m->hidden, m->intermediate, sets,
+                                       with_reference);
     if (with_reference) {
         size_t max_rows = t * k > t ? t * k : t;
         size_t si = (size_t)(m->shared_experts > 1 ? m->shared_experts : 1) * i;

@@ -33,6 +33,16 @@ struct mok_gemm_bwd {
     float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
 };
 
+/* dtype fp8_block, gemm mode (src/problem_fp8.c): e4m3 values and fp32 scales (src/fp8.h), per input set. */
+struct mok_fp8_block_operands {
+    uint8_t *w13[MOK_MAX_SETS], *w2[MOK_MAX_SETS]; /* [experts][2I][H], [experts][H][I] */
+    float *w13_scale[MOK_MAX_SETS];                /* [experts][2I / 128][H / 128] */
+    float *w2_scale[MOK_MAX_SETS];                 /* [experts][H / 128][I / 128] */
+    uint8_t *a[MOK_MAX_SETS];                      /* the gemm rows [gemm_rows][H] */
+    float *a_scale[MOK_MAX_SETS];                  /* [gemm_rows][H / 128] */
+    int32_t *status;                               /* device: the quantizers' non-finite flag */
+};
+
 struct mok_problem {
     struct mok_problem_spec spec;
     int rank, nranks;
@@ -63,6 +73,7 @@ struct mok_problem {
     uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
     int32_t *gemm_token;         /* device [gemm_rows]: the token of each row */
     struct mok_gemm_bwd bwd;     /* pass bwd only */
+    struct mok_fp8_block_operands fp8; /* dtype fp8_block only */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
 
     struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
@@ -88,6 +99,10 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
 void mok_problem_gemm_destroy(struct mok_problem *p);
 /* The most rows any expert has (at least 1): what one expert's reference scratch must hold. */
 int mok_problem_gemm_max_rows(const struct mok_problem *p);
+/* gemm mode, dtype fp8_block (src/problem_fp8.c): the quantized operands of every set and (with_reference) y_ref
+ * through the same quantization (plan.h: mok_plan_fp8_block_bytes, the bytes that takes). */
+int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
+void mok_problem_fp8_destroy(struct mok_problem *p);
 /* gemm mode, pass bwd: dy, the row weights, the saved gu, the outputs and (with_reference) their references. */
 int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_bwd_destroy(struct mok_problem *p);

@@ -18,6 +18,7 @@ void mok_problem_gemm_destroy(struct mok_problem *p)
         p->gemm_a[s] = NULL;
     }
     mok_problem_gemm_bwd_destroy(p);
+    mok_problem_fp8_destroy(p);
     cudaFree(p->gemm_offset);
     cudaFree(p->gemm_token);
     p->gemm_token = NULL;
@@ -84,7 +85,12 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     p->y = NULL;
     p->y_elems = routes * H;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
-    if (with_reference && mok_pass_has_fwd(p->spec.pass)) { /* the backward's: problem_gemm_bwd.c */
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+        if (with_reference)
+            MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16), goto out);
+        if (mok_problem_fp8_setup(p, st, with_reference, err, err_len))
+            goto out;
+    } else if (with_reference && mok_pass_has_fwd(p->spec.pass)) { /* the backward's: problem_gemm_bwd.c */
         const int max_rows = mok_problem_gemm_max_rows(p);
         MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16), goto out);
         MOK_CHECK(cuda, cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4), goto out);

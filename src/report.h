@@ -58,7 +58,7 @@ struct mok_row {
     int hidden, intermediate, experts, topk, shared_experts;
     int tokens_per_rank;
     char routing[48];
-    char dtype[8];
+    char dtype[12];
     char pass[8];
     char impl[32];
     char params[MOK_PARAMS_LABEL_LEN]; /* "chunks=4,gemm=grouped" */

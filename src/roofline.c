@@ -11,7 +11,11 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     if (spec->mode == MOK_MODE_COMM)
         return;
     const struct mok_model *m = &spec->model;
-    const double h = m->hidden, i = m->intermediate, expert_bytes = 3.0 * h * i * 2;
+    /* fp8_block: e4m3 weights (plus one fp32 scale per 128 x 128 block), rows read and h passed as e4m3 (plus one
+     * scale per 128), GEMM2's output bf16; the GEMM rate probed is bf16's, so its FLOP bound is left unknown */
+    const bool fp8 = spec->dtype == MOK_DTYPE_FP8_BLOCK;
+    const double h = m->hidden, i = m->intermediate;
+    const double expert_bytes = fp8 ? 3.0 * h * i * (1 + 4.0 / (128 * 128)) : 3.0 * h * i * 2;
     int e0 = 0, e1 = m->experts; /* gemm mode: every expert */
     if (spec->mode == MOK_MODE_LAYER) {
         int local = m->experts / (nranks > 0 ? nranks : 1);
@@ -26,7 +30,7 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     double weights = 0, per_row = 0, flops_per_row = 0;
     if (fwd) { /* per row: x (h) in, gate and up (2i) in registers, h (i) stored and read back, out (h) stored */
         weights += routed * expert_bytes;
-        per_row += (h + i + i + h) * 2;
+        per_row += fp8 ? (h + i + i) * (1 + 4.0 / 128) + h * 2 : (h + i + i + h) * 2;
         flops_per_row += 2.0 * 3.0 * h * i;
     }
     if (bwd) {
@@ -52,8 +56,8 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     out->flops = flops;
     if (dram_gbps > 0)
         out->mem_us = (weights + act) / (dram_gbps * 1e9) * 1e6;
-    if (gemm_tflops > 0)
+    if (gemm_tflops > 0 && !fp8)
         out->gemm_us = flops / (gemm_tflops * 1e12) * 1e6;
-    if (dram_gbps > 0 && gemm_tflops > 0)
+    if (dram_gbps > 0 && gemm_tflops > 0 && !fp8)
         out->bound_us = out->mem_us > out->gemm_us ? out->mem_us : out->gemm_us;
 }

@@ -18,7 +18,7 @@
 struct mok_tune_key {
     char gpu[64];
     int sm_count, ranks, lsa_size, hidden, intermediate, experts, topk, shared_experts, tokens_per_rank;
-    char routing[48], dtype[8], pass[24], mode[8]; /* mok_routing_label, mok_dtype_name, mok_pass_name (with the
+    char routing[48], dtype[12], pass[24], mode[8]; /* mok_routing_label, mok_dtype_name, mok_pass_name (with the
                                                      * backward's wgrad: "bwd/bf16"), ... */
     char inputs[48]; /* mok_inputs_label; files written before it existed read as "uniform" (their only inputs) */
 };

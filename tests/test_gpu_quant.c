@@ -1,6 +1,7 @@
 /* test_gpu_quant: the GPU's FP8 quantizers (kernels/util/quant.cu) against the host reference (src/fp8.c), byte for
  * byte: rows of bf16 at scales from 1e-6 to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input
- * flags the status. Exit 0 pass, 1 fail, 77 without a GPU. */
+ * flags the status. The fp8_block weight quantizer the same way on stacked matrices (test_weights). Exit 0 pass,
+ * 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,131 @@ static float bf16_to_f32(uint16_t b)
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+static uint32_t rng_state = 12345u;
+static float rnd_pm1(void) /* uniform in [-1, 1): xorshift, fast enough for the 15 M values of the large case */
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 17, rng_state ^= rng_state << 5;
+    return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
+}
+
+/* mok_quant_fp8_block_weights_bf16 on mats stacked [rows][k] matrices against the host's
+ * mok_quant_fp8_block_weights per matrix, byte for byte, the outputs poisoned before the launch (an unwritten byte
+ * differs). Returns the number of differing values + scales, or -1 when the run could not be made. */
+static long long weights_vs_host(const uint16_t *x, long long mats, int rows, int k, int32_t *status_out)
+{
+    size_t per = (size_t)rows * k, n = (size_t)mats * per, ns = n / (128 * 128);
+    float *xf = malloc(per * sizeof *xf), *s_host = malloc(ns * 4), *s_dev = malloc(ns * 4);
+    uint8_t *q_host = malloc(n), *q_dev = malloc(n);
+    uint16_t *dx = NULL;
+    uint8_t *dq = NULL;
+    float *ds = NULL;
+    int32_t *dstatus = NULL;
+    long long bad = -1;
+    int host_ok = 1;
+    if (!xf || !s_host || !s_dev || !q_host || !q_dev || cudaMalloc((void **)&dx, n * 2) ||
+        cudaMalloc((void **)&dq, n) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4))
+        goto out;
+    for (long long e = 0; e < mats; e++) {
+        for (size_t i = 0; i < per; i++)
+            xf[i] = bf16_to_f32(x[e * per + i]);
+        host_ok &= mok_quant_fp8_block_weights(xf, rows, k, q_host + e * per, s_host + e * (ns / mats)) == 0;
+    }
+    cudaMemcpy(dx, x, n * 2, cudaMemcpyHostToDevice);
+    cudaMemset(dq, 0xAB, n);
+    cudaMemset(ds, 0xAB, ns * 4);
+    cudaMemset(dstatus, 0, 4);
+    if (mok_quant_fp8_block_weights_bf16(dx, mats, rows, k, dq, ds, dstatus, NULL) != 0 ||
+        cudaDeviceSynchronize() != cudaSuccess)
+        goto out;
+    cudaMemcpy(q_dev, dq, n, cudaMemcpyDeviceToHost);
+    cudaMemcpy(s_dev, ds, ns * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(status_out, dstatus, 4, cudaMemcpyDeviceToHost);
+    bad = 0;
+    if (host_ok) { /* a refused input leaves the host's q incomplete: only the status is compared then */
+        for (size_t i = 0; i < n; i++)
+            bad += q_dev[i] != q_host[i];
+        for (size_t i = 0; i < ns; i++)
+            bad += memcmp(&s_dev[i], &s_host[i], 4) != 0;
+    }
+out:
+    free(xf), free(s_host), free(s_dev), free(q_host), free(q_dev);
+    cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dstatus);
+    return bad;
+}
+
+/* The weight quantizer: 3 stacked 256 x 384 matrices (18 blocks) with a magnitude per block from 1e-6 to 1e4, one
+ * block of zeros, one of e4m3 ties and subnormals at scale 1, one whose amax is its last element (negative); then a
+ * NaN and an infinity, each in one block, must set the status; then 896 blocks, more than a GPU holds resident, so
+ * the kernel's CTAs loop; then the arguments it refuses. */
+static void test_weights(void)
+{
+    enum { MATS = 3, WR = 256, WK = 384, NB = MATS * (WR / 128) * (WK / 128) };
+    static uint16_t w[MATS * WR * WK];
+    for (int e = 0; e < MATS; e++)
+        for (int r = 0; r < WR; r++)
+            for (int c = 0; c < WK; c++) {
+                int b = (e * (WR / 128) + r / 128) * (WK / 128) + c / 128, br = r % 128, bc = c % 128;
+                float mag = powf(10.0f, -6.0f + 10.0f * (float)((b * 7) % NB) / (NB - 1));
+                float v = mag * rnd_pm1();
+                if (b == 4)
+                    v = 0.0f;
+                if (b == 9) /* amax 448 (scale exactly 1), the rest on e4m3 ties and subnormals */
+                    v = br == 5 && bc == 0 ? 448.0f : (float)(bc % 16) * 0.5f * 0.001953125f + 1.0625f * (br % 3);
+                if (b == 13) /* small values, the block's largest magnitude in its last element */
+                    v = br == 127 && bc == 127 ? -3.0f * mag : 0.01f * mag * rnd_pm1();
+                w[((size_t)e * WR + r) * WK + c] = f32_to_bf16(v);
+            }
+    int32_t status = -1;
+    long long bad = weights_vs_host(w, MATS, WR, WK, &status);
+    CHECK(bad == 0 && status == 0, "fp8_block weights: %lld values + scales differ from the host (-1: no run), status %d",
+          bad, status);
+
+    size_t at = ((size_t)2 * WR + 130) * WK + 200; /* matrix 2, block row 1, block column 1 */
+    uint16_t keep = w[at];
+    w[at] = 0x7FC1; /* NaN */
+    status = 0;
+    CHECK(weights_vs_host(w, MATS, WR, WK, &status) == 0 && status == 1, "weights: a NaN did not set the status (%d)",
+          status);
+    w[at] = keep;
+    w[(size_t)7 * WK + 5] = 0xFF80; /* -inf, matrix 0's first block */
+    status = 0;
+    CHECK(weights_vs_host(w, MATS, WR, WK, &status) == 0 && status == 1,
+          "weights: an infinity did not set the status (%d)", status);
+
+    enum { LM = 4, LR = 512, LK = 7168 };
+    uint16_t *big = malloc((size_t)LM * LR * LK * 2);
+    CHECK(big != NULL, "allocation");
+    if (big) {
+        for (size_t i = 0; i < (size_t)LM * LR * LK; i++) {
+            size_t r = i / LK, b = r / 128 * (LK / 128) + i % LK / 128;
+            big[i] = f32_to_bf16(ldexpf(rnd_pm1(), (int)(b % 41) - 20));
+        }
+        status = -1;
+        bad = weights_vs_host(big, LM, LR, LK, &status);
+        CHECK(bad == 0 && status == 0, "weights %d x %d x %d: %lld values + scales differ (-1: no run), status %d", LM,
+              LR, LK, bad, status);
+        free(big);
+    }
+
+    uint16_t *dx = NULL;
+    uint8_t *dq = NULL;
+    float *ds = NULL;
+    int32_t *dstatus = NULL;
+    if (cudaMalloc((void **)&dx, 4 * 128 * 128 * 2) || cudaMalloc((void **)&dq, 4 * 128 * 128) ||
+        cudaMalloc((void **)&ds, 16) || cudaMalloc((void **)&dstatus, 4)) {
+        CHECK(0, "allocation");
+    } else {
+        CHECK(mok_quant_fp8_block_weights_bf16(dx, 1, 200, 128, dq, ds, dstatus, NULL) == (int)cudaErrorInvalidValue,
+              "weights: rows not a multiple of 128 accepted");
+        CHECK(mok_quant_fp8_block_weights_bf16(dx, 1, 128, 192, dq, ds, dstatus, NULL) == (int)cudaErrorInvalidValue,
+              "weights: k not a multiple of 128 accepted");
+        CHECK(mok_quant_fp8_block_weights_bf16(dx + 1, 1, 128, 128, dq, ds, dstatus, NULL) == (int)cudaErrorInvalidValue,
+              "weights: a w not 16-byte aligned accepted");
+        CHECK(mok_quant_fp8_block_weights_bf16(dx, 0, 128, 128, dq, ds, dstatus, NULL) == 0, "weights: no matrices");
+    }
+    cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dstatus);
 }
 
 int main(void)
@@ -94,6 +220,7 @@ int main(void)
     CHECK(mok_quant_mxfp8_bf16(dx, ROWS, 100, dq, ds8, dstatus, NULL) == (int)cudaErrorInvalidValue,
           "k not a multiple of 32 accepted");
     cudaFree(dx), cudaFree(dq), cudaFree(ds8), cudaFree(dsb), cudaFree(dstatus);
+    test_weights();
     printf("test_gpu_quant: %s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

@@ -142,7 +142,8 @@ extern "C" int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t str
     int out_cols = g->swiglu ? PT_N / 2 : PT_N;
     if (g->groups < 1 || g->groups > PT_MAX_GROUPS || g->k <= 0 || g->k % PT_K || g->n_out <= 0 ||
         g->n_out % out_cols || (((uintptr_t)g->a | (uintptr_t)g->b) & 15) || /* uint4 loads */
-        g->ready) /* no ready-counter wait here: its rows must be complete at launch (stream order) */
+        g->ready || /* no ready-counter wait here: its rows must be complete at launch (stream order) */
+        g->dtype != MOK_GEMM_BF16) /* bf16 only: FP8 runs on the sm_90a kernel */
         return (int)cudaErrorInvalidValue;
     int dev = 0, sms = 0;
     cudaGetDevice(&dev);

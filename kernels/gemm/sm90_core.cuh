@@ -24,6 +24,7 @@ namespace mok_sm90 {
 constexpr int kTileM = 128;               /* two consumer warpgroups of 64 rows */
 constexpr int kBlockK = 64;               /* bf16 per row of a box: 128 bytes, one 128B-swizzle row */
 constexpr int kRowBytes = kBlockK * 2;    /* 128 */
+constexpr int kFp8BlockK = 128;           /* fp8_block: e4m3 per row of a box (128 bytes), and the scales' K block */
 constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
@@ -214,6 +215,62 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         release_slot(&empty[r.slot], 1, lane, 0);
+        r.advance(stages);
+    }
+}
+
+/* The fp8_block precision policy (DeepSeek-V3's recipe: e4m3 A rows with one fp32 scale per row per 128 K, e4m3 B
+ * with one per 128 x 128 block). A k block is 128 e4m3 = 128 bytes per row: the same boxes, slots and swizzle as
+ * bf16's 64. Each column half of the tile (accumulator columns [0, 64), then [64, 128)) runs its four wgmma m64n64k32
+ * into `part` (the first with scale-d false, so nothing zeroes it); once they are done part is promoted into the fp32
+ * accumulators with the block's scales, acc += part * a_scale(row) * b_scale(half) (DeepGEMM's promotion per 128 K:
+ * the tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed there loses accuracy), and after
+ * the second half the slot goes back. While one warpgroup promotes, the other's wgmmas keep the tensor cores busy.
+ * Halves, not one m64n128 product: a consumer's code is allocated within the kernel's 168 registers, and 64
+ * accumulators plus a 64-register product spilled (ptxas), plus 32 does not.
+ * Scales, one float per k block: sa points at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block
+ * of columns [0, 64), sb + sb_hi at that of [64, 128) (SwiGLU's gate and up blocks, or one block: sb_hi 0). Loaded
+ * before the slot wait, so their latency hides under it. */
+__device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
+                                                       float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
+                                                       int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int lane,
+                                                       struct mok_sm90_diag *diag, int role, int tile,
+                                                       const float *sa, int sa_hi, const float *sb, int sb_hi)
+{
+    float part[32];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        acc[i] = 0.0f;
+    for (int kb = 0; kb < k_blocks; kb++) {
+        const float a_lo = __ldg(sa + kb), a_hi = __ldg(sa + sa_hi + kb);
+        const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
+        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
+        const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                mok_reg_fence(part[i]);
+            mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmmas overwrite it */
+            /* B rows [64 h, +64) of the slot: 8 KiB on (512 in the descriptor's addr >> 4 field) */
+#pragma unroll
+            for (int kk = 0; kk < kFp8BlockK / 32; kk++)
+                mok_wgmma_m64n64k32_e4m3(part, da + 2 * kk, db + 2 * kk + h * (64 * kRowBytes >> 4), kk > 0);
+            mok_wgmma_commit();
+            mok_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                mok_reg_fence(part[i]); /* no read of part may move above the wait */
+            if (h == 1)
+                release_slot(&empty[r.slot], 1, lane, 0);
+            /* part register 4c + j: columns 8c.. of this half, row la (j < 2) or la + 8; the tile's register
+             * 32 h + 4c + j */
+            const float b = h ? b_hi : b_lo, s_lo = a_lo * b, s_hi = a_hi * b;
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                acc[32 * h + i] = fmaf(part[i], (i % 4) >= 2 ? s_hi : s_lo, acc[32 * h + i]);
+        }
         r.advance(stages);
     }
 }

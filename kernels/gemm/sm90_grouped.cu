@@ -68,8 +68,10 @@ void say(char *why, int why_len, const char *fmt, ...)
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns). */
-const void *kernel_for(int tile_m, int tile_n)
+const void *kernel_for(int tile_m, int tile_n, bool fp8)
 {
+    if (fp8)
+        return reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, true>);
     if (tile_m == 64)
         return reinterpret_cast<const void *>(&gemm_sm90_kernel<64, 256>);
     if (tile_m == 256)
@@ -131,8 +133,33 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "tile_m 64 runs without clusters (cluster_m %d)", c->cluster_m);
         return cudaErrorInvalidValue;
     }
+    const bool fp8 = g->dtype == MOK_GEMM_FP8_BLOCK;
+    if (g->dtype != MOK_GEMM_BF16 && !fp8) {
+        say(why, why_len, "dtype %d: bf16 (0) or fp8_block (1)", (int)g->dtype);
+        return cudaErrorInvalidValue;
+    }
+    if (fp8) {
+        if (c->tile_m != 128 || c->tile_n != 128 || c->cluster_m > 1 || c->lockstep) {
+            say(why, why_len, "fp8_block runs 128 x 128 tiles without clusters or lockstep (tile %d x %d, cluster_m "
+                "%d, lockstep %d)", c->tile_m, c->tile_n, c->cluster_m, c->lockstep);
+            return cudaErrorInvalidValue;
+        }
+        if (!g->a_fp8 || !g->b_fp8 || !g->a_scale || !g->b_scale) {
+            say(why, why_len, "fp8_block needs a_fp8, b_fp8, a_scale and b_scale");
+            return cudaErrorInvalidValue;
+        }
+        if (g->k % kFp8BlockK || g->n_out % 128) {
+            say(why, why_len, "fp8_block: k %d and n_out %d must be multiples of 128 (the scale blocks)", g->k,
+                g->n_out);
+            return cudaErrorInvalidValue;
+        }
+        if (g->ready) {
+            say(why, why_len, "fp8_block: no ready counters (rows must be complete at launch)");
+            return cudaErrorInvalidValue;
+        }
+    }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -200,7 +227,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "ready counters need their targets and ready_rows >= 1 (ready_rows %d)", g->ready_rows);
         return cudaErrorInvalidValue;
     }
-    if (((uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c) % 16) {
+    if (((uintptr_t)(fp8 ? (const void *)g->a_fp8 : g->a) | (uintptr_t)(fp8 ? (const void *)g->b_fp8 : g->b) |
+         (uintptr_t)g->c) % 16) {
         say(why, why_len, "a, b and c must be 16-byte aligned (TMA)");
         return cudaErrorInvalidValue;
     }
@@ -235,16 +263,19 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
 
 /* A row-major bf16 matrix [rows][k] read in boxes of box_rows x 64 (128 bytes of K), 128B swizzle: the layout
  * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. */
-bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
+bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows, bool e4m3 = false)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (!encode)
         return false;
+    /* e4m3: one byte per element, so a 128-byte box row is 128 of them (the tensor map has no fp8 type; bytes) */
+    const uint64_t elem = e4m3 ? 1 : 2;
     cuuint64_t dims[2] = {k, rows};
-    cuuint64_t strides[1] = {k * 2}; /* bytes between rows; the innermost stride is implied */
-    cuuint32_t box[2] = {(cuuint32_t)kBlockK, box_rows};
+    cuuint64_t strides[1] = {k * elem}; /* bytes between rows; the innermost stride is implied */
+    cuuint32_t box[2] = {(cuuint32_t)(kRowBytes / elem), box_rows};
     cuuint32_t elem_strides[2] = {1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box,
+    CUresult r = encode(map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                        const_cast<void *>(base), dims, strides, box,
                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
@@ -376,9 +407,12 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
-    if (!encode_map(&map_a, g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k, (uint32_t)c->tile_m) ||
-        !encode_map(&map_b, g->b, (uint64_t)b_rows, (uint64_t)g->k, /* halves: SwiGLU's gate/up, or a cluster's */
-                    (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n)) ||
+    const bool fp8 = g->dtype == MOK_GEMM_FP8_BLOCK;
+    if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
+                    (uint32_t)c->tile_m, fp8) ||
+        !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
+                    /* halves: SwiGLU's gate/up, or a cluster's */
+                    (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
 
@@ -390,7 +424,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     int stages = resolve_stages(g, c, smem_limit(optin));
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
@@ -398,7 +433,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -431,18 +466,20 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
-#define MOK_LAUNCH_SM90(TM, TN)                                                                                  \
-    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN>, map_a, map_b, map_c, g->c, g->offset, g->groups,             \
+#define MOK_LAUNCH_SM90(TM, TN, FP8)                                                                             \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8>, map_a, map_b, map_c, g->c, g->offset, g->groups,        \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
-                       ctr, c->lockstep, c->raster, diag)
-    if (c->tile_m == 64)
-        e = MOK_LAUNCH_SM90(64, 256);
+                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale)
+    if (fp8)
+        e = MOK_LAUNCH_SM90(128, 128, true);
+    else if (c->tile_m == 64)
+        e = MOK_LAUNCH_SM90(64, 256, false);
     else if (c->tile_m == 256)
-        e = MOK_LAUNCH_SM90(256, 128);
+        e = MOK_LAUNCH_SM90(256, 128, false);
     else if (c->tile_n == 256)
-        e = MOK_LAUNCH_SM90(128, 256);
+        e = MOK_LAUNCH_SM90(128, 256, false);
     else
-        e = MOK_LAUNCH_SM90(128, 128);
+        e = MOK_LAUNCH_SM90(128, 128, false);
 #undef MOK_LAUNCH_SM90
     if (e != cudaSuccess)
         return (int)e;

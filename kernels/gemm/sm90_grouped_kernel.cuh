@@ -61,14 +61,18 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 
 #endif
 
-template <int TILE_M, int TILE_N>
+/* kFp8: the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block): A and B e4m3 with their scales
+ * a_scale [rows_capacity][k / 128] and b_scale [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds
+ * its 64 accumulators and the 64 of a k block's partial product). Without it the scales are unused. */
+template <int TILE_M, int TILE_N, bool kFp8 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
                      const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
-                     int lock_kb, int n_major, struct mok_sm90_diag *diag)
+                     int lock_kb, int n_major, struct mok_sm90_diag *diag, const float *__restrict__ a_scale,
+                     const float *__restrict__ b_scale)
 {
 #if MOK_SM90_DEVICE
     /* The tile policy. TILE_M 128 or 256: each consumer warpgroup owns TILE_M / 2 rows (kSub 64-row sub-tiles) and
@@ -82,6 +86,8 @@ __global__ void __launch_bounds__(kThreads, 1)
      * (Four TMA boxes per slot instead made the 40-register producer spill.) */
     constexpr bool kSplitN = TILE_M == 64;
     static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
+    static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
+    constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
     constexpr int kSub = kSplitN ? 1 : TILE_M / 128; /* 64-row wgmma sub-tiles per consumer warpgroup */
@@ -103,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int *tile_start = reinterpret_cast<int *>(empty + stages);
 
     const int n_tiles = n_out / cols_per_tile;
-    const int k_blocks = k / kBlockK;
+    const int k_blocks = k / kElemsK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     /* cluster: crank picks the tile of a unit, units go round-robin over clusters (cm = 1: over CTAs) */
     const int crank = cm > 1 ? (int)mok_cluster_rank() : 0;
@@ -169,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes);
                 uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotA;
                 uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
-                int kc = kb * kBlockK;
+                int kc = kb * kElemsK;
                 mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
                 if (cm > 1) {
                     /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
@@ -201,13 +207,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         RingPos ring = {0, 0};
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
-            /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
-             * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the slot,
-             * without it rows [128 w, +64) and [128 w + 64, +64)) */
-            consume_tile<kWgN / kParts, kSub, kSlotA, kSlotBBytes, kParts>(
-                ring, stages, full, empty, acc, k_blocks, smem_a, kSplitN ? 0 : cwg * (TILE_M / 2) * kRowBytes,
-                smem_b + (kSplitN ? cwg * (swiglu ? TILE_N / 4 : TILE_N / 2) * kRowBytes : 0), cm, lane, crank, diag,
-                role, t, kSplitN ? (swiglu ? TILE_N / 2 : TILE_N / 4) * kRowBytes : 0);
+            if constexpr (kFp8) {
+                /* this thread's two rows' scales (rows past the allocation read the last row's: never stored) */
+                const int kb_count = k / kFp8BlockK;
+                const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);
+                const int rb = min(ra + 8, rows_capacity - 1);
+                /* B scale rows: the 128-row blocks of accumulator columns [0, 64) and [64, 128): with SwiGLU the
+                 * gate block and the up block (64 rows of each, inside one block as n_out % 128 == 0), without it
+                 * the tile's one block. (Written here, not as a lambda shared with anything: a lambda capturing by
+                 * reference made ptxas spill in every instance of this kernel.) */
+                const int b_first = swiglu ? p.group * 2 * n_out + p.n * 64 : p.group * n_out + p.n * TILE_N;
+                const int b_second = swiglu ? b_first + n_out : b_first;
+                consume_tile_fp8_block(ring, stages, full, empty, acc[0], k_blocks, smem_a,
+                                       cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, lane, diag, role,
+                                       t, a_scale + (size_t)ra * kb_count, (rb - ra) * kb_count,
+                                       b_scale + (size_t)(b_first / 128) * kb_count,
+                                       (b_second / 128 - b_first / 128) * kb_count);
+            } else {
+                /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
+                 * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the
+                 * slot, without it rows [128 w, +64) and [128 w + 64, +64)) */
+                consume_tile<kWgN / kParts, kSub, kSlotA, kSlotBBytes, kParts>(
+                    ring, stages, full, empty, acc, k_blocks, smem_a, kSplitN ? 0 : cwg * (TILE_M / 2) * kRowBytes,
+                    smem_b + (kSplitN ? cwg * (swiglu ? TILE_N / 4 : TILE_N / 2) * kRowBytes : 0), cm, lane, crank,
+                    diag, role, t, kSplitN ? (swiglu ? TILE_N / 2 : TILE_N / 4) * kRowBytes : 0);
+            }
 
             /* Epilogue, per 64-row sub-tile. m64nNk16 accumulator fragment: thread (wq, lane) holds rows
              * wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (registers 4i+2, 4i+3), columns 8i + 2*(lane%4)

@@ -1,8 +1,9 @@
 /* quant: FP8 quantization of bf16 rows on the GPU, bit for bit the host reference's (src/fp8.h: the formats, the
  * scale rules, the rounding): the separate quantize step the NCCL baselines run before their dispatch, and what the
- * megakernel's dispatch is to match when it quantizes rows as it sends them. One thread per scale block (32 values
- * for mxfp8, 128 for fp8_block): simple and exact; not yet tuned for bandwidth. A non-finite input sets *status to 1
- * (the host reference refuses it). */
+ * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: one thread per scale block (32
+ * values for mxfp8, 128 for fp8_block): simple and exact; not yet tuned for bandwidth. Weights (fp8_block, 128 x 128
+ * blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block, 16-byte loads. A
+ * non-finite input sets *status to 1 (the host reference refuses it). */
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
@@ -68,6 +69,73 @@ __global__ void quant_fp8_block_kernel(const uint16_t *x, long long blocks, uint
     }
 }
 
+/* fp8_block weights: one CTA of 256 threads per 128 x 128 block (grid-stride over the blocks of all matrices), blocks
+ * numbered (matrix, block row, block column) in order, which is also their scale's index. A block row of 128 bf16 is
+ * 16 chunks of 16 bytes: thread t loads chunks t, t + 256, ..., t + 1792 (a warp reads two whole rows per step,
+ * all 8 loads in flight before any use), so a thread holds 64 values and the block needs one pass over memory.
+ * amax on the bits: |bf16| orders like its bits with the sign cleared, so a 16-bit SIMD max over pairs gives the
+ * exact host amax, and any bits >= 0x7F80 (exponent all ones) mean inf or NaN somewhere in the block. The encode
+ * divides (x / s, correctly rounded) as the host does: a reciprocal multiply can differ in the last bit. */
+constexpr int kWBlock = 128, kWThreads = 256, kWChunks = kWBlock * kWBlock / 8 / kWThreads;
+
+__global__ void __launch_bounds__(kWThreads) quant_fp8_block_weights_kernel(const uint16_t *w, long long blocks,
+                                                                           long long nbk, int k,
+                                                                           uint8_t *q, float *scale,
+                                                                           int32_t *status)
+{
+    __shared__ uint32_t warp_max[kWThreads / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+        long long mat_row = b / nbk; /* (matrix, block row) flattened: matrices stack their rows */
+        size_t base = (size_t)mat_row * kWBlock * k + (size_t)(b % nbk) * kWBlock;
+        uint4 v[kWChunks];
+#pragma unroll
+        for (int i = 0; i < kWChunks; i++) {
+            int c = threadIdx.x + i * kWThreads, row = c / 16, col = c % 16 * 8;
+            v[i] = *reinterpret_cast<const uint4 *>(w + base + (size_t)row * k + col);
+        }
+        uint32_t m2 = 0;
+#pragma unroll
+        for (int i = 0; i < kWChunks; i++) {
+            m2 = __vmaxu2(m2, v[i].x & 0x7FFF7FFFu);
+            m2 = __vmaxu2(m2, v[i].y & 0x7FFF7FFFu);
+            m2 = __vmaxu2(m2, v[i].z & 0x7FFF7FFFu);
+            m2 = __vmaxu2(m2, v[i].w & 0x7FFF7FFFu);
+        }
+        uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
+#pragma unroll
+        for (int off = 16; off; off >>= 1)
+            m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+        if (lane == 0)
+            warp_max[warp] = m;
+        __syncthreads();
+        uint32_t amax_bits = warp_max[0];
+#pragma unroll
+        for (int i = 1; i < kWThreads / 32; i++)
+            amax_bits = max(amax_bits, warp_max[i]);
+        __syncthreads(); /* every thread has read warp_max before the next block's warps write it */
+        float amax = mok_bf16_to_f32((uint16_t)amax_bits);
+        float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+        if (threadIdx.x == 0) {
+            scale[b] = s;
+            if (amax_bits >= 0x7F80u)
+                atomicExch(status, 1);
+        }
+#pragma unroll
+        for (int i = 0; i < kWChunks; i++) {
+            int c = threadIdx.x + i * kWThreads, row = c / 16, col = c % 16 * 8;
+            const uint32_t words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+            uint32_t out[2] = {0, 0};
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16)); /* little endian: the lower half first */
+                out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
+            }
+            *reinterpret_cast<uint2 *>(q + base + (size_t)row * k + col) = make_uint2(out[0], out[1]);
+        }
+    }
+}
+
 } // namespace
 
 /* Blocks are consecutive K elements of a row-major [rows][k] matrix: with k a multiple of the block, block b covers
@@ -95,5 +163,33 @@ extern "C" int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint
         return 0;
     quant_fp8_block_kernel<<<mok_blocks_for((size_t)blocks, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
         x, blocks, q, scale, status);
+    return MOK_LAUNCH_RESULT();
+}
+
+/* mats stacked [rows][k] matrices are one [mats * rows][k] matrix whose 128-row block rows never straddle two
+ * matrices (rows % 128 == 0), so scale[mats][rows / 128][k / 128] is that matrix's [mats * rows / 128][k / 128]. */
+extern "C" int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows, int k, uint8_t *q,
+                                                float *scale, int32_t *status, mok_stream_t stream)
+{
+    if (mats < 0 || rows < 0 || k < 0 || rows % kWBlock || k % kWBlock || !status)
+        return (int)cudaErrorInvalidValue;
+    long long nbk = k / kWBlock, blocks = mats * (rows / kWBlock) * nbk;
+    if (blocks == 0)
+        return 0;
+    if ((uintptr_t)w % 16 || (uintptr_t)q % 8) /* the kernel's uint4 loads and uint2 stores */
+        return (int)cudaErrorInvalidValue;
+    /* As many CTAs as are resident at once (3 per SM at the kernel's 80 registers on sm_90), each looping over
+     * blocks: 96 KiB of loads in flight per SM stream HBM, and a model's weights need no launch of ~10^5-10^6 CTAs */
+    static int per_sm = -1;
+    if (per_sm < 0 && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, quant_fp8_block_weights_kernel,
+                                                                     kWThreads, 0) != cudaSuccess) {
+        cudaGetLastError(); /* a failed query must not linger as the launch's error */
+        per_sm = -1;
+    }
+    long long sms = mok_sm_count() > 0 ? mok_sm_count() : 132;
+    long long resident = sms * (per_sm > 0 ? per_sm : 2);
+    long long grid = blocks < resident ? blocks : resident;
+    quant_fp8_block_weights_kernel<<<(unsigned)grid, kWThreads, 0, mok_cuda_stream(stream)>>>(
+        w, blocks, nbk, k, q, scale, status);
     return MOK_LAUNCH_RESULT();
 }

@@ -79,6 +79,10 @@ mok_step() {
       ls -d "$R"/mok-bench-quick-* && ls "$R"/mok-bench-quick-*;;
     quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers against the host reference, byte for byte
     refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
+    reffp8) "$DEV/bin/test_gpu_ref_fp8";; # the fp8_block reference GEMM against the host's dequantized double-precision GEMM
+    ltfp8) "$DEV/bin/test_gpu_cublaslt_fp8";; # cuBLASLt's block-scaled and per-tensor FP8 GEMMs against the host
+    fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
+    h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
     bwdgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-gemm" tests/gpu_bwd_gemm_small.json;; # the expert GEMMs' backward on small ragged problems, every output checked
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"

@@ -112,9 +112,22 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
 {
     struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
     (void)nranks;
-    if (spec->dtype != MOK_DTYPE_BF16 || spec->pass != MOK_PASS_FWD)
-        return no(why, why_len, "bf16 forward only (the backward's transposed-weight dgrad and K = rows wgrad are "
-                  "not GEMM-core policies yet)");
+    if (spec->pass != MOK_PASS_FWD)
+        return no(why, why_len, "forward only (the backward's transposed-weight dgrad and K = rows wgrad are not "
+                  "GEMM-core policies yet)");
+    if (spec->dtype == MOK_DTYPE_FP8_BLOCK) {
+        if (p.kernel == 1)
+            return no(why, why_len, "fp8_block runs on the Hopper kernel (kernel=sm90), not the portable one");
+        if (spec->model.hidden % 128 || spec->model.intermediate % 128)
+            return no(why, why_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128",
+                      spec->model.hidden, spec->model.intermediate);
+        if (p.tile_m != 128 || p.tile_n != 128 || p.cluster != 1 || p.lockstep_k != 0)
+            return no(why, why_len, "fp8_block runs 128 x 128 tiles without clusters or lockstep (tile_m %d, tile_n "
+                      "%d, cluster %d, lockstep_k %d)", p.tile_m, p.tile_n, p.cluster, p.lockstep_k);
+        return 1;
+    }
+    if (spec->dtype != MOK_DTYPE_BF16)
+        return no(why, why_len, "bf16 or fp8_block (this problem: %s)", mok_dtype_name(spec->dtype));
     if (p.kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
     if (p.tile_n != 128 && p.tile_n != 256)

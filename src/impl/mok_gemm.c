@@ -1,6 +1,8 @@
 /* mok-gemm (gemm mode): mok's own expert GEMMs (kernels/mok_gemm.h): GEMM1 with SwiGLU in the epilogue, then
  * GEMM2, group sizes read on the device. The Hopper wgmma kernel with its tile, stage and CTA-count parameters,
- * or the portable mma.sync kernel. */
+ * or the portable mma.sync kernel. dtype fp8_block: the Hopper kernel's fp8_block policy on the problem's quantized
+ * rows and weights (src/problem_fp8.c); GEMM1 writes h in bf16 and a separate kernel quantizes it 1 x 128 for
+ * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,17 +24,28 @@ struct mg_state {
     struct mok_gemm_sm90_config cfg;
     int portable;
     uint16_t *h;
+    uint8_t *h_fp8; /* fp8_block: h quantized for GEMM2, and its scales */
+    float *h_scale;
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
 };
 
-static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, uint16_t *y, int first,
-                      struct mok_gemm_args *g)
+/* h_fp8, h_scale: fp8_block's quantized h (GEMM2's A) */
+static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, const uint8_t *h_fp8, const float *h_scale,
+                      uint16_t *y, int first, struct mok_gemm_args *g)
 {
     *g = (struct mok_gemm_args){.offset = p->gemm_offset, .groups = p->experts, .rows_capacity = p->gemm_rows};
     if (first) /* GEMM1 + SwiGLU: x rows -> h */
         g->a = p->gemm_a[set], g->b = p->w13[set], g->c = h, g->n_out = p->inter, g->k = p->hidden, g->swiglu = 1;
     else /* GEMM2: h -> y */
         g->a = h, g->b = p->w2[set], g->c = y, g->n_out = p->hidden, g->k = p->inter, g->swiglu = 0;
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+        const struct mok_fp8_block_operands *f = &p->fp8;
+        g->dtype = MOK_GEMM_FP8_BLOCK, g->a = NULL, g->b = NULL;
+        if (first)
+            g->a_fp8 = f->a[set], g->a_scale = f->a_scale[set], g->b_fp8 = f->w13[set], g->b_scale = f->w13_scale[set];
+        else
+            g->a_fp8 = h_fp8, g->a_scale = h_scale, g->b_fp8 = f->w2[set], g->b_scale = f->w2_scale[set];
+    }
 }
 
 static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
@@ -43,9 +56,16 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
         return 1;
     struct mok_gemm_sm90_config c = sm90_config(params);
     struct mok_gemm_args g;
+    const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK;
     for (int first = 1; first >= 0; first--) {
-        gemm_args(p, 0, NULL, NULL, first, &g);
-        g.a = (const uint16_t *)(uintptr_t)256, g.b = g.a, g.c = (uint16_t *)(uintptr_t)256; /* alignment only */
+        gemm_args(p, 0, NULL, NULL, NULL, NULL, first, &g);
+        g.c = (uint16_t *)(uintptr_t)256; /* alignment only */
+        if (fp8) {
+            const uintptr_t a = 256; /* alignment only: supports() reads no operand */
+            g.a_fp8 = (const uint8_t *)a, g.b_fp8 = g.a_fp8, g.a_scale = (const float *)a, g.b_scale = g.a_scale;
+        } else {
+            g.a = (const uint16_t *)(uintptr_t)256, g.b = g.a;
+        }
         if (!mok_gemm_sm90_supports(&g, &c, why, why_len))
             return 0;
     }
@@ -66,6 +86,15 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     s->portable = mok_params_mok_gemm(params).kernel == 1;
     s->cfg = sm90_config(params);
     cudaError_t ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
+    if (ce == cudaSuccess && p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+        if (s->portable) {
+            snprintf(err, (size_t)err_len, "mok-gemm: fp8_block runs on the Hopper kernel (kernel=sm90) only");
+            return -1;
+        }
+        ce = cudaMalloc((void **)&s->h_fp8, (size_t)p->gemm_rows * p->inter + 16);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
+    }
     if (ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (ce != cudaSuccess) {
@@ -84,7 +113,7 @@ static int mg_run(void *state, int set, const struct mok_outputs *out, int slot,
     bool timed = mok_slot_events_timed(&s->ev, slot);
     for (int part = 0; part < 2; part++) {
         struct mok_gemm_args g;
-        gemm_args(s->p, set, s->h, y, part == 0, &g);
+        gemm_args(s->p, set, s->h, s->h_fp8, s->h_scale, y, part == 0, &g);
         if (timed)
             mok_slot_events_record(&s->ev, slot, part, s->st);
         int rc = s->portable ? mok_gemm_portable(&g, (mok_stream_t)s->st)
@@ -92,6 +121,16 @@ static int mg_run(void *state, int set, const struct mok_outputs *out, int slot,
         if (rc) {
             snprintf(err, (size_t)err_len, "mok-gemm GEMM%d: %s", part + 1, cudaGetErrorString((cudaError_t)rc));
             return -1;
+        }
+        /* fp8_block: h quantized for GEMM2 (finite by construction; the status flag is the problem's, checked at
+         * setup, and not read back here: no host synchronization inside a timed run) */
+        if (part == 0 && s->h_fp8 && s->p->gemm_rows) {
+            rc = mok_quant_fp8_block_bf16(s->h, s->p->gemm_rows, s->p->inter, s->h_fp8, s->h_scale,
+                                          s->p->fp8.status, (mok_stream_t)s->st);
+            if (rc) {
+                snprintf(err, (size_t)err_len, "mok-gemm: quantizing h: %s", cudaGetErrorString((cudaError_t)rc));
+                return -1;
+            }
         }
     }
     if (timed)
@@ -117,6 +156,8 @@ static void mg_teardown(void *state)
     cudaDeviceSynchronize();
     mok_slot_events_destroy(&s->ev);
     cudaFree(s->h);
+    cudaFree(s->h_fp8);
+    cudaFree(s->h_scale);
     free(s);
 }
 

@@ -1,0 +1,57 @@
+/* reference_fp8: the fp8_block forward GEMM's reference (src/fp8.h's format): both operands dequantized to fp32 as
+ * they are read, then the references' one SIMT GEMM (reference/ref_gemm.cuh). Its own e4m3 decoder: the reference
+ * shares no code with the implementations' kernels (kernels/util/quant.cu's encoder included), only the format. */
+#include "common/common.cuh"
+#include "reference/ref_gemm.cuh"
+
+namespace {
+
+constexpr int kFp8Block = 128; /* MOK_FP8_BLOCK: K elements per activation scale, the weight blocks' side */
+
+/* e4m3 (fn) bits to fp32, exact: exponent field e (bias 7) and mantissa m map to fp32's exponent e + 120 and
+ * mantissa m << 20; e == 0 is subnormal, m 2^-9 (m <= 7: exact in fp32); S.1111.111 is NaN. */
+__device__ __forceinline__ float e4m3_to_f32(uint8_t v)
+{
+    uint32_t e = (v >> 3) & 0xFu, m = v & 7u;
+    float a = e == 0 ? (float)m * 0.001953125f : __uint_as_float(((e + 120u) << 23) | (m << 20));
+    if (e == 0xFu && m == 7u)
+        a = __uint_as_float(0x7FC00000u);
+    return v & 0x80u ? -a : a;
+}
+
+/* (i, kk) = e4m3(q[i][kk]) x scale[i][kk / 128]: activation rows e4m3 [m][k], fp32 scales [m][k / 128] */
+struct Fp8BlockRows {
+    const uint8_t *q;
+    const float *scale;
+    int k;
+    __device__ float operator()(int i, int kk) const
+    {
+        return e4m3_to_f32(q[(size_t)i * k + kk]) * scale[(size_t)i * (k / kFp8Block) + kk / kFp8Block];
+    }
+};
+
+/* (kk, j) = e4m3(q[j][kk]) x scale[j / 128][kk / 128]: weights e4m3 [n][k], fp32 scales [n / 128][k / 128], read
+ * transposed (C = A W^T) */
+struct Fp8BlockWeightsT {
+    const uint8_t *q;
+    const float *scale;
+    int k;
+    __device__ float operator()(int kk, int j) const
+    {
+        return e4m3_to_f32(q[(size_t)j * k + kk]) *
+               scale[(size_t)(j / kFp8Block) * (k / kFp8Block) + kk / kFp8Block];
+    }
+};
+
+} // namespace
+
+extern "C" int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k, const uint8_t *w,
+                                      const float *w_scale, int n, float *c, mok_stream_t stream)
+{
+    if (m < 0 || n < 0 || k < 0 || k % kFp8Block || n % kFp8Block) /* the format's blocks (k % 128 covers kBK) */
+        return (int)cudaErrorInvalidValue;
+    if (m == 0 || n == 0)
+        return 0;
+    return mok_ref::launch_gemm(Fp8BlockRows{a, a_scale, k}, Fp8BlockWeightsT{w, w_scale, k}, m, n, k, c, nullptr, 0,
+                                mok_cuda_stream(stream));
+}

@@ -1,0 +1,116 @@
+/* problem_fp8: the fp8_block operands of a gemm-mode problem (dtype fp8_block; src/fp8.h defines the format).
+ * Setup, not timed: each input set's expert weights quantized in 128 x 128 blocks, and the expert-major x rows in
+ * 1 x 128 blocks (in gemm mode the rows arrive as they would from the dispatch; a layer quantizes them on the way).
+ * The reference applies the same quantization and nothing else: GEMM1 on the dequantized operands in fp32, its
+ * output rounded to bf16 and SwiGLU (as the bf16 reference), h rounded to bf16 and quantized 1 x 128 as the
+ * implementations quantize it for GEMM2, GEMM2 in fp32. So the check isolates kernel errors from the format's own;
+ * the GPU quantizers it shares with the implementations are the format's definition, matched byte for byte against
+ * src/fp8.c (tests/test_gpu_quant.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_call.h"
+#include "mok_kernels.h"
+#include "problem.h"
+
+void mok_problem_fp8_destroy(struct mok_problem *p)
+{
+    struct mok_fp8_block_operands *f = &p->fp8;
+    for (int s = 0; s < MOK_MAX_SETS; s++) {
+        cudaFree(f->w13[s]);
+        cudaFree(f->w13_scale[s]);
+        cudaFree(f->w2[s]);
+        cudaFree(f->w2_scale[s]);
+        cudaFree(f->a[s]);
+        cudaFree(f->a_scale[s]);
+    }
+    cudaFree(f->status);
+    memset(f, 0, sizeof(*f));
+}
+
+/* The quantizers flag non-finite input (the weights and x are drawn finite: a flag is a bug, not bad input). */
+static int check_status(struct mok_problem *p, cudaStream_t st, const char *what, char *err, int err_len)
+{
+    int32_t flag = 0;
+    MOK_CHECK(cuda, cudaMemcpyAsync(&flag, p->fp8.status, sizeof(flag), cudaMemcpyDeviceToHost, st), return -1);
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), return -1);
+    if (flag) {
+        snprintf(err, (size_t)err_len, "fp8_block: non-finite values in %s", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int quantize_sets(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
+{
+    struct mok_fp8_block_operands *f = &p->fp8;
+    const size_t E = (size_t)p->experts, H = (size_t)p->hidden, I = (size_t)p->inter, R = (size_t)p->gemm_rows;
+    for (int s = 0; s < p->sets; s++) {
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w13[s], E * 2 * I * H + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w13_scale[s], E * (2 * I / 128) * (H / 128) * 4 + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w2[s], E * H * I + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w2_scale[s], E * (H / 128) * (I / 128) * 4 + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->a[s], R * H + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->a_scale[s], R * (H / 128) * 4 + 16), return -1);
+        MOK_CHECK(cuda, mok_quant_fp8_block_weights_bf16(p->w13[s], (long long)E, 2 * p->inter, p->hidden, f->w13[s],
+                                                         f->w13_scale[s], f->status, (mok_stream_t)st), return -1);
+        MOK_CHECK(cuda, mok_quant_fp8_block_weights_bf16(p->w2[s], (long long)E, p->hidden, p->inter, f->w2[s],
+                                                         f->w2_scale[s], f->status, (mok_stream_t)st), return -1);
+        if (R)
+            MOK_CHECK(cuda, mok_quant_fp8_block_bf16(p->gemm_a[s], (int)R, p->hidden, f->a[s], f->a_scale[s],
+                                                     f->status, (mok_stream_t)st), return -1);
+    }
+    return check_status(p, st, "the weights or x", err, err_len);
+}
+
+/* y_ref for every expert's rows of set 0, through the same quantization (the file's comment). */
+static int reference(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
+{
+    struct mok_fp8_block_operands *f = &p->fp8;
+    const int H = p->hidden, I = p->inter, max_rows = mok_problem_gemm_max_rows(p);
+    float *g = NULL, *hs = NULL;
+    uint16_t *h = NULL;
+    uint8_t *hq = NULL;
+    int rc = -1;
+    MOK_CHECK(cuda, cudaMalloc((void **)&g, (size_t)max_rows * 2 * I * 4), goto out);
+    MOK_CHECK(cuda, cudaMalloc((void **)&h, (size_t)max_rows * I * 2), goto out);
+    MOK_CHECK(cuda, cudaMalloc((void **)&hq, (size_t)max_rows * I + 16), goto out);
+    MOK_CHECK(cuda, cudaMalloc((void **)&hs, (size_t)max_rows * (I / 128) * 4 + 16), goto out);
+    for (int e = 0; e < p->experts; e++) {
+        const int n = p->h_gemm_offset[e + 1] - p->h_gemm_offset[e], row0 = p->h_gemm_offset[e];
+        if (!n)
+            continue;
+        const uint8_t *w13 = f->w13[0] + (size_t)e * 2 * I * H, *w2 = f->w2[0] + (size_t)e * H * I;
+        const float *s13 = f->w13_scale[0] + (size_t)e * (2 * I / 128) * (H / 128);
+        const float *s2 = f->w2_scale[0] + (size_t)e * (H / 128) * (I / 128);
+        MOK_CHECK(cuda, mok_ref_gemm_fp8_block(f->a[0] + (size_t)row0 * H, f->a_scale[0] + (size_t)row0 * (H / 128),
+                                               n, H, w13, s13, 2 * I, g, (mok_stream_t)st), goto out);
+        MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, h, (mok_stream_t)st), goto out);
+        MOK_CHECK(cuda, mok_quant_fp8_block_bf16(h, n, I, hq, hs, f->status, (mok_stream_t)st), goto out);
+        MOK_CHECK(cuda, mok_ref_gemm_fp8_block(hq, hs, n, I, w2, s2, H, p->y_ref + (size_t)row0 * H,
+                                               (mok_stream_t)st), goto out);
+    }
+    rc = check_status(p, st, "the reference's h", err, err_len);
+out:
+    cudaStreamSynchronize(st);
+    cudaFree(g);
+    cudaFree(h);
+    cudaFree(hq);
+    cudaFree(hs);
+    return rc;
+}
+
+int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
+{
+    if (p->hidden % 128 || p->inter % 128) {
+        snprintf(err, (size_t)err_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128 (the "
+                 "scale blocks)", p->hidden, p->inter);
+        return -1;
+    }
+    MOK_CHECK(cuda, cudaMalloc((void **)&p->fp8.status, sizeof(int32_t)), return -1);
+    MOK_CHECK(cuda, cudaMemsetAsync(p->fp8.status, 0, sizeof(int32_t), st), return -1);
+    if (quantize_sets(p, st, err, err_len))
+        return -1;
+    return with_reference ? reference(p, st, err, err_len) : 0;
+}
