@@ -53,6 +53,7 @@ struct mok_gemm_sm90_config {
                       share tiles); 0: off. Needs every CTA resident at once: sms <= the SM count, nothing else
                       occupying the SMs it needs */
     int raster;    /* tile order within an expert: 0 m-major (consecutive CTAs share A rows), 1 n-major (share B) */
+    int fp8_n;     /* fp8_block: columns of each wgmma product promoted per 128 K, 64 or 128 (0: 128) */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

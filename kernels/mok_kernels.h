@@ -83,6 +83,8 @@ int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, cons
  * multiples of 128. Same SIMT GEMM as mok_ref_gemm_f32, its own e4m3 decoder. */
 int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k, const uint8_t *w,
                            const float *w_scale, int n, float *c, mok_stream_t stream);
+/* out[i] = in[i] as fp32 (a bf16 reference tensor as the checks read references). */
+int mok_ref_widen_bf16(const uint16_t *in, size_t n, float *out, mok_stream_t stream);
 /* h[m][i] = bf16(silu(bf16(g[m][i])) * bf16(g[m][I+i])) from fp32 g [m][2I]: the same roundings the layer
  * makes (GEMM1 output and SwiGLU output stored in bf16). */
 int mok_ref_swiglu(const float *g, int m, int intermediate, uint16_t *h, mok_stream_t stream);

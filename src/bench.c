@@ -178,6 +178,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
         cudaStreamSynchronize(cl->stream) != cudaSuccess)
         die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
     if (cfg->check_enabled) {
+        if (mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
+            die(cl, "check", err);
         verdict = mok_check_outputs(checker, p, cfg->rtol, false, cl->stream, row, err, sizeof(err));
         if (verdict < 0)
             die(cl, "check", err);
@@ -200,6 +202,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
      * caught (the accumulated ones have added every iteration's gradient: their check is the first run's) */
     if (cfg->check_enabled && verdict == 1) {
         struct mok_row again = *row;
+        if (mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
+            die(cl, "check", err);
         int v2 = mok_check_outputs(checker, p, cfg->rtol, true, cl->stream, &again, err, sizeof(err));
         if (v2 < 0)
             die(cl, "check", err);

@@ -46,9 +46,10 @@ size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, in
 {
     const size_t E = (size_t)experts, H = (size_t)hidden, I = (size_t)inter, R = (size_t)rows;
     size_t per_set = E * 3 * H * I + E * 3 * (H / 128) * (I / 128) * 4 + R * H + R * (H / 128) * 4;
-    /* the reference's GEMM1 output, h and its quantized copy: for the largest expert, bounded by all rows */
-    size_t ref = with_reference ? R * (2 * I * 4 + I * 2 + I + (I / 128) * 4) : 0;
-    return (size_t)sets * per_set + ref + 64;
+    /* the output h; with the reference h_ref, the output h's quantized copy, and one expert's GEMM1 output and h
+     * (bounded by all rows) */
+    size_t ref = with_reference ? R * (I * 4 + I + (I / 128) * 4) + R * (2 * I * 4 + I * 2) : 0;
+    return (size_t)sets * per_set + R * I * 2 + ref + 64;
 }
 
 double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params)
@@ -67,8 +68,9 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     }
     if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);
-    if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's */
-        return t * k * 3 * i * 2;
+    if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's (fp8_block: and h quantized, on cuBLASLt) */
+        return t * k * 3 * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * 3 * i * 2 + t * k * i * (1 + 4.0 / 128)
+                                                                            : 0);
     if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (fp8_block: and h quantized) */
         return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128) : 0);
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */

@@ -86,6 +86,13 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
     return bytes;
 }
 
+int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
+{
+    if (p->spec.mode == MOK_MODE_GEMM && p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
+        return mok_problem_fp8_refresh(p, st, err, err_len);
+    return 0;
+}
+
 void mok_problem_destroy(struct mok_problem *p)
 {
     mok_problem_gemm_destroy(p);
@@ -318,9 +325,12 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
             goto fail;
         return 0;
     }
-    /* the forward's one output (gemm mode: GEMM2's rows, y_elems of them) */
+    /* the forward's one output (gemm mode: GEMM2's rows, y_elems of them); gemm mode's FP8 forward also h */
     p->out.n = 1;
     p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
+    if (spec->mode == MOK_MODE_GEMM && spec->dtype == MOK_DTYPE_FP8_BLOCK)
+        p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->fp8.h, p->fp8.h_ref,
+                                                   (size_t)p->gemm_rows * p->inter, 0.0, 0, 0, 0.0f};
     return 0;
 fail:
     mok_problem_destroy(p);

@@ -41,6 +41,10 @@ struct mok_fp8_block_operands {
     uint8_t *a[MOK_MAX_SETS];                      /* the gemm rows [gemm_rows][H] */
     float *a_scale[MOK_MAX_SETS];                  /* [gemm_rows][H / 128] */
     int32_t *status;                               /* device: the quantizers' non-finite flag */
+    uint16_t *h;                                   /* output h: GEMM1 + SwiGLU [gemm_rows][I], bf16 */
+    float *h_ref;                                  /* its reference (checks on) */
+    uint8_t *ref_hq;                               /* the reference's quantized copy of the output h */
+    float *ref_hs;
 };
 
 struct mok_problem {
@@ -103,6 +107,11 @@ int mok_problem_gemm_max_rows(const struct mok_problem *p);
  * through the same quantization (plan.h: mok_plan_fp8_block_bytes, the bytes that takes). */
 int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_fp8_destroy(struct mok_problem *p);
+/* y_ref from the output h an implementation just wrote (problem_fp8.c says why). */
+int mok_problem_fp8_refresh(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+/* After a checked run, before its outputs are compared: the references that depend on the run's own outputs
+ * (gemm mode's FP8 forward: y_ref); 0 when none do. */
+int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
 /* gemm mode, pass bwd: dy, the row weights, the saved gu, the outputs and (with_reference) their references. */
 int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_bwd_destroy(struct mok_problem *p);

@@ -44,6 +44,8 @@ const struct field mok_report_fields[] = {
     FD(dw13_max_rel_err), FS(dw2_check), FD(dw2_max_rel_err), FS(d_router_check), FD(d_router_max_rel_err),
     FD(roofline_bytes), FT(roofline_mem_us), FT(roofline_gemm_us), FT(roofline_us), FD(time_over_roofline),
     FS(wgrad),
+    /* schema 4 */
+    FS(h_check), FD(h_max_rel_err),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 
@@ -67,6 +69,7 @@ int mok_row_set_output(struct mok_row *row, const char *name, const char *verdic
         {"dw13", offsetof(struct mok_row, dw13_check), offsetof(struct mok_row, dw13_max_rel_err)},
         {"dw2", offsetof(struct mok_row, dw2_check), offsetof(struct mok_row, dw2_max_rel_err)},
         {"d_router", offsetof(struct mok_row, d_router_check), offsetof(struct mok_row, d_router_max_rel_err)},
+        {"h", offsetof(struct mok_row, h_check), offsetof(struct mok_row, h_max_rel_err)},
     };
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         if (!strcmp(cols[i].name, name)) {

@@ -11,8 +11,9 @@
 
 /* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
  * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
- * (docs/report-columns.md). The readers take 1 and 2. */
-#define MOK_REPORT_SCHEMA_VERSION 3
+ * (docs/report-columns.md); 3 added wgrad, 4 h_check and h_max_rel_err. The readers take 1 to 4 (columns a file
+ * lacks read as empty). */
+#define MOK_REPORT_SCHEMA_VERSION 4
 #define MOK_MAX_RANKS 64
 
 struct mok_rank_info {
@@ -131,11 +132,15 @@ struct mok_row {
     double roofline_us;        /* the larger of the two */
     double time_over_roofline; /* time_med_us / roofline_us */
     char wgrad[16];            /* the backward's weight gradients: fp32_accumulate or bf16; empty for the forward */
+    /* schema 4: gemm mode's FP8 forward checks GEMM1 + SwiGLU's output h on its own (problem_fp8.c) */
+    char h_check[12];
+    double h_max_rel_err;
 };
 
 /* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x
- * hidden), dw13 and dw2 (the weight gradients) and d_router (fp32, tokens x topk). */
-#define MOK_OUTPUT_NAMES {"y", "dx", "dw13", "dw2", "d_router"}
+ * hidden), dw13 and dw2 (the weight gradients) and d_router (fp32, tokens x topk); then h, GEMM1 + SwiGLU's output
+ * (bf16, rows x intermediate), which gemm mode's FP8 forward checks apart (schema 4). */
+#define MOK_OUTPUT_NAMES {"y", "dx", "dw13", "dw2", "d_router", "h"}
 /* Sets output name's verdict and error in row; -1 when the report has no columns for name. */
 int mok_row_set_output(struct mok_row *row, const char *name, const char *verdict, double max_rel_err);
 

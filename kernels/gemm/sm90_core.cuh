@@ -221,23 +221,35 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
 
 /* The fp8_block precision policy (DeepSeek-V3's recipe: e4m3 A rows with one fp32 scale per row per 128 K, e4m3 B
  * with one per 128 x 128 block). A k block is 128 e4m3 = 128 bytes per row: the same boxes, slots and swizzle as
- * bf16's 64. Each column half of the tile (accumulator columns [0, 64), then [64, 128)) runs its four wgmma m64n64k32
- * into `part` (the first with scale-d false, so nothing zeroes it); once they are done part is promoted into the fp32
- * accumulators with the block's scales, acc += part * a_scale(row) * b_scale(half) (DeepGEMM's promotion per 128 K:
- * the tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed there loses accuracy), and after
- * the second half the slot goes back. While one warpgroup promotes, the other's wgmmas keep the tensor cores busy.
- * Halves, not one m64n128 product: a consumer's code is allocated within the kernel's 168 registers, and 64
- * accumulators plus a 64-register product spilled (ptxas), plus 32 does not.
- * Scales, one float per k block: sa points at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block
- * of columns [0, 64), sb + sb_hi at that of [64, 128) (SwiGLU's gate and up blocks, or one block: sb_hi 0). Loaded
- * before the slot wait, so their latency hides under it. */
+ * bf16's 64. The tile's 128 accumulator columns are computed as kParts products of N = 128 / kParts columns: each
+ * runs its four wgmma m64nNk32 into `part` (the first with scale-d false, so nothing zeroes it), and once they are
+ * done part is promoted into the fp32 accumulators with the block's scales, acc += part * a_scale(row) * b_scale
+ * (DeepGEMM's promotion per 128 K: the tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed
+ * there loses accuracy); after the last product the slot goes back. While one warpgroup promotes, the other's wgmmas
+ * keep the tensor cores busy. kParts 1: one m64n128 product (64 more registers live across the wgmmas); kParts 2:
+ * two m64n64 halves, 32 (a consumer's code is allocated within the kernel's 168 registers: which one fits without
+ * spilling, and which is faster, is measured). Scales, one float per k block: sa points at this thread's row la's,
+ * sa + sa_hi at row la + 8's; sb at the B block of columns [0, 64), sb + sb_hi at that of [64, 128) (SwiGLU's gate
+ * and up blocks, or one block: sb_hi 0). Loaded before the slot wait, so their latency hides under it. */
+template <int kN> __device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[kN / 2], uint64_t da, uint64_t db, int acc);
+template <> __device__ __forceinline__ void wgmma_e4m3_k32<64>(float (&d)[32], uint64_t da, uint64_t db, int acc)
+{
+    mok_wgmma_m64n64k32_e4m3(d, da, db, acc);
+}
+template <> __device__ __forceinline__ void wgmma_e4m3_k32<128>(float (&d)[64], uint64_t da, uint64_t db, int acc)
+{
+    mok_wgmma_m64n128k32_e4m3(d, da, db, acc);
+}
+
+template <int kParts>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
                                                        int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int lane,
                                                        struct mok_sm90_diag *diag, int role, int tile,
                                                        const float *sa, int sa_hi, const float *sb, int sb_hi)
 {
-    float part[32];
+    constexpr int kN = 128 / kParts, kPart = kN / 2; /* columns and accumulators of one product */
+    float part[kPart];
 #pragma unroll
     for (int i = 0; i < 64; i++)
         acc[i] = 0.0f;
@@ -248,28 +260,30 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
         const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
         const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < kParts; h++) {
 #pragma unroll
-            for (int i = 0; i < 32; i++)
+            for (int i = 0; i < kPart; i++)
                 mok_reg_fence(part[i]);
             mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmmas overwrite it */
-            /* B rows [64 h, +64) of the slot: 8 KiB on (512 in the descriptor's addr >> 4 field) */
+            /* B rows [kN h, +kN) of the slot: kN x 128 bytes on (>> 4 in the descriptor's address field) */
 #pragma unroll
             for (int kk = 0; kk < kFp8BlockK / 32; kk++)
-                mok_wgmma_m64n64k32_e4m3(part, da + 2 * kk, db + 2 * kk + h * (64 * kRowBytes >> 4), kk > 0);
+                wgmma_e4m3_k32<kN>(part, da + 2 * kk, db + 2 * kk + h * (kN * kRowBytes >> 4), kk > 0);
             mok_wgmma_commit();
             mok_wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 32; i++)
+            for (int i = 0; i < kPart; i++)
                 mok_reg_fence(part[i]); /* no read of part may move above the wait */
-            if (h == 1)
+            if (h == kParts - 1)
                 release_slot(&empty[r.slot], 1, lane, 0);
-            /* part register 4c + j: columns 8c.. of this half, row la (j < 2) or la + 8; the tile's register
-             * 32 h + 4c + j */
-            const float b = h ? b_hi : b_lo, s_lo = a_lo * b, s_hi = a_hi * b;
+            /* part register 4c + j: columns 8c.. of this product, row la (j < 2) or la + 8; the tile's register
+             * kPart h + 4c + j, in column half (kPart h + 4c) / 32 */
 #pragma unroll
-            for (int i = 0; i < 32; i++)
-                acc[32 * h + i] = fmaf(part[i], (i % 4) >= 2 ? s_hi : s_lo, acc[32 * h + i]);
+            for (int i = 0; i < kPart; i++) {
+                const int t = kPart * h + i;
+                const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= 32 ? b_hi : b_lo);
+                acc[t] = fmaf(part[i], s, acc[t]);
+            }
         }
         r.advance(stages);
     }

@@ -68,10 +68,11 @@ void say(char *why, int why_len, const char *fmt, ...)
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns). */
-const void *kernel_for(int tile_m, int tile_n, bool fp8)
+const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n)
 {
     if (fp8)
-        return reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, true>);
+        return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64>)
+                           : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128>);
     if (tile_m == 64)
         return reinterpret_cast<const void *>(&gemm_sm90_kernel<64, 256>);
     if (tile_m == 256)
@@ -144,6 +145,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
                 "%d, lockstep %d)", c->tile_m, c->tile_n, c->cluster_m, c->lockstep);
             return cudaErrorInvalidValue;
         }
+        if (c->fp8_n != 0 && c->fp8_n != 64 && c->fp8_n != 128) {
+            say(why, why_len, "fp8_n %d: 64 or 128 (0: 128)", c->fp8_n);
+            return cudaErrorInvalidValue;
+        }
         if (!g->a_fp8 || !g->b_fp8 || !g->a_scale || !g->b_scale) {
             say(why, why_len, "fp8_block needs a_fp8, b_fp8, a_scale and b_scale");
             return cudaErrorInvalidValue;
@@ -159,7 +164,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         }
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -424,7 +429,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     int stages = resolve_stages(g, c, smem_limit(optin));
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8), cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n), cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -433,7 +438,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -466,20 +471,22 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
-#define MOK_LAUNCH_SM90(TM, TN, FP8)                                                                             \
-    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8>, map_a, map_b, map_c, g->c, g->offset, g->groups,        \
+#define MOK_LAUNCH_SM90(TM, TN, FP8N)                                                                            \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N>, map_a, map_b, map_c, g->c, g->offset, g->groups,        \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
                        ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale)
-    if (fp8)
-        e = MOK_LAUNCH_SM90(128, 128, true);
+    if (fp8 && c->fp8_n == 64)
+        e = MOK_LAUNCH_SM90(128, 128, 64);
+    else if (fp8)
+        e = MOK_LAUNCH_SM90(128, 128, 128);
     else if (c->tile_m == 64)
-        e = MOK_LAUNCH_SM90(64, 256, false);
+        e = MOK_LAUNCH_SM90(64, 256, 0);
     else if (c->tile_m == 256)
-        e = MOK_LAUNCH_SM90(256, 128, false);
+        e = MOK_LAUNCH_SM90(256, 128, 0);
     else if (c->tile_n == 256)
-        e = MOK_LAUNCH_SM90(128, 256, false);
+        e = MOK_LAUNCH_SM90(128, 256, 0);
     else
-        e = MOK_LAUNCH_SM90(128, 128, false);
+        e = MOK_LAUNCH_SM90(128, 128, 0);
 #undef MOK_LAUNCH_SM90
     if (e != cudaSuccess)
         return (int)e;

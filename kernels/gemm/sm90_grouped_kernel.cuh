@@ -61,10 +61,11 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 
 #endif
 
-/* kFp8: the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block): A and B e4m3 with their scales
- * a_scale [rows_capacity][k / 128] and b_scale [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds
- * its 64 accumulators and the 64 of a k block's partial product). Without it the scales are unused. */
-template <int TILE_M, int TILE_N, bool kFp8 = false>
+/* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
+ * kFp8N columns (64 or 128): A and B e4m3 with their scales a_scale [rows_capacity][k / 128] and b_scale
+ * [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds its 64 accumulators and a k block's partial
+ * product). Without it the scales are unused. */
+template <int TILE_M, int TILE_N, int kFp8N = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -86,7 +87,9 @@ __global__ void __launch_bounds__(kThreads, 1)
      * (Four TMA boxes per slot instead made the 40-register producer spill.) */
     constexpr bool kSplitN = TILE_M == 64;
     static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
+    constexpr bool kFp8 = kFp8N != 0;
     static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
+    static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                  * reference made ptxas spill in every instance of this kernel.) */
                 const int b_first = swiglu ? p.group * 2 * n_out + p.n * 64 : p.group * n_out + p.n * TILE_N;
                 const int b_second = swiglu ? b_first + n_out : b_first;
-                consume_tile_fp8_block(ring, stages, full, empty, acc[0], k_blocks, smem_a,
+                consume_tile_fp8_block<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
                                        cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, lane, diag, role,
                                        t, a_scale + (size_t)ra * kb_count, (rb - ra) * kb_count,
                                        b_scale + (size_t)(b_first / 128) * kb_count,

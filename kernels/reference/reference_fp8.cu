@@ -55,3 +55,19 @@ extern "C" int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, in
     return mok_ref::launch_gemm(Fp8BlockRows{a, a_scale, k}, Fp8BlockWeightsT{w, w_scale, k}, m, n, k, c, nullptr, 0,
                                 mok_cuda_stream(stream));
 }
+
+namespace {
+__global__ void widen_bf16_kernel(const uint16_t *in, size_t n, float *out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = mok_bf16_to_f32(in[i]);
+}
+} // namespace
+
+extern "C" int mok_ref_widen_bf16(const uint16_t *in, size_t n, float *out, mok_stream_t stream)
+{
+    if (n == 0)
+        return 0;
+    widen_bf16_kernel<<<mok_blocks_for(n, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(in, n, out);
+    return MOK_LAUNCH_RESULT();
+}

@@ -1,7 +1,7 @@
 /* quant: FP8 quantization of bf16 rows on the GPU, bit for bit the host reference's (src/fp8.h: the formats, the
  * scale rules, the rounding): the separate quantize step the NCCL baselines run before their dispatch, and what the
- * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: one thread per scale block (32
- * values for mxfp8, 128 for fp8_block): simple and exact; not yet tuned for bandwidth. Weights (fp8_block, 128 x 128
+ * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: mxfp8 one thread per scale block
+ * (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half warp per block of 128. Weights (fp8_block, 128 x 128
  * blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block, 16-byte loads. A
  * non-finite input sets *status to 1 (the host reference refuses it). */
 #include <cuda_fp8.h>
@@ -57,15 +57,40 @@ __global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, uint8_t 
     }
 }
 
+/* fp8_block rows: a half warp per 1 x 128 block, 16 bytes per lane (the block's 256 bytes in one coalesced load),
+ * so the rows stream at DRAM rate: it runs in the baselines' timed path (h's quantization between GEMM1 and GEMM2).
+ * amax on the bits as the weights' kernel does (below): exact, and bits >= 0x7F80 flag inf or NaN. */
 __global__ void quant_fp8_block_kernel(const uint16_t *x, long long blocks, uint8_t *q, float *scale, int32_t *status)
 {
-    for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < blocks; b += (long long)gridDim.x * blockDim.x) {
-        const uint16_t *in = x + b * 128;
-        float amax = block_amax<128>(in, status);
-        float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-        scale[b] = s;
-        for (int i = 0; i < 128; i++)
-            q[b * 128 + i] = e4m3(mok_bf16_to_f32(in[i]) / s);
+    const int half = (threadIdx.x % 32) / 16, hl = threadIdx.x % 16;
+    const long long halves = (long long)gridDim.x * blockDim.x / 16;
+    for (long long b = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 16; b - half < blocks; b += halves) {
+        /* both half warps stay in the loop while either has a block, so the shuffles see all 32 lanes */
+        const bool mine = b < blocks;
+        uint4 v = mine ? *reinterpret_cast<const uint4 *>(x + b * 128 + hl * 8) : make_uint4(0, 0, 0, 0);
+        uint32_t m2 = __vmaxu2(__vmaxu2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
+                               __vmaxu2(v.z & 0x7FFF7FFFu, v.w & 0x7FFF7FFFu));
+        uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
+#pragma unroll
+        for (int off = 8; off; off >>= 1) /* within the half warp */
+            m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+        if (!mine)
+            continue;
+        const float amax = mok_bf16_to_f32((uint16_t)m);
+        const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+        if (hl == 0) {
+            scale[b] = s;
+            if (m >= 0x7F80u)
+                atomicExch(status, 1);
+        }
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+        uint32_t out[2] = {0, 0};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16)); /* little endian: the lower half first */
+            out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
+        }
+        *reinterpret_cast<uint2 *>(q + b * 128 + hl * 8) = make_uint2(out[0], out[1]);
     }
 }
 
@@ -161,7 +186,10 @@ extern "C" int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint
     long long blocks = (long long)rows * (k / 128);
     if (blocks == 0)
         return 0;
-    quant_fp8_block_kernel<<<mok_blocks_for((size_t)blocks, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
+    if ((uintptr_t)x % 16 || (uintptr_t)q % 8) /* the kernel's uint4 loads and uint2 stores */
+        return (int)cudaErrorInvalidValue;
+    /* 16 blocks per CTA of 256 threads */
+    quant_fp8_block_kernel<<<mok_blocks_for((size_t)(blocks + 15) / 16, 1, 8192), 256, 0, mok_cuda_stream(stream)>>>(
         x, blocks, q, scale, status);
     return MOK_LAUNCH_RESULT();
 }

@@ -1,12 +1,14 @@
 /* cublas-gemm (gemm mode): the expert GEMMs of a problem on cuBLAS, as the NCCL baselines run them (grouped or
  * per expert over several streams), timed GEMM1 + SwiGLU and GEMM2 apart: the reference mok-gemm is held to.
  * pass bwd: their backward per expert (gemm_cublas.h: mok_expert_gemms_backward), timed whole; fwd_bwd: the
- * forward, then the backward from the gate/up rows it kept. */
+ * forward, then the backward from the gate/up rows it kept. dtype fp8_block: the forward per expert on cuBLASLt's
+ * block-scaled FP8 GEMMs (gemm_fp8_experts.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "gemm_cublas.h"
+#include "gemm_fp8_experts.h"
 #include "impl.h"
 #include "params.h"
 #include "slot_events.h"
@@ -20,6 +22,8 @@ struct cg_state {
     uint16_t *g1, *h;
     uint16_t *dhp, *dgu, *hw; /* pass bwd: dh', [dg, du], w h */
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
+    struct mok_fp8_experts fp8; /* dtype fp8_block */
+    bool fp8_on;
 };
 
 /* Everything cublas-gemm can be asked is decided without the GPU (host_supports.c). */
@@ -65,6 +69,11 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     }
     if (!rc && ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);
+    if (!rc && ce == cudaSuccess && p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+        s->fp8_on = true;
+        if (mok_fp8_experts_init(&s->fp8, &s->gemms, p, s->groups, s->ngroups, s->st, err, err_len))
+            return -1;
+    }
     if (rc || ce != cudaSuccess) {
         snprintf(err, (size_t)err_len, "cublas-gemm setup: %s", rc ? "cuBLAS init failed" : cudaGetErrorString(ce));
         return -1;
@@ -118,6 +127,12 @@ static int cg_run(void *state, int set, const struct mok_outputs *out, int slot,
         if (timed)
             mok_slot_events_record(&s->ev, slot, part - 1, s->st);
         s->gemms.parts = part;
+        if (s->fp8_on) {
+            if (mok_fp8_experts_run(&s->fp8, &s->gemms, s->st, part, p, set, s->groups, s->ngroups,
+                                    mok_output_bf16(out, "h"), y, err, err_len))
+                return -1;
+            continue;
+        }
         int rc = mok_expert_gemms_run(&s->gemms, s->st, 0, s->groups, s->ngroups, p->w13[set], p->w2[set],
                                       p->hidden, p->inter, p->gemm_a[set], s->g1, s->h, y);
         if (rc) {
@@ -152,6 +167,8 @@ static void cg_teardown(void *state)
     if (s->gemms.handle)
         mok_expert_gemms_destroy(&s->gemms);
     mok_slot_events_destroy(&s->ev);
+    if (s->fp8_on)
+        mok_fp8_experts_destroy(&s->fp8);
     cudaFree(s->g1);
     cudaFree(s->h);
     cudaFree(s->dhp);

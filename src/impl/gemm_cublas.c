@@ -148,9 +148,9 @@ static int run_per_expert(struct mok_expert_gemms *g, cudaStream_t stream, const
     return 0;
 }
 
-/* The side streams start after what `stream` has queued (fork_streams), and `stream` goes on once they are all done
- * (join_streams). */
-static cudaError_t fork_streams(struct mok_expert_gemms *g, cudaStream_t stream)
+/* The side streams start after what `stream` has queued (mok_expert_gemms_fork), and `stream` goes on once they are all done
+ * (mok_expert_gemms_join). */
+cudaError_t mok_expert_gemms_fork(struct mok_expert_gemms *g, cudaStream_t stream)
 {
     cudaError_t ce = cudaEventRecord(g->fork, stream);
     for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++)
@@ -158,7 +158,7 @@ static cudaError_t fork_streams(struct mok_expert_gemms *g, cudaStream_t stream)
     return ce;
 }
 
-static cudaError_t join_streams(struct mok_expert_gemms *g, cudaStream_t stream)
+cudaError_t mok_expert_gemms_join(struct mok_expert_gemms *g, cudaStream_t stream)
 {
     cudaError_t ce = cudaSuccess;
     for (int i = 0; i < g->nstreams && ce == cudaSuccess; i++) {
@@ -175,7 +175,7 @@ static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t strea
                                   int ngroups, const uint16_t *w13, const uint16_t *w2, int H, int I,
                                   const uint16_t *in, uint16_t *g1, uint16_t *h, uint16_t *out)
 {
-    cudaError_t ce = fork_streams(g, stream);
+    cudaError_t ce = mok_expert_gemms_fork(g, stream);
     if (ce != cudaSuccess)
         return (int)ce;
     for (int i = 0; i < ngroups; i++) {
@@ -199,7 +199,7 @@ static int run_per_expert_streams(struct mok_expert_gemms *g, cudaStream_t strea
         if (s != CUBLAS_STATUS_SUCCESS)
             return (int)s;
     }
-    return (int)join_streams(g, stream);
+    return (int)mok_expert_gemms_join(g, stream);
 }
 
 /* The backward of one expert's rows, on handle hd's stream (gemm_cublas.h: mok_expert_gemms_backward). cuBLAS is
@@ -283,7 +283,7 @@ int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, c
         return 0;
     }
     /* experts round-robin over the side streams, each expert's five steps in order on one of them */
-    cudaError_t ce = fork_streams(g, stream);
+    cudaError_t ce = mok_expert_gemms_fork(g, stream);
     if (ce != cudaSuccess)
         return (int)ce;
     for (int i = 0; i < ngroups; i++) {
@@ -292,7 +292,7 @@ int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, c
         if (rc)
             return rc;
     }
-    return (int)join_streams(g, stream);
+    return (int)mok_expert_gemms_join(g, stream);
 }
 
 static int run_grouped(struct mok_expert_gemms *g, cudaStream_t stream, int batch,

@@ -43,6 +43,10 @@ struct mok_expert_gemms {
 int mok_expert_gemms_init(struct mok_expert_gemms *g, enum mok_gemm_mode mode, int nstreams, int sm_target,
                           int max_groups, int batches);
 void mok_expert_gemms_destroy(struct mok_expert_gemms *g);
+/* Per-expert mode over side streams: they start after what `stream` has queued (fork), and `stream` goes on once
+ * they are all done (join). */
+cudaError_t mok_expert_gemms_fork(struct mok_expert_gemms *g, cudaStream_t stream);
+cudaError_t mok_expert_gemms_join(struct mok_expert_gemms *g, cudaStream_t stream);
 
 /* in [rows][H] -> g1 [rows][2I] -> h [rows][I] -> out [rows][H] for each group, on stream, using pointer-array
  * set `batch` (grouped mode: the caller must not reuse a batch while its previous use may still run).

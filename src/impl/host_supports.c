@@ -72,8 +72,17 @@ int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, c
 {
     struct mok_params_cublas_gemm p = mok_params_cublas_gemm(params);
     (void)nranks;
+    if (spec->dtype == MOK_DTYPE_FP8_BLOCK) {
+        if (spec->pass != MOK_PASS_FWD || p.gemm != 1)
+            return no(why, why_len, "fp8_block: the forward per expert (gemm=per_expert) on cuBLASLt's block-scaled "
+                      "FP8 GEMMs (no grouped FP8 GEMM with block scales in cuBLAS)");
+        if (spec->model.hidden % 128 || spec->model.intermediate % 128)
+            return no(why, why_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128",
+                      spec->model.hidden, spec->model.intermediate);
+        return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+    }
     if (spec->dtype != MOK_DTYPE_BF16)
-        return no(why, why_len, "bf16 only");
+        return no(why, why_len, "bf16 or fp8_block (this problem: %s)", mok_dtype_name(spec->dtype));
     if (mok_pass_has_bwd(spec->pass) && p.gemm != 1)
         return no(why, why_len, "the backward runs per expert (gemm=per_expert) so far");
     return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
@@ -128,6 +137,8 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     }
     if (spec->dtype != MOK_DTYPE_BF16)
         return no(why, why_len, "bf16 or fp8_block (this problem: %s)", mok_dtype_name(spec->dtype));
+    if (p.fp8_n != 128) /* one candidate per bf16 configuration, not one per value of a parameter it ignores */
+        return no(why, why_len, "fp8_n %d applies to dtype fp8_block only (leave it at 128)", p.fp8_n);
     if (p.kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
     if (p.tile_n != 128 && p.tile_n != 256)
