@@ -244,9 +244,10 @@ template <> __device__ __forceinline__ void wgmma_e4m3_k32<128>(float (&d)[64], 
 template <int kParts>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
-                                                       int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int lane,
-                                                       struct mok_sm90_diag *diag, int role, int tile,
-                                                       const float *sa, int sa_hi, const float *sb, int sb_hi)
+                                                       int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int cm,
+                                                       int lane, int crank, struct mok_sm90_diag *diag, int role,
+                                                       int tile, const float *sa, int sa_hi, const float *sb,
+                                                       int sb_hi)
 {
     constexpr int kN = 128 / kParts, kPart = kN / 2; /* columns and accumulators of one product */
     float part[kPart];
@@ -275,7 +276,7 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
             for (int i = 0; i < kPart; i++)
                 mok_reg_fence(part[i]); /* no read of part may move above the wait */
             if (h == kParts - 1)
-                release_slot(&empty[r.slot], 1, lane, 0);
+                release_slot(&empty[r.slot], cm, lane, crank); /* cm, crank: the cluster (1, 0 without) */
             /* part register 4c + j: columns 8c.. of this product, row la (j < 2) or la + 8; the tile's register
              * kPart h + 4c + j, in column half (kPart h + 4c) / 32 */
 #pragma unroll

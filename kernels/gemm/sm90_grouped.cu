@@ -140,9 +140,9 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     if (fp8) {
-        if (c->tile_m != 128 || c->tile_n != 128 || c->cluster_m > 1 || c->lockstep) {
-            say(why, why_len, "fp8_block runs 128 x 128 tiles without clusters or lockstep (tile %d x %d, cluster_m "
-                "%d, lockstep %d)", c->tile_m, c->tile_n, c->cluster_m, c->lockstep);
+        if (c->tile_m != 128 || c->tile_n != 128 || c->lockstep) {
+            say(why, why_len, "fp8_block runs 128 x 128 tiles without lockstep (tile %d x %d, lockstep %d)",
+                c->tile_m, c->tile_n, c->lockstep);
             return cudaErrorInvalidValue;
         }
         if (c->fp8_n != 0 && c->fp8_n != 64 && c->fp8_n != 128) {

@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int b_first = swiglu ? p.group * 2 * n_out + p.n * 64 : p.group * n_out + p.n * TILE_N;
                 const int b_second = swiglu ? b_first + n_out : b_first;
                 consume_tile_fp8_block<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
-                                       cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, lane, diag, role,
-                                       t, a_scale + (size_t)ra * kb_count, (rb - ra) * kb_count,
+                                       cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, cm, lane, crank,
+                                       diag, role, t, a_scale + (size_t)ra * kb_count, (rb - ra) * kb_count,
                                        b_scale + (size_t)(b_first / 128) * kb_count,
                                        (b_second / 128 - b_first / 128) * kb_count);
             } else {
