@@ -16,26 +16,12 @@
 #include "fp8.h"
 #include "gemm_cublaslt_fp8.h"
 
+#include "bf16.h"
 #include "check.h"
 
 #define TOL 1e-2
 #define GUARD_ROWS 4
 #define MAX_EXPERTS 8
-
-static uint16_t f32_to_bf16(float f) /* round to nearest even */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static double uniform(void) /* [0, 1), xorshift64* */

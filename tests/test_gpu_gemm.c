@@ -8,19 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "mok_gemm.h"
 #include "mok_kernels.h"
 #include "testing/mok_test_kernels.h"
 
 static int failures;
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* max |y - ref| / max |ref| over the valid rows; NaN anywhere counts as a failure */
 static double compare(const uint16_t *y, const float *ref, size_t n, long long *nan_count)

@@ -11,22 +11,8 @@
 #include "fp8.h"
 #include "mok_kernels.h"
 
+#include "bf16.h"
 #include "check.h"
-
-static uint16_t f32_to_bf16(float f) /* round to nearest even, as the fills do */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static uint32_t rng_state = 12345u;
 static float rnd_pm1(void) /* uniform in [-1, 1): xorshift, fast enough for the 15 M values of the large case */

@@ -6,8 +6,9 @@
  *             consumer warpgroups run wgmma from it into fp32 registers and give it back (consume_tile, or
  *             skip_tile for a tile nobody reads); RingPos is where each role is in the ring.
  *   policies  template parameters: tile width TILE_N (the wgmma N), 64-row sub-tiles per consumer warpgroup kSub
- *             (TILE_M = 128 kSub), slot sizes; the operand types are bf16, K-major A and B, 128B-swizzled boxes of
- *             64 K (the FP8 and the backward's layouts are the next policies).
+ *             (TILE_M = 128 kSub), slot sizes; the precision: bf16 (consume_tile: K-major A and B, 128B-swizzled
+ *             boxes of 64 K) or fp8_block (consume_tile_fp8_block: e4m3 boxes of 128 K, the same bytes, promoted into
+ *             fp32 per 128 K with the row and block scales); the backward's layouts are the next policies.
  *   epilogue  pieces the kernels compose: bf16 or SwiGLU staging of accumulator columns into 128B-swizzled boxes
  *             (stage_bf16, stage_swiglu), their TMA store (staged_ready, store_staged); the guarded stores of the grouped GEMM
  *             and the megakernel's sends from registers are those kernels' own epilogues.
