@@ -2,9 +2,9 @@
  *
  * A grouped GEMM over expert-major rows whose group sizes are known only on the device:
  *   C[r][n] = sum_k A[r][k] * B[g][n][k]  for rows r in [offset[g], offset[g+1]) of group g,
- * bf16 (or fp8_block: dtype below) in, fp32 accumulation, bf16 out. With swiglu set, B[g] holds 2*n_out rows (gate rows [0, n_out), then up
- * rows [n_out, 2*n_out)) and C[r][j] = silu(gate_j) * up_j, j < n_out: GEMM1 with SwiGLU in its epilogue. Without
- * it, n_out = N: GEMM2. Row-major everything, K contiguous in A and B. */
+ * bf16 (or fp8_block: dtype below) in, fp32 accumulation, bf16 out. With swiglu set, B[g] holds 2*n_out rows (gate
+ * rows [0, n_out), then up rows [n_out, 2*n_out)) and C[r][j] = silu(gate_j) * up_j, j < n_out: GEMM1 with SwiGLU in
+ * its epilogue. Without it, n_out = N: GEMM2. Row-major everything, K contiguous in A and B. */
 #ifndef MOK_GEMM_H
 #define MOK_GEMM_H
 
