@@ -81,6 +81,11 @@ mok_step() {
     refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
     reffp8) "$DEV/bin/test_gpu_ref_fp8";; # the fp8_block reference GEMM against the host's dequantized double-precision GEMM
     ltfp8) "$DEV/bin/test_gpu_cublaslt_fp8";; # cuBLASLt's block-scaled and per-tensor FP8 GEMMs against the host
+    fp8sanitize) for tool in memcheck racecheck; do # the fp8_block GEMMs (mok's policy, cuBLASLt's) under compute-sanitizer
+        timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+          -n 1 -o "$R/fp8-san-$tool" tests/gpu_fp8_sanitize.json > "$R/fp8-sanitize-$tool.log" 2>&1
+        echo "compute-sanitizer $tool (fp8_block) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/fp8-sanitize-$tool.log" | sort | uniq -c | head
+      done;;
     fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
     h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
     bwdgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-gemm" tests/gpu_bwd_gemm_small.json;; # the expert GEMMs' backward on small ragged problems, every output checked
