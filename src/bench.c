@@ -28,6 +28,13 @@ struct layer_ctx {
     struct mok_problem *p;
 };
 
+/* --probe's GEMM rate for the problem's operand precision: cuBLAS bf16, or cuBLASLt's block-scaled FP8 for
+ * fp8_block (0 / NaN where not probed) */
+static double gemm_rate_for(const struct mok_env *env, enum mok_dtype dtype)
+{
+    return dtype == MOK_DTYPE_FP8_BLOCK ? env->probe_gemm_fp8_tflops : env->probe_gemm_tflops;
+}
+
 static int layer_call(void *vctx, int iter, int slot, char *err, int err_len)
 {
     struct layer_ctx *ctx = vctx;
@@ -236,8 +243,9 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
     /* every rank sends at once, so the ceiling is the both-directions peer bandwidth --probe measured */
     if (cl->env.probe_bidir_gbps > 0)
         row->peer_frac = row->comm_gbps / cl->env.probe_bidir_gbps;
-    if (cl->env.probe_gemm_tflops > 0)
-        row->gemm_frac = row->tflops / cl->env.probe_gemm_tflops;
+    const double rate = gemm_rate_for(&cl->env, p->spec.dtype);
+    if (rate > 0)
+        row->gemm_frac = row->tflops / rate;
     const char *disp = !cfg->check_enabled ? MOK_DISPOSITION_NOT_VERIFIED
                        : verdict == 1      ? MOK_DISPOSITION_PASSED
                                            : MOK_DISPOSITION_INCORRECT;
@@ -536,8 +544,8 @@ static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
         rows[p->h_ids[r]]++;
     if (p->spec.mode == MOK_MODE_LAYER)
         MPI_Allreduce(MPI_IN_PLACE, rows, p->experts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
-    mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps, b->cl->env.probe_gemm_tflops,
-                    &b->roof);
+    mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps,
+                    gemm_rate_for(&b->cl->env, p->spec.dtype), &b->roof);
     free(rows);
 }
 

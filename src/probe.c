@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "check_call.h"
+#include "gemm_cublaslt_fp8.h"
+#include "mok_kernels.h"
 #include "stats.h"
 
 #define PROBE_BYTES ((size_t)1 << 30) /* per copy: far beyond the 50 MB L2, so the link is what is measured */
@@ -220,6 +222,87 @@ fail:
     return rc;
 }
 
+/* The same for cuBLASLt's block-scaled FP8 GEMM (fp8_block: 1 x 128 row scales, 128 x 128 weight blocks; what the
+ * fp8_block rows' rooflines take as their GEMM rate): C = A W^T, 8192^3, random bf16 quantized once. Local. */
+static int time_gemm_fp8_block(struct mok_cluster *cl, double *ms, char *err, int err_len)
+{
+    const size_t n2 = (size_t)GEMM_N * GEMM_N, nb = (size_t)(GEMM_N / 128);
+    uint16_t *src = NULL, *c = NULL;
+    uint8_t *q = NULL;
+    float *scale = NULL, *w_lt = NULL;
+    int32_t *status = NULL;
+    struct mok_lt_fp8 *lt = NULL;
+    cudaEvent_t ev[GEMM_ITERS + 1] = {0};
+    int rc = -1;
+    PROBE_CHECK(cuda, cudaMalloc((void **)&src, 2 * n2 * sizeof(uint16_t)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&c, n2 * sizeof(uint16_t)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&q, 2 * n2));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&scale, (n2 / 128 + nb * nb) * sizeof(float)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&w_lt, mok_lt_fp8_weight_scale_floats(GEMM_N, GEMM_N) * sizeof(float)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&status, sizeof(int32_t)));
+    PROBE_CHECK(cuda, cudaMemsetAsync(status, 0, sizeof(int32_t), cl->stream));
+    for (int i = 0; i < 2; i++)
+        PROBE_CHECK(cuda, mok_fill_uniform_bf16(src + i * n2, n2, PROBE_SEED, 0x300u + (unsigned)i, 1.0f,
+                                                (mok_stream_t)cl->stream));
+    float *a_scale = scale, *w_scale = scale + n2 / 128;
+    PROBE_CHECK(cuda, mok_quant_fp8_block_bf16(src, GEMM_N, GEMM_N, q, a_scale, status, (mok_stream_t)cl->stream));
+    PROBE_CHECK(cuda, mok_quant_fp8_block_weights_bf16(src + n2, 1, GEMM_N, GEMM_N, q + n2, w_scale, status,
+                                                       (mok_stream_t)cl->stream));
+    if (mok_lt_fp8_create(&lt, 32u << 20, err, err_len) ||
+        mok_lt_fp8_reserve(lt, GEMM_N, GEMM_N, GEMM_N, err, err_len) ||
+        mok_lt_fp8_prepare_weight_scales(cl->stream, 1, GEMM_N, GEMM_N, w_scale, w_lt, err, err_len)) {
+        name_rank(err, err_len, cl->rank);
+        goto fail;
+    }
+    for (int i = 0; i <= GEMM_ITERS; i++)
+        PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
+#define LT_GEMM()                                                                                                    \
+    do {                                                                                                             \
+        if (mok_lt_fp8_block_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, a_scale, q + n2, w_lt, c, err,          \
+                                  err_len)) {                                                                        \
+            name_rank(err, err_len, cl->rank);                                                                       \
+            goto fail;                                                                                               \
+        }                                                                                                            \
+    } while (0)
+    for (float warm_ms = 0; warm_ms < GEMM_WARMUP_MS;) { /* at the power cap, as the bf16 figure */
+        PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+        for (int it = 0; it < GEMM_WARMUP; it++)
+            LT_GEMM();
+        PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
+        PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
+        float t = 0;
+        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
+        warm_ms += t > 0 ? t : 1.0f;
+    }
+    PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
+    for (int it = 0; it < GEMM_ITERS; it++) {
+        LT_GEMM();
+        PROBE_CHECK(cuda, cudaEventRecord(ev[it + 1], cl->stream));
+    }
+#undef LT_GEMM
+    PROBE_CHECK(cuda, cudaEventSynchronize(ev[GEMM_ITERS]));
+    for (int i = 0; i < GEMM_ITERS; i++) {
+        float t = 0;
+        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
+        ms[i] = t;
+    }
+    rc = 0;
+fail:
+    cudaDeviceSynchronize();
+    for (int i = 0; i <= GEMM_ITERS; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (lt)
+        mok_lt_fp8_destroy(lt);
+    cudaFree(src);
+    cudaFree(c);
+    cudaFree(q);
+    cudaFree(scale);
+    cudaFree(w_lt);
+    cudaFree(status);
+    return rc;
+}
+
 /* Per-rank times (ms) of READ_ITERS reads of READ_BYTES of this GPU's memory, after one untimed read. Local. */
 static int time_read(struct mok_cluster *cl, const struct mok_probe *pr, double *ms, char *err, int err_len)
 {
@@ -260,6 +343,7 @@ int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int 
     err[0] = '\0';
     memset(out, 0, sizeof(*out));
     out->push_gbps = out->pull_gbps = out->bidir_push_gbps = out->gemm_bf16_tflops = out->dram_read_gbps = NAN;
+    out->gemm_fp8_block_tflops = NAN;
     out->threads = PROBE_THREADS;
     out->bytes = (double)PROBE_BYTES;
 
@@ -281,6 +365,18 @@ fail:
                                 / 1e12;
     else
         fail = 1;
+    if (!fail) { /* no FP8 figure (a GPU without Hopper's block-scaled cuBLASLt) leaves fp8 rooflines empty */
+        char fp8_err[512];
+        double fp8_ms[GEMM_ITERS] = {0};
+        int fp8_fail = time_gemm_fp8_block(cl, fp8_ms, fp8_err, (int)sizeof fp8_err);
+        if (fp8_fail)
+            cudaGetLastError();
+        if (!any_failed(fp8_fail))
+            out->gemm_fp8_block_tflops = 2.0 * GEMM_N * GEMM_N * (double)GEMM_N /
+                                         (median_of_max(fp8_ms, GEMM_ITERS) * 1e-3) / 1e12;
+        else if (cl->rank == 0)
+            fprintf(stderr, "mok-bench: --probe: no fp8_block GEMM figure (%s)\n", fp8_fail ? fp8_err : "another rank");
+    }
     if (!fail) { /* a GPU without 4 GiB free gets no DRAM figure (the rooflines stay empty), not a failed probe */
         char read_err[256];
         int read_fail = time_read(cl, out, read_ms, read_err, (int)sizeof read_err);
@@ -308,7 +404,8 @@ void mok_probe_print(FILE *out, const struct mok_probe *p)
                 "# probe: push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per direction (%g GiB, %d blocks x "
                 "%d threads)",
                 p->push_gbps, p->pull_gbps, p->bidir_push_gbps, p->bytes / (double)(1u << 30), p->blocks, p->threads);
-    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS, after %.0f ms at load: at the power cap); DRAM read %.0f "
-                 "GB/s (%g GiB)\n",
-            GEMM_N, p->gemm_bf16_tflops, GEMM_WARMUP_MS, p->dram_read_gbps, (double)READ_BYTES / (double)(1u << 30));
+    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS, after %.0f ms at load: at the power cap); fp8_block "
+                 "%.0f TFLOP/s (cuBLASLt, block-scaled); DRAM read %.0f GB/s (%g GiB)\n",
+            GEMM_N, p->gemm_bf16_tflops, GEMM_WARMUP_MS, p->gemm_fp8_block_tflops, p->dram_read_gbps,
+            (double)READ_BYTES / (double)(1u << 30));
 }

@@ -14,6 +14,7 @@ struct mok_probe {
     double push_gbps, pull_gbps, bidir_push_gbps; /* per direction, GB/s = 1e9 B/s, all SMs, 1 GiB; NAN when
                                                      the LSA team has fewer than 2 GPUs */
     double gemm_bf16_tflops;                       /* cuBLAS 8192^3 bf16, held at the power cap (>= 300 ms warm) */
+    double gemm_fp8_block_tflops;                  /* cuBLASLt 8192^3 fp8_block, the same way; NAN if unavailable */
     double dram_read_gbps;                         /* this GPU's DRAM read bandwidth, 4 GiB read, GB/s */
     int blocks, threads;                           /* launch used for the copies */
     double bytes;                                  /* bytes per copy */

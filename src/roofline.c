@@ -12,7 +12,7 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         return;
     const struct mok_model *m = &spec->model;
     /* fp8_block: e4m3 weights (plus one fp32 scale per 128 x 128 block), rows read and h passed as e4m3 (plus one
-     * scale per 128), GEMM2's output bf16; the GEMM rate probed is bf16's, so its FLOP bound is left unknown */
+     * scale per 128), GEMM2's output bf16; gemm_tflops is then the caller's FP8 rate (--probe: cuBLASLt's) */
     const bool fp8 = spec->dtype == MOK_DTYPE_FP8_BLOCK;
     const double h = m->hidden, i = m->intermediate;
     const double expert_bytes = fp8 ? 3.0 * h * i * (1 + 4.0 / (128 * 128)) : 3.0 * h * i * 2;
@@ -56,8 +56,8 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     out->flops = flops;
     if (dram_gbps > 0)
         out->mem_us = (weights + act) / (dram_gbps * 1e9) * 1e6;
-    if (gemm_tflops > 0 && !fp8)
+    if (gemm_tflops > 0)
         out->gemm_us = flops / (gemm_tflops * 1e12) * 1e6;
-    if (dram_gbps > 0 && gemm_tflops > 0 && !fp8)
+    if (dram_gbps > 0 && gemm_tflops > 0)
         out->bound_us = out->mem_us > out->gemm_us ? out->mem_us : out->gemm_us;
 }

@@ -19,7 +19,8 @@ struct mok_roofline {
 
 /* This rank's roofline. expert_rows[e]: rows routed to global expert e that this rank computes (layer mode: every
  * rank's routes to its experts; gemm mode: its own routes to every expert). dram_gbps, gemm_tflops: --probe's
- * figures; where either is not positive the times are NaN. comm mode has no expert compute: all NaN. */
+ * figures, the GEMM rate of the problem's precision (bf16, or fp8_block's); where either is not positive the times
+ * are NaN. comm mode has no expert compute: all NaN. */
 void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
                      double dram_gbps, double gemm_tflops, struct mok_roofline *out);
 
