@@ -126,6 +126,7 @@ static int run_probe(struct mok_cluster *cl)
     cl->env.probe_bidir_gbps = pr.bidir_push_gbps;
     cl->env.probe_gemm_tflops = pr.gemm_bf16_tflops;
     cl->env.probe_gemm_fp8_tflops = pr.gemm_fp8_block_tflops;
+    cl->env.probe_gemm_fp8_tensor_tflops = pr.gemm_fp8_tensor_tflops;
     cl->env.probe_dram_gbps = pr.dram_read_gbps;
     if (cl->rank == 0)
         mok_probe_print(stdout, &pr);

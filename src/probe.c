@@ -222,9 +222,10 @@ fail:
     return rc;
 }
 
-/* The same for cuBLASLt's block-scaled FP8 GEMM (fp8_block: 1 x 128 row scales, 128 x 128 weight blocks; what the
- * fp8_block rows' rooflines take as their GEMM rate): C = A W^T, 8192^3, random bf16 quantized once. Local. */
-static int time_gemm_fp8_block(struct mok_cluster *cl, double *ms, char *err, int err_len)
+/* The same for cuBLASLt's FP8 GEMM, C = A W^T, 8192^3, random bf16 quantized once: block-scaled (fp8_block: 1 x 128
+ * row scales, 128 x 128 weight blocks; what the fp8_block rows' rooflines take as their GEMM rate), or with
+ * per_tensor one scale per operand (the same e4m3 bytes, scale 1: what block scaling is measured against). Local. */
+static int time_gemm_fp8(struct mok_cluster *cl, bool per_tensor, double *ms, char *err, int err_len)
 {
     const size_t n2 = (size_t)GEMM_N * GEMM_N, nb = (size_t)(GEMM_N / 128);
     uint16_t *src = NULL, *c = NULL;
@@ -237,14 +238,14 @@ static int time_gemm_fp8_block(struct mok_cluster *cl, double *ms, char *err, in
     PROBE_CHECK(cuda, cudaMalloc((void **)&src, 2 * n2 * sizeof(uint16_t)));
     PROBE_CHECK(cuda, cudaMalloc((void **)&c, n2 * sizeof(uint16_t)));
     PROBE_CHECK(cuda, cudaMalloc((void **)&q, 2 * n2));
-    PROBE_CHECK(cuda, cudaMalloc((void **)&scale, (n2 / 128 + nb * nb) * sizeof(float)));
+    PROBE_CHECK(cuda, cudaMalloc((void **)&scale, (n2 / 128 + nb * nb + 8) * sizeof(float)));
     PROBE_CHECK(cuda, cudaMalloc((void **)&w_lt, mok_lt_fp8_weight_scale_floats(GEMM_N, GEMM_N) * sizeof(float)));
     PROBE_CHECK(cuda, cudaMalloc((void **)&status, sizeof(int32_t)));
     PROBE_CHECK(cuda, cudaMemsetAsync(status, 0, sizeof(int32_t), cl->stream));
     for (int i = 0; i < 2; i++)
         PROBE_CHECK(cuda, mok_fill_uniform_bf16(src + i * n2, n2, PROBE_SEED, 0x300u + (unsigned)i, 1.0f,
                                                 (mok_stream_t)cl->stream));
-    float *a_scale = scale, *w_scale = scale + n2 / 128;
+    float *a_scale = scale, *w_scale = scale + n2 / 128, *ones = scale + n2 / 128 + nb * nb;
     PROBE_CHECK(cuda, mok_quant_fp8_block_bf16(src, GEMM_N, GEMM_N, q, a_scale, status, (mok_stream_t)cl->stream));
     PROBE_CHECK(cuda, mok_quant_fp8_block_weights_bf16(src + n2, 1, GEMM_N, GEMM_N, q + n2, w_scale, status,
                                                        (mok_stream_t)cl->stream));
@@ -254,12 +255,17 @@ static int time_gemm_fp8_block(struct mok_cluster *cl, double *ms, char *err, in
         name_rank(err, err_len, cl->rank);
         goto fail;
     }
+    const float one_pair[8] = {1.0f, 0, 0, 0, 1.0f, 0, 0, 0}; /* each scale on its own 16 bytes */
+    PROBE_CHECK(cuda, cudaMemcpyAsync(ones, one_pair, sizeof one_pair, cudaMemcpyHostToDevice, cl->stream));
+    PROBE_CHECK(cuda, cudaStreamSynchronize(cl->stream)); /* one_pair is the host stack's */
     for (int i = 0; i <= GEMM_ITERS; i++)
         PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
 #define LT_GEMM()                                                                                                    \
     do {                                                                                                             \
-        if (mok_lt_fp8_block_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, a_scale, q + n2, w_lt, c, err,          \
-                                  err_len)) {                                                                        \
+        if (per_tensor ? mok_lt_fp8_tensor_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, ones, q + n2, ones + 4, c, \
+                                                err, err_len)                                                        \
+                       : mok_lt_fp8_block_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, a_scale, q + n2, w_lt, c,  \
+                                               err, err_len)) {                                                      \
             name_rank(err, err_len, cl->rank);                                                                       \
             goto fail;                                                                                               \
         }                                                                                                            \
@@ -343,7 +349,7 @@ int mok_probe_run(struct mok_cluster *cl, struct mok_probe *out, char *err, int 
     err[0] = '\0';
     memset(out, 0, sizeof(*out));
     out->push_gbps = out->pull_gbps = out->bidir_push_gbps = out->gemm_bf16_tflops = out->dram_read_gbps = NAN;
-    out->gemm_fp8_block_tflops = NAN;
+    out->gemm_fp8_block_tflops = out->gemm_fp8_tensor_tflops = NAN;
     out->threads = PROBE_THREADS;
     out->bytes = (double)PROBE_BYTES;
 
@@ -365,17 +371,19 @@ fail:
                                 / 1e12;
     else
         fail = 1;
-    if (!fail) { /* no FP8 figure (a GPU without Hopper's block-scaled cuBLASLt) leaves fp8 rooflines empty */
+    for (int tensor = 0; tensor < 2 && !fail; tensor++) { /* no FP8 figure (a GPU without Hopper's block-scaled
+                                                             cuBLASLt) leaves the fp8 rooflines empty */
         char fp8_err[512];
         double fp8_ms[GEMM_ITERS] = {0};
-        int fp8_fail = time_gemm_fp8_block(cl, fp8_ms, fp8_err, (int)sizeof fp8_err);
+        int fp8_fail = time_gemm_fp8(cl, tensor == 1, fp8_ms, fp8_err, (int)sizeof fp8_err);
         if (fp8_fail)
             cudaGetLastError();
+        double tflops = 2.0 * GEMM_N * GEMM_N * (double)GEMM_N / (median_of_max(fp8_ms, GEMM_ITERS) * 1e-3) / 1e12;
         if (!any_failed(fp8_fail))
-            out->gemm_fp8_block_tflops = 2.0 * GEMM_N * GEMM_N * (double)GEMM_N /
-                                         (median_of_max(fp8_ms, GEMM_ITERS) * 1e-3) / 1e12;
+            *(tensor ? &out->gemm_fp8_tensor_tflops : &out->gemm_fp8_block_tflops) = tflops;
         else if (cl->rank == 0)
-            fprintf(stderr, "mok-bench: --probe: no fp8_block GEMM figure (%s)\n", fp8_fail ? fp8_err : "another rank");
+            fprintf(stderr, "mok-bench: --probe: no %s FP8 GEMM figure (%s)\n", tensor ? "per-tensor" : "fp8_block",
+                    fp8_fail ? fp8_err : "another rank");
     }
     if (!fail) { /* a GPU without 4 GiB free gets no DRAM figure (the rooflines stay empty), not a failed probe */
         char read_err[256];
@@ -404,8 +412,8 @@ void mok_probe_print(FILE *out, const struct mok_probe *p)
                 "# probe: push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per direction (%g GiB, %d blocks x "
                 "%d threads)",
                 p->push_gbps, p->pull_gbps, p->bidir_push_gbps, p->bytes / (double)(1u << 30), p->blocks, p->threads);
-    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS, after %.0f ms at load: at the power cap); fp8_block "
-                 "%.0f TFLOP/s (cuBLASLt, block-scaled); DRAM read %.0f GB/s (%g GiB)\n",
-            GEMM_N, p->gemm_bf16_tflops, GEMM_WARMUP_MS, p->gemm_fp8_block_tflops, p->dram_read_gbps,
-            (double)READ_BYTES / (double)(1u << 30));
+    fprintf(out, "; dense bf16 GEMM %d^3 %.0f TFLOP/s (cuBLAS, after %.0f ms at load: at the power cap); FP8 "
+                 "(cuBLASLt) %.0f block-scaled, %.0f per-tensor; DRAM read %.0f GB/s (%g GiB)\n",
+            GEMM_N, p->gemm_bf16_tflops, GEMM_WARMUP_MS, p->gemm_fp8_block_tflops, p->gemm_fp8_tensor_tflops,
+            p->dram_read_gbps, (double)READ_BYTES / (double)(1u << 30));
 }

@@ -15,6 +15,7 @@ struct mok_probe {
                                                      the LSA team has fewer than 2 GPUs */
     double gemm_bf16_tflops;                       /* cuBLAS 8192^3 bf16, held at the power cap (>= 300 ms warm) */
     double gemm_fp8_block_tflops;                  /* cuBLASLt 8192^3 fp8_block, the same way; NAN if unavailable */
+    double gemm_fp8_tensor_tflops;                 /* the same e4m3 GEMM with one scale per tensor (SCALAR_32F) */
     double dram_read_gbps;                         /* this GPU's DRAM read bandwidth, 4 GiB read, GB/s */
     int blocks, threads;                           /* launch used for the copies */
     double bytes;                                  /* bytes per copy */

@@ -543,6 +543,9 @@ static cJSON *env_json(const struct mok_env *env, int *ok)
         jadd(pr, "gemm_bf16_tflops", cJSON_CreateNumber(env->probe_gemm_tflops), ok);
         jadd(pr, "gemm_fp8_block_tflops", env->probe_gemm_fp8_tflops > 0 ? cJSON_CreateNumber(env->probe_gemm_fp8_tflops)
                                                                          : cJSON_CreateNull(), ok);
+        jadd(pr, "gemm_fp8_tensor_tflops", env->probe_gemm_fp8_tensor_tflops > 0
+                                               ? cJSON_CreateNumber(env->probe_gemm_fp8_tensor_tflops)
+                                               : cJSON_CreateNull(), ok);
         jadd(pr, "dram_read_gbps", cJSON_CreateNumber(env->probe_dram_gbps), ok);
         jadd(e, "probe", pr, ok);
     }
