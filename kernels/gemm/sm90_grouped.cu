@@ -429,8 +429,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     int stages = resolve_stages(g, c, smem_limit(optin));
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;

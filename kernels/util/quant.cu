@@ -1,9 +1,9 @@
 /* quant: FP8 quantization of bf16 rows on the GPU, bit for bit the host reference's (src/fp8.h: the formats, the
  * scale rules, the rounding): the separate quantize step the NCCL baselines run before their dispatch, and what the
  * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: mxfp8 one thread per scale block
- * (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half warp per block of 128. Weights (fp8_block, 128 x 128
- * blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block, 16-byte loads. A
- * non-finite input sets *status to 1 (the host reference refuses it). */
+ * (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half warp per block of 128. Weights
+ * (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block,
+ * 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). */
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
