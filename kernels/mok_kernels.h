@@ -240,6 +240,19 @@ int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, flo
 int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows, int k, uint8_t *q, float *scale,
                                      int32_t *status, mok_stream_t stream);
 
+/* ---- fp8_block scale layouts for cuBLASLt (kernels/util/scale_layout.cu; src/impl/gemm_cublaslt_fp8.c calls them)
+ * From the layouts above (rows [rows][K / 128], weights [N / 128][K / 128]) into what cuBLASLt's block-scaled FP8
+ * matmul reads (cuBLAS 13 docs, "Scaling factors layouts":
+ * https://docs.nvidia.com/cuda/cublas/#scaling-factors-layouts).
+ * cuBLASLt takes no leading dimension for a scale tensor, so the padding below is the stride it assumes.
+ * VEC128_32F (1 x 128 rows): outer-dimension-major, dst[kb][ld] with dst[kb * ld + r] = src[r * kblocks + kb] for
+ * r < rows, 0 for rows <= r < ld (ld rows of which rows are real); src any 4-byte alignment, dst 16-byte aligned. */
+int mok_scale_vec128_lt(const float *src, int rows, int kblocks, int ld, float *dst, mok_stream_t stream);
+/* BLK128x128_32F (128 x 128 weights): per 128 output rows the K blocks padded to a multiple of 4, dst[nb][ld4] with
+ * ld4 = roundup(kblocks, 4): dst[nb * ld4 + kb] = src[nb * kblocks + kb], pads 0. nblocks counts 128-row blocks over
+ * all stacked matrices (E experts of N rows: E * N / 128). dst 16-byte aligned. */
+int mok_scale_blk128_lt(const float *src, long long nblocks, int kblocks, float *dst, mok_stream_t stream);
+
 /* ---- probe (kernels/util/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4
  * loads in flight per thread, grid-stride; dst or src may be a peer's memory (an LSA pointer), so one kernel

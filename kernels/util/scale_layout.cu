@@ -1,7 +1,7 @@
-/* scale_layout: the contract's fp8_block scale tensors into cuBLASLt's layouts (see util/scale_layout.h). A few
+/* scale_layout: the contract's fp8_block scale tensors into cuBLASLt's layouts (mok_kernels.h says what each writes). A few
  * thousand floats per call: one thread per destination element, writes coalesced, reads strided; no tuning. */
 #include "common/common.cuh"
-#include "util/scale_layout.h"
+#include "mok_kernels.h"
 
 namespace {
 

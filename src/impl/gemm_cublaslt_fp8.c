@@ -8,7 +8,7 @@
 
 #include "check_call.h"
 #include "fail.h"
-#include "util/scale_layout.h"
+#include "mok_kernels.h"
 
 #define FP8_BLOCK 128
 #define MAX_PLANS 256
