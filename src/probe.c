@@ -165,43 +165,33 @@ done:
         mok_symmem_free(cl, &win);
 }
 
-/* Per-rank times of GEMM_ITERS back-to-back TN GEMMs C = A^T B (bf16 in/out, fp32 accumulate, the same call the
- * baselines make), events between them so the stream timeline is measured without gaps. Local. */
-static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
+/* One GEMM launched on the probe's stream: 0, or -1 with err. */
+typedef int (*probe_gemm_fn)(void *ctx, cudaStream_t stream, char *err, int err_len);
+
+/* Per-rank times of GEMM_ITERS back-to-back launches of gemm, events between them so the stream timeline is measured
+ * without gaps, after batches of GEMM_WARMUP until GEMM_WARMUP_MS have passed on the device (the GPU then sits at its
+ * power cap). Local. */
+static int time_gemm_calls(struct mok_cluster *cl, probe_gemm_fn gemm, void *ctx, double *ms, char *err, int err_len)
 {
-    const size_t n2 = (size_t)GEMM_N * GEMM_N;
-    const float one = 1.0f, zero = 0.0f;
-    cublasHandle_t h = NULL;
-    uint16_t *buf = NULL;
     cudaEvent_t ev[GEMM_ITERS + 1] = {0};
     int rc = -1;
-    PROBE_CHECK(cuda, cudaMalloc((void **)&buf, 3 * n2 * sizeof(uint16_t)));
-    for (int i = 0; i < 3; i++) /* A, B and C random at scale 1: zeros would flatter the tensor cores' power */
-        PROBE_CHECK(cuda, mok_fill_uniform_bf16(buf + i * n2, n2, PROBE_SEED, 0x200u + (unsigned)i, 1.0f,
-                                                (mok_stream_t)cl->stream));
-    PROBE_CHECK(cublas, cublasCreate(&h));
-    PROBE_CHECK(cublas, cublasSetStream(h, cl->stream));
     for (int i = 0; i <= GEMM_ITERS; i++)
         PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
-    /* warm until the GPU sits at its power cap: batches of GEMMs until GEMM_WARMUP_MS have passed on the device */
     for (float warm_ms = 0; warm_ms < GEMM_WARMUP_MS;) {
         PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
         for (int it = 0; it < GEMM_WARMUP; it++)
-            PROBE_CHECK(cublas, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf,
-                                             CUDA_R_16BF, GEMM_N, buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2,
-                                             CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            if (gemm(ctx, cl->stream, err, err_len))
+                goto gemm_failed;
         PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
         PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
         float t = 0;
         PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
         warm_ms += t > 0 ? t : 1.0f;
     }
+    PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
     for (int it = 0; it < GEMM_ITERS; it++) {
-        if (it == 0)
-            PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
-        PROBE_CHECK(cublas, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, buf, CUDA_R_16BF,
-                                         GEMM_N, buf + n2, CUDA_R_16BF, GEMM_N, &zero, buf + 2 * n2, CUDA_R_16BF,
-                                         GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        if (gemm(ctx, cl->stream, err, err_len))
+            goto gemm_failed;
         PROBE_CHECK(cuda, cudaEventRecord(ev[it + 1], cl->stream));
     }
     PROBE_CHECK(cuda, cudaEventSynchronize(ev[GEMM_ITERS]));
@@ -211,10 +201,50 @@ static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
         ms[i] = t;
     }
     rc = 0;
+    goto fail;
+gemm_failed:
+    name_rank(err, err_len, cl->rank);
 fail:
     for (int i = 0; i <= GEMM_ITERS; i++)
         if (ev[i])
             cudaEventDestroy(ev[i]);
+    return rc;
+}
+
+/* cuBLAS's TN GEMM C = A^T B, 8192^3, bf16 in and out, fp32 accumulation: the call the baselines make. */
+struct bf16_gemm {
+    cublasHandle_t h;
+    uint16_t *buf; /* A, B, C */
+};
+
+static int bf16_gemm_once(void *ctx, cudaStream_t stream, char *err, int err_len)
+{
+    const struct bf16_gemm *g = ctx;
+    const size_t n2 = (size_t)GEMM_N * GEMM_N;
+    const float one = 1.0f, zero = 0.0f;
+    (void)stream; /* the handle's */
+    MOK_CHECK(cublas, cublasGemmEx(g->h, CUBLAS_OP_T, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, g->buf, CUDA_R_16BF,
+                                   GEMM_N, g->buf + n2, CUDA_R_16BF, GEMM_N, &zero, g->buf + 2 * n2,
+                                   CUDA_R_16BF, GEMM_N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              return -1);
+    return 0;
+}
+
+static int time_gemm(struct mok_cluster *cl, double *ms, char *err, int err_len)
+{
+    const size_t n2 = (size_t)GEMM_N * GEMM_N;
+    cublasHandle_t h = NULL;
+    uint16_t *buf = NULL;
+    int rc = -1;
+    PROBE_CHECK(cuda, cudaMalloc((void **)&buf, 3 * n2 * sizeof(uint16_t)));
+    for (int i = 0; i < 3; i++) /* A, B and C random at scale 1: zeros would flatter the tensor cores' power */
+        PROBE_CHECK(cuda, mok_fill_uniform_bf16(buf + i * n2, n2, PROBE_SEED, 0x200u + (unsigned)i, 1.0f,
+                                                (mok_stream_t)cl->stream));
+    PROBE_CHECK(cublas, cublasCreate(&h));
+    PROBE_CHECK(cublas, cublasSetStream(h, cl->stream));
+    struct bf16_gemm g = {h, buf};
+    rc = time_gemm_calls(cl, bf16_gemm_once, &g, ms, err, err_len);
+fail:
     if (h)
         cublasDestroy(h); /* synchronizes the device, so buf is idle below */
     if (buf)
@@ -222,9 +252,28 @@ fail:
     return rc;
 }
 
-/* The same for cuBLASLt's FP8 GEMM, C = A W^T, 8192^3, random bf16 quantized once: block-scaled (fp8_block: 1 x 128
- * row scales, 128 x 128 weight blocks; what the fp8_block rows' rooflines take as their GEMM rate), or with
- * per_tensor one scale per operand (the same e4m3 bytes, scale 1: what block scaling is measured against). Local. */
+/* cuBLASLt's FP8 GEMM C = A W^T, 8192^3: block-scaled (fp8_block: 1 x 128 row scales, 128 x 128 weight blocks; what
+ * the fp8_block rows' rooflines take as their GEMM rate), or with per_tensor one scale per operand (the same e4m3
+ * bytes, scale 1: what block scaling is measured against). */
+struct fp8_gemm {
+    struct mok_lt_fp8 *lt;
+    bool per_tensor;
+    const uint8_t *q;                /* A, then W */
+    const float *a_scale, *w_lt, *ones; /* ones: two device 1.0s, 16 bytes apart */
+    uint16_t *c;
+};
+
+static int fp8_gemm_once(void *ctx, cudaStream_t stream, char *err, int err_len)
+{
+    const struct fp8_gemm *g = ctx;
+    const size_t n2 = (size_t)GEMM_N * GEMM_N;
+    return g->per_tensor ? mok_lt_fp8_tensor_gemm(g->lt, stream, GEMM_N, GEMM_N, GEMM_N, g->q, g->ones, g->q + n2,
+                                                  g->ones + 4, g->c, err, err_len)
+                         : mok_lt_fp8_block_gemm(g->lt, stream, GEMM_N, GEMM_N, GEMM_N, g->q, g->a_scale, g->q + n2,
+                                                 g->w_lt, g->c, err, err_len);
+}
+
+/* The same for cuBLASLt's FP8 GEMM (fp8_gemm above), random bf16 quantized once. Local. */
 static int time_gemm_fp8(struct mok_cluster *cl, bool per_tensor, double *ms, char *err, int err_len)
 {
     const size_t n2 = (size_t)GEMM_N * GEMM_N, nb = (size_t)(GEMM_N / 128);
@@ -233,7 +282,6 @@ static int time_gemm_fp8(struct mok_cluster *cl, bool per_tensor, double *ms, ch
     float *scale = NULL, *w_lt = NULL;
     int32_t *status = NULL;
     struct mok_lt_fp8 *lt = NULL;
-    cudaEvent_t ev[GEMM_ITERS + 1] = {0};
     int rc = -1;
     PROBE_CHECK(cuda, cudaMalloc((void **)&src, 2 * n2 * sizeof(uint16_t)));
     PROBE_CHECK(cuda, cudaMalloc((void **)&c, n2 * sizeof(uint16_t)));
@@ -258,46 +306,10 @@ static int time_gemm_fp8(struct mok_cluster *cl, bool per_tensor, double *ms, ch
     const float one_pair[8] = {1.0f, 0, 0, 0, 1.0f, 0, 0, 0}; /* each scale on its own 16 bytes */
     PROBE_CHECK(cuda, cudaMemcpyAsync(ones, one_pair, sizeof one_pair, cudaMemcpyHostToDevice, cl->stream));
     PROBE_CHECK(cuda, cudaStreamSynchronize(cl->stream)); /* one_pair is the host stack's */
-    for (int i = 0; i <= GEMM_ITERS; i++)
-        PROBE_CHECK(cuda, cudaEventCreate(&ev[i]));
-#define LT_GEMM()                                                                                                    \
-    do {                                                                                                             \
-        if (per_tensor ? mok_lt_fp8_tensor_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, ones, q + n2, ones + 4, c, \
-                                                err, err_len)                                                        \
-                       : mok_lt_fp8_block_gemm(lt, cl->stream, GEMM_N, GEMM_N, GEMM_N, q, a_scale, q + n2, w_lt, c,  \
-                                               err, err_len)) {                                                      \
-            name_rank(err, err_len, cl->rank);                                                                       \
-            goto fail;                                                                                               \
-        }                                                                                                            \
-    } while (0)
-    for (float warm_ms = 0; warm_ms < GEMM_WARMUP_MS;) { /* at the power cap, as the bf16 figure */
-        PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
-        for (int it = 0; it < GEMM_WARMUP; it++)
-            LT_GEMM();
-        PROBE_CHECK(cuda, cudaEventRecord(ev[1], cl->stream));
-        PROBE_CHECK(cuda, cudaEventSynchronize(ev[1]));
-        float t = 0;
-        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[0], ev[1]));
-        warm_ms += t > 0 ? t : 1.0f;
-    }
-    PROBE_CHECK(cuda, cudaEventRecord(ev[0], cl->stream));
-    for (int it = 0; it < GEMM_ITERS; it++) {
-        LT_GEMM();
-        PROBE_CHECK(cuda, cudaEventRecord(ev[it + 1], cl->stream));
-    }
-#undef LT_GEMM
-    PROBE_CHECK(cuda, cudaEventSynchronize(ev[GEMM_ITERS]));
-    for (int i = 0; i < GEMM_ITERS; i++) {
-        float t = 0;
-        PROBE_CHECK(cuda, cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
-        ms[i] = t;
-    }
-    rc = 0;
+    struct fp8_gemm g = {lt, per_tensor, q, a_scale, w_lt, ones, c};
+    rc = time_gemm_calls(cl, fp8_gemm_once, &g, ms, err, err_len);
 fail:
     cudaDeviceSynchronize();
-    for (int i = 0; i <= GEMM_ITERS; i++)
-        if (ev[i])
-            cudaEventDestroy(ev[i]);
     if (lt)
         mok_lt_fp8_destroy(lt);
     cudaFree(src);

@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
             if constexpr (kFp8) {
-                /* this thread's two rows' scales (rows past the allocation read the last row's: never stored) */
-                const int kb_count = k / kFp8BlockK;
+                /* this thread's two rows' scales, k_blocks per row (rows past the allocation read the last row's: never
+                 * stored) */
                 const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);
                 const int rb = min(ra + 8, rows_capacity - 1);
                 /* B scale rows: the 128-row blocks of accumulator columns [0, 64) and [64, 128): with SwiGLU the
@@ -223,9 +223,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int b_second = swiglu ? b_first + n_out : b_first;
                 consume_tile_fp8_block<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
                                        cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, cm, lane, crank,
-                                       diag, role, t, a_scale + (size_t)ra * kb_count, (rb - ra) * kb_count,
-                                       b_scale + (size_t)(b_first / 128) * kb_count,
-                                       (b_second / 128 - b_first / 128) * kb_count);
+                                       diag, role, t, a_scale + (size_t)ra * k_blocks, (rb - ra) * k_blocks,
+                                       b_scale + (size_t)(b_first / 128) * k_blocks,
+                                       (b_second / 128 - b_first / 128) * k_blocks);
             } else {
                 /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
                  * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the

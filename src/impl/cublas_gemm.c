@@ -22,8 +22,7 @@ struct cg_state {
     uint16_t *g1, *h;
     uint16_t *dhp, *dgu, *hw; /* pass bwd: dh', [dg, du], w h */
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
-    struct mok_fp8_experts fp8; /* dtype fp8_block */
-    bool fp8_on;
+    struct mok_fp8_experts fp8; /* dtype fp8_block (zeroed otherwise: its destroy is a no-op) */
 };
 
 /* Everything cublas-gemm can be asked is decided without the GPU (host_supports.c). */
@@ -70,7 +69,6 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     if (!rc && ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (!rc && ce == cudaSuccess && p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
-        s->fp8_on = true;
         if (mok_fp8_experts_init(&s->fp8, &s->gemms, p, s->groups, s->ngroups, s->st, err, err_len))
             return -1;
     }
@@ -127,7 +125,7 @@ static int cg_run(void *state, int set, const struct mok_outputs *out, int slot,
         if (timed)
             mok_slot_events_record(&s->ev, slot, part - 1, s->st);
         s->gemms.parts = part;
-        if (s->fp8_on) {
+        if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
             if (mok_fp8_experts_run(&s->fp8, &s->gemms, s->st, part, p, set, s->groups, s->ngroups,
                                     mok_output_bf16(out, "h"), y, err, err_len))
                 return -1;
@@ -167,8 +165,7 @@ static void cg_teardown(void *state)
     if (s->gemms.handle)
         mok_expert_gemms_destroy(&s->gemms);
     mok_slot_events_destroy(&s->ev);
-    if (s->fp8_on)
-        mok_fp8_experts_destroy(&s->fp8);
+    mok_fp8_experts_destroy(&s->fp8);
     cudaFree(s->g1);
     cudaFree(s->h);
     cudaFree(s->dhp);
