@@ -54,6 +54,10 @@ int mok_scatter_tokens(const uint16_t *x, int hidden, int topk, const int32_t *s
 /* dst[i] = src[src_row[i]] for i in [0, rows): a row gather, 16-byte vectors. */
 int mok_gather_rows(const uint16_t *src, const int32_t *src_row, int rows, int width, uint16_t *dst,
                     mok_stream_t stream);
+/* One fp32 per row (the backward's router weights and d_router partials): gather dst[i] = src[idx[i]], scatter
+ * dst[idx[i]] = src[i], i in [0, n). */
+int mok_gather_f32(const float *src, const int32_t *idx, int n, float *dst, mok_stream_t stream);
+int mok_scatter_f32(const float *src, int n, const int32_t *idx, float *dst, mok_stream_t stream);
 
 /* ---- SwiGLU (kernels/util/swiglu.cu): out[r][i] = silu(in[r][i]) * in[r][I + i], fp32 math, bf16 out ---------*/
 /* SwiGLU backward of rows of the saved GEMM1 output gu [rows][2I] (gate | up, bf16) and dh' = dy W2 [rows][I]
@@ -101,7 +105,9 @@ int mok_ref_comm_f32(const uint16_t *x, const float *topk_w, int tokens, int top
  * (t * topk + j: rows of dx_route, entries of route_w and d_router). w13 [2I][hidden], w2 [hidden][I] the expert's
  * bf16 weights. Writes dx_route rows [routes][hidden] (w [dg, du] W13) and d_router[route] (<dy W2, h>), and adds
  * (w dy)^T h into dw2 [hidden][I] and [dg, du]^T x into dw13 [2I][hidden] (fp32, accumulated). round: 1 takes the
- * forward reference's bf16 roundings of gate, up and h, 0 stays fp32. scratch: n x 6 x I floats. Then
+ * forward reference's bf16 roundings of gate, up and h, 0 stays fp32. scratch: n x 6 x I floats. dx_route NULL
+ * skips the dx GEMM, dw13 NULL the two weight-gradient GEMMs (a layer's reference needs only some of them for
+ * a given expert and source rank). Then
  * mok_ref_sum_dx: dx[t] = sum_j dx_route[t * topk + j] (+ shared[t]), in slot order. */
 int mok_ref_bwd_expert_f32(const uint16_t *x, const uint16_t *dy, const float *route_w, const int32_t *tok,
                            const int32_t *route, int n, int hidden, int inter, const uint16_t *w13, const uint16_t *w2,

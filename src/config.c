@@ -569,11 +569,11 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         cfg_fail(errs, "mode", mv, "must be one string: \"layer\", \"comm\" or \"gemm\"");
     else if (parse_names(errs, mv, "mode", mok_cfg_mode_names, 3, 3, mode) == 1)
         cfg->mode = (enum mok_mode)mode[0];
-    for (int i = 0; i < cfg->npasses; i++) /* the backward exists for the expert GEMMs so far (gemm mode) */
-        if (mok_pass_has_bwd(cfg->passes[i]) && cfg->mode != MOK_MODE_GEMM)
+    for (int i = 0; i < cfg->npasses; i++) /* comm mode moves rows and computes nothing to differentiate */
+        if (mok_pass_has_bwd(cfg->passes[i]) && cfg->mode == MOK_MODE_COMM)
             cfg_fail(errs, "pass", cJSON_GetObjectItemCaseSensitive(root, "pass"),
-                     "\"%s\" runs in mode \"gemm\" only so far (the expert GEMMs' backward: cublas-gemm); the "
-                     "layers' backward is not implemented yet", mok_cfg_pass_names[cfg->passes[i]]);
+                     "\"%s\" needs mode \"layer\" or \"gemm\" (mode \"comm\" has no expert compute)",
+                     mok_cfg_pass_names[cfg->passes[i]]);
     parse_impls(&ps, cJSON_GetObjectItemCaseSensitive(root, "impls"));
     parse_tune(&ps, cJSON_GetObjectItemCaseSensitive(root, "tune"));
     parse_scalars(&ps, root);

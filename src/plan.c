@@ -26,6 +26,9 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double rows = t * k > t ? t * k : t;
     double ref = t * h * 4 + t * k * h * 4 + 3 * h * i * 2 + rows * 2 * si * 4 + rows * si * 2 +
                  (m->shared_experts ? t * h * 4 : 0);
+    if (!gemm && mok_pass_has_bwd(s->pass)) /* the layers' backward; the forward's reference only with fwd_bwd */
+        return sets * set + t * h * 2 + t * k * 8 + (mok_pass_has_fwd(s->pass) ? ref : 0) +
+               (double)mok_plan_layer_bwd_bytes(s, nranks, sets, true);
     if (gemm && mok_pass_has_bwd(s->pass)) { /* problem_gemm_bwd.c: dy rows, w, gu, dx, d_router, the fp32
                                             * weight gradients and (checks on) their references and scratch */
         double e = m->experts, grads = e * 3 * h * i * 4;
@@ -40,6 +43,20 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
+}
+
+size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)
+{
+    const struct mok_model *m = &spec->model;
+    const size_t t = (size_t)spec->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate;
+    const size_t k = (size_t)m->topk, si = (size_t)m->shared_experts * i;
+    const size_t grads = ((size_t)(m->experts / (nranks > 0 ? nranks : 1)) * 3 * h * i + 3 * h * si);
+    size_t bytes = (size_t)sets * t * h * 2 + t * h * 2 + t * k * 4 +
+                   grads * (spec->wgrad == MOK_WGRAD_BF16 ? 2 : 4);
+    if (with_reference)
+        bytes += t * h * 4 + t * k * 4 + grads * 4 + t * 6 * (si > i ? si : i) * 4 + t * k * h * 4 + 3 * t * k * 4 +
+                 3 * h * i * 2 + (nranks > 1 ? t * h * 4 + t * k * 4 : 0) + (si ? t * h * 4 + t * 8 : 0);
+    return bytes + 64;
 }
 
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
@@ -64,7 +81,16 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         double work = cap * (2 * h + 2 * i + i) * 2;
         double shared = m->shared_experts ? t * (3 * m->shared_experts * i + h) * 2 : 0;
         double a2a = 2 * t * k * h * 2 * (nranks > 1 ? 1 : 0);
-        return sym + work + shared + a2a;
+        double bwd = 0; /* nccl_backward.c: dy rows, dgu, w h, the fp32 weights and d_router of the rows, the
+                         * shared MLP's dgu and w h, and pass bwd's saved x rows and gu of every further set */
+        if (mok_pass_has_bwd(spec->pass)) {
+            double si = m->shared_experts * i;
+            int sets = 1;
+            problem_bytes(spec, nranks, MOK_PLAN_ASSUMED_L2_BYTES, &sets); /* its set count */
+            bwd = cap * (h + 2 * i + i) * 2 + cap * 16 + t * k * 12 + t * 3 * si * 2 + t * 4 +
+                  (mok_pass_has_fwd(spec->pass) ? 0 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2));
+        }
+        return sym + work + shared + a2a + bwd;
     }
     if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);

@@ -16,6 +16,9 @@
 /* dtype fp8_block in gemm mode: the quantized copies of every set's weights and rows (src/problem_fp8.c) and, with
  * the reference, its scratch for one expert's rows (bounded by all rows). */
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);
+/* The layers' backward problem (src/problem_bwd.c): dy per set, dx, d_router, the weight gradients (fp32 or bf16)
+ * and, with the reference, theirs in fp32 and its scratch (per-route dx, one expert's work, other ranks' inputs). */
+size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference);
 double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params);
 
 /* Plans above this per rank get a warning at a dry-run without a GPU: an H200's memory (141 GiB, the largest

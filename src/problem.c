@@ -11,17 +11,17 @@
 #include "plan.h"
 #include "routing.h"
 
-static uint64_t tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((uint64_t)kind << 40) | index; }
+uint64_t mok_tensor_id(enum mok_tensor_kind kind, uint64_t index) { return ((uint64_t)kind << 40) | index; }
 
 /* Weight scales keep every stage O(1): x ~ U(-1,1) has variance 1/3, so U(-3/sqrt(K), 3/sqrt(K)) weights give
  * GEMM outputs of variance about 1 over a K-long dot product. */
-static float weight_scale(int k) { return 3.0f / sqrtf((float)k); }
+float mok_weight_scale(int k) { return 3.0f / sqrtf((float)k); }
 
 /* A tensor of the problem's inputs distribution (config "inputs"): uniform in [-spread, spread), or the normal with
  * the same standard deviation (spread / sqrt 3), rounded to the config's mantissa bits. Activations spread over
- * the config's scale, weights over weight_scale(K) whatever the scale. */
-static int fill_tensor(const struct mok_problem_spec *s, uint16_t *dst, size_t n, uint64_t id, float spread,
-                       cudaStream_t st)
+ * the config's scale, weights over mok_weight_scale(K) whatever the scale. */
+int mok_problem_fill(const struct mok_problem_spec *s, uint16_t *dst, size_t n, uint64_t id, float spread,
+                     cudaStream_t st)
 {
     const bool normal = s->inputs.dist == MOK_INPUTS_NORMAL;
     return mok_fill_bf16(dst, n, s->routing.seed, id, normal, normal ? spread / sqrtf(3.0f) : spread,
@@ -63,7 +63,10 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
     const struct mok_model *m = &s->model;
     size_t t = (size_t)s->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate, k = (size_t)m->topk;
     size_t bytes = (size_t)sets * input_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
-    if (mok_pass_has_bwd(s->pass)) { /* gemm mode: problem_gemm_bwd.c's inputs, outputs and references */
+    if (mok_pass_has_bwd(s->pass) && s->mode != MOK_MODE_GEMM) { /* problem_bwd.c; the forward's reference with fwd_bwd */
+        bytes += mok_plan_layer_bwd_bytes(s, nranks, sets, with_reference);
+        with_reference = with_reference && mok_pass_has_fwd(s->pass);
+    } else if (mok_pass_has_bwd(s->pass)) { /* gemm mode: problem_gemm_bwd.c's inputs, outputs and references */
         size_t rows = t * k, e = (size_t)m->experts;
         bytes += rows * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + e * 3 * h * i * 4 + t * h * 2;
         if (with_reference)
@@ -96,6 +99,7 @@ int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char 
 void mok_problem_destroy(struct mok_problem *p)
 {
     mok_problem_gemm_destroy(p);
+    mok_problem_layer_bwd_destroy(p);
     for (int s = 0; s < MOK_MAX_SETS; s++) {
         cudaFree(p->x[s]);
         cudaFree(p->w13[s]);
@@ -172,9 +176,9 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
         int n = first[e + 1] - first[e];
         if (n == 0)
             continue;
-        MOK_CHECK(cuda, fill_tensor(&p->spec, w13, (size_t)2 * I * H, tensor_id(MOK_T_W13, (uint64_t)e),
-                                    weight_scale(H), st), goto fail);
-        MOK_CHECK(cuda, fill_tensor(&p->spec, w2, (size_t)H * I, tensor_id(MOK_T_W2, (uint64_t)e), weight_scale(I), st),
+        MOK_CHECK(cuda, mok_problem_fill(&p->spec, w13, (size_t)2 * I * H, mok_tensor_id(MOK_T_W13, (uint64_t)e),
+                                    mok_weight_scale(H), st), goto fail);
+        MOK_CHECK(cuda, mok_problem_fill(&p->spec, w2, (size_t)H * I, mok_tensor_id(MOK_T_W2, (uint64_t)e), mok_weight_scale(I), st),
                   goto fail);
         MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st),
                   goto fail);
@@ -266,7 +270,7 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         MOK_CHECK(cuda, cudaMalloc((void **)&p->x[s], T * H * 2 + 16), goto fail);
         if (spec->mode == MOK_MODE_COMM) { /* experts return their input: no weights */
             if (s == 0)
-                MOK_CHECK(cuda, fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
+                MOK_CHECK(cuda, mok_problem_fill(spec, p->x[0], T * H, mok_tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
                           goto fail);
             else
                 MOK_CHECK(cuda, cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st), goto fail);
@@ -275,14 +279,14 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         MOK_CHECK(cuda, cudaMalloc((void **)&p->w13[s], EL * 2 * I * H * 2 + 16), goto fail);
         MOK_CHECK(cuda, cudaMalloc((void **)&p->w2[s], EL * H * I * 2 + 16), goto fail);
         if (s == 0) {
-            MOK_CHECK(cuda, fill_tensor(spec, p->x[0], T * H, tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
+            MOK_CHECK(cuda, mok_problem_fill(spec, p->x[0], T * H, mok_tensor_id(MOK_T_X, (uint64_t)cl->rank), x_spread, st),
                       goto fail);
             for (size_t e = 0; e < EL; e++) {
                 uint64_t ge = (uint64_t)p->expert_begin + e;
-                MOK_CHECK(cuda, fill_tensor(spec, p->w13[0] + e * 2 * I * H, 2 * I * H, tensor_id(MOK_T_W13, ge),
-                                            weight_scale((int)H), st), goto fail);
-                MOK_CHECK(cuda, fill_tensor(spec, p->w2[0] + e * H * I, H * I, tensor_id(MOK_T_W2, ge),
-                                            weight_scale((int)I), st), goto fail);
+                MOK_CHECK(cuda, mok_problem_fill(spec, p->w13[0] + e * 2 * I * H, 2 * I * H, mok_tensor_id(MOK_T_W13, ge),
+                                            mok_weight_scale((int)H), st), goto fail);
+                MOK_CHECK(cuda, mok_problem_fill(spec, p->w2[0] + e * H * I, H * I, mok_tensor_id(MOK_T_W2, ge),
+                                            mok_weight_scale((int)I), st), goto fail);
             }
         } else {
             MOK_CHECK(cuda, cudaMemcpyAsync(p->x[s], p->x[0], T * H * 2, cudaMemcpyDeviceToDevice, st), goto fail);
@@ -295,10 +299,10 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
             MOK_CHECK(cuda, cudaMalloc((void **)&p->shared_w13[s], 2 * SI * H * 2 + 16), goto fail);
             MOK_CHECK(cuda, cudaMalloc((void **)&p->shared_w2[s], H * SI * 2 + 16), goto fail);
             if (s == 0) {
-                MOK_CHECK(cuda, fill_tensor(spec, p->shared_w13[0], 2 * SI * H, tensor_id(MOK_T_SHARED_W13, 0),
-                                            weight_scale((int)H), st), goto fail);
-                MOK_CHECK(cuda, fill_tensor(spec, p->shared_w2[0], H * SI, tensor_id(MOK_T_SHARED_W2, 0),
-                                            weight_scale((int)SI), st), goto fail);
+                MOK_CHECK(cuda, mok_problem_fill(spec, p->shared_w13[0], 2 * SI * H, mok_tensor_id(MOK_T_SHARED_W13, 0),
+                                            mok_weight_scale((int)H), st), goto fail);
+                MOK_CHECK(cuda, mok_problem_fill(spec, p->shared_w2[0], H * SI, mok_tensor_id(MOK_T_SHARED_W2, 0),
+                                            mok_weight_scale((int)SI), st), goto fail);
             } else {
                 MOK_CHECK(cuda, cudaMemcpyAsync(p->shared_w13[s], p->shared_w13[0], 2 * SI * H * 2,
                                                 cudaMemcpyDeviceToDevice, st), goto fail);
@@ -316,12 +320,13 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         MOK_CHECK(cuda, mok_ref_comm_f32(p->x[0], p->w, p->tokens, p->topk, p->hidden, p->y_ref, (mok_stream_t)st),
                   goto fail);
         MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
-    } else if (with_reference && build_reference(p, st, err, err_len)) {
+    } else if (with_reference && mok_pass_has_fwd(spec->pass) && build_reference(p, st, err, err_len)) {
         goto fail;
     }
     p->device_bytes = mok_problem_bytes(spec, cl->nranks, p->sets, with_reference);
-    if (mok_pass_has_bwd(spec->pass)) { /* gemm mode only (config.c): dx, d_router, dw13, dw2 (and y) */
-        if (mok_problem_gemm_bwd_setup(p, st, with_reference, err, err_len))
+    if (mok_pass_has_bwd(spec->pass)) { /* dx, d_router, dw13, dw2 (and fwd_bwd's y) */
+        if (spec->mode == MOK_MODE_GEMM ? mok_problem_gemm_bwd_setup(p, st, with_reference, err, err_len)
+                                        : mok_problem_layer_bwd_setup(p, st, with_reference, err, err_len))
             goto fail;
         return 0;
     }

@@ -33,6 +33,22 @@ struct mok_gemm_bwd {
     float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
 };
 
+/* The layers' backward (pass bwd or fwd_bwd outside gemm mode; src/problem_bwd.c). Input: dy, the gradient of the
+ * layer's output, seeded per rank and copied per input set. Outputs (p->out): dx [tokens][hidden] bf16,
+ * d_router [tokens][topk] fp32 (the router weights' gradient, <dy_t, o_route>), and the weight gradients of this
+ * rank's experts followed by the shared MLP's (one output each: dw13 = [local experts][2I][hidden] then
+ * [2 shared I][hidden], dw2 = [local experts][hidden][I] then [hidden][shared I]), fp32 accumulated into a seeded
+ * start (wgrad fp32_accumulate) or bf16 written (wgrad bf16). The shared experts are replicated: their gradient here
+ * is this rank's tokens' (the data-parallel all-reduce is outside the layer). */
+struct mok_layer_bwd {
+    uint16_t *dy[MOK_MAX_SETS];
+    uint16_t *dx;
+    float *d_router;
+    void *dw13, *dw2;
+    size_t dw13_elems, dw2_elems;
+    float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
+};
+
 /* dtype fp8_block, gemm mode (src/problem_fp8.c): e4m3 values and fp32 scales (src/fp8.h), per input set. */
 struct mok_fp8_block_operands {
     uint8_t *w13[MOK_MAX_SETS], *w2[MOK_MAX_SETS]; /* [experts][2I][H], [experts][H][I] */
@@ -77,6 +93,7 @@ struct mok_problem {
     uint16_t *gemm_a[MOK_MAX_SETS]; /* [gemm_rows][hidden] */
     int32_t *gemm_token;         /* device [gemm_rows]: the token of each row */
     struct mok_gemm_bwd bwd;     /* pass bwd only */
+    struct mok_layer_bwd lbwd;   /* layer mode, pass bwd or fwd_bwd */
     struct mok_fp8_block_operands fp8; /* dtype fp8_block only */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
 
@@ -86,6 +103,14 @@ struct mok_problem {
     double reference_ms;   /* time the reference took */
     size_t device_bytes;   /* allocated here */
 };
+
+/* The seeded fill's pieces the problem files share: a tensor's id (its kind and, for weights, the global expert or
+ * for activations the rank), the weights' spread over a K-long dot product, and a bf16 tensor of the config's
+ * inputs distribution. */
+uint64_t mok_tensor_id(enum mok_tensor_kind kind, uint64_t index);
+float mok_weight_scale(int k);
+int mok_problem_fill(const struct mok_problem_spec *s, uint16_t *dst, size_t n, uint64_t id, float spread,
+                     cudaStream_t st);
 
 /* Bytes one rank needs for the problem's own buffers (inputs x sets, output, reference and its scratch). */
 size_t mok_problem_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference);
@@ -115,5 +140,8 @@ int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char 
 /* gemm mode, pass bwd: dy, the row weights, the saved gu, the outputs and (with_reference) their references. */
 int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_gemm_bwd_destroy(struct mok_problem *p);
+/* Layer mode, pass bwd or fwd_bwd (problem_bwd.c): dy per set, the outputs and (with_reference) their references. */
+int mok_problem_layer_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
+void mok_problem_layer_bwd_destroy(struct mok_problem *p);
 
 #endif

@@ -94,8 +94,10 @@ extern "C" int mok_ref_bwd_expert_f32(const uint16_t *x, const uint16_t *dy, con
     if ((rc = MOK_LAUNCH_RESULT()))
         return rc;
     /* dx rows of the routes: [dg, du] W13 (W13 [2I][H]) */
-    if ((rc = launch_gemm(F32{dgu, 2 * I}, Bf16Rows{w13, nullptr, H}, n, H, 2 * I, dx_route, route, 0, s)))
+    if (dx_route && (rc = launch_gemm(F32{dgu, 2 * I}, Bf16Rows{w13, nullptr, H}, n, H, 2 * I, dx_route, route, 0, s)))
         return rc;
+    if (!dw13)
+        return 0;
     /* dW2 += (w dy)^T h: [H][I], K = the routes */
     if ((rc = launch_gemm(ScaledBf16RowsT{dy, tok, route_w, route, H}, F32{h, I}, H, I, n, dw2, nullptr, 1, s)))
         return rc;

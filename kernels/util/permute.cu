@@ -53,3 +53,33 @@ extern "C" int mok_gather_rows(const uint16_t *src, const int32_t *src_row, int 
                                                                    (uint4 *)dst);
     return MOK_LAUNCH_RESULT();
 }
+
+/* One fp32 value per route or row: the router weights travelling with dy rows and the d_router partials coming
+ * back with dx rows (the backward). */
+__global__ void gather_f32_kernel(const float *src, const int32_t *idx, int n, float *dst)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        dst[i] = src[idx[i]];
+}
+
+__global__ void scatter_f32_kernel(const float *src, int n, const int32_t *idx, float *dst)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        dst[idx[i]] = src[i];
+}
+
+extern "C" int mok_gather_f32(const float *src, const int32_t *idx, int n, float *dst, mok_stream_t stream)
+{
+    if (n <= 0)
+        return 0;
+    gather_f32_kernel<<<mok_blocks_for((size_t)n, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(src, idx, n, dst);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_scatter_f32(const float *src, int n, const int32_t *idx, float *dst, mok_stream_t stream)
+{
+    if (n <= 0)
+        return 0;
+    scatter_f32_kernel<<<mok_blocks_for((size_t)n, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(src, n, idx, dst);
+    return MOK_LAUNCH_RESULT();
+}

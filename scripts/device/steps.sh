@@ -88,6 +88,8 @@ mok_step() {
       done;;
     fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
     h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
+    bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
+    h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json;; # one GPU: the layers' fwd, bwd and fwd_bwd (nccl, nccl-overlap) at DeepSeek-V3 and Qwen3-235B shapes
     bwdgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-gemm" tests/gpu_bwd_gemm_small.json;; # the expert GEMMs' backward on small ragged problems, every output checked
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"
@@ -103,6 +105,11 @@ mok_step() {
     bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
         -n 1 -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
       echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;
+    bwdlayersan) for tool in memcheck racecheck; do # the layers' backward under compute-sanitizer, a small problem
+        $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+          -n 1 -o "$R/bwd-layer-san-$tool" tests/gpu_bwd_layer_sanitize.json > "$R/bwd-layer-$tool.log" 2>&1
+        echo "compute-sanitizer $tool (layers' backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-layer-$tool.log"
+      done;;
     h1split) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-split.json;; # one GPU: small groups, the megakernel with split_half 0 and 1 beside nccl gemm=mok, rooflines
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines

@@ -92,7 +92,7 @@ static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs
                                s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"), mok_output_f32(out, "d_router"),
                                dw13 && dw13->type == dw_type ? dw13->data : NULL,
                                dw2 && dw2->type == dw_type ? dw2->data : NULL, dw_bf16,
-                               p->local_experts};
+                               p->local_experts, 0, NULL}; /* both parts, the whole gradient in one call */
     if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
         snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, or dw13 or dw2 of "
                  "wgrad %s's type", mok_wgrad_name(p->spec.wgrad));

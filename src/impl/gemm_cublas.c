@@ -212,11 +212,16 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
     const int n = gr->rows;
     const cudaDataType_t dw_type = b->dw_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const size_t dw_size = b->dw_bf16 ? 2 : 4;
-    const float *dw_beta = b->dw_bf16 ? &zero : &one; /* written, or added to */
+    /* written, or added to (fp32 always; bf16 where an earlier call of this step already wrote the expert's) */
+    const float *dw_beta = b->dw_bf16 && !(b->dw_accumulate && b->dw_accumulate[e]) ? &zero : &one;
+    const int parts = b->parts ? b->parts : MOK_BWD_DGRAD | MOK_BWD_WGRAD;
     char *dw13 = (char *)b->dw13 + e * 2 * I * H * dw_size, *dw2 = (char *)b->dw2 + e * H * I * dw_size;
     const uint16_t *w13 = b->w13 + e * 2 * I * H, *w2 = b->w2 + e * H * I;
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!(parts & MOK_BWD_DGRAD))
+        goto wgrad;
     /* dh' [n][I] = dy [n][H] W2 [H][I] */
-    cublasStatus_t s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I,
+    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I,
                                     b->dy + r0 * H, CUDA_R_16BF, H, &zero, b->dhp + r0 * I, CUDA_R_16BF, I,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -229,8 +234,9 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
     s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, H, n, 2 * I, &one, w13, CUDA_R_16BF, H, b->dgu + r0 * 2 * I,
                      CUDA_R_16BF, 2 * I, &zero, b->dx + r0 * H, CUDA_R_16BF, H, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS)
+    if (s != CUBLAS_STATUS_SUCCESS || !(parts & MOK_BWD_WGRAD))
         return (int)s;
+wgrad:
     /* dW2 [H][I] (+)= dy^T (w h): column-major [I][H] = (w h)^T-as-[I][n] x dy-as-[n][H] */
     s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, I, H, n, &one, b->hw + r0 * I, CUDA_R_16BF, I, b->dy + r0 * H,
                      CUDA_R_16BF, H, dw_beta, dw2, dw_type, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -268,7 +274,8 @@ int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, c
 {
     if (g->mode != MOK_GEMM_PER_EXPERT)
         return (int)CUBLAS_STATUS_NOT_SUPPORTED;
-    if (b->dw_bf16) {
+    const int parts = b->parts ? b->parts : MOK_BWD_DGRAD | MOK_BWD_WGRAD;
+    if (b->dw_bf16 && (parts & MOK_BWD_WGRAD) && !b->dw_accumulate) {
         cudaError_t ze = zero_idle_gradients(stream, groups, ngroups, hidden, inter, b);
         if (ze != cudaSuccess)
             return (int)ze;

@@ -69,7 +69,14 @@ struct mok_expert_bwd {
     void *dw13, *dw2;            /* [E_local][2I][H], [E_local][H][I]: fp32, or bf16 with dw_bf16 */
     int dw_bf16;
     int experts; /* E_local: under dw_bf16 an expert no group names gets zero gradients (written, not skipped) */
+    /* What to run (0: both): the layers' chunked backward runs each stage's dgrad first and its wgrad later,
+     * beside the dx combine (Megatron's delayed wgrad). */
+    int parts;
+    /* NULL: one call makes the whole gradient (under dw_bf16 idle experts are zeroed here). Else per local expert
+     * 1 = add into dw even under dw_bf16 (a later chunk of the same step), and the caller zeroes idle experts. */
+    const uint8_t *dw_accumulate;
 };
+enum { MOK_BWD_DGRAD = 1, MOK_BWD_WGRAD = 2 };
 int mok_expert_gemms_backward(struct mok_expert_gemms *g, cudaStream_t stream, const struct mok_gemm_group *groups,
                               int ngroups, int hidden, int inter, const struct mok_expert_bwd *b);
 

@@ -29,6 +29,20 @@ static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int
     return 1;
 }
 
+/* The NCCL baselines: the bf16 forward with any GEMM choice; the backward (bwd, fwd_bwd) on per-expert cuBLAS,
+ * whose forward keeps GEMM1's gate/up output (gemm=mok's fused SwiGLU keeps only h; no grouped backward yet). */
+static int nccl_cell(const struct mok_problem_spec *s, int nranks, int gemm, char *why, int why_len)
+{
+    if (s->dtype != MOK_DTYPE_BF16)
+        return no(why, why_len, "bf16 only (this problem: %s)", mok_dtype_name(s->dtype));
+    if (mok_pass_has_bwd(s->pass) && gemm != 1)
+        return no(why, why_len, "pass %s: the backward runs per expert (gemm=per_expert) so far",
+                  mok_pass_name(s->pass));
+    if (s->model.experts % nranks)
+        return no(why, why_len, "experts %d not divisible by %d ranks", s->model.experts, nranks);
+    return 1;
+}
+
 static int cublas_choice(int gemm, int gemm_streams, char *why, int why_len)
 {
     if (gemm == 0 && gemm_streams != 1) /* grouped */
@@ -42,14 +56,14 @@ static int cublas_choice(int gemm, int gemm_streams, char *why, int why_len)
 int nccl_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why, int why_len)
 {
     struct mok_params_nccl p = mok_params_nccl(params);
-    return bf16_fwd(spec, nranks, why, why_len) && cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+    return nccl_cell(spec, nranks, p.gemm, why, why_len) && cublas_choice(p.gemm, p.gemm_streams, why, why_len);
 }
 
 int nccl_overlap_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
                                int why_len)
 {
     struct mok_params_nccl_overlap p = mok_params_nccl_overlap(params);
-    if (!bf16_fwd(spec, nranks, why, why_len) || !cublas_choice(p.gemm, p.gemm_streams, why, why_len))
+    if (!nccl_cell(spec, nranks, p.gemm, why, why_len) || !cublas_choice(p.gemm, p.gemm_streams, why, why_len))
         return 0;
     int local = spec->model.experts / nranks;
     if (p.expert_groups > local)

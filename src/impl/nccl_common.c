@@ -9,6 +9,7 @@
 #include "check_call.h"
 #include "fail.h"
 #include "mok_kernels.h"
+#include "nccl_backward.h"
 #include "stats.h"
 #include "timing.h"
 
@@ -146,6 +147,8 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming), return -1);
+    if (mok_pass_has_bwd(p->spec.pass) && !s->no_compute)
+        return mok_nccl_bwd_setup(s, err, err_len);
     return 0;
 }
 
@@ -162,15 +165,14 @@ static int mark(struct mok_nccl_pipe *s, int slot, int chunk, int which, cudaStr
     return e ? (int)cudaEventRecord(e, st) : 0;
 }
 
-static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
+int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void *src_buf, void *dst_buf,
+                       size_t width, ncclDataType_t type, char *err, int err_len)
 {
     const struct mok_splits *sp = &s->splits;
     int P = sp->nranks;
-    size_t H = (size_t)s->p->hidden;
-    /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
-    /* without compute the experts "return" their input: combine sends the received rows straight back */
-    uint16_t *back = s->no_compute ? s->recv.ptr : s->ret.ptr;
-    uint16_t *src = dispatch ? s->send.ptr : back, *dst = dispatch ? s->recv.ptr : s->comb.ptr;
+    const size_t H = width, esize = type == ncclBfloat16 ? 2 : 4;
+    const char *src = src_buf;
+    char *dst = dst_buf;
     const int *src_off = dispatch ? sp->send_offset : sp->recv_offset;
     const int *src_cnt = dispatch ? sp->send_count : sp->recv_count;
     const int *dst_off = dispatch ? sp->recv_offset : sp->send_offset;
@@ -180,17 +182,26 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
         int i = c * P + peer;
         if (src_cnt[i] > 0)
             MOK_CHECK(nccl,
-                      ncclSend(src + (size_t)src_off[i] * H, (size_t)src_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                      ncclSend(src + (size_t)src_off[i] * H * esize, (size_t)src_cnt[i] * H, type, peer, s->cl->nccl,
                                s->comm),
                       return -1);
         if (dst_cnt[i] > 0)
             MOK_CHECK(nccl,
-                      ncclRecv(dst + (size_t)dst_off[i] * H, (size_t)dst_cnt[i] * H, ncclBfloat16, peer, s->cl->nccl,
+                      ncclRecv(dst + (size_t)dst_off[i] * H * esize, (size_t)dst_cnt[i] * H, type, peer, s->cl->nccl,
                                s->comm),
                       return -1);
     }
     MOK_CHECK(nccl, ncclGroupEnd(), return -1);
     return 0;
+}
+
+static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
+{
+    /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
+    /* without compute the experts "return" their input: combine sends the received rows straight back */
+    uint16_t *back = s->no_compute ? s->recv.ptr : s->ret.ptr;
+    return mok_nccl_p2p_stage(s, c, dispatch, dispatch ? s->send.ptr : back, dispatch ? s->recv.ptr : s->comb.ptr,
+                              (size_t)s->p->hidden, ncclBfloat16, err, err_len);
 }
 
 /* gemm=mok's configuration: mok-gemm's measured best at one H200 (results/h200x1/2026-12-01-groundwork: h200x1-gemm
@@ -287,6 +298,8 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
     struct mok_problem *p = s->p;
     cudaStream_t st = s->cl->stream;
     size_t H = (size_t)p->hidden;
+    if (s->bwd) /* the forward writes the set's saved context */
+        mok_nccl_bwd_select(s, set);
     if (count_and_sync(s, err, err_len))
         return -1;
     const struct mok_splits *sp = &s->splits;
@@ -401,12 +414,23 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
         }
 }
 
+static void pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES])
+{
+    if (mok_pass_has_fwd(s->p->spec.pass))
+        mok_nccl_pipe_phase_ms(s, slot, out);
+    mok_nccl_bwd_phase_ms(s, slot, out); /* no-op for the forward alone */
+}
+
 /* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
  * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
 static int dispatch_once(void *ctx, int iter, char *err, int err_len)
 {
     struct mok_nccl_pipe *s = ctx;
     (void)iter;
+    if (s->bwd && mok_nccl_bwd_dispatch(s, err, err_len))
+        return -1;
+    if (!mok_pass_has_fwd(s->p->spec.pass))
+        return 0;
     for (int st = 0; st < s->stages; st++)
         if (p2p_chunk(s, st, true, err, err_len))
             return -1; /* a peer may now wait in NCCL: the caller aborts the job */
@@ -418,10 +442,12 @@ static int gemms_once(void *ctx, int iter, char *err, int err_len)
 {
     struct mok_nccl_pipe *s = ctx;
     int set = (iter + 2) % s->p->sets;
-    for (int st = 0; st < s->stages; st++)
+    if (s->bwd)
+        mok_nccl_bwd_select(s, set);
+    for (int st = 0; st < s->stages && mok_pass_has_fwd(s->p->spec.pass); st++)
         if (run_gemms(s, set, st, err, err_len))
             return -1;
-    return 0;
+    return s->bwd ? mok_nccl_bwd_gemms(s, set, err, err_len) : 0;
 }
 
 struct a2a_run {
@@ -515,6 +541,7 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
     if (!s->p)
         return;
     cudaDeviceSynchronize();
+    mok_nccl_bwd_teardown(s); /* first: it gives the forward's buffers back to the pipeline */
     if (s->ev)
         for (size_t i = 0; i < (size_t)s->max_slots * s->stages * 6; i++)
             if (s->ev[i])
@@ -568,13 +595,19 @@ int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster 
     return mok_nccl_pipe_setup(s, p, cl, opts, max_slots, err, err_len);
 }
 
+/* pass fwd: the forward; bwd: the backward from the set's saved context; fwd_bwd: both, one training step */
 int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
-    uint16_t *y = mok_impl_forward_y(out, err, err_len);
-    return y ? mok_nccl_pipe_run(state, set, y, slot, err, err_len) : -1;
+    struct mok_nccl_pipe *s = state;
+    if (mok_pass_has_fwd(s->p->spec.pass)) {
+        uint16_t *y = mok_impl_forward_y(out, err, err_len);
+        if (!y || mok_nccl_pipe_run(s, set, y, slot, err, err_len))
+            return -1;
+    }
+    return s->bwd ? mok_nccl_bwd_run(s, set, out, slot, err, err_len) : 0;
 }
 
-void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]) { mok_nccl_pipe_phase_ms(state, slot, out); }
+void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]) { pipe_phase_ms(state, slot, out); }
 
 int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {

@@ -52,6 +52,7 @@ struct mok_nccl_pipe {
     cudaEvent_t *ev; /* [slots][stages][6] */
     cudaEvent_t fork, shared_done, comm_done, compute_done;
     cudaEvent_t *dispatched, *gemmed; /* [stages] */
+    struct mok_nccl_bwd *bwd;         /* pass bwd or fwd_bwd (nccl_backward.h); NULL for the forward alone */
 };
 
 struct mok_nccl_opts {
@@ -66,6 +67,10 @@ struct mok_nccl_opts {
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl,
                         const struct mok_nccl_opts *opts, int max_slots, char *err, int err_len);
 int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
+/* Stage c's grouped ncclSend/ncclRecv of rows of `width` elements of `type` (bf16 or fp32): dispatch from the send
+ * layout to the peers' recv layout, or the combine's exact reverse (the forward's and the backward's messages). */
+int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void *src, void *dst, size_t width,
+                       ncclDataType_t type, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote
  * bytes, padded to the largest per-peer split, on symmetric buffers. */
