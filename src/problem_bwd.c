@@ -212,7 +212,7 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
         MOK_CHECK(cuda, cudaMemcpyAsync(s.iota, h_iota, T * 4, cudaMemcpyHostToDevice, st), goto out);
         MOK_CHECK(cuda, cudaMemcpyAsync(s.ones, h_ones, T * 4, cudaMemcpyHostToDevice, st), goto out);
         MOK_CHECK(cuda,
-                  mok_ref_bwd_expert_f32(p->x[0], b->dy[0], s.ones, NULL, s.iota, (int)T, (int)H, (int)SI,
+                  mok_ref_bwd_expert_f32(p->x[0], b->dy[0], s.ones, s.iota, s.iota, (int)T, (int)H, (int)SI,
                                          p->shared_w13[0], p->shared_w2[0], 1, s.work, s.dx_shared,
                                          b->dw13_ref + EL * 2 * I * H, b->dw2_ref + EL * H * I, s.dr_drop,
                                          (mok_stream_t)st),

@@ -91,7 +91,11 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
         MOK_CHECK(cuda, cudaEventCreate(&b->ev[i]), return -1);
     if (mok_pass_has_fwd(p->spec.pass))
         return 0;
-    /* pass bwd: the saved context of every set, from the forward (p->y is scratch here) */
+    /* pass bwd: the saved context of every set, from the forward (p->y is scratch here). Setup's plain cudaMemcpy
+     * and cudaMemset calls run on the legacy stream and may not have completed (bench.c waits for the device
+     * after setup for the same reason): a forward started before them read unfinished buffers at 100 tokens and
+     * more (tests/gpu_bwd_layer_small.json, pass bwd). */
+    MOK_CHECK(cuda, cudaDeviceSynchronize(), return -1);
     for (int set = 0; set < p->sets; set++)
         if (mok_nccl_pipe_run(s, set, p->y, -1, err, err_len))
             return -1;
