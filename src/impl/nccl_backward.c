@@ -32,6 +32,7 @@ void mok_nccl_bwd_select(struct mok_nccl_pipe *s, int set)
     s->em_in = b->ctx_em_in[c];
     s->g1 = b->ctx_g1[c];
     s->shared_g1 = b->ctx_shared_g1[c];
+    s->send_pos = b->ctx_send_pos[c];
 }
 
 int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
@@ -46,10 +47,14 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
         FAIL("out of host memory");
     s->bwd = b;
     /* pass bwd: one saved context per input set, so the rotation over sets reads the backward's inputs from as
-     * many addresses as the forward's; the first is the forward's own buffers */
+     * many addresses as the forward's; the first is the forward's own buffers. A context includes the routes' send
+     * positions: mok_route_positions places a chunk's routes to one destination in atomic order, so every forward
+     * lays out its expert-major rows in an order of its own (the maps from there on follow the counts alone) */
     b->nctx = mok_pass_has_fwd(p->spec.pass) ? 1 : p->sets;
     b->ctx_em_in[0] = s->em_in, b->ctx_g1[0] = s->g1, b->ctx_shared_g1[0] = s->shared_g1;
+    b->ctx_send_pos[0] = s->send_pos;
     for (int c = 1; c < b->nctx; c++) {
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->ctx_send_pos[c], T * K * sizeof(int32_t) + 16), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&b->ctx_em_in[c], cap * H * 2), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&b->ctx_g1[c], cap * 2 * I * 2), return -1);
         if (SI)
@@ -366,7 +371,9 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
     cudaDeviceSynchronize();
     /* the first context is the forward's own buffers, which the pipeline's teardown frees */
     s->em_in = b->ctx_em_in[0], s->g1 = b->ctx_g1[0], s->shared_g1 = b->ctx_shared_g1[0];
+    s->send_pos = b->ctx_send_pos[0];
     for (int c = 1; c < b->nctx; c++) {
+        cudaFree(b->ctx_send_pos[c]);
         cudaFree(b->ctx_em_in[c]);
         cudaFree(b->ctx_g1[c]);
         cudaFree(b->ctx_shared_g1[c]);

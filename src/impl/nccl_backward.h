@@ -21,6 +21,7 @@
 struct mok_nccl_bwd {
     int nctx; /* saved contexts: one per input set (pass bwd) or one (fwd_bwd: its own forward's) */
     uint16_t *ctx_em_in[MOK_MAX_SETS], *ctx_g1[MOK_MAX_SETS], *ctx_shared_g1[MOK_MAX_SETS];
+    int32_t *ctx_send_pos[MOK_MAX_SETS]; /* [T k]: where the forward that made the context placed each route */
     uint16_t *em_dy, *dgu, *hw; /* [cap][H], [cap][2I], [cap][I]; dh' goes to the forward's hbuf, dx rows em_out */
     float *em_w, *em_dr;        /* [cap]: the rows' router weights, and their d_router */
     struct mok_symmem send_w, comb_dr; /* [T k] router weights out, d_router back (send layout) */
@@ -36,7 +37,8 @@ struct mok_nccl_bwd {
 
 /* After the forward's setup: the backward's buffers; for pass bwd, the forward of every input set (untimed). */
 int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len);
-/* The saved context of input set `set` becomes the pipeline's em_in, g1 and shared_g1 (the forward writes there). */
+/* The saved context of input set `set` becomes the pipeline's em_in, g1, shared_g1 and send_pos (the forward
+ * writes there). */
 void mok_nccl_bwd_select(struct mok_nccl_pipe *s, int set);
 int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs *out, int slot, char *err,
                      int err_len);
