@@ -336,9 +336,10 @@ __device__ __forceinline__ void consume_tile_mxfp8(RingPos &r, int stages, uint6
         const uint8_t *bs = smem_bs + (size_t)r.slot * kMxScaleSlot + q * 16;
 #pragma unroll
         for (int kk = 0; kk < kFp8BlockK / 32; kk++) {
-            /* (ea - 127) << 23 of both rows: adding eb << 23 gives the product's float bits */
-            const int a_lo = ((int)((ea_lo >> (8 * kk)) & 0xFFu) - 127) << 23;
-            const int a_hi = ((int)((ea_hi >> (8 * kk)) & 0xFFu) - 127) << 23;
+            /* (ea - 127) x 2^23 of both rows (a multiply: a left shift of a negative int is undefined): adding
+             * eb << 23 gives the product's float bits */
+            const int a_lo = ((int)((ea_lo >> (8 * kk)) & 0xFFu) - 127) * (1 << 23);
+            const int a_hi = ((int)((ea_hi >> (8 * kk)) & 0xFFu) - 127) * (1 << 23);
 #pragma unroll
             for (int h = 0; h < kParts; h++) {
 #pragma unroll
