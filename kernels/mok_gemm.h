@@ -18,8 +18,11 @@ extern "C" {
 
 /* Operand precision. fp8_block (Hopper's block-scaled FP8, the DeepSeek-V3 recipe; src/fp8.h defines it): A and B
  * are e4m3 (a_fp8, b_fp8 instead of a, b), A with one fp32 scale per row per 128 K (a_scale [rows_capacity][k/128]),
- * B with one per 128 x 128 block (b_scale [B rows / 128][k/128]); fp32 accumulation promoted per 128 K; C bf16. */
-enum mok_gemm_dtype { MOK_GEMM_BF16 = 0, MOK_GEMM_FP8_BLOCK = 1 };
+ * B with one per 128 x 128 block (b_scale [B rows / 128][k/128]); fp32 accumulation promoted per 128 K; C bf16.
+ * mxfp8 (OCP MX v1.0): A and B e4m3 (a_fp8, b_fp8) with one e8m0 scale byte per row per 32 K each: a_mx_scale
+ * [rows_capacity][k/32] as the quantizer writes it, b_mx_scale in the GEMM's tile layout (mok_scale_mx_tiles in
+ * mok_kernels.h: [B rows / 64][k / 128][256 bytes]); every 32 K promoted into fp32 with both scales; C bf16. */
+enum mok_gemm_dtype { MOK_GEMM_BF16 = 0, MOK_GEMM_FP8_BLOCK = 1, MOK_GEMM_MXFP8 = 2 };
 
 struct mok_gemm_args {
     const uint16_t *a;          /* [rows][k] */
@@ -36,9 +39,10 @@ struct mok_gemm_args {
      * kernel rejects them: its rows must be complete at launch. */
     const int32_t *ready, *ready_target;
     int ready_rows;
-    enum mok_gemm_dtype dtype;  /* MOK_GEMM_BF16 (0, what a zeroed struct means) or MOK_GEMM_FP8_BLOCK */
-    const uint8_t *a_fp8, *b_fp8; /* fp8_block: the e4m3 operands, shaped as a and b */
-    const float *a_scale, *b_scale;
+    enum mok_gemm_dtype dtype;  /* MOK_GEMM_BF16 (0, what a zeroed struct means), _FP8_BLOCK or _MXFP8 */
+    const uint8_t *a_fp8, *b_fp8; /* fp8_block and mxfp8: the e4m3 operands, shaped as a and b */
+    const float *a_scale, *b_scale; /* fp8_block */
+    const uint8_t *a_mx_scale, *b_mx_scale; /* mxfp8 (above) */
 };
 
 /* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */
@@ -53,7 +57,7 @@ struct mok_gemm_sm90_config {
                       share tiles); 0: off. Needs every CTA resident at once: sms <= the SM count, nothing else
                       occupying the SMs it needs */
     int raster;    /* tile order within an expert: 0 m-major (consecutive CTAs share A rows), 1 n-major (share B) */
-    int fp8_n;     /* fp8_block: columns of each wgmma product promoted per 128 K, 64 or 128 (0: 128) */
+    int fp8_n;     /* fp8_block (mxfp8): columns of each wgmma product promoted per 128 K (32 K), 64 or 128 (0: 128) */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

@@ -87,6 +87,11 @@ int mok_ref_gemm_f32(const uint16_t *a, const int32_t *a_row, int m, int k, cons
  * multiples of 128. Same SIMT GEMM as mok_ref_gemm_f32, its own e4m3 decoder. */
 int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k, const uint8_t *w,
                            const float *w_scale, int n, float *c, mok_stream_t stream);
+/* mxfp8 (reference_fp8.cu): the same with A(i, kk) = e4m3(a[i][kk]) * 2^(a_scale[i][kk / 32] - 127) and
+ * W(j, kk) = e4m3(w[j][kk]) * 2^(w_scale[j][kk / 32] - 127) (a_scale [m][k / 32], w_scale [n][k / 32]: e8m0 bytes in
+ * the quantizer's layout); k a multiple of 32. Its own e4m3 and e8m0 decoders. */
+int mok_ref_gemm_mxfp8(const uint8_t *a, const uint8_t *a_scale, int m, int k, const uint8_t *w,
+                       const uint8_t *w_scale, int n, float *c, mok_stream_t stream);
 /* out[i] = in[i] as fp32 (a bf16 reference tensor as the checks read references). */
 int mok_ref_widen_bf16(const uint16_t *in, size_t n, float *out, mok_stream_t stream);
 /* h[m][i] = bf16(silu(bf16(g[m][i])) * bf16(g[m][I+i])) from fp32 g [m][2I]: the same roundings the layer
@@ -245,6 +250,11 @@ int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, flo
  * (src/fp8.h's mok_quant_fp8_block_weights per matrix); status as above. */
 int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows, int k, uint8_t *q, float *scale,
                                      int32_t *status, mok_stream_t stream);
+/* mxfp8 back to bf16, exactly (e4m3 x 2^(e - 127) has 4 significant bits; bf16 holds it wherever the value is within
+ * bf16's normal range): q [rows][k] e4m3 and scale [rows][k / 32] into out [rows][k]; k a multiple of 32, q 8-byte
+ * and out 16-byte aligned. What an MX-emulating baseline runs before bf16 GEMMs (cublas-gemm's mxfp8). */
+int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
+                           mok_stream_t stream);
 
 /* ---- fp8_block scale layouts for cuBLASLt (kernels/util/scale_layout.cu; src/impl/gemm_cublaslt_fp8.c calls them)
  * From the layouts above (rows [rows][K / 128], weights [N / 128][K / 128]) into what cuBLASLt's block-scaled FP8
@@ -258,6 +268,12 @@ int mok_scale_vec128_lt(const float *src, int rows, int kblocks, int ld, float *
  * ld4 = roundup(kblocks, 4): dst[nb * ld4 + kb] = src[nb * kblocks + kb], pads 0. nblocks counts 128-row blocks over
  * all stacked matrices (E experts of N rows: E * N / 128). dst 16-byte aligned. */
 int mok_scale_blk128_lt(const float *src, long long nblocks, int kblocks, float *dst, mok_stream_t stream);
+/* mxfp8 weight scales [mats * rows][k / 32] (mok_quant_mxfp8_bf16's layout) into the tile layout mok's GEMM kernel
+ * reads (mok_gemm.h's b_mx_scale): dst[mats * rows / 64][k / 128][256], src/fp8.h's mok_mxfp8_scale_tiles byte for
+ * byte (pair_halves for W13: its gate and up blocks interleaved). rows a multiple of 64 (128 with pair_halves), k of
+ * 128, dst 16-byte aligned (TMA). */
+int mok_scale_mx_tiles(const uint8_t *src, long long mats, int rows, int k, int pair_halves, uint8_t *dst,
+                       mok_stream_t stream);
 
 /* ---- probe (kernels/util/probe.cu): ceilings `mok-bench --probe` measures (src/probe.c) ---------------------- */
 /* dst[i] = src[i] over bytes (a multiple of 16, both pointers 16-byte aligned) with uint4 loads and stores, 4

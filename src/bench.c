@@ -29,10 +29,12 @@ struct layer_ctx {
 };
 
 /* --probe's GEMM rate for the problem's operand precision: cuBLAS bf16, or cuBLASLt's block-scaled FP8 for
- * fp8_block (0 / NaN where not probed) */
+ * fp8_block and mxfp8 (0 / NaN where not probed) */
 static double gemm_rate_for(const struct mok_env *env, enum mok_dtype dtype)
 {
-    return dtype == MOK_DTYPE_FP8_BLOCK ? env->probe_gemm_fp8_tflops : env->probe_gemm_tflops;
+    /* mxfp8: the same FP8 tensor-core ceiling (no Hopper library runs MX GEMMs to measure one of its own) */
+    return dtype == MOK_DTYPE_FP8_BLOCK || dtype == MOK_DTYPE_MXFP8 ? env->probe_gemm_fp8_tflops
+                                                                   : env->probe_gemm_tflops;
 }
 
 static int layer_call(void *vctx, int iter, int slot, char *err, int err_len)

@@ -35,11 +35,11 @@
 #define MOK_MAX_TOKENS_PER_RANK (1 << 20)
 
 /* Operand precision of the expert GEMMs (src/fp8.h defines the two FP8 formats). The values index
- * mok_cfg_dtype_names; the first MOK_DTYPES_IMPLEMENTED are accepted by the config (mxfp8 is refused as not
- * implemented yet). */
+ * mok_cfg_dtype_names; the first MOK_DTYPES_IMPLEMENTED are accepted by the config (all three; which
+ * implementations run each is host_supports.c's: the FP8 ones in gemm mode only so far). */
 enum mok_dtype { MOK_DTYPE_BF16 = 0, MOK_DTYPE_FP8_BLOCK = 1, MOK_DTYPE_MXFP8 = 2 };
 #define MOK_NDTYPES 3
-#define MOK_DTYPES_IMPLEMENTED 2
+#define MOK_DTYPES_IMPLEMENTED 3
 /* fwd: the forward; bwd: the backward alone, from the forward's saved context; fwd_bwd: one training step of the
  * layer, the forward and then the backward from what it saved. */
 enum mok_pass { MOK_PASS_FWD = 0, MOK_PASS_BWD = 1, MOK_PASS_FWD_BWD = 2 };

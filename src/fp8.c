@@ -148,3 +148,31 @@ int mok_quant_mxfp8(const float *x, size_t rows, size_t k, uint8_t *q, uint8_t *
         }
     return 0;
 }
+
+void mok_dequant_mxfp8(const uint8_t *q, const uint8_t *scale, size_t rows, size_t k, float *x)
+{
+    const size_t nb = k / MOK_MX_BLOCK;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < k; i++) /* 4 significant bits times a power of two: exact in fp32's range */
+            x[r * k + i] = mok_e4m3_to_f32(q[r * k + i]) * mok_e8m0_to_f32(scale[r * nb + i / MOK_MX_BLOCK]);
+}
+
+size_t mok_mxfp8_tile_index(size_t row, size_t k32, size_t rows, size_t k, int pair_halves)
+{
+    size_t j = row / 64, r = row % 64, kb = k32 / 4, kk = k32 % 4;
+    if (pair_halves) {
+        size_t half = rows / 2 / 64; /* gate blocks */
+        j = j < half ? 2 * j : 2 * (j - half) + 1;
+    }
+    size_t c = r / 8, q = r % 8 / 2, p = r % 2;
+    return (j * (k / 128) + kb) * 256 + kk * 64 + q * 16 + 2 * c + p;
+}
+
+void mok_mxfp8_scale_tiles(const uint8_t *scale, size_t mats, size_t rows, size_t k, int pair_halves, uint8_t *out)
+{
+    const size_t nb = k / MOK_MX_BLOCK;
+    for (size_t m = 0; m < mats; m++)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t b = 0; b < nb; b++)
+                out[m * rows * nb + mok_mxfp8_tile_index(r, b, rows, k, pair_halves)] = scale[(m * rows + r) * nb + b];
+}

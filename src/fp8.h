@@ -35,4 +35,18 @@ int mok_quant_fp8_block_rows(const float *x, size_t rows, size_t k, uint8_t *q, 
 int mok_quant_fp8_block_weights(const float *w, size_t rows, size_t k, uint8_t *q, float *scale);
 int mok_quant_mxfp8(const float *x, size_t rows, size_t k, uint8_t *q, uint8_t *scale);
 
+/* mxfp8 dequantized, exactly: e4m3 value x 2^(e - 127) in fp32 (q [rows][k], scale [rows][k / 32]). */
+void mok_dequant_mxfp8(const uint8_t *q, const uint8_t *scale, size_t rows, size_t k, float *x);
+
+/* mxfp8's B-operand scale tiles: the layout mok's GEMM kernel (kernels/gemm, consume_tile_mxfp8) reads the weights'
+ * scales in, so a slot's scales are one TMA box and each consumer lane's columns 16 consecutive bytes.
+ * From scale [mats * rows][k / 32] (the quantizer's layout; mats stacked [rows][k] matrices) into
+ * out[mats * rows / 64][k / 128][256]: 64-row blocks, per block and 128-K block 256 bytes, byte kk * 64 + q * 16 +
+ * 2 c + p holding the scale of the block's row 8 c + 2 q + p (the wgmma fragment's column order) at k32 step
+ * 4 kb + kk. Block order within a matrix: j, or with pair_halves (GEMM1's W13, gate rows then up rows) gate block j
+ * at 2 j and up block j at 2 j + 1, so the two blocks of one SwiGLU tile are adjacent. rows a multiple of 64 (128
+ * with pair_halves), k of 128. mok_mxfp8_tile_index is where scale[row][k32] of one matrix lands. */
+size_t mok_mxfp8_tile_index(size_t row, size_t k32, size_t rows, size_t k, int pair_halves);
+void mok_mxfp8_scale_tiles(const uint8_t *scale, size_t mats, size_t rows, size_t k, int pair_halves, uint8_t *out);
+
 #endif

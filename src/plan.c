@@ -39,6 +39,8 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     }
     double fp8 = gemm && s->dtype == MOK_DTYPE_FP8_BLOCK
                      ? (double)mok_plan_fp8_block_bytes(m->experts, (int)(t * k), m->hidden, m->intermediate, sets, true)
+                 : gemm && s->dtype == MOK_DTYPE_MXFP8
+                     ? (double)mok_plan_mxfp8_bytes(m->experts, (int)(t * k), m->hidden, m->intermediate, sets, true)
                      : 0;
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
@@ -69,7 +71,18 @@ size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, in
     return (size_t)sets * per_set + R * I * 2 + ref + 64;
 }
 
-double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, const int *params)
+size_t mok_plan_mxfp8_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
+{
+    const size_t E = (size_t)experts, H = (size_t)hidden, I = (size_t)inter, R = (size_t)rows;
+    size_t per_set = E * 3 * H * I + 2 * (E * 3 * H * I / 32) + R * H + R * H / 32;
+    /* the output h; with the reference h_ref, the output h's quantized copy, and one expert's GEMM1 output and h
+     * (bounded by all rows) */
+    size_t ref = with_reference ? R * (I * 4 + I + I / 32) + R * (2 * I * 4 + I * 2) : 0;
+    return (size_t)sets * per_set + R * I * 2 + ref + 64;
+}
+
+double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec, int nranks, int sets,
+                           const int *params)
 {
     const struct mok_model *m = &spec->model;
     double t = spec->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
@@ -85,20 +98,25 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
                          * shared MLP's dgu and w h, and pass bwd's saved x rows and gu of every further set */
         if (mok_pass_has_bwd(spec->pass)) {
             double si = m->shared_experts * i;
-            int sets = 1;
-            problem_bytes(spec, nranks, MOK_PLAN_ASSUMED_L2_BYTES, &sets); /* its set count */
             bwd = cap * (h + 2 * i + i) * 2 + cap * 16 + t * k * 12 + t * 3 * si * 2 + t * 4 +
-                  (mok_pass_has_fwd(spec->pass) ? 0 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2));
+                  (mok_pass_has_fwd(spec->pass) ? 0 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2 + t * k * 4));
         }
         return sym + work + shared + a2a + bwd;
     }
     if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);
+    if (!strcmp(impl, "cublas-gemm") && spec->dtype == MOK_DTYPE_MXFP8) /* gemm_mx_emulated.c: every set's weights
+                                                                          * in bf16, the rows, g1, h, h quantized and
+                                                                          * h dequantized */
+        return sets * (double)m->experts * 3 * h * i * 2 + t * k * (h * 2 + 2 * i * 2 + i * 2 + i * (1 + 1.0 / 32) +
+                                                                    i * 2);
     if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's (fp8_block: and h quantized, on cuBLASLt) */
         return t * k * 3 * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * 3 * i * 2 + t * k * i * (1 + 4.0 / 128)
                                                                             : 0);
-    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (fp8_block: and h quantized) */
-        return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128) : 0);
+    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (FP8: and h quantized) */
+        return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128)
+                                : spec->dtype == MOK_DTYPE_MXFP8   ? t * k * i * (1 + 1.0 / 32)
+                                                                   : 0);
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
         bool mega = !strcmp(impl, "megakernel");
         int per_rank = mega ? mok_params_megakernel(params).combine : mok_params_lsa_layer(params).combine;
@@ -183,7 +201,7 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
                     fprintf(mem, "  %-14s %-32s not supported: %s\n", d->name, label, why);
                     continue;
                 }
-                double ib = mok_plan_impl_bytes(d->name, &spec, nranks, params);
+                double ib = mok_plan_impl_bytes(d->name, &spec, nranks, sets, params);
                 if (pbytes + ib > worst)
                     worst = pbytes + ib;
                 fprintf(mem, "  %-14s %-32s +%s (total %s)\n", d->name, label, human_bytes(ib, b1, sizeof(b1)),

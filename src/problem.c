@@ -75,6 +75,9 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
     if (s->dtype == MOK_DTYPE_FP8_BLOCK) /* gemm mode: problem_fp8.c's quantized copies and reference scratch */
         bytes += mok_plan_fp8_block_bytes(m->experts / nranks, (int)(t * k), m->hidden, m->intermediate, sets,
                                        with_reference);
+    if (s->dtype == MOK_DTYPE_MXFP8) /* gemm mode: problem_mxfp8.c's */
+        bytes += mok_plan_mxfp8_bytes(m->experts / nranks, (int)(t * k), m->hidden, m->intermediate, sets,
+                                      with_reference);
     if (with_reference) {
         size_t max_rows = t * k > t ? t * k : t;
         size_t si = (size_t)(m->shared_experts > 1 ? m->shared_experts : 1) * i;
@@ -93,6 +96,8 @@ int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char 
 {
     if (p->spec.mode == MOK_MODE_GEMM && p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
         return mok_problem_fp8_refresh(p, st, err, err_len);
+    if (p->spec.mode == MOK_MODE_GEMM && p->spec.dtype == MOK_DTYPE_MXFP8)
+        return mok_problem_mxfp8_refresh(p, st, err, err_len);
     return 0;
 }
 
@@ -335,6 +340,9 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
     if (spec->mode == MOK_MODE_GEMM && spec->dtype == MOK_DTYPE_FP8_BLOCK)
         p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->fp8.h, p->fp8.h_ref,
+                                                   (size_t)p->gemm_rows * p->inter, 0.0, 0, 0, 0.0f};
+    if (spec->mode == MOK_MODE_GEMM && spec->dtype == MOK_DTYPE_MXFP8)
+        p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->mx.h, p->mx.h_ref,
                                                    (size_t)p->gemm_rows * p->inter, 0.0, 0, 0, 0.0f};
     return 0;
 fail:

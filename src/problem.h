@@ -63,6 +63,23 @@ struct mok_fp8_block_operands {
     float *ref_hs;
 };
 
+/* dtype mxfp8, gemm mode (src/problem_mxfp8.c): e4m3 values and e8m0 scales (src/fp8.h), per input set; the weights'
+ * scales in the quantizer's layout (the references, cublas-gemm's dequantization) and in mok's GEMM tile layout. */
+struct mok_mxfp8_operands {
+    uint8_t *w13[MOK_MAX_SETS], *w2[MOK_MAX_SETS]; /* [experts][2I][H], [experts][H][I] */
+    uint8_t *w13_scale[MOK_MAX_SETS];              /* [experts][2I][H / 32] */
+    uint8_t *w2_scale[MOK_MAX_SETS];               /* [experts][H][I / 32] */
+    uint8_t *w13_tiles[MOK_MAX_SETS];              /* mok_scale_mx_tiles of w13_scale (gate and up paired) */
+    uint8_t *w2_tiles[MOK_MAX_SETS];               /* mok_scale_mx_tiles of w2_scale */
+    uint8_t *a[MOK_MAX_SETS];                      /* the gemm rows [gemm_rows][H] */
+    uint8_t *a_scale[MOK_MAX_SETS];                /* [gemm_rows][H / 32] */
+    int32_t *status;                               /* device: the quantizers' non-finite flag */
+    uint16_t *h;                                   /* output h: GEMM1 + SwiGLU [gemm_rows][I], bf16 */
+    float *h_ref;                                  /* its reference (checks on) */
+    uint8_t *ref_hq;                               /* the reference's quantized copy of the output h */
+    uint8_t *ref_hs;                               /* and its scales [gemm_rows][I / 32] */
+};
+
 struct mok_problem {
     struct mok_problem_spec spec;
     int rank, nranks;
@@ -95,6 +112,7 @@ struct mok_problem {
     struct mok_gemm_bwd bwd;     /* pass bwd only */
     struct mok_layer_bwd lbwd;   /* layer mode, pass bwd or fwd_bwd */
     struct mok_fp8_block_operands fp8; /* dtype fp8_block only */
+    struct mok_mxfp8_operands mx;      /* dtype mxfp8 only */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
 
     struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
@@ -134,6 +152,10 @@ int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_refe
 void mok_problem_fp8_destroy(struct mok_problem *p);
 /* y_ref from the output h an implementation just wrote (problem_fp8.c says why). */
 int mok_problem_fp8_refresh(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+/* The same for dtype mxfp8 (src/problem_mxfp8.c; plan.h: mok_plan_mxfp8_bytes). */
+int mok_problem_mxfp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
+void mok_problem_mxfp8_destroy(struct mok_problem *p);
+int mok_problem_mxfp8_refresh(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
 /* After a checked run, before its outputs are compared: the references that depend on the run's own outputs
  * (gemm mode's FP8 forward: y_ref); 0 when none do. */
 int mok_problem_refresh_references(struct mok_problem *p, cudaStream_t st, char *err, int err_len);

@@ -19,6 +19,7 @@ void mok_problem_gemm_destroy(struct mok_problem *p)
     }
     mok_problem_gemm_bwd_destroy(p);
     mok_problem_fp8_destroy(p);
+    mok_problem_mxfp8_destroy(p);
     cudaFree(p->gemm_offset);
     cudaFree(p->gemm_token);
     p->gemm_token = NULL;
@@ -85,10 +86,11 @@ int mok_problem_gemm_setup(struct mok_problem *p, cudaStream_t st, bool with_ref
     p->y = NULL;
     p->y_elems = routes * H;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->y, routes * H * 2 + 16), goto out);
-    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) {
         if (with_reference)
             MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref, routes * H * 4 + 16), goto out);
-        if (mok_problem_fp8_setup(p, st, with_reference, err, err_len))
+        if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? mok_problem_fp8_setup(p, st, with_reference, err, err_len)
+                                                 : mok_problem_mxfp8_setup(p, st, with_reference, err, err_len))
             goto out;
     } else if (with_reference && mok_pass_has_fwd(p->spec.pass)) { /* the backward's: problem_gemm_bwd.c */
         const int max_rows = mok_problem_gemm_max_rows(p);

@@ -13,9 +13,11 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     const struct mok_model *m = &spec->model;
     /* fp8_block: e4m3 weights (plus one fp32 scale per 128 x 128 block), rows read and h passed as e4m3 (plus one
      * scale per 128), GEMM2's output bf16; gemm_tflops is then the caller's FP8 rate (--probe: cuBLASLt's) */
-    const bool fp8 = spec->dtype == MOK_DTYPE_FP8_BLOCK;
+    /* mxfp8: e4m3 everywhere fp8_block has it, with one e8m0 byte per 32 values (weights and rows alike) */
+    const bool mx = spec->dtype == MOK_DTYPE_MXFP8, fp8 = spec->dtype == MOK_DTYPE_FP8_BLOCK || mx;
     const double h = m->hidden, i = m->intermediate;
-    const double expert_bytes = fp8 ? 3.0 * h * i * (1 + 4.0 / (128 * 128)) : 3.0 * h * i * 2;
+    const double w_scale = mx ? 1.0 / 32 : 4.0 / (128 * 128), a_scale = mx ? 1.0 / 32 : 4.0 / 128;
+    const double expert_bytes = fp8 ? 3.0 * h * i * (1 + w_scale) : 3.0 * h * i * 2;
     int e0 = 0, e1 = m->experts; /* gemm mode: every expert */
     if (spec->mode == MOK_MODE_LAYER) {
         int local = m->experts / (nranks > 0 ? nranks : 1);
@@ -30,7 +32,7 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
     double weights = 0, per_row = 0, flops_per_row = 0;
     if (fwd) { /* per row: x (h) in, gate and up (2i) in registers, h (i) stored and read back, out (h) stored */
         weights += routed * expert_bytes;
-        per_row += fp8 ? (h + i + i) * (1 + 4.0 / 128) + h * 2 : (h + i + i + h) * 2;
+        per_row += fp8 ? (h + i + i) * (1 + a_scale) + h * 2 : (h + i + i + h) * 2;
         flops_per_row += 2.0 * 3.0 * h * i;
     }
     if (bwd) {

@@ -1,6 +1,7 @@
 /* test_fp8: the host reference of the FP8 formats (src/fp8.h), on cases worked by hand: every e4m3 code round
  * trips, ties go to even (normals and subnormals), saturation at 448, the mxfp8 scale rounds up so nothing
- * saturates, a block of zeros gets scale 1, non-finite input is refused. */
+ * saturates, a block of zeros gets scale 1, non-finite input is refused; mxfp8's dequantization and the scale tile
+ * layout of mok's GEMM. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +59,49 @@ int main(void)
                   back, x[i]);
         }
     }
+    /* mxfp8 dequantized: e4m3 x 2^(e - 127), exactly (the quantize-dequantize error above is the encode's alone) */
+    float dx[64];
+    mok_dequant_mxfp8(q, s8, 1, 64, dx);
+    for (int i = 0; i < 64; i++)
+        CHECK(dx[i] == mok_e4m3_to_f32(q[i]) * ldexpf(1.0f, (int)s8[i / 32] - 127), "mxfp8 dequant %d", i);
+
+    /* mxfp8 scale tiles (mok's GEMM B layout): spot checks worked by hand, then every byte lands once */
+    CHECK(mok_mxfp8_tile_index(0, 0, 128, 256, 0) == 0, "row 0, k32 0 first");
+    CHECK(mok_mxfp8_tile_index(1, 0, 128, 256, 0) == 1, "row 1: p 1");
+    CHECK(mok_mxfp8_tile_index(2, 0, 128, 256, 0) == 16, "row 2: q 1 (16 bytes per lane quad position)");
+    CHECK(mok_mxfp8_tile_index(8, 0, 128, 256, 0) == 2, "row 8: c 1 (the next fragment chunk, 2 bytes on)");
+    CHECK(mok_mxfp8_tile_index(0, 1, 128, 256, 0) == 64 && mok_mxfp8_tile_index(0, 4, 128, 256, 0) == 256,
+          "k32 step 1: +64; the next k block: +256");
+    CHECK(mok_mxfp8_tile_index(64, 0, 128, 256, 0) == 2 * 256, "row 64: block 1, after block 0's two k blocks");
+    CHECK(mok_mxfp8_tile_index(64, 0, 128, 256, 1) == 2 * 256, "128 rows paired: gate 0 then up 0, the plain order");
+    /* paired: rows 256 (gate 0..127, up 128..255): gate block 1 at 2, up block 0 at 1, up block 1 at 3 */
+    CHECK(mok_mxfp8_tile_index(64, 0, 256, 128, 1) == 2 * 256 && mok_mxfp8_tile_index(128, 0, 256, 128, 1) == 256 &&
+              mok_mxfp8_tile_index(192, 0, 256, 128, 1) == 3 * 256,
+          "paired gate and up blocks");
+    enum { TR = 256, TK = 256, TNB = TK / 32, TM = 2 };
+    static uint8_t ts[TM * TR * TNB], tt[TM * TR * TNB];
+    for (int pair = 0; pair < 2; pair++) {
+        for (int i = 0; i < TM * TR * TNB; i++)
+            ts[i] = (uint8_t)(i * 7 + i / 251);
+        memset(tt, 0, sizeof tt);
+        mok_mxfp8_scale_tiles(ts, TM, TR, TK, pair, tt);
+        static int hits[TR * TNB];
+        memset(hits, 0, sizeof hits);
+        for (int r = 0; r < TR; r++)
+            for (int b = 0; b < TNB; b++)
+                hits[mok_mxfp8_tile_index((size_t)r, (size_t)b, TR, TK, pair)]++;
+        int once = 0;
+        for (int i = 0; i < TR * TNB; i++)
+            once += hits[i] == 1;
+        CHECK(once == TR * TNB, "pair_halves %d: %d of %d places taken exactly once", pair, once, TR * TNB);
+        for (int m = 0; m < TM; m++)
+            for (int r = 0; r < TR; r += 37)
+                for (int b = 0; b < TNB; b++)
+                    CHECK(tt[(size_t)m * TR * TNB + mok_mxfp8_tile_index((size_t)r, (size_t)b, TR, TK, pair)] ==
+                              ts[((size_t)m * TR + (size_t)r) * TNB + (size_t)b],
+                          "pair_halves %d: matrix %d row %d k32 %d", pair, m, r, b);
+    }
+
     /* fp8_block rows: the block's amax maps to 448 exactly; a block of zeros gets scale 1 */
     float r[256];
     uint8_t qr[256];

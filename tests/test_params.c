@@ -137,6 +137,45 @@ int main(void)
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_BWD;
     defaults("megakernel", v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "bf16 forward only"), "bwd: %s", why);
+    /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
+     * every layer implementation refuses it */
+    s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;
+    const char *layers[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
+    for (int i = 0; i < 4; i++) {
+        defaults(layers[i], v);
+        CHECK(!supports(layers[i], &s, 2, v, why) && strstr(why, "mxfp8: gemm mode only so far"), "%s mxfp8: %s",
+              layers[i], why);
+    }
+    s.mode = MOK_MODE_GEMM;
+    defaults("cublas-gemm", v);
+    CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 defaults: %s", why);
+    s.pass = MOK_PASS_BWD;
+    CHECK(!supports("cublas-gemm", &s, 1, v, why) && strstr(why, "mxfp8: the forward only"), "cublas-gemm mxfp8 "
+          "bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
+    defaults("mok-gemm", v);
+    gp = mok_params_mok_gemm(v);
+    CHECK(supports("mok-gemm", &s, 1, v, why), "mok-gemm mxfp8 defaults: %s", why);
+    gp.fp8_n = 64;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(supports("mok-gemm", &s, 1, v, why), "mok-gemm mxfp8 fp8_n 64: %s", why);
+    gp.cluster = 2;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "without lockstep or clusters"), "mxfp8 cluster 2: %s",
+          why);
+    gp.cluster = 1, gp.tile_n = 256;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "128 x 128"), "mxfp8 128 x 256: %s", why);
+    gp.tile_n = 128, gp.kernel = 1;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mxfp8 portable: %s", why);
+    struct mok_problem_spec odd_mx = spec_of(192, 128, 8, 2, 64, 0);
+    odd_mx.mode = MOK_MODE_GEMM, odd_mx.dtype = MOK_DTYPE_MXFP8;
+    defaults("mok-gemm", v);
+    CHECK(!supports("mok-gemm", &odd_mx, 1, v, why) && strstr(why, "multiples of 128"), "mxfp8 hidden 192: %s", why);
+    defaults("cublas-gemm", v);
+    CHECK(!supports("cublas-gemm", &odd_mx, 1, v, why) && strstr(why, "multiples of 128"), "mxfp8 hidden 192: %s", why);
+    s.dtype = MOK_DTYPE_BF16;
     /* the longest label each implementation can write (longest choice; the widest integer of each range) fits the
      * report's params field: a cut label once hid split_half from a report */
     for (int i = 0; i < mok_impl_desc_count(); i++) {

@@ -26,6 +26,7 @@ constexpr int kTileM = 128;               /* two consumer warpgroups of 64 rows 
 constexpr int kBlockK = 64;               /* bf16 per row of a box: 128 bytes, one 128B-swizzle row */
 constexpr int kRowBytes = kBlockK * 2;    /* 128 */
 constexpr int kFp8BlockK = 128;           /* fp8_block: e4m3 per row of a box (128 bytes), and the scales' K block */
+constexpr int kMxScaleSlot = 512;         /* mxfp8: B scale bytes per slot (128 columns x 4 k32 steps) */
 constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
@@ -285,6 +286,90 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
                 const int t = kPart * h + i;
                 const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= 32 ? b_hi : b_lo);
                 acc[t] = fmaf(part[i], s, acc[t]);
+            }
+        }
+        r.advance(stages);
+    }
+}
+
+/* The mxfp8 precision policy (OCP MX v1.0, src/fp8.h: e4m3 A rows and B rows, each with one e8m0 scale per 32 K;
+ * issue 22's scheme (a)). A k block is 128 e4m3 per row, the same boxes and slots as fp8_block's, but a scale covers
+ * only one wgmma k32: every k32 step's product is promoted on its own, acc += part x 2^(ea - 127) x 2^(eb - 127),
+ * with ea the scale of the accumulator's row and eb that of its column (B's scales vary per output column, unlike
+ * fp8_block's 128 x 128 blocks). Per k32 step kParts products of N = 128 / kParts columns, each one wgmma
+ * m64nNk32 into `part` (scale-d false: nothing zeroes it) and its promotion once it is done, so the tensor cores
+ * run one k32 between promotions (the other warpgroup's wgmmas fill the gaps).
+ * Scales: the A bytes of this thread's two rows from global memory (sa: row la's [k / 32], sa + sa_hi row lb's; 4
+ * bytes per k block, loaded before the slot wait like fp8_block's); the B bytes from the slot's 512-byte scale
+ * area (smem_bs + slot x 512), which the producer fills with the operands in the GEMM's tile layout
+ * (mok_scale_mx_tiles, src/fp8.h mok_mxfp8_scale_tiles): two 64-row blocks (the accumulator columns [0, 64) and
+ * [64, 128)) of 256 bytes, byte kk 64 + q 16 + 2 c + p holding k32 step kk of column 8 c + 2 q + p. So the 16 bytes
+ * at kk 64 + (lane % 4) 16 of a block are exactly the columns this lane's fragment holds (registers 4c + p and
+ * 4c + 2 + p), one 16-byte load, the four lanes of a row reading 64 consecutive bytes (no bank conflict).
+ * The scale product is an exponent sum, float bits ((ea + eb - 127) << 23) = 2^(ea - 127) x 2^(eb - 127) exactly
+ * while 1 <= ea + eb - 127 <= 254 (the product a normal fp32): blocks of quantized bf16 data have e8m0 bytes of
+ * 0..247 (src/fp8.c), and products below 2^-126 (both blocks' amax under ~2^-54) would need subnormal scales;
+ * such blocks flush their contribution to zero here (an fp32 accumulator could not hold most of it anyway).
+ * The B scales of a product are read into registers before its wgmma wait, so the slot can go back before the last
+ * promotion. Registers: 64 accumulators, N / 2 of part, N / 4 of B scale words (kParts 2: 32 + 4). */
+template <int kParts>
+__device__ __forceinline__ void consume_tile_mxfp8(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
+                                                   float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
+                                                   int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes,
+                                                   const uint8_t *smem_bs, int lane, struct mok_sm90_diag *diag,
+                                                   int role, int tile, const uint8_t *sa, int sa_hi)
+{
+    constexpr int kN = 128 / kParts, kPart = kN / 2; /* columns and accumulators of one product */
+    constexpr int kWords = kN / 16;                  /* 32-bit words of B scales per product: 4 columns each */
+    float part[kPart];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        acc[i] = 0.0f;
+    const int q = lane % 4;
+    for (int kb = 0; kb < k_blocks; kb++) {
+        /* k32 steps kb*4 .. kb*4+3 of rows la and lb, a byte each (k / 32 is a multiple of 4: aligned words) */
+        const uint32_t ea_lo = __ldg(reinterpret_cast<const uint32_t *>(sa) + kb);
+        const uint32_t ea_hi = __ldg(reinterpret_cast<const uint32_t *>(sa + sa_hi) + kb);
+        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
+        const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
+        const uint8_t *bs = smem_bs + (size_t)r.slot * kMxScaleSlot + q * 16;
+#pragma unroll
+        for (int kk = 0; kk < kFp8BlockK / 32; kk++) {
+            /* (ea - 127) x 2^23 of both rows (a multiply: a left shift of a negative int is undefined): adding
+             * eb << 23 gives the product's float bits */
+            const int a_lo = ((int)((ea_lo >> (8 * kk)) & 0xFFu) - 127) * (1 << 23);
+            const int a_hi = ((int)((ea_hi >> (8 * kk)) & 0xFFu) - 127) * (1 << 23);
+#pragma unroll
+            for (int h = 0; h < kParts; h++) {
+#pragma unroll
+                for (int i = 0; i < kPart; i++)
+                    mok_reg_fence(part[i]);
+                mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmma overwrites it */
+                /* k32 step kk: +32 bytes of K (2 in the descriptor); B rows [kN h, +kN) of the slot */
+                wgmma_e4m3_k32<kN>(part, da + 2 * kk, db + 2 * kk + h * (kN * kRowBytes >> 4), 0);
+                mok_wgmma_commit();
+                /* this product's columns: 64-row block (kN h + 64 w) / 64 for w < kN / 64, 4 words each */
+                uint32_t eb[kWords];
+#pragma unroll
+                for (int w = 0; w < kWords / 4; w++) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(bs + (h * kN / 64 + w) * 256 + kk * 64);
+                    eb[4 * w] = v.x, eb[4 * w + 1] = v.y, eb[4 * w + 2] = v.z, eb[4 * w + 3] = v.w;
+                }
+                mok_wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < kPart; i++)
+                    mok_reg_fence(part[i]); /* no read of part may move above the wait */
+                if (kk == kFp8BlockK / 32 - 1 && h == kParts - 1)
+                    release_slot(&empty[r.slot], 1, lane, 0); /* no clusters under this policy */
+                /* part register 4c + j: column 8c + 2q + (j % 2), row la (j < 2) or lb; its scale byte is byte
+                 * 2c + j % 2 of this product's 16 per block, in word (2c + j % 2) / 4 */
+#pragma unroll
+                for (int i = 0; i < kPart; i++) {
+                    const int c = i / 4, j = i % 4, byte = 2 * c + j % 2;
+                    const int b = (int)(((eb[byte / 4] >> (8 * (byte % 4))) & 0xFFu) << 23);
+                    acc[kPart * h + i] = fmaf(part[i], __int_as_float((j < 2 ? a_lo : a_hi) + b), acc[kPart * h + i]);
+                }
             }
         }
         r.advance(stages);

@@ -67,9 +67,13 @@ void say(char *why, int why_len, const char *fmt, ...)
 }
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
- * (the small groups' tile: the warpgroups split the columns). */
-const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n)
+ * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
+ * or 128 columns. */
+const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false)
 {
+    if (mx)
+        return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64, true>)
+                           : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128, true>);
     if (fp8)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128>);
@@ -88,7 +92,7 @@ int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_con
     if (c->stages != 0)
         return c->stages;
     int s = kMaxStages;
-    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu) > limit)
+    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, g->dtype == MOK_GEMM_MXFP8) > limit)
         s--;
     return s;
 }
@@ -134,12 +138,40 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "tile_m 64 runs without clusters (cluster_m %d)", c->cluster_m);
         return cudaErrorInvalidValue;
     }
-    const bool fp8 = g->dtype == MOK_GEMM_FP8_BLOCK;
+    const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
     if (g->dtype != MOK_GEMM_BF16 && !fp8) {
-        say(why, why_len, "dtype %d: bf16 (0) or fp8_block (1)", (int)g->dtype);
+        say(why, why_len, "dtype %d: bf16 (0), fp8_block (1) or mxfp8 (2)", (int)g->dtype);
         return cudaErrorInvalidValue;
     }
-    if (fp8) {
+    if (mx) {
+        /* one CTA loads its own B scales (no multicast of them is written): no clusters */
+        if (c->tile_m != 128 || c->tile_n != 128 || c->lockstep || cluster_of(c) != 1) {
+            say(why, why_len, "mxfp8 runs 128 x 128 tiles without lockstep or clusters (tile %d x %d, lockstep %d, "
+                "cluster_m %d)", c->tile_m, c->tile_n, c->lockstep, c->cluster_m);
+            return cudaErrorInvalidValue;
+        }
+        if (c->fp8_n != 0 && c->fp8_n != 64 && c->fp8_n != 128) {
+            say(why, why_len, "fp8_n %d: 64 or 128 (0: 128)", c->fp8_n);
+            return cudaErrorInvalidValue;
+        }
+        if (!g->a_fp8 || !g->b_fp8 || !g->a_mx_scale || !g->b_mx_scale) {
+            say(why, why_len, "mxfp8 needs a_fp8, b_fp8, a_mx_scale and b_mx_scale");
+            return cudaErrorInvalidValue;
+        }
+        if (g->k % kFp8BlockK || g->n_out % 128) {
+            say(why, why_len, "mxfp8: k %d and n_out %d must be multiples of 128 (k blocks of 4 scales, 64-row "
+                "scale blocks of B)", g->k, g->n_out);
+            return cudaErrorInvalidValue;
+        }
+        if ((uintptr_t)g->a_mx_scale % 4 || (uintptr_t)g->b_mx_scale % 16) {
+            say(why, why_len, "mxfp8: a_mx_scale 4-byte and b_mx_scale 16-byte aligned (word loads, bulk copies)");
+            return cudaErrorInvalidValue;
+        }
+        if (g->ready) {
+            say(why, why_len, "mxfp8: no ready counters (rows must be complete at launch)");
+            return cudaErrorInvalidValue;
+        }
+    } else if (fp8) {
         if (c->tile_m != 128 || c->tile_n != 128 || c->lockstep) {
             say(why, why_len, "fp8_block runs 128 x 128 tiles without lockstep (tile %d x %d, lockstep %d)",
                 c->tile_m, c->tile_n, c->lockstep);
@@ -164,7 +196,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         }
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -239,7 +271,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     size_t limit = smem_limit(optin);
     int stages = resolve_stages(g, c, limit);
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx);
     if (smem > limit) {
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + prefix of %d groups)",
             smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
@@ -286,6 +318,29 @@ bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, u
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for [%llu][%llu], box %u\n",
                 (int)r, (unsigned long long)rows, (unsigned long long)k, box_rows);
+        return false;
+    }
+    return true;
+}
+
+/* mxfp8's B scales in the GEMM's tile layout (mok_scale_mx_tiles): [blocks][k_blocks x 256] bytes, a block being 64
+ * B rows, read in boxes of one k block of two adjacent blocks (2 x 256 bytes, no swizzle: the consumers index it
+ * themselves). */
+bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode)
+        return false;
+    cuuint64_t dims[2] = {k_blocks * kMxScaleSlot / 2, blocks};
+    cuuint64_t strides[1] = {k_blocks * kMxScaleSlot / 2};
+    cuuint32_t box[2] = {kMxScaleSlot / 2, 2};
+    cuuint32_t elem_strides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box,
+                        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for the mxfp8 B scales "
+                "[%llu][%llu]\n", (int)r, (unsigned long long)blocks, (unsigned long long)k_blocks);
         return false;
     }
     return true;
@@ -412,13 +467,16 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
-    const bool fp8 = g->dtype == MOK_GEMM_FP8_BLOCK;
+    const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
     if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
                     (uint32_t)c->tile_m, fp8) ||
         !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
                     /* halves: SwiGLU's gate/up, or a cluster's */
                     (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
+        return cudaErrorInvalidValue;
+    CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
+    if (mx && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
 
     int dev = 0, grid = c->sms, optin = 0;
@@ -427,9 +485,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return (int)cudaGetLastError();
     int stages = resolve_stages(g, c, smem_limit(optin));
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -438,7 +496,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -471,22 +529,26 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
-#define MOK_LAUNCH_SM90(TM, TN, FP8N)                                                                            \
-    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N>, map_a, map_b, map_c, g->c, g->offset, g->groups,        \
+#define MOK_LAUNCH_SM90(TM, TN, FP8N, MX)                                                                        \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX>, map_a, map_b, map_c, g->c, g->offset, g->groups,    \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
-                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale)
-    if (fp8 && c->fp8_n == 64)
-        e = MOK_LAUNCH_SM90(128, 128, 64);
+                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs)
+    if (mx && c->fp8_n == 64)
+        e = MOK_LAUNCH_SM90(128, 128, 64, true);
+    else if (mx)
+        e = MOK_LAUNCH_SM90(128, 128, 128, true);
+    else if (fp8 && c->fp8_n == 64)
+        e = MOK_LAUNCH_SM90(128, 128, 64, false);
     else if (fp8)
-        e = MOK_LAUNCH_SM90(128, 128, 128);
+        e = MOK_LAUNCH_SM90(128, 128, 128, false);
     else if (c->tile_m == 64)
-        e = MOK_LAUNCH_SM90(64, 256, 0);
+        e = MOK_LAUNCH_SM90(64, 256, 0, false);
     else if (c->tile_m == 256)
-        e = MOK_LAUNCH_SM90(256, 128, 0);
+        e = MOK_LAUNCH_SM90(256, 128, 0, false);
     else if (c->tile_n == 256)
-        e = MOK_LAUNCH_SM90(128, 256, 0);
+        e = MOK_LAUNCH_SM90(128, 256, 0, false);
     else
-        e = MOK_LAUNCH_SM90(128, 128, 0);
+        e = MOK_LAUNCH_SM90(128, 128, 0, false);
 #undef MOK_LAUNCH_SM90
     if (e != cudaSuccess)
         return (int)e;

@@ -11,14 +11,17 @@ constexpr int kMaxGroups = 1024;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
 
-/* Dynamic shared memory: [align slack][A slots][B slots][C staging][full barriers][empty barriers][tile prefix].
+/* Dynamic shared memory: [align slack][A slots][B slots][C staging][mxfp8: B scale slots][full barriers][empty
+ * barriers][tile prefix].
  * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
  * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
- * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. */
-size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu)
+ * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
+ * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging). */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
-           (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+           (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
+           2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -64,8 +67,12 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 /* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
  * kFp8N columns (64 or 128): A and B e4m3 with their scales a_scale [rows_capacity][k / 128] and b_scale
  * [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds its 64 accumulators and a k block's partial
- * product). Without it the scales are unused. */
-template <int TILE_M, int TILE_N, int kFp8N = 0>
+ * product). Without it the scales are unused.
+ * kMx (with kFp8N): the mxfp8 policy instead (consume_tile_mxfp8): A and B e4m3 with e8m0 scales, a_mx_scale
+ * [rows_capacity][k / 32] (the quantizer's layout, read by the consumers from global memory) and B's in the GEMM's
+ * tile layout [B rows / 64][k / 128][256] (mok_scale_mx_tiles), loaded by the producer into each slot through
+ * map_bs, one TMA box of two 64-row blocks; 128 x 128 tiles without clusters (cm 1). map_bs is unused elsewhere. */
+template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -73,7 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
                      const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
                      int lock_kb, int n_major, struct mok_sm90_diag *diag, const float *__restrict__ a_scale,
-                     const float *__restrict__ b_scale)
+                     const float *__restrict__ b_scale, const uint8_t *__restrict__ a_mx_scale,
+                     const __grid_constant__ CUtensorMap map_bs)
 {
 #if MOK_SM90_DEVICE
     /* The tile policy. TILE_M 128 or 256: each consumer warpgroup owns TILE_M / 2 rows (kSub 64-row sub-tiles) and
@@ -90,6 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr bool kFp8 = kFp8N != 0;
     static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
+    static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -107,7 +116,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotA;       /* stages x TILE_N*128 B, each 1024-aligned */
     const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + (size_t)TILE_M * cols_per_tile * 2);
+    uint8_t *smem_bs = smem_c + (size_t)TILE_M * cols_per_tile * 2; /* mxfp8: stages x kMxScaleSlot */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0));
     uint64_t *empty = full + stages;
     int *tile_start = reinterpret_cast<int *>(empty + stages);
 
@@ -172,15 +182,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                  * the full waves all CTAs count the same k blocks); the consumers keep draining the ring. Measured:
                  * one barrier per wave cut DRAM reads 60 -> 50 GB but not the time; kept as a parameter. */
                 const int k_done = wave * k_blocks + kb; /* k blocks this CTA issued before this one */
-                if (wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
+                /* (mxfp8 runs without lockstep and clusters: compiled out of its producer, which needs the
+                 * registers for its scale loads) */
+                if (!kMx && wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
                     mok_sm90_wave_barrier(wave_ctr, gridDim.x, k_done / lock_kb, diag);
                 producer_acquire(ring, empty, diag, t, kb);
-                uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes);
+                uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes + (kMx ? kMxScaleSlot : 0));
                 uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotA;
                 uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                 int kc = kb * kElemsK;
                 mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
-                if (cm > 1) {
+                if (!kMx && cm > 1) {
                     /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
                      * both: with SwiGLU the gate half and the up half, without it the two row halves */
                     int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
@@ -193,6 +205,16 @@ __global__ void __launch_bounds__(kThreads, 1)
                     mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, &map_b, kc, b_row + n_out, bar);
                 } else {
                     mok_tma_load_2d(b_dst, &map_b, kc, b_row, bar);
+                }
+                if constexpr (kMx) {
+                    /* the B scales of the slot's two 64-row blocks (gate and up, or the tile's two halves), one
+                     * TMA box of 2 x 256 bytes: map_bs is [blocks][k / 128 x 256] bytes, k block kb of block b at
+                     * (256 kb = 2 kc, b), and the tile layout puts the two blocks a tile reads next to each other
+                     * (W13's gate block j at 2j, its up block at 2j + 1: GEMM1's tile n starts at b_row / 64 + n).
+                     * One box from a tensor map, not two or bulk copies from a pointer: those made the 40-register
+                     * producer spill. */
+                    mok_tma_load_2d(smem_bs + (size_t)ring.slot * kMxScaleSlot, &map_bs, 2 * kc,
+                                    swiglu ? b_row / 64 + p.n : b_row / 64, bar);
                 }
                 ring.advance(stages);
             }
@@ -210,7 +232,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         RingPos ring = {0, 0};
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
-            if constexpr (kFp8) {
+            if constexpr (kMx) {
+                /* this thread's two rows' scale bytes, k / 32 per row (rows past the allocation read the last
+                 * row's: never stored) */
+                const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);
+                const int rb = min(ra + 8, rows_capacity - 1);
+                consume_tile_mxfp8<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
+                                                cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, smem_bs,
+                                                lane, diag, role, t, a_mx_scale + (size_t)ra * (k / 32),
+                                                (rb - ra) * (k / 32));
+            } else if constexpr (kFp8) {
                 /* this thread's two rows' scales, k_blocks per row (rows past the allocation read the last row's: never
                  * stored) */
                 const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);

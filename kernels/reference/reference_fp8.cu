@@ -1,5 +1,5 @@
-/* reference_fp8: the fp8_block forward GEMM's reference (src/fp8.h's format): both operands dequantized to fp32 as
- * they are read, then the references' one SIMT GEMM (reference/ref_gemm.cuh). Its own e4m3 decoder: the reference
+/* reference_fp8: the fp8_block and mxfp8 forward GEMMs' references (src/fp8.h's formats): both operands dequantized
+ * to fp32 as they are read, then the references' one SIMT GEMM (reference/ref_gemm.cuh). Its own e4m3 decoder: the reference
  * shares no code with the implementations' kernels (kernels/util/quant.cu's encoder included), only the format. */
 #include "common/common.cuh"
 #include "reference/ref_gemm.cuh"
@@ -43,7 +43,46 @@ struct Fp8BlockWeightsT {
     }
 };
 
+constexpr int kMxBlock = 32; /* MOK_MX_BLOCK: K elements per e8m0 scale */
+
+/* e8m0 byte e to 2^(e - 127), exact (ldexpf reaches fp32's subnormals: 2^-127 for e = 0); 255 is NaN */
+__device__ __forceinline__ float e8m0_to_f32(uint8_t e)
+{
+    return e == 0xFFu ? __uint_as_float(0x7FC00000u) : ldexpf(1.0f, (int)e - 127);
+}
+
+/* (i, kk) = e4m3(q[i][kk]) x 2^(scale[i][kk / 32] - 127): rows e4m3 [m][k], e8m0 scales [m][k / 32] */
+struct MxRows {
+    const uint8_t *q, *scale;
+    int k;
+    __device__ float operator()(int i, int kk) const
+    {
+        return e4m3_to_f32(q[(size_t)i * k + kk]) * e8m0_to_f32(scale[(size_t)i * (k / kMxBlock) + kk / kMxBlock]);
+    }
+};
+
+/* (kk, j) = the same of weights e4m3 [n][k] with scales [n][k / 32], read transposed (C = A W^T) */
+struct MxWeightsT {
+    const uint8_t *q, *scale;
+    int k;
+    __device__ float operator()(int kk, int j) const
+    {
+        return e4m3_to_f32(q[(size_t)j * k + kk]) * e8m0_to_f32(scale[(size_t)j * (k / kMxBlock) + kk / kMxBlock]);
+    }
+};
+
 } // namespace
+
+extern "C" int mok_ref_gemm_mxfp8(const uint8_t *a, const uint8_t *a_scale, int m, int k, const uint8_t *w,
+                                  const uint8_t *w_scale, int n, float *c, mok_stream_t stream)
+{
+    if (m < 0 || n < 0 || k < 0 || k % kMxBlock)
+        return (int)cudaErrorInvalidValue;
+    if (m == 0 || n == 0)
+        return 0;
+    return mok_ref::launch_gemm(MxRows{a, a_scale, k}, MxWeightsT{w, w_scale, k}, m, n, k, c, nullptr, 0,
+                                mok_cuda_stream(stream));
+}
 
 extern "C" int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k, const uint8_t *w,
                                       const float *w_scale, int n, float *c, mok_stream_t stream)

@@ -3,7 +3,8 @@
  * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: mxfp8 one thread per scale block
  * (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half warp per block of 128. Weights
  * (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block,
- * 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). */
+ * 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). And mxfp8's dequantization back to
+ * bf16, which an MX-emulating baseline runs. */
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
@@ -161,7 +162,41 @@ __global__ void __launch_bounds__(kWThreads) quant_fp8_block_weights_kernel(cons
     }
 }
 
+/* mxfp8 -> bf16 (the emulating baseline's dequantization, in its timed run): a thread per 8 values (8 bytes in, 16
+ * out), grid-stride. e4m3 through cuda_fp8's exact widening to half, times the block's power of two as an fp32
+ * multiply (exact), rounded to bf16 (exact wherever the value is in bf16's normal range: 4 significant bits). */
+__global__ void dequant_mxfp8_kernel(const uint8_t *q, const uint8_t *scale, long long groups, uint16_t *out)
+{
+    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups; g += (long long)gridDim.x * blockDim.x) {
+        const uint2 v = *reinterpret_cast<const uint2 *>(q + g * 8);
+        const float s = ldexpf(1.0f, (int)scale[g / 4] - 127); /* 4 groups of 8 per 32-value block */
+        const uint32_t words[2] = {v.x, v.y};
+        uint32_t o[4];
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            const uint8_t b0 = (uint8_t)(words[j / 4] >> (j % 4 * 8)), b1 = (uint8_t)(words[j / 4] >> (j % 4 * 8 + 8));
+            const float f0 = __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b0, __NV_E4M3)));
+            const float f1 = __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b1, __NV_E4M3)));
+            o[j / 2] = (uint32_t)mok_f32_to_bf16(f0 * s) | (uint32_t)mok_f32_to_bf16(f1 * s) << 16;
+        }
+        *reinterpret_cast<uint4 *>(out + g * 8) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}
+
 } // namespace
+
+extern "C" int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
+                                      mok_stream_t stream)
+{
+    if (rows < 0 || k < 0 || k % 32 || (uintptr_t)q % 8 || (uintptr_t)out % 16)
+        return (int)cudaErrorInvalidValue;
+    long long groups = rows * (k / 8);
+    if (groups == 0)
+        return 0;
+    dequant_mxfp8_kernel<<<mok_blocks_for((size_t)groups, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(
+        q, scale, groups, out);
+    return MOK_LAUNCH_RESULT();
+}
 
 /* Blocks are consecutive K elements of a row-major [rows][k] matrix: with k a multiple of the block, block b covers
  * elements [32 b, 32 b + 32) of the flat array, so scale[r][k / 32] is scale[b] in order. */

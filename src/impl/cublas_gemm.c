@@ -2,13 +2,16 @@
  * per expert over several streams), timed GEMM1 + SwiGLU and GEMM2 apart: the reference mok-gemm is held to.
  * pass bwd: their backward per expert (gemm_cublas.h: mok_expert_gemms_backward), timed whole; fwd_bwd: the
  * forward, then the backward from the gate/up rows it kept. dtype fp8_block: the forward per expert on cuBLASLt's
- * block-scaled FP8 GEMMs (gemm_fp8_experts.h). */
+ * block-scaled FP8 GEMMs (gemm_fp8_experts.h). dtype mxfp8: emulated (no Hopper library runs MX GEMMs): dequantize to
+ * bf16, then the bf16 GEMMs (gemm_mx_emulated.h), labelled so in the report's note. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gemm_cublas.h"
 #include "gemm_fp8_experts.h"
+#include "gemm_mx_emulated.h"
 #include "impl.h"
 #include "params.h"
 #include "slot_events.h"
@@ -23,6 +26,7 @@ struct cg_state {
     uint16_t *dhp, *dgu, *hw; /* pass bwd: dh', [dg, du], w h */
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
     struct mok_fp8_experts fp8; /* dtype fp8_block (zeroed otherwise: its destroy is a no-op) */
+    struct mok_mx_emulated mx;  /* dtype mxfp8 (likewise) */
 };
 
 /* Everything cublas-gemm can be asked is decided without the GPU (host_supports.c). */
@@ -72,6 +76,9 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         if (mok_fp8_experts_init(&s->fp8, &s->gemms, p, s->groups, s->ngroups, s->st, err, err_len))
             return -1;
     }
+    if (!rc && ce == cudaSuccess && p->spec.dtype == MOK_DTYPE_MXFP8 &&
+        mok_mx_emulated_init(&s->mx, p, s->st, err, err_len))
+        return -1;
     if (rc || ce != cudaSuccess) {
         snprintf(err, (size_t)err_len, "cublas-gemm setup: %s", rc ? "cuBLAS init failed" : cudaGetErrorString(ce));
         return -1;
@@ -131,6 +138,12 @@ static int cg_run(void *state, int set, const struct mok_outputs *out, int slot,
                 return -1;
             continue;
         }
+        if (p->spec.dtype == MOK_DTYPE_MXFP8) {
+            if (mok_mx_emulated_run(&s->mx, &s->gemms, s->st, part, p, set, s->groups, s->ngroups,
+                                    mok_output_bf16(out, "h"), y, err, err_len))
+                return -1;
+            continue;
+        }
         int rc = mok_expert_gemms_run(&s->gemms, s->st, 0, s->groups, s->ngroups, p->w13[set], p->w2[set],
                                       p->hidden, p->inter, p->gemm_a[set], s->g1, s->h, y);
         if (rc) {
@@ -156,6 +169,18 @@ static void cg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
     }
 }
 
+/* The report says what an mxfp8 row of this implementation is: not an MX GEMM */
+static int cg_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+{
+    struct cg_state *s = state;
+    (void)iters, (void)err, (void)err_len;
+    if (s->p->spec.dtype == MOK_DTYPE_MXFP8) {
+        size_t used = strlen(row->note);
+        snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", MOK_MX_EMULATED_NOTE);
+    }
+    return 0;
+}
+
 static void cg_teardown(void *state)
 {
     struct cg_state *s = state;
@@ -166,6 +191,7 @@ static void cg_teardown(void *state)
         mok_expert_gemms_destroy(&s->gemms);
     mok_slot_events_destroy(&s->ev);
     mok_fp8_experts_destroy(&s->fp8);
+    mok_mx_emulated_destroy(&s->mx);
     cudaFree(s->g1);
     cudaFree(s->h);
     cudaFree(s->dhp);
@@ -181,5 +207,6 @@ const struct mok_impl_ops mok_impl_cublas_gemm = {
     .setup = cg_setup,
     .run = cg_run,
     .phase_ms = cg_phase_ms,
+    .extras = cg_extras,
     .teardown = cg_teardown,
 };

@@ -21,6 +21,8 @@ static int no(char *why, int why_len, const char *fmt, ...)
 /* What every layer and gemm implementation shares today: one cell of dtype x pass, experts spread evenly. */
 static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int why_len)
 {
+    if (s->dtype == MOK_DTYPE_MXFP8)
+        return no(why, why_len, "mxfp8: gemm mode only so far (mok-gemm and cublas-gemm)");
     if (s->dtype != MOK_DTYPE_BF16 || s->pass != MOK_PASS_FWD)
         return no(why, why_len, "bf16 forward only (this problem: %s %s)", mok_dtype_name(s->dtype),
                   mok_pass_name(s->pass));
@@ -33,6 +35,8 @@ static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int
  * whose forward keeps GEMM1's gate/up output (gemm=mok's fused SwiGLU keeps only h; no grouped backward yet). */
 static int nccl_cell(const struct mok_problem_spec *s, int nranks, int gemm, char *why, int why_len)
 {
+    if (s->dtype == MOK_DTYPE_MXFP8)
+        return no(why, why_len, "mxfp8: gemm mode only so far (mok-gemm and cublas-gemm)");
     if (s->dtype != MOK_DTYPE_BF16)
         return no(why, why_len, "bf16 only (this problem: %s)", mok_dtype_name(s->dtype));
     if (mok_pass_has_bwd(s->pass) && gemm != 1)
@@ -95,8 +99,17 @@ int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, c
                       spec->model.hidden, spec->model.intermediate);
         return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
     }
+    if (spec->dtype == MOK_DTYPE_MXFP8) {
+        /* emulated (gemm_mx_emulated.c): dequantized to bf16, then this implementation's bf16 GEMMs */
+        if (spec->pass != MOK_PASS_FWD)
+            return no(why, why_len, "mxfp8: the forward only (pass %s)", mok_pass_name(spec->pass));
+        if (spec->model.hidden % 128 || spec->model.intermediate % 128)
+            return no(why, why_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128",
+                      spec->model.hidden, spec->model.intermediate);
+        return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+    }
     if (spec->dtype != MOK_DTYPE_BF16)
-        return no(why, why_len, "bf16 or fp8_block (this problem: %s)", mok_dtype_name(spec->dtype));
+        return no(why, why_len, "bf16, fp8_block or mxfp8 (this problem: %s)", mok_dtype_name(spec->dtype));
     if (mok_pass_has_bwd(spec->pass) && p.gemm != 1)
         return no(why, why_len, "the backward runs per expert (gemm=per_expert) so far");
     return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
@@ -149,10 +162,21 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
                       "lockstep_k %d)", p.tile_m, p.tile_n, p.lockstep_k);
         return 1;
     }
+    if (spec->dtype == MOK_DTYPE_MXFP8) {
+        if (p.kernel == 1)
+            return no(why, why_len, "mxfp8 runs on the Hopper kernel (kernel=sm90), not the portable one");
+        if (spec->model.hidden % 128 || spec->model.intermediate % 128)
+            return no(why, why_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128",
+                      spec->model.hidden, spec->model.intermediate);
+        if (p.tile_m != 128 || p.tile_n != 128 || p.lockstep_k != 0 || p.cluster != 1)
+            return no(why, why_len, "mxfp8 runs 128 x 128 tiles without lockstep or clusters (tile_m %d, tile_n %d, "
+                      "lockstep_k %d, cluster %d)", p.tile_m, p.tile_n, p.lockstep_k, p.cluster);
+        return 1;
+    }
     if (spec->dtype != MOK_DTYPE_BF16)
-        return no(why, why_len, "bf16 or fp8_block (this problem: %s)", mok_dtype_name(spec->dtype));
+        return no(why, why_len, "bf16, fp8_block or mxfp8 (this problem: %s)", mok_dtype_name(spec->dtype));
     if (p.fp8_n != 128) /* one candidate per bf16 configuration, not one per value of a parameter it ignores */
-        return no(why, why_len, "fp8_n %d applies to dtype fp8_block only (leave it at 128)", p.fp8_n);
+        return no(why, why_len, "fp8_n %d applies to the FP8 dtypes only (leave it at 128)", p.fp8_n);
     if (p.kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
     if (p.tile_n != 128 && p.tile_n != 256)

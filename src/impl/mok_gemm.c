@@ -2,7 +2,9 @@
  * GEMM2, group sizes read on the device. The Hopper wgmma kernel with its tile, stage and CTA-count parameters,
  * or the portable mma.sync kernel. dtype fp8_block: the Hopper kernel's fp8_block policy on the problem's quantized
  * rows and weights (src/problem_fp8.c); GEMM1 writes h in bf16 and a separate kernel quantizes it 1 x 128 for
- * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). */
+ * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). dtype mxfp8: the same with the
+ * kernel's mxfp8 policy (every 32 K promoted with the row's and the column's e8m0 scales; src/problem_mxfp8.c's
+ * operands, the weights' scales in the kernel's tile layout) and h quantized per 32 by the mxfp8 quantizer. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,14 +27,15 @@ struct mg_state {
     struct mok_gemm_sm90_config cfg;
     int portable;
     uint16_t *h;
-    uint8_t *h_fp8; /* fp8_block: h quantized for GEMM2, and its scales */
+    uint8_t *h_fp8; /* fp8_block and mxfp8: h quantized for GEMM2, and its scales (one of the two) */
     float *h_scale;
+    uint8_t *h_mx_scale;
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
 };
 
-/* h_fp8, h_scale: fp8_block's quantized h (GEMM2's A) */
+/* h_fp8 with h_scale (fp8_block) or h_mx_scale (mxfp8): the quantized h (GEMM2's A) */
 static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, const uint8_t *h_fp8, const float *h_scale,
-                      uint16_t *y, int first, struct mok_gemm_args *g)
+                      const uint8_t *h_mx_scale, uint16_t *y, int first, struct mok_gemm_args *g)
 {
     *g = (struct mok_gemm_args){.offset = p->gemm_offset, .groups = p->experts, .rows_capacity = p->gemm_rows};
     if (first) /* GEMM1 + SwiGLU: x rows -> h */
@@ -47,6 +50,15 @@ static void gemm_args(const struct mok_problem *p, int set, uint16_t *h, const u
         else
             g->a_fp8 = h_fp8, g->a_scale = h_scale, g->b_fp8 = f->w2[set], g->b_scale = f->w2_scale[set];
     }
+    if (p->spec.dtype == MOK_DTYPE_MXFP8) {
+        const struct mok_mxfp8_operands *f = &p->mx;
+        g->dtype = MOK_GEMM_MXFP8, g->a = NULL, g->b = NULL;
+        if (first)
+            g->a_fp8 = f->a[set], g->a_mx_scale = f->a_scale[set], g->b_fp8 = f->w13[set],
+            g->b_mx_scale = f->w13_tiles[set];
+        else
+            g->a_fp8 = h_fp8, g->a_mx_scale = h_mx_scale, g->b_fp8 = f->w2[set], g->b_mx_scale = f->w2_tiles[set];
+    }
 }
 
 static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
@@ -57,13 +69,14 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
         return 1;
     struct mok_gemm_sm90_config c = sm90_config(params);
     struct mok_gemm_args g;
-    const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK;
+    const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8;
     for (int first = 1; first >= 0; first--) {
-        gemm_args(p, 0, NULL, NULL, NULL, NULL, first, &g);
+        gemm_args(p, 0, NULL, NULL, NULL, NULL, NULL, first, &g);
         g.c = (uint16_t *)(uintptr_t)256; /* alignment only */
         if (fp8) {
             const uintptr_t a = 256; /* alignment only: supports() reads no operand */
             g.a_fp8 = (const uint8_t *)a, g.b_fp8 = g.a_fp8, g.a_scale = (const float *)a, g.b_scale = g.a_scale;
+            g.a_mx_scale = g.a_fp8, g.b_mx_scale = g.a_fp8;
         } else {
             g.a = (const uint16_t *)(uintptr_t)256, g.b = g.a;
         }
@@ -87,13 +100,17 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     s->portable = mok_params_mok_gemm(params).kernel == 1;
     s->cfg = sm90_config(params);
     cudaError_t ce = cudaMalloc((void **)&s->h, (size_t)p->gemm_rows * p->inter * 2 + 16);
-    if (ce == cudaSuccess && p->spec.dtype == MOK_DTYPE_FP8_BLOCK) {
+    const bool mx = p->spec.dtype == MOK_DTYPE_MXFP8;
+    if (ce == cudaSuccess && (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || mx)) {
         if (s->portable) {
-            snprintf(err, (size_t)err_len, "mok-gemm: fp8_block runs on the Hopper kernel (kernel=sm90) only");
+            snprintf(err, (size_t)err_len, "mok-gemm: %s runs on the Hopper kernel (kernel=sm90) only",
+                     mok_dtype_name(p->spec.dtype));
             return -1;
         }
         ce = cudaMalloc((void **)&s->h_fp8, (size_t)p->gemm_rows * p->inter + 16);
-        if (ce == cudaSuccess)
+        if (ce == cudaSuccess && mx)
+            ce = cudaMalloc((void **)&s->h_mx_scale, (size_t)p->gemm_rows * (p->inter / 32) + 16);
+        else if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
     }
     if (ce == cudaSuccess)
@@ -117,7 +134,7 @@ static int mg_run(void *state, int set, const struct mok_outputs *out, int slot,
         h = s->h;
     for (int part = 0; part < 2; part++) {
         struct mok_gemm_args g;
-        gemm_args(s->p, set, h, s->h_fp8, s->h_scale, y, part == 0, &g);
+        gemm_args(s->p, set, h, s->h_fp8, s->h_scale, s->h_mx_scale, y, part == 0, &g);
         if (timed)
             mok_slot_events_record(&s->ev, slot, part, s->st);
         int rc = s->portable ? mok_gemm_portable(&g, (mok_stream_t)s->st)
@@ -126,11 +143,13 @@ static int mg_run(void *state, int set, const struct mok_outputs *out, int slot,
             snprintf(err, (size_t)err_len, "mok-gemm GEMM%d: %s", part + 1, cudaGetErrorString((cudaError_t)rc));
             return -1;
         }
-        /* fp8_block: h quantized for GEMM2 (finite by construction; the status flag is the problem's, checked at
+        /* FP8: h quantized for GEMM2 (finite by construction; the status flag is the problem's, checked at
          * setup, and not read back here: no host synchronization inside a timed run) */
         if (part == 0 && s->h_fp8 && s->p->gemm_rows) {
-            rc = mok_quant_fp8_block_bf16(h, s->p->gemm_rows, s->p->inter, s->h_fp8, s->h_scale,
-                                          s->p->fp8.status, (mok_stream_t)s->st);
+            rc = s->h_mx_scale ? mok_quant_mxfp8_bf16(h, s->p->gemm_rows, s->p->inter, s->h_fp8, s->h_mx_scale,
+                                                      s->p->mx.status, (mok_stream_t)s->st)
+                               : mok_quant_fp8_block_bf16(h, s->p->gemm_rows, s->p->inter, s->h_fp8, s->h_scale,
+                                                          s->p->fp8.status, (mok_stream_t)s->st);
             if (rc) {
                 snprintf(err, (size_t)err_len, "mok-gemm: quantizing h: %s", cudaGetErrorString((cudaError_t)rc));
                 return -1;
@@ -162,6 +181,7 @@ static void mg_teardown(void *state)
     cudaFree(s->h);
     cudaFree(s->h_fp8);
     cudaFree(s->h_scale);
+    cudaFree(s->h_mx_scale);
     free(s);
 }
 

@@ -116,7 +116,8 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "rows per tile: 128, 256 with tile_n 128 (each consumer warpgroup runs two 64-row wgmmas), or 64 with "      \
       "tile_n 256 and cluster 1 (the warpgroups split the columns: small groups are not padded to 128 rows)")     \
     X(fp8_n, MOK_NUMERIC, 64, 128, 128,                                                                          \
-      "dtype fp8_block: columns of each wgmma product promoted into fp32 per 128 K (64: two per tile, 128: one)")
+      "dtype fp8_block (mxfp8): columns of each wgmma product promoted into fp32 per 128 K (per 32 K) (64: two "  \
+      "per tile, 128: one)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */

@@ -1,0 +1,260 @@
+/* test_gpu_mxfp8: mxfp8's GPU pieces against host computations (src/fp8.c's quantizer, dequantizer and tile layout):
+ *   1. the reference GEMM (mok_ref_gemm_mxfp8) against a host double GEMM of the host-dequantized operands, to 1e-5
+ *      of max |ref|, m = 1, 37, 200, n = 256, k = 384, a magnitude per 32-block from 2^-6 to 2^6; two wrong
+ *      readings of the scales (every row taking row 0's, the weights' scales one per 128 K) must miss by far more;
+ *   2. the dequantization to bf16 (mok_dequant_mxfp8_bf16), bit for bit the host's exact values;
+ *   3. the GEMM's B-scale tile layout (mok_scale_mx_tiles), byte for byte the host's, plain and paired halves;
+ *   4. on sm_90: mok's grouped GEMM with dtype mxfp8 (kernels/mok_gemm.h) on ragged groups (an empty one, one row, 77,
+ *      130), GEMM2-like and GEMM1-like with SwiGLU, products of 64 and 128 columns, 2 and 0 (deepest) stages, against
+ *      a host double GEMM of the dequantized operands (SwiGLU on bf16-rounded gate and up, as the kernel's epilogue),
+ *      within 1e-2 of max |ref| (bf16 output), no NaN (the output is poisoned), rows of no group untouched.
+ * Exit 0 pass, 1 fail, 77 without a GPU. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf16.h"
+#include "fp8.h"
+#include "mok_gemm.h"
+#include "mok_kernels.h"
+
+#include "check.h"
+
+enum { N = 256, K = 384, NB = K / 32, M_MAX = 200 };
+
+static float rnd(void) { return (float)rand() / RAND_MAX * 2 - 1; }
+
+static void *dev_copy(const void *src, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes + 16) != cudaSuccess)
+        return NULL;
+    if (src)
+        cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* which scales the host GEMM reads: the format's, or one of the wrong readings it must tell apart */
+enum scale_reading { RIGHT, A_ROW0, W_PER_128 };
+
+static void host_gemm(const uint8_t *qa, const uint8_t *sa, int m, const uint8_t *qw, const uint8_t *sw, int n, int k,
+                      enum scale_reading how, double *c)
+{
+    const int nb = k / 32;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int kk = 0; kk < k; kk++) {
+                int ar = how == A_ROW0 ? 0 : i, wb = how == W_PER_128 ? kk / 128 * 4 : kk / 32;
+                double av = (double)mok_e4m3_to_f32(qa[(size_t)i * k + kk]) * mok_e8m0_to_f32(sa[(size_t)ar * nb + kk / 32]);
+                double wv = (double)mok_e4m3_to_f32(qw[(size_t)j * k + kk]) * mok_e8m0_to_f32(sw[(size_t)j * nb + wb]);
+                acc += av * wv;
+            }
+            c[(size_t)i * n + j] = acc;
+        }
+}
+
+/* max |c - ref| / max |ref|; a non-finite c counts as infinite */
+static double rel_err(const float *c, const double *ref, size_t n)
+{
+    double amax = 0, dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        amax = fmax(amax, fabs(ref[i]));
+        dmax = isfinite(c[i]) ? fmax(dmax, fabs(c[i] - ref[i])) : INFINITY;
+    }
+    return amax > 0 ? dmax / amax : dmax;
+}
+
+static void test_reference(const uint8_t *qa, const uint8_t *sa, const uint8_t *qw, const uint8_t *sw)
+{
+    static float c[M_MAX * N];
+    static double ref[M_MAX * N], wrong[M_MAX * N];
+    uint8_t *dqa = dev_copy(qa, (size_t)M_MAX * K), *dsa = dev_copy(sa, (size_t)M_MAX * NB);
+    uint8_t *dqw = dev_copy(qw, (size_t)N * K), *dsw = dev_copy(sw, (size_t)N * NB);
+    float *dc = dev_copy(NULL, sizeof c);
+    CHECK(dqa && dsa && dqw && dsw && dc, "reference: allocation");
+    const int ms[] = {1, 37, 200};
+    for (int t = 0; t < 3 && dc; t++) {
+        int m = ms[t];
+        size_t n = (size_t)m * N;
+        cudaMemset(dc, 0xFF, sizeof c); /* NaN: an unwritten element fails */
+        CHECK(mok_ref_gemm_mxfp8(dqa, dsa, m, K, dqw, dsw, N, dc, NULL) == 0, "m %d: launch", m);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "m %d: kernel", m);
+        cudaMemcpy(c, dc, n * sizeof *c, cudaMemcpyDeviceToHost);
+        host_gemm(qa, sa, m, qw, sw, N, K, RIGHT, ref);
+        double err = rel_err(c, ref, n);
+        CHECK(err <= 1e-5, "reference m %d: max |c - ref| / max |ref| = %.3g > 1e-5", m, err);
+        host_gemm(qa, sa, m, qw, sw, N, K, W_PER_128, wrong);
+        double miss = rel_err(c, wrong, n);
+        CHECK(miss > 1e-2, "m %d: weight scales per 128 K come as close (%.3g): the data cannot tell", m, miss);
+        if (m > 1) {
+            host_gemm(qa, sa, m, qw, sw, N, K, A_ROW0, wrong);
+            miss = rel_err(c, wrong, n);
+            CHECK(miss > 1e-2, "m %d: row 0's scales for every row come as close (%.3g): the data cannot tell", m,
+                  miss);
+        }
+        printf("reference m %3d: max |c - ref| / max |ref| = %.3g\n", m, err);
+    }
+    CHECK(mok_ref_gemm_mxfp8(dqa, dsa, 1, 200, dqw, dsw, N, dc, NULL) == (int)cudaErrorInvalidValue,
+          "k not a multiple of 32 accepted");
+    cudaFree(dqa), cudaFree(dsa), cudaFree(dqw), cudaFree(dsw), cudaFree(dc);
+}
+
+static void test_dequant(const uint8_t *qa, const uint8_t *sa)
+{
+    static float host[M_MAX * K];
+    static uint16_t got[M_MAX * K];
+    mok_dequant_mxfp8(qa, sa, M_MAX, K, host);
+    uint8_t *dq = dev_copy(qa, (size_t)M_MAX * K), *ds = dev_copy(sa, (size_t)M_MAX * NB);
+    uint16_t *dout = dev_copy(NULL, sizeof got);
+    CHECK(dq && ds && dout, "dequant: allocation");
+    CHECK(mok_dequant_mxfp8_bf16(dq, ds, M_MAX, K, dout, NULL) == 0 && cudaDeviceSynchronize() == cudaSuccess,
+          "dequant launch");
+    cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost);
+    int bad = 0, inexact = 0;
+    for (int i = 0; i < M_MAX * K; i++) {
+        uint16_t want = f32_to_bf16(host[i]);
+        inexact += bf16_to_f32(want) != host[i]; /* the data stays in bf16's range: every value exact */
+        bad += got[i] != want;
+    }
+    CHECK(inexact == 0, "dequant: %d host values not exact in bf16 (the test's data)", inexact);
+    CHECK(bad == 0, "dequant: %d of %d values differ from the host's", bad, M_MAX * K);
+    CHECK(mok_dequant_mxfp8_bf16(dq, ds, 1, 100, dout, NULL) == (int)cudaErrorInvalidValue, "k 100 accepted");
+    cudaFree(dq), cudaFree(ds), cudaFree(dout);
+}
+
+static void test_tiles(void)
+{
+    enum { MATS = 3, ROWS = 256, TK = 384, TNB = TK / 32, TOTAL = MATS * ROWS * TNB };
+    static uint8_t src[TOTAL], want[TOTAL], got[TOTAL];
+    for (int i = 0; i < TOTAL; i++)
+        src[i] = (uint8_t)(i * 31 + i / 256 * 7);
+    uint8_t *dsrc = dev_copy(src, TOTAL), *ddst = dev_copy(NULL, TOTAL);
+    CHECK(dsrc && ddst, "tiles: allocation");
+    for (int pair = 0; pair < 2; pair++) {
+        mok_mxfp8_scale_tiles(src, MATS, ROWS, TK, pair, want);
+        cudaMemset(ddst, 0, TOTAL);
+        CHECK(mok_scale_mx_tiles(dsrc, MATS, ROWS, TK, pair, ddst, NULL) == 0 && cudaDeviceSynchronize() == cudaSuccess,
+              "tiles launch (pair_halves %d)", pair);
+        cudaMemcpy(got, ddst, TOTAL, cudaMemcpyDeviceToHost);
+        int bad = 0;
+        for (int i = 0; i < TOTAL; i++)
+            bad += got[i] != want[i];
+        CHECK(bad == 0, "tiles (pair_halves %d): %d of %d bytes differ from the host's", pair, bad, TOTAL);
+    }
+    CHECK(mok_scale_mx_tiles(dsrc, 1, 64, TK, 1, ddst, NULL) == (int)cudaErrorInvalidValue,
+          "paired halves of 64 rows accepted");
+    cudaFree(dsrc), cudaFree(ddst);
+}
+
+/* 4: mok's kernel. rows of groups ragged; B [groups][swiglu ? 2 n_out : n_out][k]; C poisoned */
+static void test_kernel(int swiglu, int fp8_n, int stages)
+{
+    enum { G = 4, KK = 512, ROWS_CAP = 256 };
+    const int rows[G] = {1, 0, 77, 130}; /* 208 rows; the capacity has 48 more that no group owns */
+    const int n_out = swiglu ? 128 : 256, b_rows = (swiglu ? 2 : 1) * n_out, kb = KK / 32;
+    int32_t offset[G + 1] = {0};
+    for (int g = 0; g < G; g++)
+        offset[g + 1] = offset[g] + rows[g];
+    const int R = offset[G];
+    float *a = malloc(sizeof(float) * ROWS_CAP * KK), *b = malloc(sizeof(float) * G * b_rows * KK);
+    uint8_t *qa = malloc(ROWS_CAP * KK), *sa = malloc(ROWS_CAP * kb), *qb = malloc((size_t)G * b_rows * KK);
+    uint8_t *sb = malloc((size_t)G * b_rows * kb), *tb = malloc((size_t)G * b_rows * kb);
+    float *da = malloc(sizeof(float) * ROWS_CAP * KK), *db = malloc(sizeof(float) * G * b_rows * KK);
+    uint16_t *c = malloc(2 * (size_t)ROWS_CAP * n_out);
+    double *ref = malloc(sizeof(double) * ROWS_CAP * n_out);
+    for (int i = 0; i < ROWS_CAP * KK; i++)
+        a[i] = ldexpf(rnd(), (i / KK * 3 + i % KK / 32 * 5) % 7 - 3);
+    for (int i = 0; i < G * b_rows * KK; i++)
+        b[i] = ldexpf(rnd(), (i / KK * 5 + i % KK / 32 * 3) % 7 - 6);
+    CHECK(mok_quant_mxfp8(a, ROWS_CAP, KK, qa, sa) == 0 && mok_quant_mxfp8(b, (size_t)G * b_rows, KK, qb, sb) == 0,
+          "kernel: host quantization");
+    mok_mxfp8_scale_tiles(sb, G, (size_t)b_rows, KK, swiglu, tb);
+    mok_dequant_mxfp8(qa, sa, ROWS_CAP, KK, da);
+    mok_dequant_mxfp8(qb, sb, (size_t)G * b_rows, KK, db);
+    for (int g = 0; g < G; g++)
+        for (int r = offset[g]; r < offset[g + 1]; r++)
+            for (int j = 0; j < n_out; j++) {
+                double acc[2] = {0, 0};
+                for (int h = 0; h < (swiglu ? 2 : 1); h++) {
+                    const float *brow = db + ((size_t)g * b_rows + (size_t)h * n_out + j) * KK;
+                    for (int kk = 0; kk < KK; kk++)
+                        acc[h] += (double)da[(size_t)r * KK + kk] * brow[kk];
+                }
+                if (swiglu) { /* gate and up rounded to bf16 first, as the epilogue does */
+                    double gt = bf16_to_f32(f32_to_bf16((float)acc[0])), up = bf16_to_f32(f32_to_bf16((float)acc[1]));
+                    acc[0] = gt / (1 + exp(-gt)) * up;
+                }
+                ref[(size_t)r * n_out + j] = acc[0];
+            }
+    uint8_t *dqa = dev_copy(qa, ROWS_CAP * KK), *dsa = dev_copy(sa, ROWS_CAP * kb);
+    uint8_t *dqb = dev_copy(qb, (size_t)G * b_rows * KK), *dtb = dev_copy(tb, (size_t)G * b_rows * kb);
+    uint16_t *dc = dev_copy(NULL, 2 * (size_t)ROWS_CAP * n_out);
+    int32_t *doff = dev_copy(offset, sizeof offset);
+    CHECK(dqa && dsa && dqb && dtb && dc && doff, "kernel: allocation");
+    cudaMemset(dc, 0xFF, 2 * (size_t)ROWS_CAP * n_out); /* NaN */
+    struct mok_gemm_args args = {.c = dc, .offset = doff, .groups = G, .rows_capacity = ROWS_CAP, .n_out = n_out,
+                                 .k = KK, .swiglu = swiglu, .dtype = MOK_GEMM_MXFP8, .a_fp8 = dqa, .b_fp8 = dqb,
+                                 .a_mx_scale = dsa, .b_mx_scale = dtb};
+    struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = 128, .stages = stages, .fp8_n = fp8_n};
+    char why[256];
+    CHECK(mok_gemm_sm90_supports(&args, &cfg, why, sizeof why), "kernel swiglu %d fp8_n %d: %s", swiglu, fp8_n, why);
+    int rc = mok_gemm_sm90(&args, &cfg, NULL);
+    cudaError_t sync = cudaDeviceSynchronize();
+    CHECK(rc == 0 && sync == cudaSuccess, "kernel swiglu %d fp8_n %d stages %d: launch %d, %s", swiglu, fp8_n, stages,
+          rc, cudaGetErrorString(sync));
+    cudaMemcpy(c, dc, 2 * (size_t)ROWS_CAP * n_out, cudaMemcpyDeviceToHost);
+    double amax = 0, dmax = 0;
+    long long nan = 0, touched = 0;
+    for (int i = 0; i < R * n_out; i++)
+        amax = fmax(amax, fabs(ref[i]));
+    for (int i = 0; i < R * n_out; i++) {
+        float v = bf16_to_f32(c[i]);
+        if (!isfinite(v))
+            nan++;
+        else
+            dmax = fmax(dmax, fabs(v - ref[i]));
+    }
+    for (int i = R * n_out; i < ROWS_CAP * n_out; i++)
+        touched += c[i] != 0xFFFF;
+    double err = amax > 0 ? dmax / amax : dmax;
+    CHECK(err <= 1e-2 && nan == 0 && touched == 0, "kernel swiglu %d fp8_n %d stages %d: max err %.3g of max |ref|, %lld "
+          "NaN, %lld elements past the groups written", swiglu, fp8_n, stages, err, nan, touched);
+    printf("kernel swiglu %d fp8_n %3d stages %d: max |c - ref| / max |ref| = %.3g\n", swiglu, fp8_n, stages, err);
+    cudaFree(dqa), cudaFree(dsa), cudaFree(dqb), cudaFree(dtb), cudaFree(dc), cudaFree(doff);
+    free(a), free(b), free(qa), free(sa), free(qb), free(sb), free(tb), free(da), free(db), free(c), free(ref);
+}
+
+int main(void)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("SKIP: no GPU\n");
+        return 77;
+    }
+    static float x[M_MAX * K], w[N * K];
+    static uint8_t qa[M_MAX * K], qw[N * K], sa[M_MAX * NB], sw[N * NB];
+    srand(13);
+    for (int i = 0; i < M_MAX * K; i++)
+        x[i] = ldexpf(rnd(), (i / K * 5 + i % K / 32 * 3) % 13 - 6);
+    for (int i = 0; i < N * K; i++)
+        w[i] = ldexpf(rnd(), (i / K * 7 + i % K / 32 * 2) % 13 - 6);
+    CHECK(mok_quant_mxfp8(x, M_MAX, K, qa, sa) == 0 && mok_quant_mxfp8(w, N, K, qw, sw) == 0, "host quantization");
+    test_reference(qa, sa, qw, sw);
+    test_dequant(qa, sa);
+    test_tiles();
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (major == 9) {
+        for (int swiglu = 0; swiglu < 2; swiglu++)
+            for (int n = 64; n <= 128; n += 64)
+                for (int stages = 0; stages <= 2; stages += 2)
+                    test_kernel(swiglu, n, stages);
+    } else {
+        printf("note: not sm_90 (sm_%d0): mok's mxfp8 kernel not run\n", major);
+    }
+    printf("test_gpu_mxfp8: %s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
