@@ -89,7 +89,8 @@ mok_step() {
     fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
     h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
-    h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json;; # one GPU: the layers' fwd, bwd and fwd_bwd (nccl, nccl-overlap) at DeepSeek-V3 and Qwen3-235B shapes
+    h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
+      $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-zipf.json;;
     refmx) "$DEV/bin/test_gpu_mxfp8";; # mxfp8 against the host: reference GEMM, dequantization, scale tiles, mok's mxfp8 kernel on ragged groups
     mxgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mxfp8-gemm" tests/gpu_mxfp8_gemm_small.json;; # mxfp8 expert GEMMs (mok's policy, cuBLAS emulated) on small ragged problems
     mxsanitize) for tool in memcheck racecheck; do # the mxfp8 GEMMs (mok's policy, the emulation) under compute-sanitizer
