@@ -86,6 +86,23 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
         MOK_CHECK(cuda, cudaMalloc((void **)&b->shared_dr, T * 4), return -1);
         MOK_CHECK(cuda_or_cublas, mok_expert_gemms_init(&b->shared_gemms, MOK_GEMM_PER_EXPERT, 1, 0, 1, 1), return -1);
     }
+    if (s->chunks > 1) { /* the gathered wgrad's rows (wgrad_after) */
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_x, cap * H * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_dy, cap * H * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_dgu, cap * 2 * I * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_hw, cap * I * 2), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_idx, cap * sizeof(int32_t)), return -1);
+        MOK_CHECK(cuda, cudaMallocHost((void **)&b->h_wg_idx, cap * sizeof(int32_t)), return -1);
+        b->wg_plan = malloc(cap * sizeof(int32_t));
+        if (!b->wg_plan)
+            FAIL("out of host memory");
+        b->wg_rows = -1;
+    }
+    b->wg_groups = calloc(EL + 1, sizeof(*b->wg_groups));
+    b->wg_gfirst = calloc((size_t)s->expert_groups + 1, sizeof(int));
+    b->zeros = calloc(EL + 1, 1);
+    if (!b->wg_groups || !b->wg_gfirst || !b->zeros)
+        FAIL("out of host memory");
     b->accumulate = calloc(S * EL + 1, 1);
     b->idle = calloc(EL + 1, sizeof(int));
     size_t nev = (size_t)s->max_slots * S * EV_PER_STAGE;
@@ -173,6 +190,80 @@ static int zero_idle(struct mok_nccl_pipe *s, void *dw13, void *dw2, char *err, 
     return 0;
 }
 
+/* Token chunks (chunks > 1): the rows of an expert group's experts from every chunk, gathered contiguous in the
+ * wg_* buffers, expert after expert, chunk after chunk (host plan: wg_idx, wg_groups). The plan is built in plain
+ * host memory and copied to the pinned staging only when it changed (new splits come after the forward's host
+ * synchronization), so the pinned rows are never rewritten under a copy still queued. */
+static int plan_gathered_wgrad(struct mok_nccl_pipe *s, char *err, int err_len)
+{
+    struct mok_nccl_bwd *b = s->bwd;
+    const struct mok_splits *sp = &s->splits;
+    const int EL = s->p->local_experts;
+    int32_t *plan = b->wg_plan;
+    int n = 0, ng = 0;
+    for (int g = 0; g < s->expert_groups; g++) {
+        int gb = 0, ge = 0;
+        mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
+        b->wg_gfirst[g] = ng;
+        for (int e = gb; e < ge; e++) {
+            int start = n;
+            for (int c = 0; c < s->chunks; c++)
+                for (int r = 0; r < sp->expert_rows[c * EL + e] && n < s->cap_rows; r++)
+                    plan[n++] = sp->expert_offset[c * EL + e] + r;
+            if (n > start)
+                b->wg_groups[ng++] = (struct mok_gemm_group){e, start, n - start};
+        }
+    }
+    b->wg_gfirst[s->expert_groups] = ng;
+    if (n != sp->recv_total)
+        FAIL("rank %d: the gathered wgrad plans %d rows, the splits hold %d", s->p->rank, n, sp->recv_total);
+    if (b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t)))
+        return 0; /* the rows on the device are this plan's */
+    memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
+    MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                    s->compute), return -1);
+    b->wg_rows = n;
+    return 0;
+}
+
+/* The weight gradients that stage `stage`'s dgrad made ready. One chunk: the stage's own experts. Token chunks: an
+ * expert group's wgrad once over its rows of every chunk, after the group's last chunk, so each gradient is read
+ * and written once per step (per chunk, the fp32 read-modify-write would be repeated chunks times: 1.3-2.1x slower
+ * at one GPU with 2 chunks, results/h200x1/2026-12-04-layer-backward). The events enclose it either way. */
+static int wgrad_after(struct mok_nccl_pipe *s, int set, int stage, int slot, void *dw13, void *dw2, bool dw_bf16,
+                       char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_nccl_bwd *b = s->bwd;
+    MOK_CHECK(cuda, mark(s, slot, stage, EV_WGRAD, s->compute), return -1);
+    if (s->chunks == 1) {
+        if (stage_gemms(s, set, stage, MOK_BWD_WGRAD, dw13, dw2, dw_bf16, err, err_len))
+            return -1;
+    } else if (stage / s->expert_groups == s->chunks - 1) {
+        const int g = stage % s->expert_groups, g0 = b->wg_gfirst[g], ng = b->wg_gfirst[g + 1] - g0;
+        const size_t H = (size_t)p->hidden, I = (size_t)p->inter;
+        if (ng > 0) {
+            const struct mok_gemm_group *first = &b->wg_groups[g0], *last = &b->wg_groups[g0 + ng - 1];
+            const int row0 = first->row, rows = last->row + last->rows - row0;
+            const int32_t *idx = b->wg_idx + row0;
+            const mok_stream_t cs = (mok_stream_t)s->compute;
+            MOK_CHECK(cuda, mok_gather_rows(s->em_in, idx, rows, (int)H, b->wg_x + row0 * H, cs), return -1);
+            MOK_CHECK(cuda, mok_gather_rows(b->em_dy, idx, rows, (int)H, b->wg_dy + row0 * H, cs), return -1);
+            MOK_CHECK(cuda, mok_gather_rows(b->dgu, idx, rows, (int)(2 * I), b->wg_dgu + row0 * 2 * I, cs), return -1);
+            MOK_CHECK(cuda, mok_gather_rows(b->hw, idx, rows, (int)I, b->wg_hw + row0 * I, cs), return -1);
+            struct mok_expert_bwd eb;
+            expert_bwd_args(s, set, stage, MOK_BWD_WGRAD, dw13, dw2, dw_bf16, &eb);
+            eb.x = b->wg_x, eb.dy = b->wg_dy, eb.dgu = b->wg_dgu, eb.hw = b->wg_hw;
+            eb.dw_accumulate = b->zeros; /* one call makes each expert's whole gradient; zero_idle the rest */
+            MOK_CHECK(cuda_or_cublas,
+                      mok_expert_gemms_backward(&s->gemms, s->compute, first, ng, p->hidden, p->inter, &eb),
+                      return -1);
+        }
+    }
+    MOK_CHECK(cuda, mark(s, slot, stage, EV_WGRAD + 1, s->compute), return -1);
+    return 0;
+}
+
 /* The shared MLP's backward over this rank's tokens (weight 1, rows = tokens), on the compute stream. */
 static int shared_backward(struct mok_nccl_pipe *s, int set, void *dw13, void *dw2, bool dw_bf16, char *err,
                            int err_len)
@@ -235,6 +326,8 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
     const bool dw_bf16 = o13->type == MOK_OUT_BF16;
     mok_nccl_bwd_select(s, set);
     plan_accumulation(s);
+    if (s->chunks > 1 && plan_gathered_wgrad(s, err, err_len))
+        return -1;
     MOK_CHECK(cuda, mok_scatter_tokens(p->lbwd.dy[set], p->hidden, K, s->send_pos, 0, p->tokens * K, s->send.ptr,
                                        (mok_stream_t)st), return -1);
     MOK_CHECK(cuda, mok_scatter_f32(p->w, p->tokens * K, s->send_pos, b->send_w.ptr, (mok_stream_t)st), return -1);
@@ -274,12 +367,8 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
             MOK_CHECK(cuda, mark(s, slot, c, EV_DGRAD + 1, s->compute), return -1);
             MOK_CHECK(cuda, cudaEventRecord(s->gemmed[c], s->compute), return -1);
             int w = s->overlap ? c - 1 : c; /* the stage whose wgrad runs now */
-            if (w >= 0) {
-                MOK_CHECK(cuda, mark(s, slot, w, EV_WGRAD, s->compute), return -1);
-                if (stage_gemms(s, set, w, MOK_BWD_WGRAD, o13->data, o2->data, dw_bf16, err, err_len))
-                    return -1;
-                MOK_CHECK(cuda, mark(s, slot, w, EV_WGRAD + 1, s->compute), return -1);
-            }
+            if (w >= 0 && wgrad_after(s, set, w, slot, o13->data, o2->data, dw_bf16, err, err_len))
+                return -1;
         }
         if (step >= 1) {
             int c = step - 1;
@@ -304,13 +393,9 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
                       return -1);
         }
     }
-    if (s->overlap) { /* the last stage's wgrad, beside the last combine */
-        int w = s->stages - 1;
-        MOK_CHECK(cuda, mark(s, slot, w, EV_WGRAD, s->compute), return -1);
-        if (stage_gemms(s, set, w, MOK_BWD_WGRAD, o13->data, o2->data, dw_bf16, err, err_len))
-            return -1;
-        MOK_CHECK(cuda, mark(s, slot, w, EV_WGRAD + 1, s->compute), return -1);
-    }
+    /* the last stage's wgrad, beside the last combine */
+    if (s->overlap && wgrad_after(s, set, s->stages - 1, slot, o13->data, o2->data, dw_bf16, err, err_len))
+        return -1;
     if (dw_bf16 && s->stages > 1 && zero_idle(s, o13->data, o2->data, err, err_len))
         return -1;
     if (s->overlap) {
@@ -327,9 +412,12 @@ int mok_nccl_bwd_gemms(struct mok_nccl_pipe *s, int set, char *err, int err_len)
     struct mok_layer_bwd *lb = &s->p->lbwd;
     const bool dw_bf16 = s->p->spec.wgrad == MOK_WGRAD_BF16;
     mok_nccl_bwd_select(s, set);
+    plan_accumulation(s);
+    if (s->chunks > 1 && plan_gathered_wgrad(s, err, err_len))
+        return -1;
     for (int st = 0; st < s->stages; st++)
         if (stage_gemms(s, set, st, MOK_BWD_DGRAD, lb->dw13, lb->dw2, dw_bf16, err, err_len) ||
-            stage_gemms(s, set, st, MOK_BWD_WGRAD, lb->dw13, lb->dw2, dw_bf16, err, err_len))
+            wgrad_after(s, set, st, -1, lb->dw13, lb->dw2, dw_bf16, err, err_len))
             return -1;
     return 0;
 }
@@ -382,7 +470,8 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
         for (size_t i = 0; i < (size_t)s->max_slots * s->stages * EV_PER_STAGE; i++)
             if (b->ev[i])
                 cudaEventDestroy(b->ev[i]);
-    void *dev[] = {b->em_dy, b->dgu, b->hw, b->em_w, b->em_dr, b->ones, b->shared_dgu, b->shared_hw, b->shared_dr};
+    void *dev[] = {b->em_dy, b->dgu, b->hw, b->em_w, b->em_dr, b->ones, b->shared_dgu, b->shared_hw, b->shared_dr,
+                   b->wg_x, b->wg_dy, b->wg_dgu, b->wg_hw, b->wg_idx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     mok_symmem_free(s->cl, &b->send_w);
@@ -391,6 +480,11 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
     mok_symmem_free(s->cl, &b->ret_dr);
     if (s->p->shared)
         mok_expert_gemms_destroy(&b->shared_gemms);
+    cudaFreeHost(b->h_wg_idx);
+    free(b->wg_plan);
+    free(b->wg_groups);
+    free(b->wg_gfirst);
+    free(b->zeros);
     free(b->accumulate);
     free(b->idle);
     free(b->ev);

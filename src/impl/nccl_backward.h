@@ -12,7 +12,8 @@
  * messages), and each token's dx is the fixed-order sum over its k slots plus the shared MLP's dx. The weight
  * gradients dW2 += (w dy)^T h and dW13 += dgu^T x: `nccl` runs them right after each stage's dgrad; `nccl-overlap`
  * defers each stage's to after the next stage's dgrad, so they run beside the dx combine (Megatron's delayed
- * wgrad) and the dgrad of the critical path goes first. */
+ * wgrad) and the dgrad of the critical path goes first. With token chunks, an expert group's wgrad runs once,
+ * after its last chunk, over its rows of every chunk gathered contiguous. */
 #ifndef MOK_NCCL_BACKWARD_H
 #define MOK_NCCL_BACKWARD_H
 
@@ -30,6 +31,13 @@ struct mok_nccl_bwd {
     uint16_t *shared_dgu, *shared_hw;  /* [T][2 SI], [T][SI]; the shared dh' in shared_h, its dx in shared_out */
     float *shared_dr;                  /* [T]: the shared MLP's "router" gradient, unused */
     struct mok_expert_gemms shared_gemms;
+    /* token chunks: each expert group's wgrad once, over its rows of every chunk gathered contiguous */
+    uint16_t *wg_x, *wg_dy, *wg_dgu, *wg_hw;  /* [cap][H], [cap][H], [cap][2I], [cap][I] */
+    int32_t *wg_idx, *h_wg_idx, *wg_plan;     /* [cap] device, pinned staging, host: the gathered rows' em rows */
+    int wg_rows;                              /* rows of the plan on the device (-1: none yet) */
+    struct mok_gemm_group *wg_groups;         /* [EL]: each expert's rows in the wg buffers, group after group */
+    int *wg_gfirst;                           /* [expert groups + 1]: each group's first entry of wg_groups */
+    uint8_t *zeros;                           /* [EL] 0: under bf16 the gathered wgrad writes every expert's dW */
     uint8_t *accumulate; /* [stages][EL]: 1 where an earlier stage of the step already wrote that expert's dW */
     int *idle, nidle;    /* local experts with no rows this step (their written bf16 gradient is zero) */
     cudaEvent_t *ev;     /* [slots][stages][8]: dispatch, dgrad, combine, wgrad begin/end */
