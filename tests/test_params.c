@@ -149,6 +149,16 @@ int main(void)
     s.mode = MOK_MODE_GEMM;
     defaults("cublas-gemm", v);
     CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 defaults: %s", why);
+    /* the grouped emulation too (its GEMM1 and GEMM2 calls on pointer-array batches of their own), one stream */
+    struct mok_params_cublas_gemm cgp = mok_params_cublas_gemm(v);
+    cgp.gemm = 0, cgp.gemm_streams = 1;
+    mok_params_cublas_gemm_values(&cgp, v);
+    CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 grouped: %s", why);
+    cgp.gemm_streams = 4;
+    mok_params_cublas_gemm_values(&cgp, v);
+    CHECK(!supports("cublas-gemm", &s, 1, v, why) && strstr(why, "gemm=grouped"), "cublas-gemm mxfp8 grouped, 4 "
+          "streams: %s", why);
+    defaults("cublas-gemm", v);
     s.pass = MOK_PASS_BWD;
     CHECK(!supports("cublas-gemm", &s, 1, v, why) && strstr(why, "mxfp8: the forward only"), "cublas-gemm mxfp8 "
           "bwd: %s", why);

@@ -56,7 +56,10 @@ static int cg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
             s->groups[s->ngroups++] = (struct mok_gemm_group){e, p->h_gemm_offset[e], rows};
     }
     struct mok_params_cublas_gemm cp = mok_params_cublas_gemm(params);
-    int rc = mok_expert_gemms_init(&s->gemms, (enum mok_gemm_mode)cp.gemm, cp.gemm_streams, 0, p->experts, 1);
+    /* two pointer-array batches: the mxfp8 emulation's GEMM1 and GEMM2 calls pass different rows, and a batch's
+     * host array must not be rewritten with other rows while its copy may still be queued (gemm_mx_emulated.c;
+     * the bf16 path's two calls write the same pointers, so it keeps to batch 0) */
+    int rc = mok_expert_gemms_init(&s->gemms, (enum mok_gemm_mode)cp.gemm, cp.gemm_streams, 0, p->experts, 2);
     cudaError_t ce = cudaSuccess;
     if (!rc)
         ce = cudaMalloc((void **)&s->g1, (size_t)p->gemm_rows * 2 * p->inter * 2 + 16);

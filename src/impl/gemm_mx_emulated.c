@@ -55,18 +55,26 @@ int mok_mx_emulated_run(struct mok_mx_emulated *m, struct mok_expert_gemms *g, c
     const struct mok_mxfp8_operands *q = &p->mx;
     const int H = p->hidden, I = p->inter, R = p->gemm_rows;
     g->parts = part;
+    /* Grouped mode: each mok_expert_gemms_run call writes its A/B/C pointer arrays into pinned host memory and
+     * queues their cudaMemcpyAsync to the device on `stream`; the copy reads the host array only when the stream
+     * reaches it. GEMM1's call and GEMM2's call pass different rows (in = a, h = h vs in = h_deq, h = h_deq), so
+     * with one batch for both, GEMM2's call rewrote the array while GEMM1's copy was still queued behind the x
+     * dequantize (always at DeepSeek-V3's shape; back to back on small ones): GEMM1 then read its B from
+     * h_deq + row * H, past h_deq's R x I end (an illegal address, or garbage h and y). Each part has its own
+     * batch (cublas_gemm.c makes two), and part 2 names the same in as part 1 (no pointer past h_deq's end). */
+    const int batch = part == 1 ? 0 : 1;
     if (part == 1) {
         MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(q->a[set], q->a_scale[set], R, H, m->a, (mok_stream_t)stream),
                   return -1);
-        MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(g, stream, 0, groups, ngroups, m->w13[set], m->w2[set], H, I,
-                                                       m->a, m->g1, h, y), return -1);
+        MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(g, stream, batch, groups, ngroups, m->w13[set], m->w2[set], H,
+                                                       I, m->a, m->g1, h, y), return -1);
         /* h to mxfp8 as mok-gemm quantizes it (the status flag is the problem's; not read inside a timed run) */
         if (R)
             MOK_CHECK(cuda, mok_quant_mxfp8_bf16(h, R, I, m->h_q, m->h_s, q->status, (mok_stream_t)stream), return -1);
         return 0;
     }
     MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(m->h_q, m->h_s, R, I, m->h_deq, (mok_stream_t)stream), return -1);
-    MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(g, stream, 0, groups, ngroups, m->w13[set], m->w2[set], H, I,
-                                                   m->h_deq, m->g1, m->h_deq, y), return -1);
+    MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(g, stream, batch, groups, ngroups, m->w13[set], m->w2[set], H, I,
+                                                   m->a, m->g1, m->h_deq, y), return -1);
     return 0;
 }

@@ -28,7 +28,8 @@ int mok_mx_emulated_init(struct mok_mx_emulated *m, const struct mok_problem *p,
                          int err_len);
 void mok_mx_emulated_destroy(struct mok_mx_emulated *m);
 /* part 1: rows dequantized, GEMM1 + SwiGLU into h [rows][I] (NULL: m's own), h quantized; part 2: h dequantized,
- * GEMM2 into y [rows][H]; input set `set`, on stream, through g (its mode and streams; g->parts is set here). */
+ * GEMM2 into y [rows][H]; input set `set`, on stream, through g (its mode and streams; g->parts is set here;
+ * grouped mode: part 1 uses g's pointer-array batch 0, part 2 batch 1, so g needs 2 batches). */
 int mok_mx_emulated_run(struct mok_mx_emulated *m, struct mok_expert_gemms *g, cudaStream_t stream, int part,
                         const struct mok_problem *p, int set, const struct mok_gemm_group *groups, int ngroups,
                         uint16_t *h, uint16_t *y, char *err, int err_len);

@@ -106,10 +106,6 @@ int cublas_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, c
         if (spec->model.hidden % 128 || spec->model.intermediate % 128)
             return no(why, why_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128",
                       spec->model.hidden, spec->model.intermediate);
-        /* the grouped emulation failed its last-run check on a small problem and hit an illegal address at
-         * DeepSeek-V3's shape (results/h200x1/2026-12-04-layer-backward, afd409e): per expert until it is fixed */
-        if (p.gemm != 1)
-            return no(why, why_len, "mxfp8: the emulation runs per expert (gemm=per_expert) only so far");
         return cublas_choice(p.gemm, p.gemm_streams, why, why_len);
     }
     if (spec->dtype != MOK_DTYPE_BF16)
