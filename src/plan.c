@@ -99,7 +99,8 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         if (mok_pass_has_bwd(spec->pass)) {
             double si = m->shared_experts * i;
             bwd = cap * (h + 2 * i + i) * 2 + cap * 16 + t * k * 12 + t * 3 * si * 2 + t * 4 +
-                  (mok_pass_has_fwd(spec->pass) ? 0 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2 + t * k * 4));
+                  (mok_pass_has_fwd(spec->pass) ? 0
+                                                : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2 + t * k * 4));
         }
         return sym + work + shared + a2a + bwd;
     }

@@ -221,9 +221,8 @@ static int backward_expert(cublasHandle_t hd, cudaStream_t st, const struct mok_
     if (!(parts & MOK_BWD_DGRAD))
         goto wgrad;
     /* dh' [n][I] = dy [n][H] W2 [H][I] */
-    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I,
-                                    b->dy + r0 * H, CUDA_R_16BF, H, &zero, b->dhp + r0 * I, CUDA_R_16BF, I,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    s = cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, I, n, H, &one, w2, CUDA_R_16BF, I, b->dy + r0 * H, CUDA_R_16BF, H,
+                     &zero, b->dhp + r0 * I, CUDA_R_16BF, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
         return (int)s;
     int ce = mok_swiglu_bwd_bf16(b->gu + r0 * 2 * I, b->dhp + r0 * I, b->w + r0, n, I, b->dgu + r0 * 2 * I,

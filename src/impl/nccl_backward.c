@@ -103,11 +103,10 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     b->zeros = calloc(EL + 1, 1);
     if (!b->wg_groups || !b->wg_gfirst || !b->zeros)
         FAIL("out of host memory");
-    b->accumulate = calloc(S * EL + 1, 1);
     b->idle = calloc(EL + 1, sizeof(int));
     size_t nev = (size_t)s->max_slots * S * EV_PER_STAGE;
     b->ev = calloc(nev + 1, sizeof(cudaEvent_t));
-    if (!b->accumulate || !b->idle || !b->ev)
+    if (!b->idle || !b->ev)
         FAIL("out of host memory");
     for (size_t i = 0; i < nev; i++)
         MOK_CHECK(cuda, cudaEventCreate(&b->ev[i]), return -1);
@@ -125,34 +124,24 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     return 0;
 }
 
-/* Which experts' weight gradients a stage adds to (an earlier chunk of the step wrote them), and which experts
- * have no rows at all: what a written (bf16) gradient needs beyond each stage's GEMMs. */
-static void plan_accumulation(struct mok_nccl_pipe *s)
+/* The local experts with no rows this step: a written (bf16) gradient of theirs is zero, which no GEMM writes. */
+static void find_idle_experts(struct mok_nccl_pipe *s)
 {
     struct mok_nccl_bwd *b = s->bwd;
     const struct mok_splits *sp = &s->splits;
     const int EL = s->p->local_experts;
-    memset(b->accumulate, 0, (size_t)s->stages * EL);
     b->nidle = 0;
     for (int e = 0; e < EL; e++) {
-        bool seen = false;
-        for (int c = 0; c < s->chunks; c++) {
-            int g = 0, gb = 0, ge = 0;
-            for (g = 0; g < s->expert_groups; g++) { /* the expert's group */
-                mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
-                if (e >= gb && e < ge)
-                    break;
-            }
-            b->accumulate[(size_t)(c * s->expert_groups + g) * EL + e] = seen;
-            seen = seen || sp->expert_rows[c * EL + e] > 0;
-        }
-        if (!seen)
+        int rows = 0;
+        for (int c = 0; c < s->chunks; c++)
+            rows += sp->expert_rows[c * EL + e];
+        if (!rows)
             b->idle[b->nidle++] = e;
     }
 }
 
-static void expert_bwd_args(struct mok_nccl_pipe *s, int set, int stage, int parts, void *dw13, void *dw2,
-                            bool dw_bf16, struct mok_expert_bwd *eb)
+static void expert_bwd_args(struct mok_nccl_pipe *s, int set, int parts, void *dw13, void *dw2, bool dw_bf16,
+                            struct mok_expert_bwd *eb)
 {
     struct mok_problem *p = s->p;
     struct mok_nccl_bwd *b = s->bwd;
@@ -160,9 +149,10 @@ static void expert_bwd_args(struct mok_nccl_pipe *s, int set, int stage, int par
                                   .w2 = p->w2[set], .dhp = s->hbuf, .dgu = b->dgu, .hw = b->hw, .dx = s->em_out,
                                   .d_router = b->em_dr, .dw13 = dw13, .dw2 = dw2, .dw_bf16 = dw_bf16,
                                   .experts = p->local_experts, .parts = parts,
-                                  /* one stage: one call per expert makes its whole gradient */
-                                  .dw_accumulate = s->stages > 1 ? b->accumulate + (size_t)stage * p->local_experts
-                                                                 : NULL};
+                                  /* each call makes its experts' whole gradient (an expert's rows are in one
+                                   * stage, or gathered from every chunk: wgrad_after); with several stages the
+                                   * idle experts are zeroed once (zero_idle), not per call */
+                                  .dw_accumulate = s->stages > 1 ? b->zeros : NULL};
 }
 
 static int stage_gemms(struct mok_nccl_pipe *s, int set, int stage, int parts, void *dw13, void *dw2, bool dw_bf16,
@@ -170,7 +160,7 @@ static int stage_gemms(struct mok_nccl_pipe *s, int set, int stage, int parts, v
 {
     struct mok_problem *p = s->p;
     struct mok_expert_bwd eb;
-    expert_bwd_args(s, set, stage, parts, dw13, dw2, dw_bf16, &eb);
+    expert_bwd_args(s, set, parts, dw13, dw2, dw_bf16, &eb);
     MOK_CHECK(cuda_or_cublas,
               mok_expert_gemms_backward(&s->gemms, s->compute, s->gemm_groups + (size_t)stage * p->local_experts,
                                         s->ngemm_groups[stage], p->hidden, p->inter, &eb),
@@ -252,9 +242,8 @@ static int wgrad_after(struct mok_nccl_pipe *s, int set, int stage, int slot, vo
             MOK_CHECK(cuda, mok_gather_rows(b->dgu, idx, rows, (int)(2 * I), b->wg_dgu + row0 * 2 * I, cs), return -1);
             MOK_CHECK(cuda, mok_gather_rows(b->hw, idx, rows, (int)I, b->wg_hw + row0 * I, cs), return -1);
             struct mok_expert_bwd eb;
-            expert_bwd_args(s, set, stage, MOK_BWD_WGRAD, dw13, dw2, dw_bf16, &eb);
+            expert_bwd_args(s, set, MOK_BWD_WGRAD, dw13, dw2, dw_bf16, &eb);
             eb.x = b->wg_x, eb.dy = b->wg_dy, eb.dgu = b->wg_dgu, eb.hw = b->wg_hw;
-            eb.dw_accumulate = b->zeros; /* one call makes each expert's whole gradient; zero_idle the rest */
             MOK_CHECK(cuda_or_cublas,
                       mok_expert_gemms_backward(&s->gemms, s->compute, first, ng, p->hidden, p->inter, &eb),
                       return -1);
@@ -325,7 +314,7 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
         FAIL("the backward needs outputs dx (bf16), d_router (fp32), dw13 and dw2 (both fp32 or both bf16)");
     const bool dw_bf16 = o13->type == MOK_OUT_BF16;
     mok_nccl_bwd_select(s, set);
-    plan_accumulation(s);
+    find_idle_experts(s);
     if (s->chunks > 1 && plan_gathered_wgrad(s, err, err_len))
         return -1;
     MOK_CHECK(cuda, mok_scatter_tokens(p->lbwd.dy[set], p->hidden, K, s->send_pos, 0, p->tokens * K, s->send.ptr,
@@ -412,7 +401,7 @@ int mok_nccl_bwd_gemms(struct mok_nccl_pipe *s, int set, char *err, int err_len)
     struct mok_layer_bwd *lb = &s->p->lbwd;
     const bool dw_bf16 = s->p->spec.wgrad == MOK_WGRAD_BF16;
     mok_nccl_bwd_select(s, set);
-    plan_accumulation(s);
+    find_idle_experts(s);
     if (s->chunks > 1 && plan_gathered_wgrad(s, err, err_len))
         return -1;
     for (int st = 0; st < s->stages; st++)
@@ -485,7 +474,6 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
     free(b->wg_groups);
     free(b->wg_gfirst);
     free(b->zeros);
-    free(b->accumulate);
     free(b->idle);
     free(b->ev);
     free(b);

@@ -37,8 +37,7 @@ struct mok_nccl_bwd {
     int wg_rows;                              /* rows of the plan on the device (-1: none yet) */
     struct mok_gemm_group *wg_groups;         /* [EL]: each expert's rows in the wg buffers, group after group */
     int *wg_gfirst;                           /* [expert groups + 1]: each group's first entry of wg_groups */
-    uint8_t *zeros;                           /* [EL] 0: under bf16 the gathered wgrad writes every expert's dW */
-    uint8_t *accumulate; /* [stages][EL]: 1 where an earlier stage of the step already wrote that expert's dW */
+    uint8_t *zeros;                           /* [EL] 0: under bf16 each wgrad call writes its experts' dW */
     int *idle, nidle;    /* local experts with no rows this step (their written bf16 gradient is zero) */
     cudaEvent_t *ev;     /* [slots][stages][8]: dispatch, dgrad, combine, wgrad begin/end */
 };
