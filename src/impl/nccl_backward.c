@@ -320,11 +320,7 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
     MOK_CHECK(cuda, mok_scatter_tokens(p->lbwd.dy[set], p->hidden, K, s->send_pos, 0, p->tokens * K, s->send.ptr,
                                        (mok_stream_t)st), return -1);
     MOK_CHECK(cuda, mok_scatter_f32(p->w, p->tokens * K, s->send_pos, b->send_w.ptr, (mok_stream_t)st), return -1);
-    if (s->overlap) {
-        MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->fork, 0), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(s->compute, s->fork, 0), return -1);
-    }
+    MOK_CHECK(cuda, mok_nccl_fork(s, st), return -1);
     if (p->shared) { /* first on the compute stream: it fills the time the first dispatch takes */
         if (shared_backward(s, set, o13->data, o2->data, dw_bf16, err, err_len))
             return -1;
@@ -387,12 +383,7 @@ int mok_nccl_bwd_run(struct mok_nccl_pipe *s, int set, const struct mok_outputs 
         return -1;
     if (dw_bf16 && s->stages > 1 && zero_idle(s, o13->data, o2->data, err, err_len))
         return -1;
-    if (s->overlap) {
-        MOK_CHECK(cuda, cudaEventRecord(s->comm_done, s->comm), return -1);
-        MOK_CHECK(cuda, cudaEventRecord(s->compute_done, s->compute), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->comm_done, 0), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->compute_done, 0), return -1);
-    }
+    MOK_CHECK(cuda, mok_nccl_join(s, st), return -1);
     return 0;
 }
 

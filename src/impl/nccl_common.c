@@ -195,6 +195,28 @@ int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void
     return 0;
 }
 
+cudaError_t mok_nccl_fork(struct mok_nccl_pipe *s, cudaStream_t st)
+{
+    if (!s->overlap)
+        return cudaSuccess;
+    cudaError_t ce = cudaEventRecord(s->fork, st);
+    if (ce == cudaSuccess)
+        ce = cudaStreamWaitEvent(s->comm, s->fork, 0);
+    return ce == cudaSuccess ? cudaStreamWaitEvent(s->compute, s->fork, 0) : ce;
+}
+
+cudaError_t mok_nccl_join(struct mok_nccl_pipe *s, cudaStream_t st)
+{
+    if (!s->overlap)
+        return cudaSuccess;
+    cudaError_t ce = cudaEventRecord(s->comm_done, s->comm);
+    if (ce == cudaSuccess)
+        ce = cudaEventRecord(s->compute_done, s->compute);
+    if (ce == cudaSuccess)
+        ce = cudaStreamWaitEvent(st, s->comm_done, 0);
+    return ce == cudaSuccess ? cudaStreamWaitEvent(st, s->compute_done, 0) : ce;
+}
+
 static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
 {
     /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
@@ -329,11 +351,7 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
         return -1;
     MOK_CHECK(cuda, mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
                                        (mok_stream_t)st), return -1);
-    if (s->overlap) {
-        MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->fork, 0), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(s->compute, s->fork, 0), return -1);
-    }
+    MOK_CHECK(cuda, mok_nccl_fork(s, st), return -1);
     if (p->shared) {
         MOK_CHECK(cuda_or_cublas,
                   mok_dense_mlp(s->shared_cublas, s->compute, p->tokens, p->hidden, p->shared * p->inter,
@@ -385,12 +403,7 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
                       return -1);
         }
     }
-    if (s->overlap) {
-        MOK_CHECK(cuda, cudaEventRecord(s->comm_done, s->comm), return -1);
-        MOK_CHECK(cuda, cudaEventRecord(s->compute_done, s->compute), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->comm_done, 0), return -1);
-        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->compute_done, 0), return -1);
-    }
+    MOK_CHECK(cuda, mok_nccl_join(s, st), return -1);
     return 0;
 }
 

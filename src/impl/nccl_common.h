@@ -67,6 +67,10 @@ struct mok_nccl_opts {
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl,
                         const struct mok_nccl_opts *opts, int max_slots, char *err, int err_len);
 int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, char *err, int err_len);
+/* nccl-overlap: the comm and compute streams start after what st has queued (fork), and st goes on once both are
+ * done (join); no-ops for `nccl`, whose streams are st. */
+cudaError_t mok_nccl_fork(struct mok_nccl_pipe *s, cudaStream_t st);
+cudaError_t mok_nccl_join(struct mok_nccl_pipe *s, cudaStream_t st);
 /* Stage c's grouped ncclSend/ncclRecv of rows of `width` elements of `type` (bf16 or fp32): dispatch from the send
  * layout to the peers' recv layout, or the combine's exact reverse (the forward's and the backward's messages). */
 int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void *src, void *dst, size_t width,
