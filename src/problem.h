@@ -150,6 +150,9 @@ int mok_problem_gemm_max_rows(const struct mok_problem *p);
  * through the same quantization (plan.h: mok_plan_fp8_block_bytes, the bytes that takes). */
 int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_fp8_destroy(struct mok_problem *p);
+/* After a quantizer ran on st: -1 with "<format>: non-finite values in <what>" in err if it flagged its input. */
+int mok_problem_quant_status(const int32_t *status, cudaStream_t st, const char *format, const char *what, char *err,
+                             int err_len);
 /* y_ref from the output h an implementation just wrote (problem_fp8.c says why). */
 int mok_problem_fp8_refresh(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
 /* The same for dtype mxfp8 (src/problem_mxfp8.c; plan.h: mok_plan_mxfp8_bytes). */

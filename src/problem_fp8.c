@@ -43,13 +43,14 @@ void mok_problem_fp8_destroy(struct mok_problem *p)
 }
 
 /* The quantizers flag non-finite input (the weights and x are drawn finite: a flag is a bug, not bad input). */
-static int check_status(struct mok_problem *p, cudaStream_t st, const char *what, char *err, int err_len)
+int mok_problem_quant_status(const int32_t *status, cudaStream_t st, const char *format, const char *what, char *err,
+                             int err_len)
 {
     int32_t flag = 0;
-    MOK_CHECK(cuda, cudaMemcpyAsync(&flag, p->fp8.status, sizeof(flag), cudaMemcpyDeviceToHost, st), return -1);
+    MOK_CHECK(cuda, cudaMemcpyAsync(&flag, status, sizeof(flag), cudaMemcpyDeviceToHost, st), return -1);
     MOK_CHECK(cuda, cudaStreamSynchronize(st), return -1);
     if (flag) {
-        snprintf(err, (size_t)err_len, "fp8_block: non-finite values in %s", what);
+        snprintf(err, (size_t)err_len, "%s: non-finite values in %s", format, what);
         return -1;
     }
     return 0;
@@ -74,7 +75,7 @@ static int quantize_sets(struct mok_problem *p, cudaStream_t st, char *err, int 
             MOK_CHECK(cuda, mok_quant_fp8_block_bf16(p->gemm_a[s], (int)R, p->hidden, f->a[s], f->a_scale[s],
                                                      f->status, (mok_stream_t)st), return -1);
     }
-    return check_status(p, st, "the weights or x", err, err_len);
+    return mok_problem_quant_status(p->fp8.status, st, "fp8_block", "the weights or x", err, err_len);
 }
 
 /* h_ref: GEMM1 + SwiGLU of every expert's rows of set 0, as the file's comment says. */

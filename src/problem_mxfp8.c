@@ -40,19 +40,6 @@ void mok_problem_mxfp8_destroy(struct mok_problem *p)
     memset(f, 0, sizeof(*f));
 }
 
-/* The quantizer flags non-finite input (the weights and x are drawn finite: a flag is a bug, not bad input). */
-static int check_status(struct mok_problem *p, cudaStream_t st, const char *what, char *err, int err_len)
-{
-    int32_t flag = 0;
-    MOK_CHECK(cuda, cudaMemcpyAsync(&flag, p->mx.status, sizeof(flag), cudaMemcpyDeviceToHost, st), return -1);
-    MOK_CHECK(cuda, cudaStreamSynchronize(st), return -1);
-    if (flag) {
-        snprintf(err, (size_t)err_len, "mxfp8: non-finite values in %s", what);
-        return -1;
-    }
-    return 0;
-}
-
 static int quantize_sets(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
     struct mok_mxfp8_operands *f = &p->mx;
@@ -79,7 +66,7 @@ static int quantize_sets(struct mok_problem *p, cudaStream_t st, char *err, int 
             MOK_CHECK(cuda, mok_quant_mxfp8_bf16(p->gemm_a[s], (int)R, p->hidden, f->a[s], f->a_scale[s], f->status,
                                                  (mok_stream_t)st), return -1);
     }
-    return check_status(p, st, "the weights or x", err, err_len);
+    return mok_problem_quant_status(p->mx.status, st, "mxfp8", "the weights or x", err, err_len);
 }
 
 /* h_ref: GEMM1 + SwiGLU of every expert's rows of set 0, as the file's comment says. */
