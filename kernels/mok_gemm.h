@@ -43,6 +43,10 @@ struct mok_gemm_args {
     const uint8_t *a_fp8, *b_fp8; /* fp8_block and mxfp8: the e4m3 operands, shaped as a and b */
     const float *a_scale, *b_scale; /* fp8_block */
     const uint8_t *a_mx_scale, *b_mx_scale; /* mxfp8 (above) */
+    /* The backward's dgrad (bf16, no SwiGLU; Hopper kernel, 128-row tiles, no clusters): B[g] is the forward's
+     * weight read transposed, row-major [k][n_out], so C[r][n] = sum_k A[r][k] * B[g][k][n]: dh' = dy W2 (k = H,
+     * n_out = I) and dx = [dg, du] W13 (k = 2I, n_out = H). */
+    int b_transposed;
 };
 
 /* Tile and pipeline of the Hopper kernel: the tuning parameters the bench sweeps. */
@@ -69,6 +73,24 @@ int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_conf
 /* Allocates the Hopper kernel's failure record now (mapped host memory; it cannot be allocated while a stream is
  * being captured, so a caller that will capture launches into graphs calls this first). */
 void mok_gemm_sm90_prepare(mok_stream_t stream);
+/* The backward's weight gradients on the GEMM core (Hopper): for every group g (rows [offset[g], offset[g+1]))
+ *   C[g][m][n] (+)= sum over the group's rows r of A[r][m] * B[r][n]
+ * with A [rows][m] and B [rows][n] row-major bf16 (K = the group's rows, read MN-major), fp32 accumulation:
+ * dW2 += dy^T (w h) (m = H, n = I) and dW13 += [dg, du]^T x (m = 2I, n = H). c_f32 (accumulate: C += the sum, the
+ * fp32 gradient buffers of fp32_accumulate) or c_bf16 (C = the sum in bf16; a group without rows gets zeros).
+ * Each output tile is one CTA's, summed over its rows in order: deterministic. m % 128 == 0, n % tile_n == 0. */
+struct mok_wgrad_args {
+    const uint16_t *a, *b;      /* [rows_capacity][m], [rows_capacity][n] */
+    float *c_f32;               /* [groups][m][n], or NULL */
+    uint16_t *c_bf16;           /* [groups][m][n], or NULL (exactly one of the two) */
+    const int32_t *offset;      /* device, [groups + 1] */
+    int groups, rows_capacity, m, n;
+};
+int mok_wgrad_sm90_supports(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, char *why,
+                            int why_len);
+/* Tiles tile_m 128 x c->tile_n (128 or 256), c->stages (0: as many as fit), c->sms CTAs (0: every SM); the other
+ * fields must be 0 / 1. */
+int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, mok_stream_t stream);
 /* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
 int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);
 

@@ -114,6 +114,9 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     if (!strcmp(impl, "cublas-gemm")) /* GEMM1's output and SwiGLU's (fp8_block: and h quantized, on cuBLASLt) */
         return t * k * 3 * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * 3 * i * 2 + t * k * i * (1 + 4.0 / 128)
                                                                             : 0);
+    if (!strcmp(impl, "mok-gemm") && mok_pass_has_bwd(spec->pass)) /* mok_gemm.c: h, dh', [dg, du], w h; fwd_bwd
+                                                                       * keeps its forward's gate/up rows too */
+        return t * k * (i + i + 2 * i + i) * 2 + (mok_pass_has_fwd(spec->pass) ? t * k * 2 * i * 2 : 0);
     if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (FP8: and h quantized) */
         return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128)
                                 : spec->dtype == MOK_DTYPE_MXFP8   ? t * k * i * (1 + 1.0 / 32)

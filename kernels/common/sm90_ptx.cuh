@@ -266,6 +266,20 @@ __device__ __forceinline__ uint64_t mok_wgmma_desc_sw128(const void *smem)
     return desc;
 }
 
+/* The same for an MN-major operand tile (the backward's transposed reads: kernels/gemm/sm90_core.cuh, MnMajor):
+ * rows of K, 128 bytes = 64 M (or N) values each, in blocks of 64 columns and 64 K rows (8 KiB) that TMA writes
+ * one box each. For MN-major swizzled layouts the leading byte offset is the step from one 64-column block to the
+ * next (lbo), the stride byte offset the step from one 8-row group of K to the next (1024 bytes, one atom). */
+__device__ __forceinline__ uint64_t mok_wgmma_desc_sw128_mn(const void *smem, uint32_t lbo)
+{
+    uint64_t addr = mok_smem_addr(smem);
+    uint64_t desc = (addr & 0x3FFFFull) >> 4;
+    desc |= (uint64_t)((lbo & 0x3FFFFu) >> 4) << 16;
+    desc |= (uint64_t)(1024 >> 4) << 32;
+    desc |= (uint64_t)1 << 62;
+    return desc;
+}
+
 /* Orders this thread's earlier register accesses (zeroing, epilogue reads of the last tile) before the
  * following wgmma reads and writes of the accumulators. */
 __device__ __forceinline__ void mok_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -286,8 +300,11 @@ __device__ __forceinline__ void mok_fence_proxy_async_shared()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-/* D[64 x 64] += A[64 x 16] * B[64 x 16]^T, both from shared memory (K-major), fp32 accumulators d[32]: the
- * 64-row tiles' halves (kernels/gemm/sm90_grouped_kernel.cuh, kSplitN). */
+/* D[64 x 64] += A[64 x 16] * B[64 x 16]^T, both from shared memory, fp32 accumulators d[32]: the 64-row tiles'
+ * halves (kernels/gemm/sm90_grouped_kernel.cuh, kSplitN). kTa, kTb: 0 for a K-major operand (the forward), 1 for an
+ * MN-major one read transposed (the backward's weights in dgrad, both operands of wgrad; bf16 only: FP8 wgmma
+ * reads K-major operands only). The same for the n128 and n256 forms below. */
+template <int kTa = 0, int kTb = 0>
 __device__ __forceinline__ void mok_wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b)
 {
     asm volatile("{\n"
@@ -295,17 +312,18 @@ __device__ __forceinline__ void mok_wgmma_m64n64k16(float (&d)[32], uint64_t des
                  "setp.ne.b32 p, 1, 0;\n" /* scale-d = 1: D += A*B (accumulators zeroed per tile) */
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
                  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "%32, %33, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "%32, %33, p, 1, 1, %34, %35;\n" /* scale-a 1, scale-b 1, transposes kTa, kTb (0: K-major) */
                  "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b)
+        : "l"(desc_a), "l"(desc_b), "n"(kTa), "n"(kTb)
         : "memory"); /* ordered after the mbarrier wait that made the operands visible */
 }
 
 /* D[64 x 128] += A[64 x 16] * B[128 x 16]^T, both from shared memory (K-major), fp32 accumulators d[64]. */
+template <int kTa = 0, int kTb = 0>
 __device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b)
 {
     asm volatile("{\n"
@@ -316,7 +334,7 @@ __device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t de
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "%64, %65, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "%64, %65, p, 1, 1, %66, %67;\n" /* scale-a 1, scale-b 1, transposes kTa, kTb (0: K-major) */
                  "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -326,11 +344,12 @@ __device__ __forceinline__ void mok_wgmma_m64n128k16(float (&d)[64], uint64_t de
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b)
+        : "l"(desc_a), "l"(desc_b), "n"(kTa), "n"(kTb)
         : "memory"); /* ordered after the mbarrier wait that made the operands visible */
 }
 
 /* D[64 x 256] += A[64 x 16] * B[256 x 16]^T, both from shared memory (K-major), fp32 accumulators d[128]. */
+template <int kTa = 0, int kTb = 0>
 __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b)
 {
     asm volatile("{\n"
@@ -345,7 +364,7 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t d
                  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
                  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
                  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                 "%128, %129, p, 1, 1, 0, 0;\n" /* scale-a 1, scale-b 1, no transposes (both K-major) */
+                 "%128, %129, p, 1, 1, %130, %131;\n" /* scale-a 1, scale-b 1, transposes kTa, kTb (0: K-major) */
                  "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -365,7 +384,7 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t d
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),
           "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b)
+        : "l"(desc_a), "l"(desc_b), "n"(kTa), "n"(kTb)
         : "memory"); /* ordered after the mbarrier wait that made the operands visible */
 }
 

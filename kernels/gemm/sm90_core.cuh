@@ -6,9 +6,11 @@
  *             consumer warpgroups run wgmma from it into fp32 registers and give it back (consume_tile, or
  *             skip_tile for a tile nobody reads); RingPos is where each role is in the ring.
  *   policies  template parameters: tile width TILE_N (the wgmma N), 64-row sub-tiles per consumer warpgroup kSub
- *             (TILE_M = 128 kSub), slot sizes; the precision: bf16 (consume_tile: K-major A and B, 128B-swizzled
- *             boxes of 64 K) or fp8_block (consume_tile_fp8_block: e4m3 boxes of 128 K, the same bytes, promoted into
- *             fp32 per 128 K with the row and block scales); the backward's layouts are the next policies.
+ *             (TILE_M = 128 kSub), slot sizes; the operand layouts (KMajor, MnMajor: the backward reads the weights
+ *             transposed in dgrad, and both operands with K = the expert's rows in wgrad, whose last k block's
+ *             rows of the next expert are zeroed: KTail); the precision: bf16 (consume_tile, 128B-swizzled boxes
+ *             of 64 K) or fp8_block (consume_tile_fp8_block: e4m3 boxes of 128 K, K-major, the same bytes,
+ *             promoted into fp32 per 128 K with the row and block scales), or mxfp8 (consume_tile_mxfp8).
  *   epilogue  pieces the kernels compose: bf16 or SwiGLU staging of accumulator columns into 128B-swizzled boxes
  *             (stage_bf16, stage_swiglu), their TMA store (staged_ready, store_staged); the guarded stores of the grouped GEMM
  *             and the megakernel's sends from registers are those kernels' own epilogues.
@@ -133,18 +135,59 @@ __device__ __forceinline__ void release_slot(uint64_t *empty_bar, int cm, int la
         mok_mbar_arrive_cluster(empty_bar, (uint32_t)lane);
 }
 
-template <int N> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void wgmma_k16<64>(float (&acc)[32], uint64_t da, uint64_t db)
+/* The operand layout policies of the bf16 mainloop: how a slot's A or B box is laid out, and so its descriptor,
+ * wgmma's transpose bit and the step of one k16 instruction (bytes, unswizzled).
+ *   KMajor   each row of the tile (an M or N index) holds 128 bytes of K: TMA's box of a row-major [rows][k]
+ *            matrix. The forward's A and B, the dgrad's A.
+ *   MnMajor  each row holds 64 M (or N) values of one K index, the tile's columns in blocks of 64 (8 KiB of 64 K
+ *            rows, one TMA box of a row-major [k][columns] matrix each, back to back): the dgrad's weights (W is
+ *            [k][n]: n contiguous) and both operands of wgrad (K = the expert's rows). A k16 step is 16 rows. */
+struct KMajor {
+    static constexpr int kTnsp = 0;
+    static constexpr uint32_t kK16Step = 32;
+    static __device__ __forceinline__ uint64_t desc(const void *p) { return mok_wgmma_desc_sw128(p); }
+};
+struct MnMajor {
+    static constexpr int kTnsp = 1;
+    static constexpr uint32_t kK16Step = 16 * kRowBytes;
+    static __device__ __forceinline__ uint64_t desc(const void *p) { return mok_wgmma_desc_sw128_mn(p, 64 * kRowBytes); }
+};
+
+template <int N, int kTa, int kTb> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db)
 {
-    mok_wgmma_m64n64k16(acc, da, db);
+    if constexpr (N == 64)
+        mok_wgmma_m64n64k16<kTa, kTb>(acc, da, db);
+    else if constexpr (N == 128)
+        mok_wgmma_m64n128k16<kTa, kTb>(acc, da, db);
+    else
+        mok_wgmma_m64n256k16<kTa, kTb>(acc, da, db);
 }
-template <> __device__ __forceinline__ void wgmma_k16<128>(float (&acc)[64], uint64_t da, uint64_t db)
+
+/* The tail of a K = rows reduction (wgrad): the last k block's rows from `rows` on belong to the next group (or
+ * lie past the matrix: TMA's zeros) and must add nothing, so before its wgmmas both consumer warpgroups zero them
+ * in the slot, each in its own A block(s) and in its half of B's column blocks, then meet (named barrier
+ * kTailBarrier, 256 threads) once the writes are ordered before the wgmmas' async-proxy reads. */
+constexpr int kTailBarrier = 3;
+struct KTail {
+    int rows; /* valid K rows of the tile's last k block, 1..64 (64: nothing to zero) */
+    int half; /* this consumer warpgroup: 0 or 1 */
+};
+
+template <int kABlocks, int kBBlocks>
+__device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail &t)
 {
-    mok_wgmma_m64n128k16(acc, da, db);
-}
-template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], uint64_t da, uint64_t db)
-{
-    mok_wgmma_m64n256k16(acc, da, db);
+    const int tid = threadIdx.x % 128, off = t.rows * kRowBytes, bytes = 64 * kRowBytes - off;
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    for (int i = tid * 16; i < bytes; i += 128 * 16) {
+#pragma unroll
+        for (int j = 0; j < kABlocks; j++)
+            *reinterpret_cast<uint4 *>(a + j * 64 * kRowBytes + off + i) = z;
+#pragma unroll
+        for (int j = 0; j < kBBlocks / 2; j++)
+            *reinterpret_cast<uint4 *>(b + (t.half * (kBBlocks / 2) + j) * 64 * kRowBytes + off + i) = z;
+    }
+    mok_fence_proxy_async_shared();
+    mok_named_barrier(kTailBarrier, 256);
 }
 
 /* One consumer warpgroup's k loop over a tile: zero the accumulators; per k block wait for the slot's bytes, run
@@ -155,12 +198,15 @@ template <> __device__ __forceinline__ void wgmma_k16<256>(float (&acc)[128], ui
  * (1, 0 without). kParts 2: two B blocks anywhere in the slot computed as one accumulator tile of 2N columns (the
  * 64-row tiles' column halves). The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
-template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1>
+template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
+          class LayoutB = KMajor, bool kTail = false>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
-                                             struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0)
+                                             struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0,
+                                             KTail tail = {64, 0})
 {
+    static_assert(!kTail || (kParts == 1 && kSub == 1), "a K tail is zeroed in one A block and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
 #pragma unroll
     for (int u = 0; u < kSub; u++)
@@ -170,23 +216,30 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        if constexpr (kTail)
+            if (kb == k_blocks - 1 && tail.rows < 64)
+                zero_k_tail<1, TILE_N / 64>(smem_a + (size_t)r.slot * kSlotA + a_offset,
+                                            smem_b + (size_t)r.slot * kSlotB, tail);
 #pragma unroll
         for (int u = 0; u < kSub; u++)
 #pragma unroll
             for (int i = 0; i < kAcc; i++)
                 mok_reg_fence(acc[u][i]);
         mok_wgmma_fence(); /* the zeroing (or nothing) before the wgmmas that read the accumulators */
-        /* each 64-row sub-tile 8 KiB (= 512 in the addr>>4 field) further on; +32 bytes of K per k16 = +2 */
-        uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * kSlotA + a_offset);
-        uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * kSlotB);
+        /* each 64-row sub-tile 8 KiB (= 512 in the addr>>4 field) further on (KMajor: 64 rows; MnMajor: the next
+         * 64-column block); a k16 step LayoutX::kK16Step bytes (>> 4 in the field) */
+        uint64_t da = LayoutA::desc(smem_a + (size_t)r.slot * kSlotA + a_offset);
+        uint64_t db = LayoutB::desc(smem_b + (size_t)r.slot * kSlotB);
 #pragma unroll
         for (int kk = 0; kk < kBlockK / 16; kk++)
 #pragma unroll
             for (int u = 0; u < kSub; u++)
 #pragma unroll
                 for (int q = 0; q < kParts; q++)
-                    wgmma_k16<TILE_N>(*reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
-                                      da + 2 * kk + u * (64 * kRowBytes >> 4), db + 2 * kk + q * (b_part_bytes >> 4));
+                    wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
+                        *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
+                        da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
+                        db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
         mok_wgmma_commit();
 #pragma unroll
         for (int u = 0; u < kSub; u++)

@@ -69,8 +69,11 @@ void say(char *why, int why_len, const char *fmt, ...)
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
  * or 128 columns. */
-const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false)
+const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false)
 {
+    if (bt)
+        return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, true>)
+                             : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, true>);
     if (mx)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64, true>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128, true>);
@@ -195,8 +198,14 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
             return cudaErrorInvalidValue;
         }
     }
+    if (g->b_transposed && (fp8 || g->swiglu || c->tile_m != 128 || cluster_of(c) != 1)) {
+        say(why, why_len, "dgrad (b_transposed) runs bf16 128-row tiles without SwiGLU or clusters (dtype %d, swiglu "
+            "%d, tile_m %d, cluster_m %d)", (int)g->dtype, g->swiglu, c->tile_m, c->cluster_m);
+        return cudaErrorInvalidValue;
+    }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed)) !=
+        cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -254,7 +263,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     /* int32 coordinates and tile indices in the kernel */
-    long long b_rows = (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
+    long long b_rows = g->b_transposed ? (long long)g->groups * g->k : (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     long long max_tiles = ((long long)g->rows_capacity / c->tile_m + g->groups) * (g->n_out / cols);
     if (b_rows >= (1ll << 31) || max_tiles >= (1ll << 31) || (long long)g->rows_capacity + c->tile_m >= (1ll << 31)) {
         say(why, why_len, "problem too large for 32-bit tile coordinates");
@@ -468,11 +477,14 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
+    const bool bt = g->b_transposed != 0;
     if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
                     (uint32_t)c->tile_m, fp8) ||
-        !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
-                    /* halves: SwiGLU's gate/up, or a cluster's */
-                    (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8) ||
+        /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
+        (bt && !encode_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
+        (!bt && !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
+                            /* halves: SwiGLU's gate/up, or a cluster's */
+                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8)) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
@@ -487,7 +499,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     int stages = resolve_stages(g, c, smem_limit(optin));
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -496,7 +508,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -529,26 +541,28 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
-#define MOK_LAUNCH_SM90(TM, TN, FP8N, MX)                                                                        \
-    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX>, map_a, map_b, map_c, g->c, g->offset, g->groups,    \
+#define MOK_LAUNCH_SM90(TM, TN, FP8N, MX, BT)                                                                    \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups,    \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
                        ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs)
-    if (mx && c->fp8_n == 64)
-        e = MOK_LAUNCH_SM90(128, 128, 64, true);
+    if (bt)
+        e = c->tile_n == 256 ? MOK_LAUNCH_SM90(128, 256, 0, false, true) : MOK_LAUNCH_SM90(128, 128, 0, false, true);
+    else if (mx && c->fp8_n == 64)
+        e = MOK_LAUNCH_SM90(128, 128, 64, true, false);
     else if (mx)
-        e = MOK_LAUNCH_SM90(128, 128, 128, true);
+        e = MOK_LAUNCH_SM90(128, 128, 128, true, false);
     else if (fp8 && c->fp8_n == 64)
-        e = MOK_LAUNCH_SM90(128, 128, 64, false);
+        e = MOK_LAUNCH_SM90(128, 128, 64, false, false);
     else if (fp8)
-        e = MOK_LAUNCH_SM90(128, 128, 128, false);
+        e = MOK_LAUNCH_SM90(128, 128, 128, false, false);
     else if (c->tile_m == 64)
-        e = MOK_LAUNCH_SM90(64, 256, 0, false);
+        e = MOK_LAUNCH_SM90(64, 256, 0, false, false);
     else if (c->tile_m == 256)
-        e = MOK_LAUNCH_SM90(256, 128, 0, false);
+        e = MOK_LAUNCH_SM90(256, 128, 0, false, false);
     else if (c->tile_n == 256)
-        e = MOK_LAUNCH_SM90(128, 256, 0, false);
+        e = MOK_LAUNCH_SM90(128, 256, 0, false, false);
     else
-        e = MOK_LAUNCH_SM90(128, 128, 0, false);
+        e = MOK_LAUNCH_SM90(128, 128, 0, false, false);
 #undef MOK_LAUNCH_SM90
     if (e != cudaSuccess)
         return (int)e;

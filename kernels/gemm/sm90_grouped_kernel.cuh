@@ -3,6 +3,8 @@
  * Included once, by sm90_grouped.cu; its names live in that file's anonymous namespace. */
 #pragma once
 
+#include <type_traits>
+
 namespace {
 
 using namespace mok_sm90;
@@ -72,7 +74,10 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
  * [rows_capacity][k / 32] (the quantizer's layout, read by the consumers from global memory) and B's in the GEMM's
  * tile layout [B rows / 64][k / 128][256] (mok_scale_mx_tiles), loaded by the producer into each slot through
  * map_bs, one TMA box of two 64-row blocks; 128 x 128 tiles without clusters (cm 1). map_bs is unused elsewhere. */
-template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false>
+/* kBT (bf16, 128-row tiles, no SwiGLU or clusters): the dgrad policy. B[g] is the forward's weight read transposed,
+ * row-major [k][n_out] (C = A W[g], W's columns contiguous): its slot is TILE_N / 64 boxes of 64 K rows x 64
+ * columns (map_b over [groups k][n_out] in boxes of 64 x 64), read by the consumers as MnMajor. */
+template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -99,6 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
+    static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -198,6 +204,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                     int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
                     mok_tma_load_2d_multicast(b_dst + crank * (TILE_N / 2) * kRowBytes, &map_b, kc, half_row, bar,
                                               (uint16_t)((1u << cm) - 1));
+                } else if (kBT) {
+                    /* dgrad: W[g]'s rows kc.. (K) of columns [n TILE_N, +TILE_N), a 64-column box each */
+                    for (int j = 0; j < TILE_N / 64; j++)
+                        mok_tma_load_2d(b_dst + j * 64 * kRowBytes, &map_b, p.n * TILE_N + 64 * j, p.group * k + kc,
+                                        bar);
                 } else if (swiglu) {
                     /* gate half then up half, adjacent: (TILE_N/2)*128 bytes is a whole number of 1024-byte
                      * swizzle atoms, so the up half's swizzle lines up with what one descriptor expects */
@@ -261,7 +272,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
                  * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the
                  * slot, without it rows [128 w, +64) and [128 w + 64, +64)) */
-                consume_tile<kWgN / kParts, kSub, kSlotA, kSlotBBytes, kParts>(
+                using LayoutB = std::conditional_t<kBT, MnMajor, KMajor>;
+                consume_tile<kWgN / kParts, kSub, kSlotA, kSlotBBytes, kParts, KMajor, LayoutB>(
                     ring, stages, full, empty, acc, k_blocks, smem_a, kSplitN ? 0 : cwg * (TILE_M / 2) * kRowBytes,
                     smem_b + (kSplitN ? cwg * (swiglu ? TILE_N / 4 : TILE_N / 2) * kRowBytes : 0), cm, lane, crank,
                     diag, role, t, kSplitN ? (swiglu ? TILE_N / 2 : TILE_N / 4) * kRowBytes : 0);

@@ -110,9 +110,15 @@ mok_step() {
         $MPIRUN -np 1 "$BIN" -o "$R" "configs/h200x1-$c.json"; echo "h200x1-$c rc=$?"
       done;;
     h1bwdgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm.json;; # one GPU: the expert GEMMs' backward (cublas-gemm) at the forward's shapes, rooflines
+    mokbwdsan) for tool in memcheck racecheck; do # mok-gemm's backward (the GEMM core's dgrad and wgrad) under compute-sanitizer
+        timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+          -n 1 -o "$R/mok-bwd-san-$tool" tests/gpu_bwd_mok_sanitize.json > "$R/mok-bwd-sanitize-$tool.log" 2>&1
+        echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
+      done;;
+    h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json;; # one GPU: the expert GEMMs' backward, mok's GEMM core beside per-expert cuBLAS, both wgrad modes
     h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
     bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-        -n 1 -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
+        -n 1 --only cublas-gemm -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
       echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;
     bwdlayersan) for tool in memcheck racecheck; do # the layers' backward under compute-sanitizer, a small problem
         $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \

@@ -148,9 +148,22 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
 {
     struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
     (void)nranks;
-    if (spec->pass != MOK_PASS_FWD)
-        return no(why, why_len, "forward only (the backward's transposed-weight dgrad and K = rows wgrad are not "
-                  "GEMM-core policies yet)");
+    if (mok_pass_has_bwd(spec->pass)) {
+        /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
+        if (spec->dtype != MOK_DTYPE_BF16)
+            return no(why, why_len, "pass %s: bf16 only (this problem: %s)", mok_pass_name(spec->pass),
+                      mok_dtype_name(spec->dtype));
+        if (p.kernel == 1)
+            return no(why, why_len, "pass %s runs on the Hopper kernel (kernel=sm90), not the portable one",
+                      mok_pass_name(spec->pass));
+        if (p.tile_m != 128 || p.cluster != 1 || p.lockstep_k != 0 || p.fp8_n != 128)
+            return no(why, why_len, "pass %s: 128-row tiles without clusters or lockstep (tile_m %d, cluster %d, "
+                      "lockstep_k %d; fp8_n stays 128, has %d)", mok_pass_name(spec->pass), p.tile_m, p.cluster,
+                      p.lockstep_k, p.fp8_n);
+        if (p.tile_n != 128 && p.tile_n != 256)
+            return no(why, why_len, "tile_n %d: 128 or 256", p.tile_n);
+        return 1;
+    }
     if (spec->dtype == MOK_DTYPE_FP8_BLOCK) {
         if (p.kernel == 1)
             return no(why, why_len, "fp8_block runs on the Hopper kernel (kernel=sm90), not the portable one");

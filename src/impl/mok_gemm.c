@@ -4,10 +4,16 @@
  * rows and weights (src/problem_fp8.c); GEMM1 writes h in bf16 and a separate kernel quantizes it 1 x 128 for
  * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). dtype mxfp8: the same with the
  * kernel's mxfp8 policy (every 32 K promoted with the row's and the column's e8m0 scales; src/problem_mxfp8.c's
- * operands, the weights' scales in the kernel's tile layout) and h quantized per 32 by the mxfp8 quantizer. */
+ * operands, the weights' scales in the kernel's tile layout) and h quantized per 32 by the mxfp8 quantizer.
+ * pass bwd (bf16): the backward on the GEMM core (gemm_mok_bwd.h: dgrad with the weights read transposed, the
+ * SwiGLU backward, wgrad with K = each expert's rows), from the problem's saved gate/up rows, timed whole; fwd_bwd:
+ * the forward keeps GEMM1's gate/up output for it (GEMM1 unfused into gu, the SwiGLU kernel, GEMM2), then the
+ * backward. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check_call.h"
+#include "gemm_mok_bwd.h"
 #include "impl.h"
 #include "params.h"
 #include "mok_gemm.h"
@@ -30,7 +36,9 @@ struct mg_state {
     uint8_t *h_fp8; /* fp8_block and mxfp8: h quantized for GEMM2, and its scales (one of the two) */
     float *h_scale;
     uint8_t *h_mx_scale;
-    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done */
+    struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
+    struct mok_core_bwd_config bwd; /* pass bwd, fwd_bwd */
+    uint16_t *gu, *dhp, *dgu, *hw;  /* fwd_bwd: the forward's [rows][2I] gate/up; the backward's scratch */
 };
 
 /* h_fp8 with h_scale (fp8_block) or h_mx_scale (mxfp8): the quantized h (GEMM2's A) */
@@ -68,6 +76,19 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
     if (mok_params_mok_gemm(params).kernel == 1) /* the portable kernel has no tuning knobs */
         return 1;
     struct mok_gemm_sm90_config c = sm90_config(params);
+    if (mok_pass_has_bwd(p->spec.pass)) {
+        struct mok_core_bwd_config b = mok_core_bwd_config(c.tile_n, c.stages, c.sms, c.raster);
+        if (!mok_core_bwd_supports(&b, p->experts, p->hidden, p->inter, why, why_len))
+            return 0;
+        if (p->spec.pass == MOK_PASS_BWD)
+            return 1;
+        /* fwd_bwd: GEMM1 unfused (n_out 2I) beside the forward's GEMM2, checked below */
+        struct mok_gemm_args g1 = {.a = (const uint16_t *)(uintptr_t)256, .b = (const uint16_t *)(uintptr_t)256,
+                                   .c = (uint16_t *)(uintptr_t)256, .offset = p->gemm_offset, .groups = p->experts,
+                                   .rows_capacity = p->gemm_rows, .n_out = 2 * p->inter, .k = p->hidden};
+        if (!mok_gemm_sm90_supports(&g1, &c, why, why_len))
+            return 0;
+    }
     struct mok_gemm_args g;
     const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8;
     for (int first = 1; first >= 0; first--) {
@@ -113,6 +134,21 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         else if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
     }
+    if (ce == cudaSuccess && mok_pass_has_bwd(p->spec.pass)) {
+        const size_t rows = (size_t)p->gemm_rows, I = (size_t)p->inter;
+        if (s->portable) {
+            snprintf(err, (size_t)err_len, "mok-gemm: the backward runs on the Hopper kernel (kernel=sm90) only");
+            return -1;
+        }
+        s->bwd = mok_core_bwd_config(s->cfg.tile_n, s->cfg.stages, s->cfg.sms, s->cfg.raster);
+        ce = cudaMalloc((void **)&s->dhp, rows * I * 2 + 16);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&s->dgu, rows * 2 * I * 2 + 16);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&s->hw, rows * I * 2 + 16);
+        if (ce == cudaSuccess && p->spec.pass == MOK_PASS_FWD_BWD)
+            ce = cudaMalloc((void **)&s->gu, rows * 2 * I * 2 + 16);
+    }
     if (ce == cudaSuccess)
         ce = mok_slot_events_create(&s->ev, max_slots, 3);
     if (ce != cudaSuccess) {
@@ -122,12 +158,62 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
     return 0;
 }
 
+/* pass bwd from the problem's saved gu; fwd_bwd from the gu its own forward (mg_run) kept */
+static int mg_run_backward(struct mg_state *s, int set, const struct mok_outputs *out, int slot, char *err,
+                           int err_len)
+{
+    struct mok_problem *p = s->p;
+    const int dw_bf16 = p->spec.wgrad == MOK_WGRAD_BF16;
+    const struct mok_output *dw13 = mok_output_find(out, "dw13"), *dw2 = mok_output_find(out, "dw2");
+    const enum mok_out_type dw_type = dw_bf16 ? MOK_OUT_BF16 : MOK_OUT_F32;
+    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, s->gu ? s->gu : p->bwd.gu, p->bwd.w, p->w13[set],
+                               p->w2[set], s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"),
+                               mok_output_f32(out, "d_router"), dw13 && dw13->type == dw_type ? dw13->data : NULL,
+                               dw2 && dw2->type == dw_type ? dw2->data : NULL, dw_bf16, p->experts, 0, NULL};
+    if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
+        snprintf(err, (size_t)err_len, "mok-gemm backward: the problem lacks dx, d_router, or dw13 or dw2 of wgrad "
+                 "%s's type", mok_wgrad_name(p->spec.wgrad));
+        return -1;
+    }
+    bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;
+    if (timed)
+        mok_slot_events_record(&s->ev, slot, 0, s->st);
+    if (mok_core_expert_backward(&s->bwd, s->st, p->gemm_offset, p->experts, p->gemm_rows, p->hidden, p->inter, &b,
+                                 err, err_len))
+        return -1;
+    if (timed)
+        mok_slot_events_record(&s->ev, slot, 2, s->st);
+    return 0;
+}
+
+/* fwd_bwd's forward: GEMM1 into gu (the gate/up rows the backward needs), SwiGLU, GEMM2 */
+static int mg_run_forward_saving(struct mg_state *s, int set, uint16_t *y, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_gemm_args g1, g2;
+    gemm_args(p, set, s->h, NULL, NULL, NULL, y, 1, &g1);
+    gemm_args(p, set, s->h, NULL, NULL, NULL, y, 0, &g2);
+    g1.c = s->gu, g1.n_out = 2 * p->inter, g1.swiglu = 0;
+    const mok_stream_t st = (mok_stream_t)s->st;
+    MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->cfg, st), return -1);
+    MOK_CHECK(cuda, mok_swiglu_bf16(s->gu, p->gemm_rows, p->inter, s->h, st), return -1);
+    MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->cfg, st), return -1);
+    return 0;
+}
+
 static int mg_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
+    struct mg_state *s = state;
+    if (s->p->spec.pass == MOK_PASS_BWD)
+        return mg_run_backward(s, set, out, slot, err, err_len);
     uint16_t *y = mok_impl_forward_y(out, err, err_len);
     if (!y)
         return -1;
-    struct mg_state *s = state;
+    if (s->p->spec.pass == MOK_PASS_FWD_BWD) {
+        if (s->p->gemm_rows && mg_run_forward_saving(s, set, y, err, err_len))
+            return -1;
+        return mg_run_backward(s, set, out, slot, err, err_len);
+    }
     bool timed = mok_slot_events_timed(&s->ev, slot);
     uint16_t *h = mok_output_bf16(out, "h"); /* gemm mode's FP8 forward checks h apart (problem_fp8.c) */
     if (!h)
@@ -165,6 +251,8 @@ static void mg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct mg_state *s = state;
     float a = 0, b = 0;
+    if (s->p->spec.pass != MOK_PASS_FWD)
+        return; /* the backward is timed whole */
     if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;
@@ -182,6 +270,10 @@ static void mg_teardown(void *state)
     cudaFree(s->h_fp8);
     cudaFree(s->h_scale);
     cudaFree(s->h_mx_scale);
+    cudaFree(s->gu);
+    cudaFree(s->dhp);
+    cudaFree(s->dgu);
+    cudaFree(s->hw);
     free(s);
 }
 
