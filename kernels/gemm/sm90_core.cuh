@@ -190,7 +190,8 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
     mok_named_barrier(kTailBarrier, 256);
 }
 
-/* One consumer warpgroup's k loop over a tile: zero the accumulators; per k block wait for the slot's bytes, run
+/* One consumer warpgroup's k loop over a tile: zero the accumulators (kKeepAcc: they hold a start value the caller
+ * loaded, wgrad's fp32 gradient, and the products are added to it); per k block wait for the slot's bytes, run
  * 4 x kSub x kParts wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u
  * 64 rows further on; B from smem_b's slot, part q b_part_bytes further on into accumulators [q N/2, (q+1) N/2)),
  * commit, and once only this k block's group is in flight (wait<1>: the previous one has finished reading its slot)
@@ -199,7 +200,7 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
  * 64-row tiles' column halves). The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
 template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
-          class LayoutB = KMajor, bool kTail = false>
+          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
@@ -208,11 +209,12 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
 {
     static_assert(!kTail || (kParts == 1 && kSub == 1), "a K tail is zeroed in one A block and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
+    if constexpr (!kKeepAcc)
 #pragma unroll
-    for (int u = 0; u < kSub; u++)
+        for (int u = 0; u < kSub; u++)
 #pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            acc[u][i] = 0.0f;
+            for (int i = 0; i < kAcc; i++)
+                acc[u][i] = 0.0f;
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);

@@ -188,9 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                  * the full waves all CTAs count the same k blocks); the consumers keep draining the ring. Measured:
                  * one barrier per wave cut DRAM reads 60 -> 50 GB but not the time; kept as a parameter. */
                 const int k_done = wave * k_blocks + kb; /* k blocks this CTA issued before this one */
-                /* (mxfp8 runs without lockstep and clusters: compiled out of its producer, which needs the
-                 * registers for its scale loads) */
-                if (!kMx && wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
+                /* (mxfp8 and dgrad run without lockstep and clusters: compiled out of their producers, which
+                 * need the registers for their scale loads, or the weight's TILE_N / 64 boxes) */
+                if (!kMx && !kBT && wave_ctr && wave < full_waves && k_done > 0 && k_done % lock_kb == 0)
                     mok_sm90_wave_barrier(wave_ctr, gridDim.x, k_done / lock_kb, diag);
                 producer_acquire(ring, empty, diag, t, kb);
                 uint64_t *bar = producer_arm(ring, full, kSlotA + kSlotBBytes + (kMx ? kMxScaleSlot : 0));
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                 int kc = kb * kElemsK;
                 mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
-                if (!kMx && cm > 1) {
+                if (!kMx && !kBT && cm > 1) {
                     /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
                      * both: with SwiGLU the gate half and the up half, without it the two row halves */
                     int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);

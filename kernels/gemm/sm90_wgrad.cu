@@ -9,9 +9,13 @@
  * warpgroups run wgmma from it (consume_tile with both operands MnMajor: a k block is 64 of the group's rows, A's
  * 128 columns m0.. as two 64-column boxes, B's TILE_N columns as TILE_N / 64). The last k block's rows past the
  * group's end belong to the next group (or lie past the matrix: TMA's zeros) and are zeroed in the slot before
- * its wgmmas (KTail). The epilogue adds each thread's fragment into the fp32 gradient (C += acc: a plain
- * read-modify-write, the tile being this CTA's alone) or writes it in bf16. The sum over a tile's rows runs in row
- * order in one CTA: the same inputs give bitwise the same gradient every run.
+ * its wgmmas (KTail). Accumulating (fp32 gradients, kF32), each consumer thread loads its fragment of the gradient
+ * tile into the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc), so the
+ * loads of a tile are all in flight at once, under the wait for its operands, and the epilogue is stores only: at
+ * a few rows per expert the read-modify-write of the gradients, not the tensor cores, bounds wgrad, and a load
+ * after the k loop would stall each thread once per fragment pair. Writing (bf16) the fragment is rounded and
+ * stored. The tile is this CTA's alone and its rows are summed in row order: the same inputs give bitwise the
+ * same gradient every run.
  *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
@@ -47,7 +51,7 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
 }
 #endif
 
-template <int TILE_N>
+template <int TILE_N, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       float *__restrict__ c_f32, uint16_t *__restrict__ c_bf16, const int32_t *__restrict__ offset,
@@ -64,7 +68,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int m_tiles = m / kTileM, n_tiles = n / TILE_N, per_group = m_tiles * n_tiles;
     const int total = groups * per_group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bool accumulate = c_f32 != nullptr;
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mok_mbar_init(&full[s], 1);
@@ -110,30 +113,35 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int m0 = local / n_tiles * kTileM, n0 = local % n_tiles * TILE_N;
             const int2 rr = group_rows(offset, g, rows_capacity, diag);
             const int rows = rr.y - rr.x, k_blocks = (rows + 63) / 64;
-            if (k_blocks == 0 && accumulate)
+            if (k_blocks == 0 && kF32)
                 continue; /* nothing to add */
+            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
+             * columns 8i + 2 (lane % 4), + 1 */
+            const int ra = m0 + cwg * 64 + wq * 16 + lane / 4, col = n0 + 2 * (lane % 4);
+            const size_t base_a = ((size_t)g * m + ra) * n + col, base_b = base_a + (size_t)8 * n;
+            if constexpr (kF32) {
+#pragma unroll
+                for (int i = 0; i < kAcc / 4; i++) {
+                    const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
+                    const float2 vb = *reinterpret_cast<const float2 *>(c_f32 + base_b + 8 * i);
+                    acc[0][4 * i] = va.x, acc[0][4 * i + 1] = va.y, acc[0][4 * i + 2] = vb.x, acc[0][4 * i + 3] = vb.y;
+                }
+            }
             if (k_blocks == 0) {
 #pragma unroll
                 for (int i = 0; i < kAcc; i++)
                     acc[0][i] = 0.0f;
             } else {
-                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true>(
+                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true, kF32>(
                     ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                     role, t, 0, KTail{rows - (k_blocks - 1) * 64, cwg});
             }
-            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
-             * columns 8i + 2 (lane % 4), + 1 */
-            const int ra = m0 + cwg * 64 + wq * 16 + lane / 4, col = n0 + 2 * (lane % 4);
-            const size_t base_a = ((size_t)g * m + ra) * n + col, base_b = base_a + (size_t)8 * n;
-            if (accumulate) {
+            if constexpr (kF32) {
 #pragma unroll
                 for (int i = 0; i < kAcc / 4; i++) {
-                    float2 *pa = reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i);
-                    float2 *pb = reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i);
-                    float2 va = *pa, vb = *pb;
-                    va.x += acc[0][4 * i], va.y += acc[0][4 * i + 1];
-                    vb.x += acc[0][4 * i + 2], vb.y += acc[0][4 * i + 3];
-                    *pa = va, *pb = vb;
+                    *reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
+                    *reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i) =
+                        make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
                 }
             } else {
 #pragma unroll
@@ -158,10 +166,13 @@ void say(char *why, int why_len, const char *msg, int a = 0, int b = 0, int c = 
         snprintf(why, (size_t)why_len, msg, a, b, c);
 }
 
-const void *kernel_for(int tile_n)
+const void *kernel_for(int tile_n, bool f32)
 {
-    return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256>)
-                         : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128>);
+    if (f32)
+        return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, true>)
+                             : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, true>);
+    return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, false>)
+                         : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, false>);
 }
 
 /* The deepest ring that fits (or the configured one); 0 when even that does not */
@@ -223,7 +234,7 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n, w->c_f32 != nullptr)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "wgrad: no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -269,17 +280,24 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
         (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
         return (int)cudaGetLastError();
     const size_t smem = smem_bytes(c->tile_n, stages);
-    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n, w->c_f32 != nullptr),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
     }
     struct mok_sm90_diag *diag = diag_record(s);
-    if (c->tile_n == 256)
-        wgrad_sm90_kernel<256><<<grid, kThreads, smem, s>>>(map_a, map_b, w->c_f32, w->c_bf16, w->offset, w->groups,
-                                                            w->rows_capacity, w->m, w->n, stages, diag);
+#define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
+    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, w->c_f32, w->c_bf16, w->offset, w->groups, \
+                                                            w->rows_capacity, w->m, w->n, stages, diag)
+    if (w->c_f32 && c->tile_n == 256)
+        MOK_LAUNCH_WGRAD(256, true);
+    else if (w->c_f32)
+        MOK_LAUNCH_WGRAD(128, true);
+    else if (c->tile_n == 256)
+        MOK_LAUNCH_WGRAD(256, false);
     else
-        wgrad_sm90_kernel<128><<<grid, kThreads, smem, s>>>(map_a, map_b, w->c_f32, w->c_bf16, w->offset, w->groups,
-                                                            w->rows_capacity, w->m, w->n, stages, diag);
+        MOK_LAUNCH_WGRAD(128, false);
+#undef MOK_LAUNCH_WGRAD
     return MOK_LAUNCH_RESULT();
 }

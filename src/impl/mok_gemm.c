@@ -178,11 +178,15 @@ static int mg_run_backward(struct mg_state *s, int set, const struct mok_outputs
     bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;
     if (timed)
         mok_slot_events_record(&s->ev, slot, 0, s->st);
-    if (mok_core_expert_backward(&s->bwd, s->st, p->gemm_offset, p->experts, p->gemm_rows, p->hidden, p->inter, &b,
-                                 err, err_len))
-        return -1;
-    if (timed)
-        mok_slot_events_record(&s->ev, slot, 2, s->st);
+    /* dgrad, then wgrad: apart, so that the report's phases say what each costs (gemm1_us, gemm2_us) */
+    for (int part = 0; part < 2; part++) {
+        b.parts = part == 0 ? MOK_BWD_DGRAD : MOK_BWD_WGRAD;
+        if (mok_core_expert_backward(&s->bwd, s->st, p->gemm_offset, p->experts, p->gemm_rows, p->hidden, p->inter,
+                                     &b, err, err_len))
+            return -1;
+        if (timed)
+            mok_slot_events_record(&s->ev, slot, part + 1, s->st);
+    }
     return 0;
 }
 
@@ -251,8 +255,9 @@ static void mg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     struct mg_state *s = state;
     float a = 0, b = 0;
-    if (s->p->spec.pass != MOK_PASS_FWD)
-        return; /* the backward is timed whole */
+    if (s->p->spec.pass == MOK_PASS_FWD_BWD)
+        return; /* the training step is timed whole */
+    /* pass fwd: GEMM1 + SwiGLU, GEMM2; pass bwd: dgrad (both GEMMs and the SwiGLU backward), wgrad */
     if (mok_slot_events_ms(&s->ev, slot, 0, &a) && mok_slot_events_ms(&s->ev, slot, 1, &b)) {
         out[MOK_PHASE_GEMM1] = a;
         out[MOK_PHASE_GEMM2] = b;
