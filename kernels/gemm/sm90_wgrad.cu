@@ -9,20 +9,21 @@
  * warpgroups run wgmma from it (consume_tile with both operands MnMajor: a k block is 64 of the group's rows, A's
  * 128 columns m0.. as two 64-column boxes, B's TILE_N columns as TILE_N / 64). The last k block's rows past the
  * group's end belong to the next group (or lie past the matrix: TMA's zeros) and are zeroed in the slot before
- * its wgmmas (KTail). Accumulating (fp32 gradients, kF32), each consumer thread loads its fragment of the gradient
- * tile into the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc), so the
- * loads of a tile are all in flight at once, under the wait for its operands, and the epilogue is stores only: at
- * a few rows per expert the read-modify-write of the gradients, not the tensor cores, bounds wgrad, and a load
- * after the k loop would stall each thread once per fragment pair. Writing (bf16) the fragment is rounded and
- * stored. The tile is this CTA's alone and its rows are summed in row order: the same inputs give bitwise the
- * same gradient every run.
- *
+ * its wgmmas (KTail). The epilogue stages each consumer warpgroup's 64 x TILE_N fragment in shared memory and
+ * TMA takes it out in whole 128-byte rows: bf16 gradients are stored (store_staged), fp32 ones added into the
+ * gradient at L2 (mok_tma_reduce_add_2d, in two halves of TILE_N / 2 columns through the same staging). At a few
+ * rows per expert the tile's k loop is short and its output is as large as its operands: stores from the
+ * accumulator fragments (16 or 32 bytes per row per instruction) held the L2 at 86-88% of its throughput with the
+ * tensor pipes at 28% (ncu, Qwen3-235B 4096), and a register read-modify-write of fp32 gradients stalled each
+ * thread on its loads. The tile is this CTA's alone and its rows are summed in row order, and each gradient
+ * element gets one add per call: the same inputs give bitwise the same gradient every run. *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
  * offset[] traps with a record as the grouped GEMM's does. */
 #include <cuda.h>
 #include <stdio.h>
 
+#include "common/bulk.cuh"
 #include "common/common.cuh"
 #include "common/sm90_ptx.cuh"
 #include "gemm/sm90_core.cuh"
@@ -35,9 +36,13 @@ using namespace mok_sm90;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;
 
+/* Staging of the epilogue per consumer warpgroup: 64 rows x tile_n bf16, or 64 x tile_n / 2 fp32: the same bytes */
+size_t stage_bytes(int tile_n) { return (size_t)64 * tile_n * 2; }
+
 size_t smem_bytes(int tile_n, int stages)
 {
-    return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) + 2 * (size_t)stages * 8;
+    return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) + 2 * stage_bytes(tile_n) +
+           2 * (size_t)stages * 8;
 }
 
 #if MOK_SM90_DEVICE
@@ -51,11 +56,32 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
 }
 #endif
 
+/* fp32: half H of a warpgroup's 64-row fragment (N accumulators a thread: a tile of 2N columns, N / 4 chunks of 8
+ * columns) staged, N columns, and added into the gradient at (row0, n0 + H N) in boxes of 32 columns, once the
+ * staging's previous boxes have been read */
+#if MOK_SM90_DEVICE
+template <int H, int N>
+__device__ __forceinline__ void add_half(const float (&acc)[N], uint8_t *stage, const CUtensorMap *map_c, int n0,
+                                         int row0, int la, int lb, int cq, int bar_id, bool leader)
+{
+    if (leader)
+        mok_bulk_wait_read();
+    mok_named_barrier(bar_id, 128);
+    stage_f32<H * N / 8, N / 8>(acc, stage, la, lb, cq);
+    staged_ready(bar_id);
+    if (leader) {
+        for (int b = 0; b < N / 32; b++)
+            mok_tma_reduce_add_2d(map_c, n0 + H * N + 32 * b, row0, stage + b * kBoxBytes);
+        mok_bulk_commit();
+    }
+}
+#endif
+
 template <int TILE_N, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      float *__restrict__ c_f32, uint16_t *__restrict__ c_bf16, const int32_t *__restrict__ offset,
-                      int groups, int rows_capacity, int m, int n, int stages, struct mok_sm90_diag *diag)
+                      const __grid_constant__ CUtensorMap map_c, const int32_t *__restrict__ offset, int groups,
+                      int rows_capacity, int m, int n, int stages, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotA = kTileM * kRowBytes, kSlotB = TILE_N * kRowBytes;
@@ -63,7 +89,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023); /* 128B swizzle: 1024-aligned */
     uint8_t *smem_a = smem, *smem_b = smem_a + (size_t)stages * kSlotA;
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_b + (size_t)stages * kSlotB), *empty = full + stages;
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotB; /* 1024-aligned: the slots are */
+    constexpr int kStage = 64 * TILE_N * 2;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + 2 * kStage), *empty = full + stages;
 
     const int m_tiles = m / kTileM, n_tiles = n / TILE_N, per_group = m_tiles * n_tiles;
     const int total = groups * per_group;
@@ -108,6 +136,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int cwg = warp / 4 - 1, wq = warp % 4, role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[1][kAcc];
         RingPos ring = {0, 0};
+        const int bar_id = 1 + cwg; /* 128 threads: this warpgroup's epilogue */
+        const bool leader = wq == 0 && lane == 0;
+        uint8_t *stage = smem_c + (size_t)cwg * kStage;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const int g = t / per_group, local = t % per_group;
             const int m0 = local / n_tiles * kTileM, n0 = local % n_tiles * TILE_N;
@@ -115,43 +146,34 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int rows = rr.y - rr.x, k_blocks = (rows + 63) / 64;
             if (k_blocks == 0 && kF32)
                 continue; /* nothing to add */
-            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
-             * columns 8i + 2 (lane % 4), + 1 */
-            const int ra = m0 + cwg * 64 + wq * 16 + lane / 4, col = n0 + 2 * (lane % 4);
-            const size_t base_a = ((size_t)g * m + ra) * n + col, base_b = base_a + (size_t)8 * n;
-            if constexpr (kF32) {
-#pragma unroll
-                for (int i = 0; i < kAcc / 4; i++) {
-                    const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
-                    const float2 vb = *reinterpret_cast<const float2 *>(c_f32 + base_b + 8 * i);
-                    acc[0][4 * i] = va.x, acc[0][4 * i + 1] = va.y, acc[0][4 * i + 2] = vb.x, acc[0][4 * i + 3] = vb.y;
-                }
-            }
             if (k_blocks == 0) {
 #pragma unroll
                 for (int i = 0; i < kAcc; i++)
                     acc[0][i] = 0.0f;
             } else {
-                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true, kF32>(
+                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true>(
                     ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                     role, t, 0, KTail{rows - (k_blocks - 1) * 64, cwg});
             }
+            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
+             * columns 8i + 2 (lane % 4), + 1; this warpgroup's rows are [64 cwg, +64) of the tile */
+            const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+            const int row0 = g * m + m0 + cwg * 64;
             if constexpr (kF32) {
-#pragma unroll
-                for (int i = 0; i < kAcc / 4; i++) {
-                    *reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
-                    *reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i) =
-                        make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
-                }
+                add_half<0>(acc[0], stage, &map_c, n0, row0, la, lb, cq, bar_id, leader);
+                add_half<1>(acc[0], stage, &map_c, n0, row0, la, lb, cq, bar_id, leader);
             } else {
-#pragma unroll
-                for (int i = 0; i < kAcc / 4; i++) {
-                    *reinterpret_cast<uint32_t *>(c_bf16 + base_a + 8 * i) = pack_bf16x2(acc[0][4 * i], acc[0][4 * i + 1]);
-                    *reinterpret_cast<uint32_t *>(c_bf16 + base_b + 8 * i) =
-                        pack_bf16x2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
-                }
+                if (leader)
+                    mok_bulk_wait_read();
+                mok_named_barrier(bar_id, 128);
+                stage_bf16<0, TILE_N / 8>(acc[0], stage, la, lb, cq);
+                staged_ready(bar_id);
+                if (leader)
+                    store_staged(&map_c, n0, row0, stage, TILE_N / 64);
             }
         }
+        if (leader)
+            mok_bulk_wait(0); /* the staging stays valid and the gradients are written before the CTA exits */
     }
 #else
     if (threadIdx.x == 0 && blockIdx.x == 0)
@@ -219,7 +241,8 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
             w->n);
         return cudaErrorInvalidValue;
     }
-    if ((long long)w->groups * (w->m / kTileM) * (w->n / c->tile_n) >= (1ll << 31) || w->rows_capacity < 0 ||
+    if ((long long)w->groups * (w->m / kTileM) * (w->n / c->tile_n) >= (1ll << 31) ||
+        (long long)w->groups * w->m >= (1ll << 31) || w->rows_capacity < 0 ||
         (long long)w->rows_capacity + 64 >= (1ll << 31)) {
         say(why, why_len, "wgrad: problem too large for 32-bit tile coordinates (rows_capacity %d)", w->rows_capacity);
         return cudaErrorInvalidValue;
@@ -271,9 +294,12 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     cudaStream_t s = mok_cuda_stream(stream);
     if (w->rows_capacity == 0) /* bf16: every gradient is zero */
         return (int)cudaMemsetAsync(w->c_bf16, 0, (size_t)w->groups * w->m * w->n * 2, s);
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_c;
+    const uint64_t c_rows = (uint64_t)w->groups * w->m;
     if (!encode_tile_map(&map_a, w->a, (uint64_t)w->rows_capacity, (uint64_t)w->m, 64) ||
-        !encode_tile_map(&map_b, w->b, (uint64_t)w->rows_capacity, (uint64_t)w->n, 64))
+        !encode_tile_map(&map_b, w->b, (uint64_t)w->rows_capacity, (uint64_t)w->n, 64) ||
+        !(w->c_f32 ? encode_f32_map(&map_c, w->c_f32, c_rows, (uint64_t)w->n)
+                   : encode_tile_map(&map_c, w->c_bf16, c_rows, (uint64_t)w->n, 64)))
         return cudaErrorInvalidValue;
     int dev = 0, grid = c->sms;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -288,7 +314,7 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     }
     struct mok_sm90_diag *diag = diag_record(s);
 #define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
-    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, w->c_f32, w->c_bf16, w->offset, w->groups, \
+    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->offset, w->groups,               \
                                                             w->rows_capacity, w->m, w->n, stages, diag)
     if (w->c_f32 && c->tile_n == 256)
         MOK_LAUNCH_WGRAD(256, true);
