@@ -190,7 +190,8 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
     mok_named_barrier(kTailBarrier, 256);
 }
 
-/* One consumer warpgroup's k loop over a tile: zero the accumulators; per k block wait for the slot's bytes, run
+/* One consumer warpgroup's k loop over a tile: zero the accumulators (kKeepAcc: they hold a start value the caller
+ * loaded, wgrad's fp32 gradient, and the products are added onto it); per k block wait for the slot's bytes, run
  * 4 x kSub x kParts wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u
  * 64 rows further on; B from smem_b's slot, part q b_part_bytes further on into accumulators [q N/2, (q+1) N/2)),
  * commit, and once only this k block's group is in flight (wait<1>: the previous one has finished reading its slot)
@@ -199,7 +200,7 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
  * 64-row tiles' column halves). The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
 template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
-          class LayoutB = KMajor, bool kTail = false>
+          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
@@ -208,11 +209,12 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
 {
     static_assert(!kTail || (kParts == 1 && kSub == 1), "a K tail is zeroed in one A block and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
+    if constexpr (!kKeepAcc)
 #pragma unroll
-    for (int u = 0; u < kSub; u++)
+        for (int u = 0; u < kSub; u++)
 #pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            acc[u][i] = 0.0f;
+            for (int i = 0; i < kAcc; i++)
+                acc[u][i] = 0.0f;
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
@@ -445,23 +447,6 @@ __device__ __forceinline__ void stage_bf16(const float (&acc)[N], uint8_t *stage
     }
 }
 
-/* Stage kChunks 8-column chunks of accumulators as fp32, from accumulator chunk kFirst on, into staging columns
- * [0, 8 kChunks) of rows la and lb, in 128B-swizzled boxes of 64 rows x 32 columns (encode_f32_map's): column c of
- * the staging is byte 4 (c % 32) of box c / 32's row, whose 16-byte chunks are swizzled as the bf16 boxes'. */
-template <int kFirst, int kChunks, int N>
-__device__ __forceinline__ void stage_f32(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq)
-{
-#pragma unroll
-    for (int i = 0; i < kChunks; i++) {
-        const int r = 4 * (kFirst + i), col = 8 * i + cq, box = col >> 5, byte = (col & 31) * 4;
-        uint8_t *base = stage + box * kBoxBytes + (byte & 15);
-        *reinterpret_cast<float2 *>(base + la * kRowBytes + (((byte >> 4) ^ (la & 7)) << 4)) =
-            make_float2(acc[r], acc[r + 1]);
-        *reinterpret_cast<float2 *>(base + lb * kRowBytes + (((byte >> 4) ^ (lb & 7)) << 4)) =
-            make_float2(acc[r + 2], acc[r + 3]);
-    }
-}
-
 /* SwiGLU (GEMM1): the tile's accumulator columns are gate columns [0, N) then the matching up columns [N, 2N)
  * (N accumulators = 2N columns / 4 lanes... per thread: gate column j in register chunk j/8, its up column N/2
  * registers further on); their silu(gate) * up is staged as N bf16 columns (N / 8 chunks). */
@@ -522,8 +507,5 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
  * [rows][k] read or written in boxes of box_rows x 64. */
 struct mok_sm90_diag *diag_record(cudaStream_t s);
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
-/* The same for a row-major fp32 matrix [rows][cols] in boxes of 64 rows x 32 columns (128 bytes a row): the
- * staged fp32 tiles that wgrad adds into its gradients (stage_f32, mok_tma_reduce_add_2d). */
-bool encode_f32_map(CUtensorMap *map, void *base, uint64_t rows, uint64_t cols);
 
 } // namespace mok_sm90

@@ -452,25 +452,6 @@ bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows
     return encode_map(map, base, rows, k, box_rows);
 }
 
-bool mok_sm90::encode_f32_map(CUtensorMap *map, void *base, uint64_t rows, uint64_t cols)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode)
-        return false;
-    cuuint64_t dims[2] = {cols, rows};
-    cuuint64_t strides[1] = {cols * 4};
-    cuuint32_t box[2] = {kRowBytes / 4, 64}, elem_strides[2] = {1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, elem_strides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled (fp32) failed (CUresult %d) for [%llu][%llu]\n",
-                (int)r, (unsigned long long)rows, (unsigned long long)cols);
-        return false;
-    }
-    return true;
-}
-
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)
 {
     diag_buffer(mok_cuda_stream(stream));

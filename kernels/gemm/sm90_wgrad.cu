@@ -9,19 +9,23 @@
  * warpgroups run wgmma from it (consume_tile with both operands MnMajor: a k block is 64 of the group's rows, A's
  * 128 columns m0.. as two 64-column boxes, B's TILE_N columns as TILE_N / 64). The last k block's rows past the
  * group's end belong to the next group (or lie past the matrix: TMA's zeros) and are zeroed in the slot before
- * its wgmmas (KTail). The epilogue stages each consumer warpgroup's 64 x TILE_N fragment in shared memory and
- * TMA takes it out in whole 128-byte rows: bf16 gradients are stored (store_staged), fp32 ones added into the
- * gradient at L2 (mok_tma_reduce_add_2d, in two halves of TILE_N / 2 columns through the same staging). At a few
- * rows per expert the tile's k loop is short and its output is as large as its operands: stores from the
- * accumulator fragments (16 or 32 bytes per row per instruction) held the L2 at 86-88% of its throughput with the
- * tensor pipes at 28% (ncu, Qwen3-235B 4096), and a register read-modify-write of fp32 gradients stalled each
- * thread on its loads. The tile is this CTA's alone and its rows are summed in row order, and each gradient
- * element gets one add per call: the same inputs give bitwise the same gradient every run. *
+ * its wgmmas (KTail). Writing bf16 gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in
+ * shared memory and TMA stores it in whole 128-byte rows (store_staged): stores from the accumulator fragments (16
+ * bytes per row per instruction) held the L2 at 86-88% of its throughput with the tensor pipes at 28% (ncu,
+ * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Accumulating fp32 gradients, each consumer thread
+ * loads its fragment of the gradient tile into the accumulators before the tile's first wgmma and the products are
+ * added onto it (kKeepAcc): a tile's loads are all in flight at once, under the wait for its operands, and the
+ * epilogue is stores (32 bytes per row per instruction: whole sectors). Measured against two other forms on one
+ * H200 (results/h200x1/2026-12-04-mok-gemm-backward): the same loads after the k loop (each thread stalls once per
+ * fragment pair) 1.2x slower, and the tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add)
+ * 1.07-1.16x slower. The tile is this CTA's alone and its rows are summed in row order: the same inputs give
+ * bitwise the same gradient every run. *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
  * offset[] traps with a record as the grouped GEMM's does. */
 #include <cuda.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/bulk.cuh"
 #include "common/common.cuh"
@@ -36,13 +40,13 @@ using namespace mok_sm90;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;
 
-/* Staging of the epilogue per consumer warpgroup: 64 rows x tile_n bf16, or 64 x tile_n / 2 fp32: the same bytes */
-size_t stage_bytes(int tile_n) { return (size_t)64 * tile_n * 2; }
+/* The epilogue's staging per consumer warpgroup: 64 rows x tile_n bf16 (fp32 gradients are not staged) */
+size_t stage_bytes(int tile_n, bool f32) { return f32 ? 0 : (size_t)64 * tile_n * 2; }
 
-size_t smem_bytes(int tile_n, int stages)
+size_t smem_bytes(int tile_n, bool f32, int stages)
 {
-    return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) + 2 * stage_bytes(tile_n) +
-           2 * (size_t)stages * 8;
+    return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) +
+           2 * stage_bytes(tile_n, f32) + 2 * (size_t)stages * 8;
 }
 
 #if MOK_SM90_DEVICE
@@ -56,32 +60,12 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
 }
 #endif
 
-/* fp32: half H of a warpgroup's 64-row fragment (N accumulators a thread: a tile of 2N columns, N / 4 chunks of 8
- * columns) staged, N columns, and added into the gradient at (row0, n0 + H N) in boxes of 32 columns, once the
- * staging's previous boxes have been read */
-#if MOK_SM90_DEVICE
-template <int H, int N>
-__device__ __forceinline__ void add_half(const float (&acc)[N], uint8_t *stage, const CUtensorMap *map_c, int n0,
-                                         int row0, int la, int lb, int cq, int bar_id, bool leader)
-{
-    if (leader)
-        mok_bulk_wait_read();
-    mok_named_barrier(bar_id, 128);
-    stage_f32<H * N / 8, N / 8>(acc, stage, la, lb, cq);
-    staged_ready(bar_id);
-    if (leader) {
-        for (int b = 0; b < N / 32; b++)
-            mok_tma_reduce_add_2d(map_c, n0 + H * N + 32 * b, row0, stage + b * kBoxBytes);
-        mok_bulk_commit();
-    }
-}
-#endif
-
 template <int TILE_N, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      const __grid_constant__ CUtensorMap map_c, const int32_t *__restrict__ offset, int groups,
-                      int rows_capacity, int m, int n, int stages, struct mok_sm90_diag *diag)
+                      const __grid_constant__ CUtensorMap map_c, float *__restrict__ c_f32,
+                      const int32_t *__restrict__ offset, int groups, int rows_capacity, int m, int n, int stages,
+                      struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotA = kTileM * kRowBytes, kSlotB = TILE_N * kRowBytes;
@@ -90,7 +74,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023); /* 128B swizzle: 1024-aligned */
     uint8_t *smem_a = smem, *smem_b = smem_a + (size_t)stages * kSlotA;
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotB; /* 1024-aligned: the slots are */
-    constexpr int kStage = 64 * TILE_N * 2;
+    constexpr int kStage = kF32 ? 0 : 64 * TILE_N * 2; /* map_c: bf16 gradients only */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + 2 * kStage), *empty = full + stages;
 
     const int m_tiles = m / kTileM, n_tiles = n / TILE_N, per_group = m_tiles * n_tiles;
@@ -146,22 +130,35 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int rows = rr.y - rr.x, k_blocks = (rows + 63) / 64;
             if (k_blocks == 0 && kF32)
                 continue; /* nothing to add */
+            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
+             * columns 8i + 2 (lane % 4), + 1; this warpgroup's rows are [64 cwg, +64) of the tile */
+            const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+            const int row0 = g * m + m0 + cwg * 64;
+            const size_t base_a = (size_t)(row0 + la) * n + n0 + cq, base_b = base_a + (size_t)8 * n;
+            if constexpr (kF32) {
+#pragma unroll
+                for (int i = 0; i < kAcc / 4; i++) {
+                    const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
+                    const float2 vb = *reinterpret_cast<const float2 *>(c_f32 + base_b + 8 * i);
+                    acc[0][4 * i] = va.x, acc[0][4 * i + 1] = va.y, acc[0][4 * i + 2] = vb.x, acc[0][4 * i + 3] = vb.y;
+                }
+            }
             if (k_blocks == 0) {
 #pragma unroll
                 for (int i = 0; i < kAcc; i++)
                     acc[0][i] = 0.0f;
             } else {
-                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true>(
+                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true, kF32>(
                     ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                     role, t, 0, KTail{rows - (k_blocks - 1) * 64, cwg});
             }
-            /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
-             * columns 8i + 2 (lane % 4), + 1; this warpgroup's rows are [64 cwg, +64) of the tile */
-            const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-            const int row0 = g * m + m0 + cwg * 64;
             if constexpr (kF32) {
-                add_half<0>(acc[0], stage, &map_c, n0, row0, la, lb, cq, bar_id, leader);
-                add_half<1>(acc[0], stage, &map_c, n0, row0, la, lb, cq, bar_id, leader);
+#pragma unroll
+                for (int i = 0; i < kAcc / 4; i++) {
+                    *reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
+                    *reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i) =
+                        make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
+                }
             } else {
                 if (leader)
                     mok_bulk_wait_read();
@@ -172,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     store_staged(&map_c, n0, row0, stage, TILE_N / 64);
             }
         }
-        if (leader)
+        if (!kF32 && leader)
             mok_bulk_wait(0); /* the staging stays valid and the gradients are written before the CTA exits */
     }
 #else
@@ -198,12 +195,12 @@ const void *kernel_for(int tile_n, bool f32)
 }
 
 /* The deepest ring that fits (or the configured one); 0 when even that does not */
-int resolve_stages(const struct mok_gemm_sm90_config *c, size_t limit)
+int resolve_stages(const struct mok_gemm_sm90_config *c, bool f32, size_t limit)
 {
     if (c->stages)
-        return smem_bytes(c->tile_n, c->stages) <= limit ? c->stages : 0;
+        return smem_bytes(c->tile_n, f32, c->stages) <= limit ? c->stages : 0;
     for (int s = kMaxStages; s >= 2; s--)
-        if (smem_bytes(c->tile_n, s) <= limit)
+        if (smem_bytes(c->tile_n, f32, s) <= limit)
             return s;
     return 0;
 }
@@ -251,7 +248,7 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
         say(why, why_len, "wgrad: a, b and c must be 16-byte aligned (TMA, vector stores)");
         return cudaErrorInvalidValue;
     }
-    *stages = resolve_stages(c, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    *stages = resolve_stages(c, w->c_f32 != nullptr, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
     if (!*stages) {
         say(why, why_len, "wgrad: stages %d of tile_n %d do not fit in shared memory", c->stages, c->tile_n);
         return cudaErrorInvalidValue;
@@ -295,17 +292,16 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     if (w->rows_capacity == 0) /* bf16: every gradient is zero */
         return (int)cudaMemsetAsync(w->c_bf16, 0, (size_t)w->groups * w->m * w->n * 2, s);
     CUtensorMap map_a, map_b, map_c;
-    const uint64_t c_rows = (uint64_t)w->groups * w->m;
+    memset(&map_c, 0, sizeof map_c); /* fp32 gradients: unused */
     if (!encode_tile_map(&map_a, w->a, (uint64_t)w->rows_capacity, (uint64_t)w->m, 64) ||
         !encode_tile_map(&map_b, w->b, (uint64_t)w->rows_capacity, (uint64_t)w->n, 64) ||
-        !(w->c_f32 ? encode_f32_map(&map_c, w->c_f32, c_rows, (uint64_t)w->n)
-                   : encode_tile_map(&map_c, w->c_bf16, c_rows, (uint64_t)w->n, 64)))
+        (w->c_bf16 && !encode_tile_map(&map_c, w->c_bf16, (uint64_t)w->groups * w->m, (uint64_t)w->n, 64)))
         return cudaErrorInvalidValue;
     int dev = 0, grid = c->sms;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
         return (int)cudaGetLastError();
-    const size_t smem = smem_bytes(c->tile_n, stages);
+    const size_t smem = smem_bytes(c->tile_n, w->c_f32 != nullptr, stages);
     cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n, w->c_f32 != nullptr),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
@@ -314,8 +310,8 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     }
     struct mok_sm90_diag *diag = diag_record(s);
 #define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
-    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->offset, w->groups,               \
-                                                            w->rows_capacity, w->m, w->n, stages, diag)
+    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset,        \
+                                                            w->groups, w->rows_capacity, w->m, w->n, stages, diag)
     if (w->c_f32 && c->tile_n == 256)
         MOK_LAUNCH_WGRAD(256, true);
     else if (w->c_f32)
