@@ -16,10 +16,10 @@
  * loads its fragment of the gradient tile into the accumulators before the tile's first wgmma and the products are
  * added onto it (kKeepAcc): a tile's loads are all in flight at once, under the wait for its operands, and the
  * epilogue is stores (32 bytes per row per instruction: whole sectors). Measured against two other forms on one
- * H200 (results/h200x1/2026-12-04-mok-gemm-backward): the same loads after the k loop (each thread stalls once per
- * fragment pair) 1.2x slower, and the tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add)
- * 1.07-1.16x slower. The tile is this CTA's alone and its rows are summed in row order: the same inputs give
- * bitwise the same gradient every run. *
+ * H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread
+ * stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by
+ * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. The tile is this CTA's alone and its rows are
+ * summed in row order: the same inputs give bitwise the same gradient every run. *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
  * offset[] traps with a record as the grouped GEMM's does. */
