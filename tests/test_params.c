@@ -133,6 +133,31 @@ int main(void)
     gp.cluster = 2;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "cluster 1"), "64 x 256 in clusters: %s", why);
+    /* mok-gemm's backward on the GEMM core: bf16, sm90, 128-row tiles without clusters or lockstep */
+    s.pass = MOK_PASS_BWD;
+    defaults("mok-gemm", v);
+    CHECK(supports("mok-gemm", &s, 1, v, why), "mok-gemm bwd defaults: %s", why);
+    gp = mok_params_mok_gemm(v);
+    gp.tile_m = 64, gp.tile_n = 256;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "128-row tiles"), "mok-gemm bwd 64-row tiles: %s", why);
+    defaults("mok-gemm", v);
+    gp = mok_params_mok_gemm(v);
+    gp.kernel = 1;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mok-gemm bwd portable: %s", why);
+    s.pass = MOK_PASS_FWD;
+    /* the NCCL baselines' backward: per expert or on mok's core, not on cuBLAS grouped */
+    s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_FWD_BWD;
+    defaults("nccl", v);
+    struct mok_params_nccl nb = mok_params_nccl(v);
+    nb.gemm = 2, nb.gemm_streams = 1;
+    mok_params_nccl_values(&nb, v);
+    CHECK(supports("nccl", &s, 2, v, why), "nccl fwd_bwd gemm=mok: %s", why);
+    nb.gemm = 0;
+    mok_params_nccl_values(&nb, v);
+    CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "not cuBLAS grouped"), "nccl fwd_bwd grouped: %s", why);
+    s.mode = MOK_MODE_GEMM, s.pass = MOK_PASS_FWD;
     /* every layer and gemm implementation refuses what is not implemented yet */
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_BWD;
     defaults("megakernel", v);

@@ -91,6 +91,7 @@ mok_step() {
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
     h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-zipf.json;;
+    h1bwdlayermok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mok.json;; # one GPU: the layers' bwd and fwd_bwd with gemm=mok (mok's GEMM core, grouped), the shapes of h1bwdlayer (run beside it)
     refmx) "$DEV/bin/test_gpu_mxfp8";; # mxfp8 against the host: reference GEMM, dequantization, scale tiles, mok's mxfp8 kernel on ragged groups
     mxgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mxfp8-gemm" tests/gpu_mxfp8_gemm_small.json;; # mxfp8 expert GEMMs (mok's policy, cuBLAS emulated) on small ragged problems
     mxsanitize) for tool in memcheck racecheck; do # the mxfp8 GEMMs (mok's policy, the emulation) under compute-sanitizer

@@ -31,17 +31,17 @@ static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int
     return 1;
 }
 
-/* The NCCL baselines: the bf16 forward with any GEMM choice; the backward (bwd, fwd_bwd) on per-expert cuBLAS,
- * whose forward keeps GEMM1's gate/up output (gemm=mok's fused SwiGLU keeps only h; no grouped backward yet). */
+/* The NCCL baselines: the bf16 forward with any GEMM choice; the backward (bwd, fwd_bwd) on per-expert cuBLAS or
+ * mok's GEMM core (gemm_mok_bwd.h; its forward then keeps GEMM1's gate/up output, unfused), not cuBLAS grouped. */
 static int nccl_cell(const struct mok_problem_spec *s, int nranks, int gemm, char *why, int why_len)
 {
     if (s->dtype == MOK_DTYPE_MXFP8)
         return no(why, why_len, "mxfp8: gemm mode only so far (mok-gemm and cublas-gemm)");
     if (s->dtype != MOK_DTYPE_BF16)
         return no(why, why_len, "bf16 only (this problem: %s)", mok_dtype_name(s->dtype));
-    if (mok_pass_has_bwd(s->pass) && gemm != 1)
-        return no(why, why_len, "pass %s: the backward runs per expert (gemm=per_expert) so far",
-                  mok_pass_name(s->pass));
+    if (mok_pass_has_bwd(s->pass) && gemm == 0)
+        return no(why, why_len, "pass %s: the backward runs per expert or on mok's core (gemm=per_expert or mok), "
+                  "not cuBLAS grouped", mok_pass_name(s->pass));
     if (s->model.experts % nranks)
         return no(why, why_len, "experts %d not divisible by %d ranks", s->model.experts, nranks);
     return 1;

@@ -98,6 +98,14 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
             FAIL("out of host memory");
         b->wg_rows = -1;
     }
+    if (s->mok_gemm) {
+        b->core = mok_gemm_baseline_bwd_config(s->mok_cfg.sms);
+        if (s->chunks > 1) {
+            const size_t n = (size_t)s->expert_groups * (EL + 1) * sizeof(int32_t);
+            MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_off, n), return -1);
+            MOK_CHECK(cuda, cudaMallocHost((void **)&b->h_wg_off, n), return -1);
+        }
+    }
     b->wg_groups = calloc(EL + 1, sizeof(*b->wg_groups));
     b->wg_gfirst = calloc((size_t)s->expert_groups + 1, sizeof(int));
     b->zeros = calloc(EL + 1, 1);
@@ -155,12 +163,32 @@ static void expert_bwd_args(struct mok_nccl_pipe *s, int set, int parts, void *d
                                   .dw_accumulate = s->stages > 1 ? b->zeros : NULL};
 }
 
+/* gemm=mok: the backward of `groups` local experts from e0 on, over rows [row0, +rows) of eb's row operands, whose
+ * group offsets (relative to row0) are on the device. Each call makes or adds its experts' whole gradient (an
+ * expert's rows are in one stage, or gathered from every chunk), so no accumulate flags. */
+static int core_backward(struct mok_nccl_pipe *s, const struct mok_expert_bwd *all, const int32_t *offset, int e0,
+                         int groups, int row0, int rows, char *err, int err_len)
+{
+    const size_t H = (size_t)s->p->hidden, I = (size_t)s->p->inter, r = (size_t)row0, e = (size_t)e0;
+    const size_t dw_size = all->dw_bf16 ? 2 : 4;
+    struct mok_expert_bwd eb = *all;
+    eb.x += r * H, eb.dy += r * H, eb.gu += r * 2 * I, eb.w += r, eb.w13 += e * 2 * I * H, eb.w2 += e * H * I;
+    eb.dhp += r * I, eb.dgu += r * 2 * I, eb.hw += r * I, eb.dx += r * H, eb.d_router += r;
+    eb.dw13 = (char *)eb.dw13 + e * 2 * I * H * dw_size, eb.dw2 = (char *)eb.dw2 + e * H * I * dw_size;
+    eb.dw_accumulate = NULL;
+    return mok_core_expert_backward(&s->bwd->core, s->compute, offset, groups, rows, (int)H, (int)I, &eb, err,
+                                    err_len);
+}
+
 static int stage_gemms(struct mok_nccl_pipe *s, int set, int stage, int parts, void *dw13, void *dw2, bool dw_bf16,
                        char *err, int err_len)
 {
     struct mok_problem *p = s->p;
     struct mok_expert_bwd eb;
     expert_bwd_args(s, set, parts, dw13, dw2, dw_bf16, &eb);
+    if (s->mok_gemm)
+        return core_backward(s, &eb, s->mok_offsets + (size_t)stage * (p->local_experts + 1), s->stage_expert0[stage],
+                             s->stage_experts[stage], s->stage_row0[stage], s->stage_rows[stage], err, err_len);
     MOK_CHECK(cuda_or_cublas,
               mok_expert_gemms_backward(&s->gemms, s->compute, s->gemm_groups + (size_t)stage * p->local_experts,
                                         s->ngemm_groups[stage], p->hidden, p->inter, &eb),
@@ -208,10 +236,28 @@ static int plan_gathered_wgrad(struct mok_nccl_pipe *s, char *err, int err_len)
     if (n != sp->recv_total)
         FAIL("rank %d: the gathered wgrad plans %d rows, the splits hold %d", s->p->rank, n, sp->recv_total);
     if (b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t)))
-        return 0; /* the rows on the device are this plan's */
+        return 0; /* the rows on the device are this plan's (and so the group offsets, made from the same splits) */
     memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
     MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
                                     s->compute), return -1);
+    if (b->h_wg_off) { /* gemm=mok: every expert of each group, offsets from the group's first gathered row */
+        for (int g = 0, gi = 0, row = 0; g < s->expert_groups; g++) {
+            int gb = 0, ge = 0;
+            mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
+            int32_t *off = b->h_wg_off + (size_t)g * (EL + 1);
+            const int g_row0 = row;
+            for (int e = gb; e < ge; e++) {
+                off[e - gb] = row - g_row0;
+                if (gi < ng && b->wg_groups[gi].expert == e)
+                    row += b->wg_groups[gi++].rows;
+            }
+            off[ge - gb] = row - g_row0;
+        }
+        MOK_CHECK(cuda,
+                  cudaMemcpyAsync(b->wg_off, b->h_wg_off, (size_t)s->expert_groups * (EL + 1) * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, s->compute),
+                  return -1);
+    }
     b->wg_rows = n;
     return 0;
 }
@@ -244,9 +290,17 @@ static int wgrad_after(struct mok_nccl_pipe *s, int set, int stage, int slot, vo
             struct mok_expert_bwd eb;
             expert_bwd_args(s, set, MOK_BWD_WGRAD, dw13, dw2, dw_bf16, &eb);
             eb.x = b->wg_x, eb.dy = b->wg_dy, eb.dgu = b->wg_dgu, eb.hw = b->wg_hw;
-            MOK_CHECK(cuda_or_cublas,
-                      mok_expert_gemms_backward(&s->gemms, s->compute, first, ng, p->hidden, p->inter, &eb),
-                      return -1);
+            if (s->mok_gemm) { /* the group's every expert, those without rows included (an offset step of 0) */
+                int gb = 0, ge = 0;
+                mok_splits_group(p->local_experts, s->expert_groups, g, &gb, &ge);
+                if (core_backward(s, &eb, b->wg_off + (size_t)g * (p->local_experts + 1), gb, ge - gb, row0, rows,
+                                  err, err_len))
+                    return -1;
+            } else {
+                MOK_CHECK(cuda_or_cublas,
+                          mok_expert_gemms_backward(&s->gemms, s->compute, first, ng, p->hidden, p->inter, &eb),
+                          return -1);
+            }
         }
     }
     MOK_CHECK(cuda, mark(s, slot, stage, EV_WGRAD + 1, s->compute), return -1);
@@ -451,7 +505,7 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
             if (b->ev[i])
                 cudaEventDestroy(b->ev[i]);
     void *dev[] = {b->em_dy, b->dgu, b->hw, b->em_w, b->em_dr, b->ones, b->shared_dgu, b->shared_hw, b->shared_dr,
-                   b->wg_x, b->wg_dy, b->wg_dgu, b->wg_hw, b->wg_idx};
+                   b->wg_x, b->wg_dy, b->wg_dgu, b->wg_hw, b->wg_idx, b->wg_off};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     mok_symmem_free(s->cl, &b->send_w);
@@ -461,6 +515,7 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
     if (s->p->shared)
         mok_expert_gemms_destroy(&b->shared_gemms);
     cudaFreeHost(b->h_wg_idx);
+    cudaFreeHost(b->h_wg_off);
     free(b->wg_plan);
     free(b->wg_groups);
     free(b->wg_gfirst);

@@ -13,7 +13,8 @@
  * gradients dW2 += (w dy)^T h and dW13 += dgu^T x: `nccl` runs them right after each stage's dgrad; `nccl-overlap`
  * defers each stage's to after the next stage's dgrad, so they run beside the dx combine (Megatron's delayed
  * wgrad) and the dgrad of the critical path goes first. With token chunks, an expert group's wgrad runs once,
- * after its last chunk, over its rows of every chunk gathered contiguous. */
+ * after its last chunk, over its rows of every chunk gathered contiguous. With gemm=mok every step above is one
+ * grouped launch per stage on mok's GEMM core (gemm_mok_bwd.h: transposed-weight dgrad, K = rows wgrad). */
 #ifndef MOK_NCCL_BACKWARD_H
 #define MOK_NCCL_BACKWARD_H
 
@@ -38,6 +39,10 @@ struct mok_nccl_bwd {
     struct mok_gemm_group *wg_groups;         /* [EL]: each expert's rows in the wg buffers, group after group */
     int *wg_gfirst;                           /* [expert groups + 1]: each group's first entry of wg_groups */
     uint8_t *zeros;                           /* [EL] 0: under bf16 each wgrad call writes its experts' dW */
+    /* gemm=mok (gemm_mok_bwd.h): the core's configuration, and with token chunks the gathered rows' group
+     * offsets per expert group ([expert groups][EL + 1], device and pinned staging, written with the plan) */
+    struct mok_core_bwd_config core;
+    int32_t *wg_off, *h_wg_off;
     int *idle, nidle;    /* local experts with no rows this step (their written bf16 gradient is zero) */
     cudaEvent_t *ev;     /* [slots][stages][8]: dispatch, dgrad, combine, wgrad begin/end */
 };

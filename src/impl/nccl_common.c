@@ -237,6 +237,8 @@ struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p
                                          .cluster_m = 1, .lockstep = 0, .raster = 1};
 }
 
+struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas) { return mok_core_bwd_config(256, 0, ctas, 1); }
+
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
                                int why_len)
 {
@@ -249,11 +251,21 @@ int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_clu
                                .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
     struct mok_gemm_args g2 = g1;
     g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
-    return mok_gemm_sm90_supports(&g1, &c, why, why_len) && mok_gemm_sm90_supports(&g2, &c, why, why_len);
+    if (!mok_gemm_sm90_supports(&g1, &c, why, why_len) || !mok_gemm_sm90_supports(&g2, &c, why, why_len))
+        return 0;
+    if (!mok_pass_has_bwd(p->spec.pass))
+        return 1;
+    struct mok_gemm_args gu = g1; /* the forward keeps GEMM1's gate/up rows for the backward */
+    gu.n_out = 2 * p->inter, gu.swiglu = 0;
+    struct mok_core_bwd_config b = mok_gemm_baseline_bwd_config(c.sms);
+    return mok_gemm_sm90_supports(&gu, &c, why, why_len) &&
+           mok_core_bwd_supports(&b, p->local_experts, p->hidden, p->inter, why, why_len);
 }
 
 /* gemm=mok: GEMM1 with SwiGLU (em_in -> hbuf) and GEMM2 (hbuf -> em_out) of stage st, one grouped launch each
- * over the stage's expert group, whose rows are contiguous in the expert-major buffer (splits.h). */
+ * over the stage's expert group, whose rows are contiguous in the expert-major buffer (splits.h). With a backward
+ * pass GEMM1 is unfused (em_in -> g1, the gate/up rows the backward reads, then the SwiGLU kernel -> hbuf), as
+ * the cuBLAS path keeps them. */
 static int run_mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
@@ -268,8 +280,16 @@ static int run_mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, in
     struct mok_gemm_args g2 = {.a = s->hbuf + row0 * I, .b = p->w2[set] + e0 * H * I, .c = s->em_out + row0 * H,
                                .offset = offset, .groups = s->stage_experts[st], .rows_capacity = s->stage_rows[st],
                                .n_out = (int)H, .k = (int)I, .swiglu = 0};
-    MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, (mok_stream_t)s->compute), return -1);
-    MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->mok_cfg, (mok_stream_t)s->compute), return -1);
+    const mok_stream_t cs = (mok_stream_t)s->compute;
+    if (s->bwd) {
+        g1.c = s->g1 + row0 * 2 * I, g1.n_out = (int)(2 * I), g1.swiglu = 0;
+        MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, cs), return -1);
+        MOK_CHECK(cuda, mok_swiglu_bf16(s->g1 + row0 * 2 * I, s->stage_rows[st], (int)I, s->hbuf + row0 * I, cs),
+                  return -1);
+    } else {
+        MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, cs), return -1);
+    }
+    MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->mok_cfg, cs), return -1);
     return 0;
 }
 

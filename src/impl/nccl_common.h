@@ -14,6 +14,7 @@
 #define MOK_NCCL_COMMON_H
 
 #include "gemm_cublas.h"
+#include "gemm_mok_bwd.h"
 #include "impl.h"
 #include "mok_gemm.h"
 #include "splits.h"
@@ -84,7 +85,11 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 /* gemm=mok's grouped-GEMM configuration for this problem, with `ctas` persistent CTAs (0: every SM). */
 struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p, int ctas);
 
-/* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0). */
+/* gemm=mok's backward (gemm_mok_bwd.h) with `ctas` persistent CTAs: 128 x 256 tiles, n-major dgrad, the deepest ring. */
+struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas);
+
+/* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0); with a
+ * backward pass, also the forward's unfused GEMM1 (it keeps the gate/up rows) and the backward's GEMMs. */
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
                                int why_len);
 
