@@ -141,3 +141,19 @@ void mok_splits_maps(const struct mok_splits *s, const int32_t *allcounts, int32
             }
         }
 }
+
+int mok_splits_gathered(const struct mok_splits *s, int cap, int32_t *plan, int32_t *expert_first)
+{
+    const int el = s->local_experts;
+    if (s->recv_total > cap)
+        return -1;
+    int n = 0;
+    for (int e = 0; e < el; e++) {
+        expert_first[e] = n;
+        for (int c = 0; c < s->nchunks; c++)
+            for (int r = 0; r < s->expert_rows[c * el + e]; r++)
+                plan[n++] = s->expert_offset[c * el + e] + r;
+    }
+    expert_first[el] = n;
+    return n;
+}

@@ -46,4 +46,11 @@ void mok_splits_free(struct mok_splits *s);
 void mok_splits_maps(const struct mok_splits *s, const int32_t *allcounts, int32_t *em_from_recv,
                      int32_t *recv_from_em);
 
+/* The backward's gathered wgrad layout under token chunks (src/impl/nccl_backward.c): each local expert's rows of
+ * every chunk, contiguous, expert after expert (so each expert group's rows are contiguous too), chunk after chunk.
+ * plan[i] = the expert-major row that gathered row i comes from; expert_first[e] = the first gathered row of local
+ * expert e, expert_first[local_experts] = recv_total (an expert group's grouped-GEMM offsets are its experts'
+ * expert_first less its first expert's). Returns recv_total, or -1 when it exceeds cap (nothing written then). */
+int mok_splits_gathered(const struct mok_splits *s, int cap, int32_t *plan, int32_t *expert_first);
+
 #endif

@@ -183,10 +183,50 @@ static void emulate_pipeline(int P, int E, int k, int tokens, int chunks, int G,
     free(send_pos);
 }
 
+/* The gathered wgrad layout: a permutation of the expert-major rows, each expert's rows contiguous from its
+ * expert_first in chunk order, every row of the right expert; too small a capacity is refused. */
+static void test_gathered(int P, int E, int k, int tokens, int chunks, int G, unsigned seed)
+{
+    const int chunk_tokens = (tokens + chunks - 1) / chunks, el = E / P;
+    int32_t *counts = malloc(sizeof(int32_t) * (size_t)P * chunks * E);
+    random_counts(counts, P, chunks, E, tokens, chunk_tokens, k, seed);
+    for (int rank = 0; rank < P; rank++) {
+        struct mok_splits s;
+        CHECK(mok_splits_build(counts, P, chunks, G, E, rank, tokens, chunk_tokens, k, &s) == 0, "build");
+        const int n = s.recv_total;
+        int32_t *plan = malloc(sizeof(int32_t) * (size_t)(n + 1)), *first = malloc(sizeof(int32_t) * (size_t)(el + 1));
+        char *seen = calloc((size_t)n + 1, 1);
+        CHECK(n == 0 || mok_splits_gathered(&s, n - 1, plan, first) == -1, "capacity %d accepted for %d rows", n - 1, n);
+        CHECK(mok_splits_gathered(&s, n, plan, first) == n, "gathered rows");
+        CHECK(first[0] == 0 && first[el] == n, "expert_first ends %d %d of %d", first[0], first[el], n);
+        for (int e = 0, i = 0; e < el; e++) {
+            int rows = 0;
+            for (int c = 0; c < chunks; c++)
+                rows += s.expert_rows[c * el + e];
+            CHECK(first[e + 1] - first[e] == rows, "expert %d: %d gathered rows, %d in its chunks", e,
+                  first[e + 1] - first[e], rows);
+            for (int c = 0; c < chunks; c++) /* in chunk order, each chunk's run in expert-major order */
+                for (int r = 0; r < s.expert_rows[c * el + e]; r++, i++)
+                    CHECK(i < n && plan[i] == s.expert_offset[c * el + e] + r, "row %d: %d", i, i < n ? plan[i] : -1);
+        }
+        for (int i = 0; i < n; i++) {
+            CHECK(plan[i] >= 0 && plan[i] < n && !seen[plan[i]], "row %d: %d repeated or out of range", i, plan[i]);
+            if (plan[i] >= 0 && plan[i] < n)
+                seen[plan[i]] = 1;
+        }
+        free(plan), free(first), free(seen);
+        mok_splits_free(&s);
+    }
+    free(counts);
+}
+
 int main(void)
 {
     test_hand_example();
     test_random_invariants();
+    test_gathered(2, 8, 2, 37, 3, 2, 7u);
+    test_gathered(4, 16, 3, 100, 5, 3, 9u);
+    test_gathered(1, 12, 2, 20, 2, 5, 3u); /* hot expert 0, some experts empty */
     for (int C = 1; C <= 5; C++) {
         for (int G = 1; G <= 4; G += 3) {
             emulate_pipeline(2, 8, 2, 37, C, G, 11u + (unsigned)C);

@@ -93,8 +93,9 @@ int mok_nccl_bwd_setup(struct mok_nccl_pipe *s, char *err, int err_len)
         MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_hw, cap * I * 2), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&b->wg_idx, cap * sizeof(int32_t)), return -1);
         MOK_CHECK(cuda, cudaMallocHost((void **)&b->h_wg_idx, cap * sizeof(int32_t)), return -1);
-        b->wg_plan = malloc(cap * sizeof(int32_t));
-        if (!b->wg_plan)
+        b->wg_plan = malloc(cap * sizeof(int32_t) + 4);
+        b->wg_first = malloc((EL + 1) * sizeof(int32_t));
+        if (!b->wg_plan || !b->wg_first)
             FAIL("out of host memory");
         b->wg_rows = -1;
     }
@@ -209,49 +210,41 @@ static int zero_idle(struct mok_nccl_pipe *s, void *dw13, void *dw2, char *err, 
 }
 
 /* Token chunks (chunks > 1): the rows of an expert group's experts from every chunk, gathered contiguous in the
- * wg_* buffers, expert after expert, chunk after chunk (host plan: wg_idx, wg_groups). The plan is built in plain
- * host memory and copied to the pinned staging only when it changed (new splits come after the forward's host
- * synchronization), so the pinned rows are never rewritten under a copy still queued. */
+ * wg_* buffers (splits.h: mok_splits_gathered), with the host's groups (wg_groups, wg_gfirst) and for gemm=mok the
+ * groups' device offsets. The plan is built in plain host memory and copied to the pinned staging only when it
+ * changed (new splits come after the forward's host synchronization), so the pinned rows are never rewritten under
+ * a copy still queued. */
 static int plan_gathered_wgrad(struct mok_nccl_pipe *s, char *err, int err_len)
 {
     struct mok_nccl_bwd *b = s->bwd;
     const struct mok_splits *sp = &s->splits;
     const int EL = s->p->local_experts;
-    int32_t *plan = b->wg_plan;
-    int n = 0, ng = 0;
+    int32_t *plan = b->wg_plan, *first = b->wg_first;
+    const int n = mok_splits_gathered(sp, s->cap_rows, plan, first);
+    if (n < 0)
+        FAIL("rank %d: the gathered wgrad's %d rows exceed the %d rows of its buffers", s->p->rank, sp->recv_total,
+             s->cap_rows);
+    int ng = 0;
     for (int g = 0; g < s->expert_groups; g++) {
         int gb = 0, ge = 0;
         mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
         b->wg_gfirst[g] = ng;
-        for (int e = gb; e < ge; e++) {
-            int start = n;
-            for (int c = 0; c < s->chunks; c++)
-                for (int r = 0; r < sp->expert_rows[c * EL + e] && n < s->cap_rows; r++)
-                    plan[n++] = sp->expert_offset[c * EL + e] + r;
-            if (n > start)
-                b->wg_groups[ng++] = (struct mok_gemm_group){e, start, n - start};
-        }
+        for (int e = gb; e < ge; e++)
+            if (first[e + 1] > first[e])
+                b->wg_groups[ng++] = (struct mok_gemm_group){e, first[e], first[e + 1] - first[e]};
     }
     b->wg_gfirst[s->expert_groups] = ng;
-    if (n != sp->recv_total)
-        FAIL("rank %d: the gathered wgrad plans %d rows, the splits hold %d", s->p->rank, n, sp->recv_total);
     if (b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t)))
         return 0; /* the rows on the device are this plan's (and so the group offsets, made from the same splits) */
     memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
     MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
                                     s->compute), return -1);
     if (b->h_wg_off) { /* gemm=mok: every expert of each group, offsets from the group's first gathered row */
-        for (int g = 0, gi = 0, row = 0; g < s->expert_groups; g++) {
+        for (int g = 0; g < s->expert_groups; g++) {
             int gb = 0, ge = 0;
             mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
-            int32_t *off = b->h_wg_off + (size_t)g * (EL + 1);
-            const int g_row0 = row;
-            for (int e = gb; e < ge; e++) {
-                off[e - gb] = row - g_row0;
-                if (gi < ng && b->wg_groups[gi].expert == e)
-                    row += b->wg_groups[gi++].rows;
-            }
-            off[ge - gb] = row - g_row0;
+            for (int e = gb; e <= ge; e++)
+                b->h_wg_off[(size_t)g * (EL + 1) + (e - gb)] = first[e] - first[gb];
         }
         MOK_CHECK(cuda,
                   cudaMemcpyAsync(b->wg_off, b->h_wg_off, (size_t)s->expert_groups * (EL + 1) * sizeof(int32_t),
@@ -517,6 +510,7 @@ void mok_nccl_bwd_teardown(struct mok_nccl_pipe *s)
     cudaFreeHost(b->h_wg_idx);
     cudaFreeHost(b->h_wg_off);
     free(b->wg_plan);
+    free(b->wg_first);
     free(b->wg_groups);
     free(b->wg_gfirst);
     free(b->zeros);

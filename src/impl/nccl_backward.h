@@ -35,6 +35,7 @@ struct mok_nccl_bwd {
     /* token chunks: each expert group's wgrad once, over its rows of every chunk gathered contiguous */
     uint16_t *wg_x, *wg_dy, *wg_dgu, *wg_hw;  /* [cap][H], [cap][H], [cap][2I], [cap][I] */
     int32_t *wg_idx, *h_wg_idx, *wg_plan;     /* [cap] device, pinned staging, host: the gathered rows' em rows */
+    int32_t *wg_first;                        /* [EL + 1]: each local expert's first gathered row (host) */
     int wg_rows;                              /* rows of the plan on the device (-1: none yet) */
     struct mok_gemm_group *wg_groups;         /* [EL]: each expert's rows in the wg buffers, group after group */
     int *wg_gfirst;                           /* [expert groups + 1]: each group's first entry of wg_groups */
