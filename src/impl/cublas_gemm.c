@@ -95,19 +95,9 @@ static int cg_run_backward(struct cg_state *s, int set, const struct mok_outputs
 {
     struct mok_problem *p = s->p;
     const uint16_t *gu = p->spec.pass == MOK_PASS_FWD_BWD ? s->g1 : p->bwd.gu;
-    const int dw_bf16 = p->spec.wgrad == MOK_WGRAD_BF16;
-    const struct mok_output *dw13 = mok_output_find(out, "dw13"), *dw2 = mok_output_find(out, "dw2");
-    const enum mok_out_type dw_type = dw_bf16 ? MOK_OUT_BF16 : MOK_OUT_F32;
-    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, gu, p->bwd.w, p->w13[set], p->w2[set],
-                               s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"), mok_output_f32(out, "d_router"),
-                               dw13 && dw13->type == dw_type ? dw13->data : NULL,
-                               dw2 && dw2->type == dw_type ? dw2->data : NULL, dw_bf16,
-                               p->local_experts, 0, NULL}; /* both parts, the whole gradient in one call */
-    if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
-        snprintf(err, (size_t)err_len, "cublas-gemm backward: the problem lacks dx, d_router, or dw13 or dw2 of "
-                 "wgrad %s's type", mok_wgrad_name(p->spec.wgrad));
+    struct mok_expert_bwd b; /* both parts, the whole gradient in one call */
+    if (mok_impl_gemm_bwd_operands(p, set, gu, s->dhp, s->dgu, s->hw, out, "cublas-gemm", &b, err, err_len))
         return -1;
-    }
     bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;
     if (timed)
         mok_slot_events_record(&s->ev, slot, 0, s->st);

@@ -47,4 +47,13 @@ const struct mok_impl_ops *mok_impl_find(const char *name);
  * writes. */
 uint16_t *mok_impl_forward_y(const struct mok_outputs *out, char *err, int err_len);
 
+/* Gemm mode's backward (src/problem_gemm_bwd.c): the operands and outputs of a struct mok_expert_bwd
+ * (gemm_cublas.h) from input set `set`, the gate/up rows gu its forward saved and an implementation's scratch
+ * (dh', [dg, du], w h), both parts over every expert; 0, or -1 with `who`'s message in err when the problem lacks
+ * an output or has a weight gradient of the other wgrad mode's type. */
+struct mok_expert_bwd;
+int mok_impl_gemm_bwd_operands(const struct mok_problem *p, int set, const uint16_t *gu, uint16_t *dhp, uint16_t *dgu,
+                               uint16_t *hw, const struct mok_outputs *out, const char *who, struct mok_expert_bwd *b,
+                               char *err, int err_len);
+
 #endif

@@ -163,18 +163,10 @@ static int mg_run_backward(struct mg_state *s, int set, const struct mok_outputs
                            int err_len)
 {
     struct mok_problem *p = s->p;
-    const int dw_bf16 = p->spec.wgrad == MOK_WGRAD_BF16;
-    const struct mok_output *dw13 = mok_output_find(out, "dw13"), *dw2 = mok_output_find(out, "dw2");
-    const enum mok_out_type dw_type = dw_bf16 ? MOK_OUT_BF16 : MOK_OUT_F32;
-    struct mok_expert_bwd b = {p->gemm_a[set], p->bwd.dy, s->gu ? s->gu : p->bwd.gu, p->bwd.w, p->w13[set],
-                               p->w2[set], s->dhp, s->dgu, s->hw, mok_output_bf16(out, "dx"),
-                               mok_output_f32(out, "d_router"), dw13 && dw13->type == dw_type ? dw13->data : NULL,
-                               dw2 && dw2->type == dw_type ? dw2->data : NULL, dw_bf16, p->experts, 0, NULL};
-    if (!b.dx || !b.d_router || !b.dw13 || !b.dw2) {
-        snprintf(err, (size_t)err_len, "mok-gemm backward: the problem lacks dx, d_router, or dw13 or dw2 of wgrad "
-                 "%s's type", mok_wgrad_name(p->spec.wgrad));
+    struct mok_expert_bwd b;
+    if (mok_impl_gemm_bwd_operands(p, set, s->gu ? s->gu : p->bwd.gu, s->dhp, s->dgu, s->hw, out, "mok-gemm", &b, err,
+                                   err_len))
         return -1;
-    }
     bool timed = mok_slot_events_timed(&s->ev, slot) && p->spec.pass == MOK_PASS_BWD;
     if (timed)
         mok_slot_events_record(&s->ev, slot, 0, s->st);
