@@ -196,7 +196,8 @@ static void test_gathered(int P, int E, int k, int tokens, int chunks, int G, un
         const int n = s.recv_total;
         int32_t *plan = malloc(sizeof(int32_t) * (size_t)(n + 1)), *first = malloc(sizeof(int32_t) * (size_t)(el + 1));
         char *seen = calloc((size_t)n + 1, 1);
-        CHECK(n == 0 || mok_splits_gathered(&s, n - 1, plan, first) == -1, "capacity %d accepted for %d rows", n - 1, n);
+        CHECK(n == 0 || mok_splits_gathered(&s, n - 1, plan, first) == -1, "capacity %d accepted for %d rows", n - 1,
+              n);
         CHECK(mok_splits_gathered(&s, n, plan, first) == n, "gathered rows");
         CHECK(first[0] == 0 && first[el] == n, "expert_first ends %d %d of %d", first[0], first[el], n);
         for (int e = 0, i = 0; e < el; e++) {

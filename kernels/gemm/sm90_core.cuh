@@ -150,10 +150,14 @@ struct KMajor {
 struct MnMajor {
     static constexpr int kTnsp = 1;
     static constexpr uint32_t kK16Step = 16 * kRowBytes;
-    static __device__ __forceinline__ uint64_t desc(const void *p) { return mok_wgmma_desc_sw128_mn(p, 64 * kRowBytes); }
+    static __device__ __forceinline__ uint64_t desc(const void *p)
+    {
+        return mok_wgmma_desc_sw128_mn(p, 64 * kRowBytes); /* the next 64-column block: one box further */
+    }
 };
 
-template <int N, int kTa, int kTb> __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db)
+template <int N, int kTa, int kTb>
+__device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db)
 {
     if constexpr (N == 64)
         mok_wgmma_m64n64k16<kTa, kTb>(acc, da, db);

@@ -263,7 +263,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     /* int32 coordinates and tile indices in the kernel */
-    long long b_rows = g->b_transposed ? (long long)g->groups * g->k : (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
+    long long b_rows = g->b_transposed ? (long long)g->groups * g->k
+                                       : (long long)g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     long long max_tiles = ((long long)g->rows_capacity / c->tile_m + g->groups) * (g->n_out / cols);
     if (b_rows >= (1ll << 31) || max_tiles >= (1ll << 31) || (long long)g->rows_capacity + c->tile_m >= (1ll << 31)) {
         say(why, why_len, "problem too large for 32-bit tile coordinates");
@@ -542,7 +543,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     lc.gridDim = dim3((unsigned)grid);
     const int swiglu = g->swiglu ? 1 : 0;
 #define MOK_LAUNCH_SM90(TM, TN, FP8N, MX, BT)                                                                    \
-    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups,    \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups, \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
                        ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs)
     if (bt)

@@ -11,7 +11,7 @@
  * group's end belong to the next group (or lie past the matrix: TMA's zeros) and are zeroed in the slot before
  * its wgmmas (KTail). Writing bf16 gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in
  * shared memory and TMA stores it in whole 128-byte rows (store_staged): stores from the accumulator fragments (16
- * bytes per row per instruction) held the L2 at 86-88% of its throughput with the tensor pipes at 28% (ncu,
+ * bytes per row per instruction) held the L2 at 86-88% of its throughput with the SMs at 28% of theirs (ncu,
  * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Accumulating fp32 gradients, each consumer thread
  * loads its fragment of the gradient tile into the accumulators before the tile's first wgmma and the products are
  * added onto it (kKeepAcc): a tile's loads are all in flight at once, under the wait for its operands, and the
@@ -19,7 +19,8 @@
  * H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread
  * stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by
  * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. The tile is this CTA's alone and its rows are
- * summed in row order: the same inputs give bitwise the same gradient every run. *
+ * summed in row order: the same inputs give bitwise the same gradient every run.
+ *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
  * offset[] traps with a record as the grouped GEMM's does. */

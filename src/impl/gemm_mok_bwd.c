@@ -56,7 +56,8 @@ int mok_core_bwd_supports(const struct mok_core_bwd_config *c, int groups, int h
         snprintf(why, (size_t)why_len, "intermediate %d: the SwiGLU backward reads 8 values at a time", inter);
         return 0;
     }
-    return mok_gemm_sm90_supports(&g2, &c->dgrad, why, why_len) && mok_gemm_sm90_supports(&g1, &c->dgrad, why, why_len) &&
+    return mok_gemm_sm90_supports(&g2, &c->dgrad, why, why_len) &&
+           mok_gemm_sm90_supports(&g1, &c->dgrad, why, why_len) &&
            mok_wgrad_sm90_supports(&w2, &c->wgrad, why, why_len) &&
            mok_wgrad_sm90_supports(&w13, &c->wgrad, why, why_len);
 }

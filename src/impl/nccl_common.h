@@ -85,7 +85,8 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 /* gemm=mok's grouped-GEMM configuration for this problem, with `ctas` persistent CTAs (0: every SM). */
 struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p, int ctas);
 
-/* gemm=mok's backward (gemm_mok_bwd.h) with `ctas` persistent CTAs: 128 x 256 tiles, n-major dgrad, the deepest ring. */
+/* gemm=mok's backward (gemm_mok_bwd.h) with `ctas` persistent CTAs: 128 x 256 tiles, n-major dgrad, the deepest
+ * ring. */
 struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas);
 
 /* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0); with a
