@@ -146,6 +146,16 @@ int main(void)
     gp.kernel = 1;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mok-gemm bwd portable: %s", why);
+    /* wgrad_prefetch: fp32 gradients of a backward pass only */
+    defaults("mok-gemm", v);
+    gp = mok_params_mok_gemm(v);
+    gp.wgrad_prefetch = 1;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(supports("mok-gemm", &s, 1, v, why), "mok-gemm bwd prefetch, fp32 gradients: %s", why);
+    s.wgrad = MOK_WGRAD_BF16;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "fp32 gradients only"), "prefetch, bf16: %s", why);
+    s.wgrad = MOK_WGRAD_FP32_ACCUMULATE, s.pass = MOK_PASS_FWD;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "pass bwd and fwd_bwd only"), "prefetch, fwd: %s", why);
     s.pass = MOK_PASS_FWD;
     /* the NCCL baselines' backward: per expert or on mok's core, not on cuBLAS grouped */
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_FWD_BWD;

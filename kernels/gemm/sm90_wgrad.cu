@@ -18,7 +18,9 @@
  * epilogue is stores (32 bytes per row per instruction: whole sectors). Measured against two other forms on one
  * H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread
  * stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by
- * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. The tile is this CTA's alone and its rows are
+ * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. With `prefetch`, each consumer thread also
+ * asks L2 for its half row of the CTA's next gradient tile when it starts a tile (cp.async.bulk.prefetch), so that
+ * the next preload hits L2 rather than DRAM (not yet measured). The tile is this CTA's alone and its rows are
  * summed in row order: the same inputs give bitwise the same gradient every run.
  *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
@@ -66,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       const __grid_constant__ CUtensorMap map_c, float *__restrict__ c_f32,
                       const int32_t *__restrict__ offset, int groups, int rows_capacity, int m, int n, int stages,
-                      struct mok_sm90_diag *diag)
+                      int prefetch, struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     constexpr int kSlotA = kTileM * kRowBytes, kSlotB = TILE_N * kRowBytes;
@@ -137,6 +139,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int row0 = g * m + m0 + cwg * 64;
             const size_t base_a = (size_t)(row0 + la) * n + n0 + cq, base_b = base_a + (size_t)8 * n;
             if constexpr (kF32) {
+                const int tn = t + gridDim.x; /* this CTA's next tile: its gradient rows into L2, a half row each */
+                if (prefetch && tn < total) {
+                    const int gn = tn / per_group, ln = tn % per_group, ct = cwg * 128 + wq * 32 + lane;
+                    const size_t row = (size_t)gn * m + ln / n_tiles * kTileM + ct / 2;
+                    mok_bulk_prefetch_l2(c_f32 + row * n + ln % n_tiles * TILE_N + (ct % 2) * (TILE_N / 2),
+                                         TILE_N / 2 * 4);
+                }
 #pragma unroll
                 for (int i = 0; i < kAcc / 4; i++) {
                     const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
@@ -223,6 +232,10 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
     }
     if (c->tile_n != 128 && c->tile_n != 256) {
         say(why, why_len, "wgrad: tile_n %d: 128 or 256", c->tile_n);
+        return cudaErrorInvalidValue;
+    }
+    if (c->prefetch && !w->c_f32) {
+        say(why, why_len, "wgrad: prefetch applies to fp32 gradients (c_f32) only");
         return cudaErrorInvalidValue;
     }
     if (c->cluster_m > 1 || c->lockstep || c->sms < 0 || (c->stages && (c->stages < 2 || c->stages > kMaxStages))) {
@@ -312,7 +325,8 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     struct mok_sm90_diag *diag = diag_record(s);
 #define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
     wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset,        \
-                                                            w->groups, w->rows_capacity, w->m, w->n, stages, diag)
+                                                            w->groups, w->rows_capacity, w->m, w->n, stages,       \
+                                                            c->prefetch, diag)
     if (w->c_f32 && c->tile_n == 256)
         MOK_LAUNCH_WGRAD(256, true);
     else if (w->c_f32)

@@ -162,8 +162,13 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
                       p.lockstep_k, p.fp8_n);
         if (p.tile_n != 128 && p.tile_n != 256)
             return no(why, why_len, "tile_n %d: 128 or 256", p.tile_n);
+        if (p.wgrad_prefetch && spec->wgrad != MOK_WGRAD_FP32_ACCUMULATE)
+            return no(why, why_len, "wgrad_prefetch applies to fp32 gradients only (wgrad %s: leave it at 0)",
+                      mok_wgrad_name(spec->wgrad));
         return 1;
     }
+    if (p.wgrad_prefetch) /* one candidate per forward configuration */
+        return no(why, why_len, "wgrad_prefetch applies to pass bwd and fwd_bwd only (leave it at 0)");
     if (spec->dtype == MOK_DTYPE_FP8_BLOCK) {
         if (p.kernel == 1)
             return no(why, why_len, "fp8_block runs on the Hopper kernel (kernel=sm90), not the portable one");

@@ -36,7 +36,8 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
     }
     if (lp.kernel == 1)
         return 1;
-    struct mok_gemm_sm90_config c = {128, lp.tile_n, lp.stages, 0, 1, 0, 0, 0}; /* no cluster, no lockstep */
+    /* no cluster, no lockstep */
+    struct mok_gemm_sm90_config c = {.tile_m = 128, .tile_n = lp.tile_n, .stages = lp.stages, .cluster_m = 1};
     struct mok_gemm_args g1 = {.a = (const uint16_t *)(uintptr_t)256, .b = (const uint16_t *)(uintptr_t)256,
                                .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts, .rows_capacity = 1 << 20,
                                .n_out = p->inter, .k = p->hidden, .swiglu = 1};
@@ -62,7 +63,8 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     /* beside the dispatch, GEMM1's persistent grid takes only the SMs the dispatch leaves: both resident at once,
      * whichever starts first (a GEMM CTA waiting on rows must never keep a dispatch block from an SM); GEMM2,
      * alone, takes them all */
-    s->gemm_cfg = (struct mok_gemm_sm90_config){128, lp.tile_n, lp.stages, 0, 1, 0, 0, 0};
+    s->gemm_cfg =
+        (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = lp.tile_n, .stages = lp.stages, .cluster_m = 1};
     s->gemm_sms_fed = gpu_sms - s->sms;
     if (!s->gemm_portable)
         mok_gemm_sm90_prepare((mok_stream_t)cl->stream); /* its failure record, before any graph capture */
