@@ -111,6 +111,7 @@ mok_step() {
         $MPIRUN -np 1 "$BIN" -o "$R" "configs/h200x1-$c.json"; echo "h200x1-$c rc=$?"
       done;;
     h1bwdgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm.json;; # one GPU: the expert GEMMs' backward (cublas-gemm) at the forward's shapes, rooflines
+    gemmbwdtest) "$DEV/bin/test_gpu_gemm_bwd";; # the GEMM core's dgrad and wgrad against a host reference on ragged groups, every configuration
     mokbwdsan) for tool in memcheck racecheck; do # mok-gemm's backward (the GEMM core's dgrad and wgrad) under compute-sanitizer
         timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
           -n 1 -o "$R/mok-bwd-san-$tool" tests/gpu_bwd_mok_sanitize.json > "$R/mok-bwd-sanitize-$tool.log" 2>&1
