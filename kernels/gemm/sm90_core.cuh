@@ -168,19 +168,22 @@ __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint
 }
 
 /* The tail of a K = rows reduction (wgrad): the last k block's rows from `rows` on belong to the next group (or
- * lie past the matrix: TMA's zeros) and must add nothing, so before its wgmmas both consumer warpgroups zero them
- * in the slot, each in its own A block(s) and in its half of B's column blocks, then meet (named barrier
- * kTailBarrier, 256 threads) once the writes are ordered before the wgmmas' async-proxy reads. */
+ * lie past the matrix: TMA's zeros) and must add nothing. Its k16 steps past the rows are not issued (at ~128
+ * rows per expert a whole padded k block was a fifth of wgrad's tensor work); the rows of the last issued step from
+ * `rows` on are zeroed in the slot before its wgmmas by both consumer warpgroups, each in its own A block(s) and in
+ * its half of B's column blocks, which then meet (named barrier kTailBarrier, 256 threads) once the writes are
+ * ordered before the wgmmas' async-proxy reads. */
 constexpr int kTailBarrier = 3;
 struct KTail {
-    int rows; /* valid K rows of the tile's last k block, 1..64 (64: nothing to zero) */
+    int rows; /* valid K rows of the tile's last k block, 1..64 */
     int half; /* this consumer warpgroup: 0 or 1 */
+    __device__ __forceinline__ int k16_steps() const { return (rows + 15) / 16; }
 };
 
 template <int kABlocks, int kBBlocks>
 __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail &t)
 {
-    const int tid = threadIdx.x % 128, off = t.rows * kRowBytes, bytes = 64 * kRowBytes - off;
+    const int tid = threadIdx.x % 128, off = t.rows * kRowBytes, bytes = t.k16_steps() * 16 * kRowBytes - off;
     const uint4 z = make_uint4(0, 0, 0, 0);
     for (int i = tid * 16; i < bytes; i += 128 * 16) {
 #pragma unroll
@@ -222,10 +225,14 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        int k16_end = kBlockK / 16; /* k16 steps issued from this slot: all but in a K tail's last block */
         if constexpr (kTail)
-            if (kb == k_blocks - 1 && tail.rows < 64)
-                zero_k_tail<1, TILE_N / 64>(smem_a + (size_t)r.slot * kSlotA + a_offset,
-                                            smem_b + (size_t)r.slot * kSlotB, tail);
+            if (kb == k_blocks - 1) {
+                k16_end = tail.k16_steps();
+                if (tail.rows % 16)
+                    zero_k_tail<1, TILE_N / 64>(smem_a + (size_t)r.slot * kSlotA + a_offset,
+                                                smem_b + (size_t)r.slot * kSlotB, tail);
+            }
 #pragma unroll
         for (int u = 0; u < kSub; u++)
 #pragma unroll
@@ -242,10 +249,11 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
             for (int u = 0; u < kSub; u++)
 #pragma unroll
                 for (int q = 0; q < kParts; q++)
-                    wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
-                        *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
-                        da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
-                        db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
+                    if (!kTail || kk < k16_end) /* uniform over the warpgroup, as wgmma needs */
+                        wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
+                            *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
+                            da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
+                            db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
         mok_wgmma_commit();
 #pragma unroll
         for (int u = 0; u < kSub; u++)

@@ -8,8 +8,8 @@
  * Roles as in the grouped GEMM (sm90_grouped.cu): one producer thread fills the ring with TMA, two consumer
  * warpgroups run wgmma from it (consume_tile with both operands MnMajor: a k block is 64 of the group's rows, A's
  * 128 columns m0.. as two 64-column boxes, B's TILE_N columns as TILE_N / 64). The last k block's rows past the
- * group's end belong to the next group (or lie past the matrix: TMA's zeros) and are zeroed in the slot before
- * its wgmmas (KTail). Writing bf16 gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in
+ * group's end belong to the next group (or lie past the matrix: TMA's zeros): its k16 steps past them are not
+ * issued, and the rows of the last issued one are zeroed in the slot before its wgmmas (KTail). Writing bf16 gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in
  * shared memory and TMA stores it in whole 128-byte rows (store_staged): stores from the accumulator fragments (16
  * bytes per row per instruction) held the L2 at 86-88% of its throughput with the SMs at 28% of theirs (ncu,
  * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Accumulating fp32 gradients, each consumer thread
