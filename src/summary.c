@@ -61,6 +61,18 @@ void mok_baseline_fill(struct mok_row *rows, int n, const char *mode)
 
 /* ---- the summary ---------------------------------------------------------------------------------------- */
 
+/* Whether row f is the forward of backward row b: the same implementation on the same problem but the pass (the
+ * weight-gradient mode is the backward's alone) */
+static bool forward_of(const struct mok_row *f, const struct mok_row *b)
+{
+    const bool seeds = f->seed == b->seed || (isnan(f->seed) && isnan(b->seed));
+    return (f->pass[0] == 0 || !strcmp(f->pass, "fwd")) && !strcmp(f->impl, b->impl) && !strcmp(f->model, b->model) &&
+           f->hidden == b->hidden && f->intermediate == b->intermediate && f->experts == b->experts &&
+           f->topk == b->topk && f->shared_experts == b->shared_experts && f->tokens_per_rank == b->tokens_per_rank &&
+           !strcmp(f->routing, b->routing) && !strcmp(f->inputs, b->inputs) && !strcmp(f->dtype, b->dtype) &&
+           !strcmp(f->mode, b->mode) && seeds;
+}
+
 int mok_summary_build(const struct mok_row *rows, int nrows, const char *mode, int moe_layers,
                       struct mok_summary_item *out, int max)
 {
@@ -94,6 +106,19 @@ int mok_summary_build(const struct mok_row *rows, int nrows, const char *mode, i
         out[k].tokens_per_s_per_gpu = b->tokens_per_rank / (b->time_med_us * 1e-6);
         out[k].ms_per_step = moe_layers * out[k].ms_per_layer;
         out[k].j_per_step = moe_layers * b->energy_j; /* NaN stays NaN */
+        snprintf(out[k].step, sizeof out[k].step, "%s", b->pass[0] ? b->pass : "fwd");
+    }
+    for (int k = 0; k < n; k++) { /* a backward's training step: its forward plus itself, where both ran */
+        const struct mok_row *b = out[k].best;
+        if (strcmp(b->pass, "bwd") != 0)
+            continue;
+        for (int m = 0; m < n; m++)
+            if (forward_of(out[m].best, b)) {
+                out[k].ms_per_step = moe_layers * (out[m].ms_per_layer + out[k].ms_per_layer);
+                out[k].j_per_step = moe_layers * (out[m].best->energy_j + b->energy_j);
+                snprintf(out[k].step, sizeof out[k].step, "fwd+bwd");
+                break;
+            }
     }
     return n;
 }
@@ -117,11 +142,12 @@ static const char *ms_text(char *buf, size_t len, double ms)
 void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, int moe_layers)
 {
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s of the "
-                 "problem's pass (forward unless the routing column names bwd or fwd_bwd; bf16: bf16 weight "
+                 "`step` column's passes (the problem's pass, forward unless the routing column names bwd or "
+                 "fwd_bwd; fwd+bwd: a backward row plus its problem's forward measured in this run; bf16: bf16 weight "
                  "gradients)\n",
             moe_layers, moe_layers == 1 ? "" : "s");
-    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", "prob", "model", "tokens", "routing",
-            "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "J/step", "params");
+    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %-7s %9s  %s\n", "prob", "model", "tokens",
+            "routing", "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "step", "J/step", "params");
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = items[k].best;
         char routing[128]; /* the inputs too when not the default, so rows of a multi-inputs config differ; the
@@ -136,11 +162,12 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
             snprintf(routing, sizeof routing, "%s%s", b->routing, pass);
         char layer[48], step[48], sp[48], tps[48], j[48];
         /* speedups to three decimals: a 1.396x must not read as 1.40x against a 1.4x goal */
-        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %9s  %s\n", items[k].problem, b->model,
+        const char *vs = items[k].speedup_baseline[0] ? items[k].speedup_baseline : "-";
+        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %-7s %9s  %s\n", items[k].problem, b->model,
                 b->tokens_per_rank, routing, b->impl, ms_text(layer, sizeof layer, items[k].ms_per_layer),
-                fixed(sp, sizeof sp, 3, items[k].speedup), items[k].speedup_baseline[0] ? items[k].speedup_baseline : "-",
-                fixed(tps, sizeof tps, 0, items[k].tokens_per_s_per_gpu),
-                ms_text(step, sizeof step, items[k].ms_per_step), fixed(j, sizeof j, 1, items[k].j_per_step), b->params);
+                fixed(sp, sizeof sp, 3, items[k].speedup), vs, fixed(tps, sizeof tps, 0, items[k].tokens_per_s_per_gpu),
+                ms_text(step, sizeof step, items[k].ms_per_step), items[k].step,
+                fixed(j, sizeof j, 1, items[k].j_per_step), b->params);
     }
     fflush(out);
 }
@@ -172,6 +199,7 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddItemToObject(o, "ms_per_step", num_or_null(items[k].ms_per_step));
         cJSON_AddItemToObject(o, "j_per_step", num_or_null(items[k].j_per_step));
         cJSON_AddStringToObject(o, "wgrad", b->wgrad);
+        cJSON_AddStringToObject(o, "step", items[k].step);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_PrintUnformatted(root);
@@ -186,7 +214,7 @@ const char *const mok_summary_csv_columns[] = {
     "problem",         "model",           "tokens_per_rank",      "routing",      "inputs",   "dtype",
     "pass",            "mode",            "impl",                 "params",       "time_med_us",
     "speedup_vs_baseline", "speedup_baseline", "tokens_per_s_per_gpu", "ms_per_layer", "moe_layers",
-    "ms_per_step",     "j_per_step",      "wgrad",                NULL};
+    "ms_per_step",     "j_per_step",      "wgrad",                "step",         NULL};
 
 static void put_exact(FILE *f, double v)
 {
@@ -235,6 +263,7 @@ char *mok_summary_csv(const struct mok_summary_item *items, int n, int moe_layer
         put_time(f, items[k].ms_per_step, 4);
         put_exact(f, items[k].j_per_step);
         put_str(f, b->wgrad);
+        put_str(f, items[k].step);
         fputc('\n', f);
     }
     if (fclose(f) != 0) {

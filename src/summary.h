@@ -39,8 +39,12 @@ struct mok_summary_item {
     char speedup_baseline[32];  /* the baseline's implementation, "" where speedup is NaN */
     double tokens_per_s_per_gpu;
     double ms_per_layer;
-    double ms_per_step; /* moe_layers x ms_per_layer */
+    double ms_per_step; /* moe_layers x what a step of `step` takes */
     double j_per_step;  /* moe_layers x energy_j (every GPU's joules), NaN where not measured */
+    /* what the step is: the row's pass ("fwd", "bwd", "fwd_bwd"), or "fwd+bwd" on a backward row whose forward
+     * (same problem but the pass, same implementation) this run also measured: the training step is then their sum,
+     * each at its own best candidate */
+    char step[12];
 };
 
 /* Fills out (at most max items, problem order then implementation order of first appearance); returns the

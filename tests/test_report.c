@@ -731,6 +731,42 @@ static void test_journal_v1(const char *dir)
     unlink(path);
 }
 
+/* A training step from separate passes: a backward row's step is its forward's time plus its own where the same
+ * implementation ran the same problem's forward; a fwd_bwd row and an unpaired backward are their own step. */
+static void test_summary_step(void)
+{
+    struct mok_row rows[] = {
+        base_row(0, "nccl", 2000, MOK_DISPOSITION_PASSED),   base_row(1, "nccl", 5000, MOK_DISPOSITION_PASSED),
+        base_row(1, "nccl", 4500, MOK_DISPOSITION_PASSED),   base_row(2, "megakernel", 6000, MOK_DISPOSITION_PASSED),
+        base_row(3, "nccl", 7000, MOK_DISPOSITION_PASSED),   base_row(4, "nccl", 9000, MOK_DISPOSITION_PASSED),
+    };
+    for (int i = 0; i < 6; i++)
+        snprintf(rows[i].model, sizeof rows[i].model, "m"), snprintf(rows[i].routing, sizeof rows[i].routing, "uniform");
+    snprintf(rows[0].pass, sizeof rows[0].pass, "fwd");
+    snprintf(rows[1].pass, sizeof rows[1].pass, "bwd"), snprintf(rows[2].pass, sizeof rows[2].pass, "bwd");
+    snprintf(rows[3].pass, sizeof rows[3].pass, "bwd"); /* another implementation: no forward of its own ran */
+    snprintf(rows[4].pass, sizeof rows[4].pass, "fwd_bwd");
+    snprintf(rows[5].pass, sizeof rows[5].pass, "bwd");
+    rows[5].tokens_per_rank = 2000; /* another problem: not paired */
+    rows[0].energy_j = 1.0, rows[2].energy_j = 2.0;
+    struct mok_summary_item items[8];
+    int n = mok_summary_build(rows, 6, "layer", 10, items, 8);
+    CHECK(n == 5, "items %d", n);
+    if (n != 5)
+        return;
+    CHECK(!strcmp(items[0].step, "fwd") && fabs(items[0].ms_per_step - 20.0) < 1e-9, "fwd step %s %g", items[0].step,
+          items[0].ms_per_step);
+    /* problem 1's best candidate (4.5 ms) plus the forward's 2 ms, ten layers; energies add */
+    CHECK(!strcmp(items[1].step, "fwd+bwd") && fabs(items[1].ms_per_step - 65.0) < 1e-9 &&
+              fabs(items[1].j_per_step - 30.0) < 1e-9,
+          "bwd step %s %g ms %g J", items[1].step, items[1].ms_per_step, items[1].j_per_step);
+    CHECK(!strcmp(items[2].step, "bwd") && fabs(items[2].ms_per_step - 60.0) < 1e-9, "unpaired bwd %s %g",
+          items[2].step, items[2].ms_per_step);
+    CHECK(!strcmp(items[3].step, "fwd_bwd") && fabs(items[3].ms_per_step - 70.0) < 1e-9, "fwd_bwd %s %g",
+          items[3].step, items[3].ms_per_step);
+    CHECK(!strcmp(items[4].step, "bwd"), "other problem's bwd paired: %s", items[4].step);
+}
+
 static void test_summary_csv(const char *dir)
 {
     struct mok_row rows[] = {
@@ -758,8 +794,8 @@ static void test_summary_csv(const char *dir)
     snprintf(want, sizeof want, "\n0,\"a,b\",1000,,,,,layer,megakernel,\"sms=16,combine=per_route\",800.1,%s,"
                                 "nccl-overlap,",
              exact);
-    CHECK(text && strstr(text, want) && strstr(text, ",0.8001,61,48.8075,152.5,\n"), "summary CSV line, want [%s]:\n%s",
-          want, text ? text : "");
+    CHECK(text && strstr(text, want) && strstr(text, ",0.8001,61,48.8075,152.5,,fwd\n"), "summary CSV line, want "
+          "[%s]:\n%s", want, text ? text : "");
     char path[PATH_MAX], err[512] = "";
     join(path, sizeof path, dir, "/s.summary.csv");
     CHECK(mok_summary_write_csv(path, items, n, 61, err, sizeof err) == 0, "write: %s", err);
@@ -890,6 +926,7 @@ int main(int argc, char **argv)
     test_baseline();
     test_schema1(argv[2], dir);
     test_journal_v1(dir);
+    test_summary_step();
     test_summary_csv(dir);
     test_columns_doc(argv[2], dir);
 
