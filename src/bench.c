@@ -370,6 +370,7 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
     }
     b->failures += run_candidate(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
     row->roofline_bytes = b->roof.weight_bytes + b->roof.act_bytes;
+    row->roofline_grad_bytes = b->roof.grad_bytes;
     row->roofline_mem_us = b->roof.mem_us;
     row->roofline_gemm_us = b->roof.gemm_us;
     row->roofline_us = b->roof.bound_us;

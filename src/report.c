@@ -46,6 +46,8 @@ const struct field mok_report_fields[] = {
     FS(wgrad),
     /* schema 4 */
     FS(h_check), FD(h_max_rel_err),
+    /* schema 5 */
+    FD(roofline_grad_bytes),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 

@@ -11,9 +11,9 @@
 
 /* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
  * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
- * (docs/report-columns.md); 3 added wgrad, 4 h_check and h_max_rel_err. The readers take 1 to 4 (columns a file
- * lacks read as empty). */
-#define MOK_REPORT_SCHEMA_VERSION 4
+ * (docs/report-columns.md); 3 added wgrad, 4 h_check and h_max_rel_err, 5 roofline_grad_bytes (and the summary's
+ * step). The readers take 1 to 5 (columns a file lacks read as empty). */
+#define MOK_REPORT_SCHEMA_VERSION 5
 #define MOK_MAX_RANKS 64
 
 struct mok_rank_info {
@@ -137,6 +137,8 @@ struct mok_row {
     /* schema 4: gemm mode's FP8 forward checks GEMM1 + SwiGLU's output h on its own (problem_fp8.c) */
     char h_check[12];
     double h_max_rel_err;
+    /* schema 5 */
+    double roofline_grad_bytes; /* of roofline_bytes, the weight gradients' DRAM traffic (0 for the forward) */
 };
 
 /* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x

@@ -7,9 +7,10 @@
 void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
                      double dram_gbps, double gemm_tflops, struct mok_roofline *out)
 {
-    *out = (struct mok_roofline){NAN, NAN, NAN, NAN, NAN, NAN};
+    *out = (struct mok_roofline){NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     if (spec->mode == MOK_MODE_COMM)
         return;
+    out->grad_bytes = 0; /* the forward writes no gradient */
     const struct mok_model *m = &spec->model;
     /* fp8_block: e4m3 weights (plus one fp32 scale per 128 x 128 block), rows read and h passed as e4m3 (plus one
      * scale per 128), GEMM2's output bf16; gemm_tflops is then the caller's FP8 rate (--probe: cuBLASLt's) */
@@ -43,6 +44,7 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
          * forward's FLOPs (two dgrad and two wgrad GEMMs of the forward's sizes) */
         const double grad_bytes = spec->wgrad == MOK_WGRAD_BF16 ? 3.0 * h * i * 2 : 3.0 * h * i * 4 * 2;
         weights += routed * (expert_bytes + grad_bytes);
+        out->grad_bytes = routed * grad_bytes;
         per_row += (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
         flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }

@@ -9,7 +9,10 @@
 #include "config.h"
 
 struct mok_roofline {
-    double weight_bytes; /* every local expert that gets rows (and the shared experts), read once: 3 H I bf16 */
+    double weight_bytes; /* every local expert that gets rows (and the shared experts), read once: 3 H I bf16; with a
+                          * backward also read again by dgrad, and the weight gradients' traffic (grad_bytes) */
+    double grad_bytes;   /* of weight_bytes, the weight gradients': fp32 read and written (fp32_accumulate) or bf16
+                          * written (bf16); 0 for the forward */
     double act_bytes;    /* the rows through the expert MLP: x in, h out and back in, the output out (bf16) */
     double flops;        /* useful: 2 x 3 H I per routed row, and per token for the shared experts */
     double mem_us;       /* (weight_bytes + act_bytes) / the DRAM read bandwidth */

@@ -51,6 +51,7 @@ int main(void)
     double routed = 383.0 * 3 * 7168 * 3072;
     CHECK(close_to(r.weight_bytes, routed * 2 + routed * 4 * 2), "backward: weights and gradients %.4g",
           r.weight_bytes);
+    CHECK(close_to(r.grad_bytes, routed * 4 * 2), "backward: the fp32 gradients read and written %.4g", r.grad_bytes);
     CHECK(close_to(r.act_bytes, 383.0 * 64 * (4 * 7168 + 12 * 3072) * 2), "backward: activations %.4g", r.act_bytes);
     CHECK(close_to(r.flops, 383.0 * 64 * 2 * 6 * 7168 * 3072), "backward: flops %.4g", r.flops);
     /* a training step: both, the weights read by the forward and again by dgrad */
@@ -62,6 +63,7 @@ int main(void)
     s.wgrad = MOK_WGRAD_BF16;
     mok_roofline_of(&s, 1, 0, rows, 4800, 650, &r);
     CHECK(close_to(r.weight_bytes, routed * 2 * 2 + routed * 2), "fwd_bwd, wgrad bf16: weights %.4g", r.weight_bytes);
+    CHECK(close_to(r.grad_bytes, routed * 2), "fwd_bwd, wgrad bf16: gradients written %.4g", r.grad_bytes);
     s.wgrad = MOK_WGRAD_FP32_ACCUMULATE;
     s.pass = MOK_PASS_FWD;
     s.mode = MOK_MODE_COMM;
