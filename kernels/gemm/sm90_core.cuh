@@ -170,13 +170,15 @@ __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint
 /* The tail of a K = rows reduction (wgrad): the last k block's rows from `rows` on belong to the next group (or
  * lie past the matrix: TMA's zeros) and must add nothing. Its k16 steps past the rows are not issued (at ~128
  * rows per expert a whole padded k block was a fifth of wgrad's tensor work); the rows of the last issued step from
- * `rows` on are zeroed in the slot before its wgmmas by both consumer warpgroups, each in its own A block(s) and in
- * its half of B's column blocks, which then meet (named barrier kTailBarrier, 256 threads) once the writes are
- * ordered before the wgmmas' async-proxy reads. */
-constexpr int kTailBarrier = 3;
+ * `rows` on are zeroed in the slot before its wgmmas. When both consumer warpgroups read the slot, each zeroes its
+ * own A block(s) and its half of B's column blocks and they meet (named barrier kTailBarrier, 256 threads); a
+ * warpgroup that owns the slot alone (`solo`: wgrad's ping-pong) zeroes all of it and meets only its own threads
+ * (barrier kTailBarrier + 1 + half). Either way the writes are ordered before the wgmmas' async-proxy reads. */
+constexpr int kTailBarrier = 3; /* and 4, 5: the solo warpgroups' */
 struct KTail {
     int rows; /* valid K rows of the tile's last k block, 1..64 */
     int half; /* this consumer warpgroup: 0 or 1 */
+    int solo; /* 1: this warpgroup alone reads the slot */
     __device__ __forceinline__ int k16_steps() const { return (rows + 15) / 16; }
 };
 
@@ -185,16 +187,36 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
 {
     const int tid = threadIdx.x % 128, off = t.rows * kRowBytes, bytes = t.k16_steps() * 16 * kRowBytes - off;
     const uint4 z = make_uint4(0, 0, 0, 0);
+    const int b0 = t.solo ? 0 : t.half * (kBBlocks / 2), nb = t.solo ? kBBlocks : kBBlocks / 2;
     for (int i = tid * 16; i < bytes; i += 128 * 16) {
 #pragma unroll
         for (int j = 0; j < kABlocks; j++)
             *reinterpret_cast<uint4 *>(a + j * 64 * kRowBytes + off + i) = z;
-#pragma unroll
-        for (int j = 0; j < kBBlocks / 2; j++)
-            *reinterpret_cast<uint4 *>(b + (t.half * (kBBlocks / 2) + j) * 64 * kRowBytes + off + i) = z;
+        for (int j = 0; j < nb; j++)
+            *reinterpret_cast<uint4 *>(b + (b0 + j) * 64 * kRowBytes + off + i) = z;
     }
     mok_fence_proxy_async_shared();
-    mok_named_barrier(kTailBarrier, 256);
+    if (t.solo)
+        mok_named_barrier(kTailBarrier + 1 + t.half, 128);
+    else
+        mok_named_barrier(kTailBarrier, 256);
+}
+
+/* kSteps k16 steps of one k block: per step kSub x kParts wgmma m64nNk16 (consume_tile below says where from) */
+template <int kSteps, int TILE_N, int kSub, int kParts, class LayoutA, class LayoutB>
+__device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 2], uint64_t da, uint64_t db,
+                                           int b_part_bytes)
+{
+#pragma unroll
+    for (int kk = 0; kk < kSteps; kk++)
+#pragma unroll
+        for (int u = 0; u < kSub; u++)
+#pragma unroll
+            for (int q = 0; q < kParts; q++)
+                wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
+                    *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
+                    da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
+                    db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
 }
 
 /* One consumer warpgroup's k loop over a tile: zero the accumulators (kKeepAcc: they hold a start value the caller
@@ -212,9 +234,9 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
                                              struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0,
-                                             KTail tail = {64, 0})
+                                             KTail tail = {64, 0, 0})
 {
-    static_assert(!kTail || (kParts == 1 && kSub == 1), "a K tail is zeroed in one A block and TILE_N / 64 B blocks");
+    static_assert(!kTail || kParts == 1, "a K tail is zeroed in kSub A blocks and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
     if constexpr (!kKeepAcc)
 #pragma unroll
@@ -230,8 +252,8 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
             if (kb == k_blocks - 1) {
                 k16_end = tail.k16_steps();
                 if (tail.rows % 16)
-                    zero_k_tail<1, TILE_N / 64>(smem_a + (size_t)r.slot * kSlotA + a_offset,
-                                                smem_b + (size_t)r.slot * kSlotB, tail);
+                    zero_k_tail<kSub, TILE_N / 64>(smem_a + (size_t)r.slot * kSlotA + a_offset,
+                                                   smem_b + (size_t)r.slot * kSlotB, tail);
             }
 #pragma unroll
         for (int u = 0; u < kSub; u++)
@@ -243,17 +265,16 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
          * 64-column block); a k16 step LayoutX::kK16Step bytes (>> 4 in the field) */
         uint64_t da = LayoutA::desc(smem_a + (size_t)r.slot * kSlotA + a_offset);
         uint64_t db = LayoutB::desc(smem_b + (size_t)r.slot * kSlotB);
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 16; kk++)
-#pragma unroll
-            for (int u = 0; u < kSub; u++)
-#pragma unroll
-                for (int q = 0; q < kParts; q++)
-                    if (!kTail || kk < k16_end) /* uniform over the warpgroup, as wgmma needs */
-                        wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
-                            *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
-                            da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
-                            db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
+        /* a whole block, or a K tail's first k16 steps: each branch a fixed run of wgmmas (a wgmma issued under a
+         * condition inside the run makes ptxas fence the accumulators around it, C7519) */
+        if (!kTail || k16_end == kBlockK / 16)
+            issue_k16s<kBlockK / 16, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+        else if (k16_end == 3)
+            issue_k16s<3, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+        else if (k16_end == 2)
+            issue_k16s<2, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+        else
+            issue_k16s<1, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
         mok_wgmma_commit();
 #pragma unroll
         for (int u = 0; u < kSub; u++)

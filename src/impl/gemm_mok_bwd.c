@@ -5,12 +5,13 @@
 
 #include "check_call.h"
 
-struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster, int prefetch)
+struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster, int prefetch,
+                                               int pingpong)
 {
     struct mok_core_bwd_config c = {
         .dgrad = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .sms = ctas, .cluster_m = 1, .raster = raster},
         .wgrad = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .sms = ctas, .cluster_m = 1,
-                  .prefetch = prefetch}};
+                  .prefetch = prefetch, .pingpong = pingpong}};
     return c;
 }
 

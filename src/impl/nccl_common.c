@@ -237,7 +237,10 @@ struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p
                                          .cluster_m = 1, .lockstep = 0, .raster = 1};
 }
 
-struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas) { return mok_core_bwd_config(256, 0, ctas, 1, 0); }
+struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas)
+{
+    return mok_core_bwd_config(256, 0, ctas, 1, 0, 0);
+}
 
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
                                int why_len)

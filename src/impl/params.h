@@ -120,7 +120,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "per tile, 128: one)")                                                                                     \
     X(wgrad_prefetch, MOK_NUMERIC, 0, 1, 0,                                                                       \
       "pass bwd with fp32 gradients: 1 prefetches each CTA's next gradient tile into L2 while it works on the "    \
-      "current one (not yet measured); 0: off")
+      "current one (not yet measured); 0: off")                                                                   \
+    X(wgrad_pingpong, MOK_NUMERIC, 0, 1, 0,                                                                       \
+      "pass bwd: 1 gives the weight gradients' consumer warpgroups 128 x 128 tiles in turn, so one's epilogue "    \
+      "runs under the other's k loop (tile_n 128; not yet measured); 0: both on each tile")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
