@@ -41,7 +41,8 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(gemm, MOK_CHOICES(mok_choices_expert_gemm), 0, 2, 1,                                                       \
       "expert GEMMs: cuBLAS, one grouped call per GEMM (grouped) or one call per expert (per_expert); or mok's "  \
       "grouped GEMM with SwiGLU fused (mok: Hopper only, 128 x 256 tiles, 64 x 256 where the local experts "     \
-      "average 64 rows or fewer, n-major)")                                                                      \
+      "average 64 rows or fewer, n-major; with a backward pass GEMM1 unfused to keep the gate/up rows, and the "  \
+      "backward on the same core). The backward runs per_expert or mok")                                        \
     X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4, "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")
 
 #define MOK_PARAMS_NCCL(X) MOK_PARAMS_EXPERT_GEMM(X)
