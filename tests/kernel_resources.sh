@@ -42,11 +42,16 @@ bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /megakernel/ 
   "$SCRATCH/megakernel_forward.log")
 [ -z "$bad" ] || fail "megakernel_fwd: does not start with the 168 registers its compute blocks' setmaxnreg assumes: $bad"
 echo "megakernel/forward: starts with 168 registers"
-# a call (printf, a non-inlined function) anywhere in a kernel makes ptxas serialize all of its wgmmas
-for cu in gemm_sm90_grouped megakernel_forward; do
+# a call (printf, a non-inlined function) anywhere in a kernel makes ptxas serialize all of its wgmmas, and so does
+# a wgmma under a branch ptxas takes for divergent (C7520: the wgrad ping-pong's tile choice, before its warpgroup
+# index came through a shuffle)
+for cu in gemm_sm90_grouped gemm_sm90_wgrad megakernel_forward; do
   ! grep -q "serialized" "$SCRATCH/$cu.log" || { grep "serialized" "$SCRATCH/$cu.log"; fail "$cu: ptxas serializes wgmma"; }
 done
-echo "gemm/sm90_grouped, megakernel/forward: wgmma not serialized"
+echo "gemm/sm90_grouped, gemm/sm90_wgrad, megakernel/forward: wgmma not serialized"
+bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /wgrad_sm90/ {if ($5 != 168) print k ": " $5}' \
+  "$SCRATCH/gemm_sm90_wgrad.log")
+[ -z "$bad" ] || fail "wgrad_sm90: a kernel does not start with the 168 registers setmaxnreg 40/232 assumes: $bad"
 n=$(grep -c "wgmma.mma_async" "$SCRATCH/gemm_sm90_grouped.ptx")
 [ "$n" -gt 0 ] || fail "gemm_sm90: no wgmma.mma_async in the sm_90a PTX"
 echo "gemm_sm90: $n wgmma.mma_async in the PTX"

@@ -128,7 +128,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         /* ---------------- consumers: rows [64 cwg, +64) of each tile, or (kPP) every other tile whole ---------- */
         mok_setmaxnreg_inc<kConsumerRegs>();
-        const int cwg = warp / 4 - 1, wq = warp % 4, role = MOK_SM90_DIAG_CONSUMER + cwg;
+        /* the warpgroup index through a shuffle, so that ptxas knows it uniform over each warp: the ping-pong's
+         * tile choice depends on it, and wgmmas under a branch it takes for divergent are serialized (C7520) */
+        const int cwg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0), wq = warp % 4;
+        const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSubW][kAcc];
         RingPos ring = {0, 0};
         const int bar_id = 1 + cwg; /* 128 threads: this warpgroup's epilogue */
