@@ -62,8 +62,6 @@ struct mok_gemm_sm90_config {
                       occupying the SMs it needs */
     int raster;    /* tile order within an expert: 0 m-major (consecutive CTAs share A rows), 1 n-major (share B) */
     int fp8_n;     /* fp8_block (mxfp8): columns of each wgmma product promoted per 128 K (32 K), 64 or 128 (0: 128) */
-    int prefetch;  /* mok_wgrad_sm90 with fp32 gradients: 1 prefetches each CTA's next gradient tile into L2 */
-    int pingpong;  /* mok_wgrad_sm90: 1 gives each consumer warpgroup its own 128 x 128 tile in turn (tile_n 128) */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the
@@ -90,8 +88,8 @@ struct mok_wgrad_args {
 };
 int mok_wgrad_sm90_supports(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, char *why,
                             int why_len);
-/* Tiles tile_m 128 x c->tile_n (128 or 256), c->stages (0: as many as fit), c->sms CTAs (0: every SM), c->prefetch,
- * c->pingpong; the other fields must be 0 / 1. */
+/* Tiles tile_m 128 x c->tile_n (128 or 256), c->stages (0: as many as fit), c->sms CTAs (0: every SM); the other
+ * fields must be 0 / 1. */
 int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, mok_stream_t stream);
 /* The same function on mma.sync (any sm_80+ GPU, and the Blackwell builds until a tcgen05 path exists). */
 int mok_gemm_portable(const struct mok_gemm_args *g, mok_stream_t stream);

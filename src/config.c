@@ -378,9 +378,12 @@ static void parse_tune(struct parser *ps, const cJSON *v)
             int pi = mok_impl_param_index(d, pc->string);
             cfg_join(pp, p, pc->string);
             const char *renamed = pi < 0 ? mok_impl_param_renamed(d->name, pc->string) : NULL;
+            const char *removed = pi < 0 ? mok_impl_param_removed(d->name, pc->string) : NULL;
             if (renamed)
                 cfg_fail(e, pp, NULL, "renamed to \"%s\" (a parameter name means one thing in every implementation)",
                      renamed);
+            else if (removed)
+                cfg_fail(e, pp, NULL, "removed: %s", removed);
             else if (pi < 0)
                 cfg_fail(e, pp, pc, "unknown parameter of %s (allowed: %s)", d->name,
                      param_names(d, params, sizeof params));

@@ -352,6 +352,9 @@ int mok_tunedb_params_parse(const struct mok_impl_desc *d, const char *label, in
         snprintf(name, sizeof name, "%.*s", nlen, s);
         const char *renamed = mok_impl_param_renamed(d->name, name); /* databases written before a rename */
         j = mok_impl_param_index(d, renamed ? renamed : name);
+        const char *removed = j < 0 ? mok_impl_param_removed(d->name, name) : NULL;
+        if (removed)
+            return set_err(why, why_len, "%s: param %s was removed: %s", d->name, name, removed);
         if (j < 0)
             return set_err(why, why_len, "%s: unknown param '%.*s'", d->name, nlen, s);
         const struct mok_param_def *p = &d->params[j];

@@ -43,8 +43,8 @@ bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /megakernel/ 
 [ -z "$bad" ] || fail "megakernel_fwd: does not start with the 168 registers its compute blocks' setmaxnreg assumes: $bad"
 echo "megakernel/forward: starts with 168 registers"
 # a call (printf, a non-inlined function) anywhere in a kernel makes ptxas serialize all of its wgmmas, and so does
-# a wgmma under a branch ptxas takes for divergent (C7520: the wgrad ping-pong's tile choice, before its warpgroup
-# index came through a shuffle)
+# a wgmma under a branch ptxas takes for divergent (C7520: sm90_wgrad reads its consumer warpgroup index through a
+# shuffle so that ptxas knows it warp-uniform)
 for cu in gemm_sm90_grouped gemm_sm90_wgrad megakernel_forward; do
   ! grep -q "serialized" "$SCRATCH/$cu.log" || { grep "serialized" "$SCRATCH/$cu.log"; fail "$cu: ptxas serializes wgmma"; }
 done

@@ -5,8 +5,7 @@
  *   wgrad  C[g][m][n] (+)= sum over group g's rows r of A[r][m] B[r][n] (mok_wgrad_sm90): fp32 added to a seeded
  *          start (an empty group's start bitwise unchanged), or bf16 written (poisoned first; an empty group's
  *          gradient zero); both bitwise the same when run twice.
- * Each over the tile, stage, CTA-count and order configurations the kernels take (and wgrad's L2 prefetch and its
- * ping-pong schedule). */
+ * Each over the tile, stage, CTA-count and order configurations the kernels take. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -129,19 +128,15 @@ static void test_wgrad(const int32_t *d_off, const int *off, int rows)
     for (int tn = 128; tn <= 256; tn += 128)
         for (int stages = 0; stages <= 2; stages += 2)
             for (int ctas = 0; ctas <= 3; ctas += 3)
-                for (int mode = 0; mode < 6; mode++) { /* fp32, fp32 + prefetch, bf16; then the same in ping-pong */
-                    const int f32 = mode % 3 < 2, pp = mode >= 3;
-                    if (pp && tn != 128)
-                        continue; /* ping-pong runs 128 x 128 tiles */
+                for (int f32 = 1; f32 >= 0; f32--) { /* fp32 gradients, then bf16 */
                     struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tn, .stages = stages, .sms = ctas,
-                                                       .cluster_m = 1, .prefetch = mode % 3 == 1, .pingpong = pp};
+                                                       .cluster_m = 1};
                     struct mok_wgrad_args w = {.a = a, .b = b, .c_f32 = f32 ? c32 : NULL, .c_bf16 = f32 ? NULL : c16,
                                                .offset = d_off, .groups = GROUPS, .rows_capacity = rows, .m = M,
                                                .n = N};
                     char label[64], why[256] = "";
-                    snprintf(label, sizeof label, "%s%s tile_n %d stages %d ctas %d",
-                             mode % 3 == 0 ? "fp32" : mode % 3 == 1 ? "fp32+prefetch" : "bf16", pp ? " ping-pong" : "",
-                             tn, stages, ctas);
+                    snprintf(label, sizeof label, "%s tile_n %d stages %d ctas %d", f32 ? "fp32" : "bf16", tn, stages,
+                             ctas);
                     double dmax = 0;
                     long long bad = 0;
                     int ok = 1;

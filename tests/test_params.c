@@ -66,10 +66,18 @@ int main(void)
               !strcmp(mok_impl_param_renamed("megakernel", "lockstep"), "wave_lockstep") &&
               mok_impl_param_renamed("nccl", "sms") == NULL,
           "renames");
+    CHECK(strstr(mok_impl_param_removed("mok-gemm", "wgrad_prefetch"), "slower") &&
+              strstr(mok_impl_param_removed("mok-gemm", "wgrad_pingpong"), "slower") &&
+              mok_impl_param_removed("mok-gemm", "tile_n") == NULL &&
+              mok_impl_param_removed("lsa-layer", "wgrad_pingpong") == NULL,
+          "removals");
     for (int i = 0; i < mok_impl_desc_count(); i++) /* a former name is never a current one */
-        for (int k = 0; k < mok_impl_desc_at(i)->nparams; k++)
+        for (int k = 0; k < mok_impl_desc_at(i)->nparams; k++) {
             CHECK(!mok_impl_param_renamed(mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name),
                   "%s.%s is both current and renamed", mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name);
+            CHECK(!mok_impl_param_removed(mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name),
+                  "%s.%s is both current and removed", mok_impl_desc_at(i)->name, mok_impl_desc_at(i)->params[k].name);
+        }
 
     char why[256];
     int v[MOK_MAX_PARAMS];
@@ -146,16 +154,6 @@ int main(void)
     gp.kernel = 1;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mok-gemm bwd portable: %s", why);
-    /* wgrad_prefetch: fp32 gradients of a backward pass only */
-    defaults("mok-gemm", v);
-    gp = mok_params_mok_gemm(v);
-    gp.wgrad_prefetch = 1;
-    mok_params_mok_gemm_values(&gp, v);
-    CHECK(supports("mok-gemm", &s, 1, v, why), "mok-gemm bwd prefetch, fp32 gradients: %s", why);
-    s.wgrad = MOK_WGRAD_BF16;
-    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "fp32 gradients only"), "prefetch, bf16: %s", why);
-    s.wgrad = MOK_WGRAD_FP32_ACCUMULATE, s.pass = MOK_PASS_FWD;
-    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "pass bwd and fwd_bwd only"), "prefetch, fwd: %s", why);
     s.pass = MOK_PASS_FWD;
     /* the NCCL baselines' backward: per expert or on mok's core, not on cuBLAS grouped */
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_FWD_BWD;

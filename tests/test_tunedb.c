@@ -287,6 +287,8 @@ static void test_stale(void)
     expect_stale("lsa", "comm", LSA_OK ",", "comma");
     expect_stale("nccl", "layer", "gemm=grouped,gemm_streams=99", "out of");
     expect_stale("nccl-p2p", "comm", "chunks=1", "unknown param");
+    /* a removed parameter says so (an entry tuned when it existed is searched again) */
+    expect_stale("mok-gemm", "gemm", "kernel=sm90,tile_n=256,wgrad_pingpong=0", "param wgrad_pingpong was removed");
 }
 
 /* Labels written by mok_impl_params_label parse back to the same values, for every registered impl and a

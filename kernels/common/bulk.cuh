@@ -69,12 +69,6 @@ __device__ __forceinline__ void mok_bulk_store(void *gmem_dst, const void *smem_
                  : "memory");
 }
 
-/* Prefetch of global bytes into L2 (a hint: nothing waits for it). bytes a multiple of 16, gmem 16-byte aligned. */
-__device__ __forceinline__ void mok_bulk_prefetch_l2(const void *gmem, uint32_t bytes)
-{
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(gmem), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void mok_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 /* Waits until at most n of this thread's bulk groups are pending, their writes complete (visible to this

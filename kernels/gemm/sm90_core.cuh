@@ -172,8 +172,8 @@ __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint
  * rows per expert a whole padded k block was a fifth of wgrad's tensor work); the rows of the last issued step from
  * `rows` on are zeroed in the slot before its wgmmas. When both consumer warpgroups read the slot, each zeroes its
  * own A block(s) and its half of B's column blocks and they meet (named barrier kTailBarrier, 256 threads); a
- * warpgroup that owns the slot alone (`solo`: wgrad's ping-pong) zeroes all of it and meets only its own threads
- * (barrier kTailBarrier + 1 + half). Either way the writes are ordered before the wgmmas' async-proxy reads. */
+ * warpgroup that owns the slot alone (`solo`) zeroes all of it and meets only its own threads (barrier
+ * kTailBarrier + 1 + half). Either way the writes are ordered before the wgmmas' async-proxy reads. */
 constexpr int kTailBarrier = 3; /* and 4, 5: the solo warpgroups' */
 struct KTail {
     int rows; /* valid K rows of the tile's last k block, 1..64 */

@@ -19,10 +19,9 @@
  * epilogue is stores (32 bytes per row per instruction: whole sectors). Measured against two other forms on one
  * H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread
  * stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by
- * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. With `prefetch`, each consumer thread also
- * asks L2 for its half row of the CTA's next gradient tile when it starts a tile (cp.async.bulk.prefetch), so that
- * the next preload hits L2 rather than DRAM (not yet measured); with `pingpong` the warpgroups take 128 x 128 tiles
- * in turn (kPP below; not yet measured). The tile is this CTA's alone and its rows are summed in row order: the
+ * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants measured slower and were
+ * taken out (NOTES.md, tried and not merged): the CTA's next gradient tile prefetched into L2, and the warpgroups
+ * taking 128 x 128 tiles in turn (ping-pong). The tile is this CTA's alone and its rows are summed in row order: the
  * same inputs give bitwise the same gradient every run.
  *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
@@ -45,14 +44,13 @@ using namespace mok_sm90;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;
 
-/* The epilogue's staging per consumer warpgroup: its rows (64, or 128 in ping-pong) x tile_n bf16 (fp32 gradients
- * are not staged) */
-size_t stage_bytes(int tile_n, bool f32, bool pp) { return f32 ? 0 : (size_t)(pp ? 128 : 64) * tile_n * 2; }
+/* The epilogue's staging per consumer warpgroup: its 64 rows x tile_n bf16 (fp32 gradients are not staged) */
+size_t stage_bytes(int tile_n, bool f32) { return f32 ? 0 : (size_t)64 * tile_n * 2; }
 
-size_t smem_bytes(int tile_n, bool f32, bool pp, int stages)
+size_t smem_bytes(int tile_n, bool f32, int stages)
 {
     return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) +
-           2 * stage_bytes(tile_n, f32, pp) + 2 * (size_t)stages * 8;
+           2 * stage_bytes(tile_n, f32) + 2 * (size_t)stages * 8;
 }
 
 #if MOK_SM90_DEVICE
@@ -66,26 +64,21 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
 }
 #endif
 
-/* kPP (ping-pong, tile_n 128): the CTA's tiles go to its consumer warpgroups in turn, each computing all 128 rows of
- * its own (two 64-row wgmmas per k16 step), so one warpgroup's epilogue runs under the other's k loop; a warpgroup
- * passes over the other's slots without waiting (RingPos) and releases its own alone (empty barriers of 4 warps). */
-template <int TILE_N, bool kF32, bool kPP>
+template <int TILE_N, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       const __grid_constant__ CUtensorMap map_c, float *__restrict__ c_f32,
                       const int32_t *__restrict__ offset, int groups, int rows_capacity, int m, int n, int stages,
-                      int prefetch, struct mok_sm90_diag *diag)
+                      struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
-    static_assert(!kPP || TILE_N == 128, "ping-pong: 128 x 128 tiles (128 accumulators a thread, as 64 x 256)");
     constexpr int kSlotA = kTileM * kRowBytes, kSlotB = TILE_N * kRowBytes;
-    constexpr int kSubW = kPP ? 2 : 1; /* 64-row sub-tiles per consumer warpgroup */
     constexpr int kAcc = TILE_N / 2;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023); /* 128B swizzle: 1024-aligned */
     uint8_t *smem_a = smem, *smem_b = smem_a + (size_t)stages * kSlotA;
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotB; /* 1024-aligned: the slots are */
-    constexpr int kStage = kF32 ? 0 : kSubW * 64 * TILE_N * 2; /* map_c: bf16 gradients only */
+    constexpr int kStage = kF32 ? 0 : 64 * TILE_N * 2; /* map_c: bf16 gradients only */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + 2 * kStage), *empty = full + stages;
 
     const int m_tiles = m / kTileM, n_tiles = n / TILE_N, per_group = m_tiles * n_tiles;
@@ -94,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mok_mbar_init(&full[s], 1);
-            mok_mbar_init(&empty[s], kPP ? 4 : 8); /* the consumer warps that read the slot */
+            mok_mbar_init(&empty[s], 8); /* every consumer warp */
         }
         mok_fence_mbar_init();
         mok_tma_prefetch_map(&map_a);
@@ -126,92 +119,61 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
     } else {
-        /* ---------------- consumers: rows [64 cwg, +64) of each tile, or (kPP) every other tile whole ---------- */
+        /* ---------------- consumers: rows [64 cwg, +64) of each tile ---------------- */
         mok_setmaxnreg_inc<kConsumerRegs>();
-        /* the warpgroup index through a shuffle, so that ptxas knows it uniform over each warp: the ping-pong's
-         * tile choice depends on it, and wgmmas under a branch it takes for divergent are serialized (C7520) */
+        /* the warpgroup index through a shuffle, so that ptxas knows it uniform over each warp (a wgmma under a
+         * branch it takes for divergent is serialized, C7520) */
         const int cwg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0), wq = warp % 4;
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
-        float acc[kSubW][kAcc];
+        float acc[1][kAcc];
         RingPos ring = {0, 0};
         const int bar_id = 1 + cwg; /* 128 threads: this warpgroup's epilogue */
         const bool leader = wq == 0 && lane == 0;
         uint8_t *stage = smem_c + (size_t)cwg * kStage;
-        const int step = kPP ? 2 * gridDim.x : gridDim.x; /* from one of this warpgroup's tiles to its next */
-        int j = 0;
-        for (int t = blockIdx.x; t < total; t += gridDim.x, j++) {
+        for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const int g = t / per_group, local = t % per_group;
             const int m0 = local / n_tiles * kTileM, n0 = local % n_tiles * TILE_N;
             const int2 rr = group_rows(offset, g, rows_capacity, diag);
             const int rows = rr.y - rr.x, k_blocks = (rows + 63) / 64;
-            if (kPP && (j & 1) != cwg) { /* the other warpgroup's tile: its slots pass by */
-                for (int kb = 0; kb < k_blocks; kb++)
-                    ring.advance(stages);
-                continue;
-            }
             if (k_blocks == 0 && kF32)
                 continue; /* nothing to add */
             /* the m64nNk16 fragment: rows wq 16 + lane / 4 (registers 4i, 4i + 1) and + 8 (4i + 2, 4i + 3),
-             * columns 8i + 2 (lane % 4), + 1; this warpgroup's rows are [64 cwg, +64) of the tile (kPP: all,
-             * sub-tile u at 64 u) */
+             * columns 8i + 2 (lane % 4), + 1; this warpgroup's rows are [64 cwg, +64) of the tile */
             const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-            const int row0 = g * m + m0 + (kPP ? 0 : cwg * 64);
+            const int row0 = g * m + m0 + cwg * 64;
+            const size_t base_a = (size_t)(row0 + la) * n + n0 + cq, base_b = base_a + (size_t)8 * n;
             if constexpr (kF32) {
-                const int tn = t + step; /* this warpgroup's next tile: its gradient rows into L2 */
-                if (prefetch && tn < total) {
-                    const int gn = tn / per_group, ln = tn % per_group;
-                    const int ct = kPP ? wq * 32 + lane : cwg * 128 + wq * 32 + lane; /* 128 rows: per thread a
-                                                                                       * row, or a half row */
-                    const size_t row = (size_t)gn * m + ln / n_tiles * kTileM + (kPP ? ct : ct / 2);
-                    const int col = ln % n_tiles * TILE_N + (kPP ? 0 : (ct % 2) * (TILE_N / 2));
-                    mok_bulk_prefetch_l2(c_f32 + row * n + col, (kPP ? TILE_N : TILE_N / 2) * 4);
-                }
 #pragma unroll
-                for (int u = 0; u < kSubW; u++) {
-                    const size_t base_a = (size_t)(row0 + u * 64 + la) * n + n0 + cq, base_b = base_a + (size_t)8 * n;
-#pragma unroll
-                    for (int i = 0; i < kAcc / 4; i++) {
-                        const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
-                        const float2 vb = *reinterpret_cast<const float2 *>(c_f32 + base_b + 8 * i);
-                        acc[u][4 * i] = va.x, acc[u][4 * i + 1] = va.y;
-                        acc[u][4 * i + 2] = vb.x, acc[u][4 * i + 3] = vb.y;
-                    }
+                for (int i = 0; i < kAcc / 4; i++) {
+                    const float2 va = *reinterpret_cast<const float2 *>(c_f32 + base_a + 8 * i);
+                    const float2 vb = *reinterpret_cast<const float2 *>(c_f32 + base_b + 8 * i);
+                    acc[0][4 * i] = va.x, acc[0][4 * i + 1] = va.y, acc[0][4 * i + 2] = vb.x, acc[0][4 * i + 3] = vb.y;
                 }
             }
             if (k_blocks == 0) {
 #pragma unroll
-                for (int u = 0; u < kSubW; u++)
-#pragma unroll
-                    for (int i = 0; i < kAcc; i++)
-                        acc[u][i] = 0.0f;
+                for (int i = 0; i < kAcc; i++)
+                    acc[0][i] = 0.0f;
             } else {
-                consume_tile<TILE_N, kSubW, kSlotA, kSlotB, 1, MnMajor, MnMajor, true, kF32>(
-                    ring, stages, full, empty, acc, k_blocks, smem_a, kPP ? 0 : cwg * 64 * kRowBytes, smem_b, 1, lane,
-                    0, diag, role, t, 0, KTail{rows - (k_blocks - 1) * 64, cwg, kPP ? 1 : 0});
+                consume_tile<TILE_N, 1, kSlotA, kSlotB, 1, MnMajor, MnMajor, true, kF32>(
+                    ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
+                    role, t, 0, KTail{rows - (k_blocks - 1) * 64, cwg, 0});
             }
             if constexpr (kF32) {
 #pragma unroll
-                for (int u = 0; u < kSubW; u++) {
-                    const size_t base_a = (size_t)(row0 + u * 64 + la) * n + n0 + cq, base_b = base_a + (size_t)8 * n;
-#pragma unroll
-                    for (int i = 0; i < kAcc / 4; i++) {
-                        *reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i) =
-                            make_float2(acc[u][4 * i], acc[u][4 * i + 1]);
-                        *reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i) =
-                            make_float2(acc[u][4 * i + 2], acc[u][4 * i + 3]);
-                    }
+                for (int i = 0; i < kAcc / 4; i++) {
+                    *reinterpret_cast<float2 *>(c_f32 + base_a + 8 * i) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
+                    *reinterpret_cast<float2 *>(c_f32 + base_b + 8 * i) =
+                        make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
                 }
             } else {
                 if (leader)
                     mok_bulk_wait_read();
                 mok_named_barrier(bar_id, 128);
-#pragma unroll
-                for (int u = 0; u < kSubW; u++)
-                    stage_bf16<0, TILE_N / 8>(acc[u], stage + u * 64 * TILE_N * 2, la, lb, cq);
+                stage_bf16<0, TILE_N / 8>(acc[0], stage, la, lb, cq);
                 staged_ready(bar_id);
                 if (leader)
-                    for (int u = 0; u < kSubW; u++)
-                        store_staged(&map_c, n0, row0 + u * 64, stage + u * 64 * TILE_N * 2, TILE_N / 64);
+                    store_staged(&map_c, n0, row0, stage, TILE_N / 64);
             }
         }
         if (!kF32 && leader)
@@ -230,27 +192,23 @@ void say(char *why, int why_len, const char *msg, int a = 0, int b = 0, int c = 
         snprintf(why, (size_t)why_len, msg, a, b, c);
 }
 
-/* The instances: 128 x 256 and 128 x 128 tiles (both warpgroups on each), 128 x 128 in ping-pong; fp32 or bf16 */
-const void *kernel_for(int tile_n, bool f32, bool pp)
+/* The instances: 128 x 256 and 128 x 128 tiles (both warpgroups on each); fp32 or bf16 */
+const void *kernel_for(int tile_n, bool f32)
 {
-    if (pp)
-        return f32 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, true, true>)
-                   : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, false, true>);
     if (f32)
-        return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, true, false>)
-                             : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, true, false>);
-    return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, false, false>)
-                         : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, false, false>);
+        return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, true>)
+                             : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, true>);
+    return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, false>)
+                         : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, false>);
 }
 
 /* The deepest ring that fits (or the configured one); 0 when even that does not */
 int resolve_stages(const struct mok_gemm_sm90_config *c, bool f32, size_t limit)
 {
-    const bool pp = c->pingpong != 0;
     if (c->stages)
-        return smem_bytes(c->tile_n, f32, pp, c->stages) <= limit ? c->stages : 0;
+        return smem_bytes(c->tile_n, f32, c->stages) <= limit ? c->stages : 0;
     for (int s = kMaxStages; s >= 2; s--)
-        if (smem_bytes(c->tile_n, f32, pp, s) <= limit)
+        if (smem_bytes(c->tile_n, f32, s) <= limit)
             return s;
     return 0;
 }
@@ -272,14 +230,6 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
     }
     if (c->tile_n != 128 && c->tile_n != 256) {
         say(why, why_len, "wgrad: tile_n %d: 128 or 256", c->tile_n);
-        return cudaErrorInvalidValue;
-    }
-    if (c->pingpong && c->tile_n != 128) {
-        say(why, why_len, "wgrad: ping-pong runs 128 x 128 tiles, one per consumer warpgroup (tile_n %d)", c->tile_n);
-        return cudaErrorInvalidValue;
-    }
-    if (c->prefetch && !w->c_f32) {
-        say(why, why_len, "wgrad: prefetch applies to fp32 gradients (c_f32) only");
         return cudaErrorInvalidValue;
     }
     if (c->cluster_m > 1 || c->lockstep || c->sms < 0 || (c->stages && (c->stages < 2 || c->stages > kMaxStages))) {
@@ -312,7 +262,7 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n, w->c_f32 != nullptr, c->pingpong != 0)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n, w->c_f32 != nullptr)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "wgrad: no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -359,31 +309,26 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     if (cudaGetDevice(&dev) != cudaSuccess ||
         (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
         return (int)cudaGetLastError();
-    const bool f32 = w->c_f32 != nullptr, pp = c->pingpong != 0;
-    const size_t smem = smem_bytes(c->tile_n, f32, pp, stages);
-    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n, f32, pp), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
+    const bool f32 = w->c_f32 != nullptr;
+    const size_t smem = smem_bytes(c->tile_n, f32, stages);
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel_for(c->tile_n, f32), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
     }
     struct mok_sm90_diag *diag = diag_record(s);
-#define MOK_LAUNCH_WGRAD(TN, F32, PP)                                                                             \
-    wgrad_sm90_kernel<TN, F32, PP><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset, w->groups, \
-                                                                w->rows_capacity, w->m, w->n, stages, c->prefetch,   \
-                                                                diag)
-    if (pp && f32)
-        MOK_LAUNCH_WGRAD(128, true, true);
-    else if (pp)
-        MOK_LAUNCH_WGRAD(128, false, true);
-    else if (f32 && c->tile_n == 256)
-        MOK_LAUNCH_WGRAD(256, true, false);
+#define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
+    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset, w->groups,     \
+                                                            w->rows_capacity, w->m, w->n, stages, diag)
+    if (f32 && c->tile_n == 256)
+        MOK_LAUNCH_WGRAD(256, true);
     else if (f32)
-        MOK_LAUNCH_WGRAD(128, true, false);
+        MOK_LAUNCH_WGRAD(128, true);
     else if (c->tile_n == 256)
-        MOK_LAUNCH_WGRAD(256, false, false);
+        MOK_LAUNCH_WGRAD(256, false);
     else
-        MOK_LAUNCH_WGRAD(128, false, false);
+        MOK_LAUNCH_WGRAD(128, false);
 #undef MOK_LAUNCH_WGRAD
     return MOK_LAUNCH_RESULT();
 }

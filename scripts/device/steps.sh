@@ -117,8 +117,7 @@ mok_step() {
           -n 1 -o "$R/mok-bwd-san-$tool" tests/gpu_bwd_mok_sanitize.json > "$R/mok-bwd-sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
       done;;
-    h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json # one GPU: the expert GEMMs' backward, mok's GEMM core (wgrad variants) beside per-expert cuBLAS, both wgrad modes; then dgrad's raster
-      $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-gemm-mok-raster.json;;
+    h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json;; # one GPU: the expert GEMMs' backward, mok's GEMM core (tile_n, dgrad's raster) beside per-expert cuBLAS, both wgrad modes
     h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
     bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
         -n 1 --only cublas-gemm -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1

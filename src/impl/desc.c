@@ -61,6 +61,13 @@ static const struct mok_param_rename renames[] = {
     {"megakernel", "lockstep", "wave_lockstep"},
 };
 
+/* Parameters taken out, with why: variants that measured slower (NOTES.md, "Tried and not merged"). */
+static const struct mok_param_removal removals[] = {
+    {"mok-gemm", "wgrad_prefetch", "wgrad's L2 prefetch measured slower than the plain kernel (see NOTES.md)"},
+    {"mok-gemm", "wgrad_pingpong",
+     "wgrad's ping-pong measured slower than the plain kernel and deadlocked at 2 stages (see NOTES.md)"},
+};
+
 int mok_impl_desc_count(void) { return (int)(sizeof(impl_descs) / sizeof(impl_descs[0])); }
 
 const struct mok_impl_desc *mok_impl_desc_at(int i)
@@ -89,6 +96,14 @@ const char *mok_impl_param_renamed(const char *impl, const char *old_name)
     for (size_t i = 0; i < sizeof(renames) / sizeof(renames[0]); i++)
         if (!strcmp(renames[i].impl, impl) && !strcmp(renames[i].old_name, old_name))
             return renames[i].new_name;
+    return NULL;
+}
+
+const char *mok_impl_param_removed(const char *impl, const char *name)
+{
+    for (size_t i = 0; i < sizeof(removals) / sizeof(removals[0]); i++)
+        if (!strcmp(removals[i].impl, impl) && !strcmp(removals[i].name, name))
+            return removals[i].why;
     return NULL;
 }
 

@@ -39,6 +39,11 @@ struct mok_param_rename {
     const char *impl, *old_name, *new_name;
 };
 
+/* A parameter taken out, refused with the reason (an old config gets that rather than "unknown parameter"). */
+struct mok_param_removal {
+    const char *impl, *name, *why;
+};
+
 int mok_impl_desc_count(void);
 const struct mok_impl_desc *mok_impl_desc_at(int i);
 const struct mok_impl_desc *mok_impl_desc_find(const char *name);
@@ -46,6 +51,8 @@ const struct mok_impl_desc *mok_impl_desc_find(const char *name);
 int mok_impl_param_index(const struct mok_impl_desc *desc, const char *name);
 /* The new name of a renamed parameter of impl, or NULL. */
 const char *mok_impl_param_renamed(const char *impl, const char *old_name);
+/* Why a removed parameter of impl was taken out, or NULL. */
+const char *mok_impl_param_removed(const char *impl, const char *name);
 /* host_supports of the implementation (1 when it has none). */
 int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_problem_spec *spec, int nranks,
                            const int *params, char *why, int why_len);

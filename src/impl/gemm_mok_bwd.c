@@ -5,13 +5,11 @@
 
 #include "check_call.h"
 
-struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster, int prefetch,
-                                               int pingpong)
+struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster)
 {
     struct mok_core_bwd_config c = {
         .dgrad = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .sms = ctas, .cluster_m = 1, .raster = raster},
-        .wgrad = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .sms = ctas, .cluster_m = 1,
-                  .prefetch = prefetch, .pingpong = pingpong}};
+        .wgrad = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .sms = ctas, .cluster_m = 1}};
     return c;
 }
 

@@ -21,11 +21,9 @@ struct mok_core_bwd_config {
     struct mok_gemm_sm90_config dgrad, wgrad;
 };
 
-/* The configuration from mok-gemm's parameters (tile_n, stages, ctas, raster, wgrad_prefetch, wgrad_pingpong): the
- * dgrad GEMMs take the first four as the forward does; wgrad takes tile_n, stages, ctas, the prefetch and the
- * ping-pong schedule. */
-struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster, int prefetch,
-                                               int pingpong);
+/* The configuration from mok-gemm's parameters (tile_n, stages, ctas, raster): the dgrad GEMMs take all four as the
+ * forward does; wgrad takes tile_n, stages and ctas. */
+struct mok_core_bwd_config mok_core_bwd_config(int tile_n, int stages, int ctas, int raster);
 
 /* Whether the four GEMMs run at this shape on this GPU (1), or why not (0). */
 int mok_core_bwd_supports(const struct mok_core_bwd_config *c, int groups, int hidden, int inter, char *why,

@@ -162,16 +162,8 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
                       p.lockstep_k, p.fp8_n);
         if (p.tile_n != 128 && p.tile_n != 256)
             return no(why, why_len, "tile_n %d: 128 or 256", p.tile_n);
-        if (p.wgrad_prefetch && spec->wgrad != MOK_WGRAD_FP32_ACCUMULATE)
-            return no(why, why_len, "wgrad_prefetch applies to fp32 gradients only (wgrad %s: leave it at 0)",
-                      mok_wgrad_name(spec->wgrad));
-        if (p.wgrad_pingpong && p.tile_n != 128)
-            return no(why, why_len, "wgrad_pingpong runs 128 x 128 tiles: tile_n 128 (has %d)", p.tile_n);
         return 1;
     }
-    if (p.wgrad_prefetch || p.wgrad_pingpong) /* one candidate per forward configuration */
-        return no(why, why_len, "wgrad_prefetch and wgrad_pingpong apply to pass bwd and fwd_bwd only (leave them "
-                  "at 0)");
     if (spec->dtype == MOK_DTYPE_FP8_BLOCK) {
         if (p.kernel == 1)
             return no(why, why_len, "fp8_block runs on the Hopper kernel (kernel=sm90), not the portable one");

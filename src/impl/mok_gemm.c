@@ -25,8 +25,7 @@ static struct mok_gemm_sm90_config sm90_config(const int *params)
     struct mok_params_mok_gemm g = mok_params_mok_gemm(params);
     return (struct mok_gemm_sm90_config){.tile_m = g.tile_m, .tile_n = g.tile_n, .stages = g.stages, .sms = g.ctas,
                                          .cluster_m = g.cluster, .lockstep = g.lockstep_k, .raster = g.raster,
-                                         .fp8_n = g.fp8_n, .prefetch = g.wgrad_prefetch,
-                                         .pingpong = g.wgrad_pingpong};
+                                         .fp8_n = g.fp8_n};
 }
 
 struct mg_state {
@@ -79,8 +78,7 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
         return 1;
     struct mok_gemm_sm90_config c = sm90_config(params);
     if (mok_pass_has_bwd(p->spec.pass)) {
-        struct mok_core_bwd_config b =
-            mok_core_bwd_config(c.tile_n, c.stages, c.sms, c.raster, c.prefetch, c.pingpong);
+        struct mok_core_bwd_config b = mok_core_bwd_config(c.tile_n, c.stages, c.sms, c.raster);
         if (!mok_core_bwd_supports(&b, p->experts, p->hidden, p->inter, why, why_len))
             return 0;
         if (p->spec.pass == MOK_PASS_BWD)
@@ -143,8 +141,7 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
             snprintf(err, (size_t)err_len, "mok-gemm: the backward runs on the Hopper kernel (kernel=sm90) only");
             return -1;
         }
-        s->bwd = mok_core_bwd_config(s->cfg.tile_n, s->cfg.stages, s->cfg.sms, s->cfg.raster, s->cfg.prefetch,
-                                     s->cfg.pingpong);
+        s->bwd = mok_core_bwd_config(s->cfg.tile_n, s->cfg.stages, s->cfg.sms, s->cfg.raster);
         ce = cudaMalloc((void **)&s->dhp, rows * I * 2 + 16);
         if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->dgu, rows * 2 * I * 2 + 16);

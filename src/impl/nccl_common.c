@@ -239,7 +239,7 @@ struct mok_gemm_sm90_config mok_gemm_baseline_config(const struct mok_problem *p
 
 struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas)
 {
-    return mok_core_bwd_config(256, 0, ctas, 1, 0, 0);
+    return mok_core_bwd_config(256, 0, ctas, 1);
 }
 
 int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,

@@ -118,13 +118,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "tile_n 256 and cluster 1 (the warpgroups split the columns: small groups are not padded to 128 rows)")     \
     X(fp8_n, MOK_NUMERIC, 64, 128, 128,                                                                          \
       "dtype fp8_block (mxfp8): columns of each wgmma product promoted into fp32 per 128 K (per 32 K) (64: two "  \
-      "per tile, 128: one)")                                                                                     \
-    X(wgrad_prefetch, MOK_NUMERIC, 0, 1, 0,                                                                       \
-      "pass bwd with fp32 gradients: 1 prefetches each CTA's next gradient tile into L2 while it works on the "    \
-      "current one (not yet measured); 0: off")                                                                   \
-    X(wgrad_pingpong, MOK_NUMERIC, 0, 1, 0,                                                                       \
-      "pass bwd: 1 gives the weight gradients' consumer warpgroups 128 x 128 tiles in turn, so one's epilogue "    \
-      "runs under the other's k loop (tile_n 128; not yet measured); 0: both on each tile")
+      "per tile, 128: one)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
