@@ -34,7 +34,8 @@ enum mok_status {
     MOK_ERR_NCCL = 4,
     MOK_ERR_MEMORY = 5,
     MOK_ERR_OVERFLOW = 6,    /* mok_workspace_check: an expert received more rows than the capacity */
-    MOK_ERR_ORDER = 7        /* a call out of a forward's order (mok_route, mok_forward_kernel, mok_forward_sum) */
+    MOK_ERR_ORDER = 7        /* a call out of a forward's order (mok_route, mok_forward_kernel, mok_forward_sum) or
+                                a backward's (after a train forward's sum: mok_backward_kernel, mok_backward_sum) */
 };
 
 struct mok_layer_desc {
@@ -69,6 +70,10 @@ struct mok_layer_desc {
     int split_half;           /* 1: an expert's last row block whose second 64 rows are all padding runs on both
                                  consumer warpgroups (each half the columns of its 64 rows) instead of one; for
                                  small groups (<= 64 rows per expert). Not yet measured on a GPU */
+    int train;                /* 1: every forward keeps what the backward needs (activations `save`: the expert-major
+                                 x rows and GEMM1's gate and up columns), and the workspace holds the backward's
+                                 buffers and a dy slot per input slot (mok_workspace_grad_input). Needs intermediate a multiple of
+                                 256, dispatch_push 1, combine_per_rank 0, no shared experts, split_half 0 */
 };
 
 /* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */
@@ -77,6 +82,15 @@ struct mok_weights {
     const uint16_t *w2;         /* [experts / ranks][hidden][intermediate] */
     const uint16_t *shared_w13; /* [2 * shared_intermediate][hidden] (gate, then up); NULL without shared experts */
     const uint16_t *shared_w2;  /* [hidden][shared_intermediate]; NULL without shared experts */
+};
+
+/* Weight gradients of one backward, device memory, this rank's experts: fp32 accumulated (+=, as training
+ * frameworks' gradient-accumulation fusion does) or bf16 written; exactly one pair is non-NULL. */
+struct mok_grads {
+    float *dw13_f32;     /* [experts / ranks][2 * intermediate][hidden] */
+    float *dw2_f32;      /* [experts / ranks][hidden][intermediate] */
+    uint16_t *dw13_bf16; /* the same shapes, bf16 */
+    uint16_t *dw2_bf16;
 };
 
 /* What mok_forward_kernel runs. The two partial variants time how much communication the full kernel hides:
@@ -135,6 +149,26 @@ int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_
                        cudaStream_t stream, char *err, int err_len);
 /* Step 3: the owner's weighted top-k sum (plus the shared experts' output) into y, once every rank's rows are in. */
 int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *err, int err_len);
+/* The backward (desc.train = 1), after a forward's mok_forward_sum and before the next mok_route, on that forward's
+ * routing and saved activations:
+ *   1. write dy's rows into mok_workspace_grad_input(ws, slot) (bf16 [tokens][hidden], in the window; slot: the
+ *      forward's input slot);
+ *   2. mok_backward_kernel: one persistent kernel: dy to the experts, GEMM2 dgrad with the SwiGLU backward and the
+ *      router-weight gradient in its epilogue, GEMM1 dgrad sending dx rows to their owners, the weight gradients
+ *      (one CTA per output tile, rows in order: bitwise reproducible) while dx travels;
+ *   3. mok_backward_sum: the owner's fixed-order sum of dx over its top-k routes, and d_router.
+ * mok_backward is 2 + 3. A COMPUTE_ONLY variant of the kernel (no dispatch, no sends: the breakdown) may run after
+ * a full backward, before the next mok_route; COMM_ONLY is not available for the backward. */
+uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot);
+int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
+                        enum mok_variant variant, cudaStream_t stream, char *err, int err_len);
+/* dx: bf16 [tokens][hidden]; d_router: fp32 [tokens][topk] (the forward's tokens; NULL only when tokens is 0). */
+int mok_backward_sum(mok_workspace *ws, uint16_t *dx, float *d_router, cudaStream_t stream, char *err, int err_len);
+int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g, uint16_t *dx,
+                 float *d_router, cudaStream_t stream, char *err, int err_len);
+/* Bytes of device memory the workspace holds on this rank (the window included): what desc.train adds is the
+ * difference to the same description without it. */
+size_t mok_workspace_bytes(const mok_workspace *ws);
 /* Fills *out (see struct mok_schedule_view); MOK_ERR_ARGUMENT when ws or out is NULL. Enqueues nothing. */
 int mok_workspace_schedule(const mok_workspace *ws, struct mok_schedule_view *out);
 /* Synchronizes stream and reports an overflow of the last schedule (MOK_ERR_OVERFLOW, naming the expert), a

@@ -63,7 +63,41 @@ struct mok_mega_args {
                                 with 64 rows or fewer) runs with both consumer warpgroups on its first 64 rows, each
                                 on half the columns, instead of one warpgroup on all of them while the other idles
                                 (a kernel instance of its own: megakernel_fwd_kernel<kSend, true>) */
+    uint16_t *gu;            /* NULL, or [capacity][2 * inter]: GEMM1's gate and up columns (bf16, before SwiGLU),
+                                stored beside h for the backward (activations `save`; not with split_half) */
 };
+
+/* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots
+ * and saved activations) and a stream-ordered prologue (the epoch advanced, ready counters and counters zeroed):
+ *   comm blocks: dy rows to the expert slots (the forward's dispatch, on the input slot holding dy: lsa.set), then
+ *     they join the compute blocks;
+ *   compute blocks, units by one ticket in this order: GEMM2 dgrad (dh' = dy W2, 128 rows x 256 of I; its
+ *     epilogue runs the SwiGLU backward: dg, du into dgu, w h into hw, per-row partial dot <dh', h> into dr_part),
+ *     each waiting for its dy rows; GEMM1 dgrad (dx = [dg, du] W13, 128 rows x 256 of H; its epilogue sends each
+ *     row to its owner's combine row as the forward's send_from_gemm, and the n = 0 tile the route's d_router,
+ *     the fixed-order sum of dr_part, to the owner's window), each waiting for its row block's dgrad tiles; then
+ *     the weight gradients, one CTA per 128 x 256 output tile over the expert's rows in order (deterministic):
+ *     dW2 (+)= dy^T (w h), dW13 (+)= [dg, du]^T x, each waiting for every dgrad tile of its expert;
+ *   then every warpgroup's sends are flagged to their owners (kind 1, the backward's epoch), whose
+ *   mok_lsa_grad_sum sums dx over k in fixed order and copies d_router out of the window. */
+struct mok_mega_bwd_args {
+    struct mok_mega_args m;  /* the forward's: m.lsa (schedule; lsa.set the slot holding dy, lsa.xin dy's expert
+                                slots [capacity][hidden], filled here), w13, w2, inter, comm_blocks, stages, raster,
+                                skip (0 or 1), m.out: with skip 1, dx rows stay here [capacity][hidden]; m.done:
+                                mok_megakernel_bwd_counters int32 */
+    const uint16_t *x;       /* the forward's expert slots [capacity][hidden] (its lsa.xin) */
+    const uint16_t *gu;      /* the forward's saved GEMM1 output [capacity][2 * inter] */
+    uint16_t *dgu;           /* [capacity][2 * inter]: dg, du */
+    uint16_t *hw;            /* [capacity][inter]: w h */
+    float *dr_part;          /* [capacity][inter / 256]: d_router partials per GEMM2-dgrad column tile */
+    float *dw13_f32, *dw2_f32;     /* fp32 gradients accumulated (+=): [EL][2 inter][hidden], [EL][hidden][inter] */
+    uint16_t *dw13_bf16, *dw2_bf16; /* or bf16 gradients written (exactly one pair is non-NULL) */
+};
+
+size_t mok_megakernel_bwd_counters(int capacity, int local_experts);
+int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, char *why, int why_len);
+/* The backward's prologue (epoch, counters) and kernel on stream; mok_lsa_grad_sum after it. */
+int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream);
 
 /* own_first's largest value (leading local experts; a value >= the local experts means all of them) */
 #define MOK_OWN_FIRST_MAX 65536

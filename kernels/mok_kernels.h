@@ -203,6 +203,9 @@ struct mok_lsa_args {
     size_t off_cflags;     /* window: uint64 [P][ceil(t_max / reduce_chunk)] epoch per (source, chunk) */
     const uint16_t *shared_y; /* [my_tokens][H] or NULL: the shared experts' output, added last by the owner's sum
                                  (the general per-route and per-rank sums only: the megakernel's) */
+    size_t off_dr;         /* window: float [t_max*k]: each route's d_router, written by its expert's rank (the
+                              fused backward) */
+    float *d_router;       /* [my_tokens][k]: mok_lsa_grad_sum's copy of them */
 };
 /* reduce=overlap's chunk of owner tokens per flag: the default, and the smallest the window's flags are sized for.
  * Finer chunks let the owner's sum follow the combine more closely (less of it left after the last flag) but cost
@@ -227,6 +230,10 @@ int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, mok_stream_
 int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Only the owner's fixed-order sum (waits for every rank's done flag): the megakernel's stream-ordered epilogue. */
 int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream);
+/* The fused backward's owner sum (per route): waits for every rank's done flag, then dx (a.y) = the fixed-order
+ * sum over k of the combine rows (unweighted: the router weight is in them) plus a.shared_y, and a.d_router = the
+ * window's off_dr values. */
+int mok_lsa_grad_sum(const struct mok_lsa_args *a, mok_stream_t stream);
 /* small_paths FUSED: per rank and t_max <= 512, combine and sum in one cooperative launch whose first `blocks`
  * blocks combine and whose every block (up to one per token, as many as are resident) sums; else mok_lsa_combine. */
 int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);

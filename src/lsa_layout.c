@@ -22,6 +22,7 @@ size_t mok_lsa_layout(struct mok_lsa_args *a, int input_slots)
     a->x_set_bytes = ALIGN(tmax * row);
     a->off_comb = a->off_x + (size_t)input_slots * a->x_set_bytes;
     size_t comb_rows = a->combine_per_rank ? tmax * P : tmax * k;
-    a->off_land = a->off_comb + ALIGN(comb_rows * row);
+    a->off_dr = a->off_comb + ALIGN(comb_rows * row);
+    a->off_land = a->off_dr + ALIGN(tmax * k * sizeof(float));
     return a->off_land + (a->landing ? ALIGN(P * tmax * row) : 0);
 }

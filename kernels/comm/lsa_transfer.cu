@@ -440,9 +440,10 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
  * experts' (as the reference), so y is bitwise the same from run to run. A warp's 32 vectors belong to one token
  * when hidden / 8 is a multiple of 32 (every supported model), so its weight loads are one broadcast each. */
 #define ROUTE_BATCH 8
-__global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
+/* kWeighted: the forward's sum, y = sum_j w_j row_j; without, the backward's dx = sum_j row_j (its rows already
+ * carry the router weight). */
+template <bool kWeighted> __device__ __forceinline__ void reduce_routes(const mok_lsa_args &a)
 {
-    wait_all_done(a);
     int vecs = a.hidden / 8, topk = a.topk;
     const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
     size_t total = (size_t)a.my_tokens * vecs, stride = (size_t)gridDim.x * blockDim.x;
@@ -456,17 +457,34 @@ __global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
             for (int j = 0; j < ROUTE_BATCH; j++)
                 if (j0 + j < topk) {
                     in[j].v = comb[((size_t)t * topk + j0 + j) * vecs + v];
-                    w[j] = a.my_w[(size_t)t * topk + j0 + j];
+                    w[j] = kWeighted ? a.my_w[(size_t)t * topk + j0 + j] : 1.0f;
                 }
 #pragma unroll
             for (int j = 0; j < ROUTE_BATCH; j++)
                 if (j0 + j < topk)
 #pragma unroll
                     for (int e = 0; e < 8; e++)
-                        acc[e] += w[j] * mok_bf16_to_f32(in[j].h[e]);
+                        acc[e] += kWeighted ? w[j] * mok_bf16_to_f32(in[j].h[e]) : mok_bf16_to_f32(in[j].h[e]);
         }
         store_y_with_shared(a, t, v, vecs, acc);
     }
+}
+
+__global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
+{
+    wait_all_done(a);
+    reduce_routes<true>(a);
+}
+
+/* The fused backward's owner sum: dx over k, and each route's d_router from the window (mok_lsa_grad_sum). */
+__global__ void __launch_bounds__(256) lsa_grad_sum_kernel(mok_lsa_args a)
+{
+    wait_all_done(a);
+    const float *dr = (const float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, a.rank);
+    const size_t routes = (size_t)a.my_tokens * a.topk, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < routes; i += stride)
+        a.d_router[i] = dr[i];
+    reduce_routes<false>(a);
 }
 
 /* Small problems, per rank: combine, done signal and the owner's sum in one launch. Every block waits for every
@@ -613,6 +631,16 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     if (err)
         return err;
     return mok_lsa_reduce(a, stream);
+}
+
+extern "C" int mok_lsa_grad_sum(const struct mok_lsa_args *a, mok_stream_t stream)
+{
+    if (a->combine_per_rank || !a->d_router)
+        return (int)cudaErrorInvalidValue; /* per route only, with somewhere to put d_router */
+    int sms = mok_sm_count();
+    unsigned grid = mok_blocks_for((size_t)a->my_tokens * (size_t)(a->hidden / 8), 256, 8u * (sms > 0 ? sms : 132));
+    lsa_grad_sum_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
+    return MOK_LAUNCH_RESULT();
 }
 
 extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)

@@ -383,7 +383,9 @@ void diag_print()
                 : d->slot == 1 ? "GEMM2 tiles done (row block)"
                 : d->slot == 2 ? "the landed flag of rank"
                 : d->slot == 3 ? "shared GEMM1 tiles done (row block)"
-                               : "units started (lockstep) before unit",
+                : d->slot == 4 ? "units started (lockstep) before unit"
+                : d->slot == 5 ? "backward: GEMM2-dgrad tiles done, for GEMM1 dgrad (row block)"
+                               : "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "

@@ -188,7 +188,7 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that). */
-template <bool kSend, bool kSplit>
+template <bool kSend, bool kSplit, bool kSave>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -399,6 +399,20 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             epilogue_begin(leader, cwg);
             stage_swiglu(acc[0], stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
+            if (kSave && p.job == 0) { /* the gate columns, then the up columns, as bf16 into gu (for the backward;
+                                        * nothing in this kernel waits for them) */
+                epilogue_begin(leader, cwg);
+                stage_bf16<0, kStageCols / 8>(acc[0], stage, la, lb, cq);
+                staged_ready(1 + cwg);
+                if (leader)
+                    store_staged(&maps.guc, p.n * kStageCols, p.rb * kTileM + cwg * 64, stage, kStageCols / 64);
+                epilogue_begin(leader, cwg);
+                stage_bf16<kStageCols / 8, kStageCols / 8>(acc[0], stage, la, lb, cq);
+                staged_ready(1 + cwg);
+                if (leader)
+                    store_staged(&maps.guc, inter + p.n * kStageCols, p.rb * kTileM + cwg * 64, stage,
+                                 kStageCols / 64);
+            }
         } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
             const int row0 = p.rb * kTileM + cwg * 64;
             uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base);

@@ -66,7 +66,7 @@ namespace {
  * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
-template <bool kSend, bool kSplit>
+template <bool kSend, bool kSplit, bool kSave = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -88,11 +88,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false,
-                                    diag);
+        compute_role<kSend, kSplit, kSave>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks,
+                                           false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -101,9 +101,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
 
-/* The instance a configuration runs (send_from_gemm x split_half). */
+/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave). */
 MegaKernel kernel_for(const mok_mega_args *m)
 {
+    if (m->gu)
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, true> : megakernel_fwd_kernel<false, false, true>;
     if (m->split_half)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, true> : megakernel_fwd_kernel<false, true>;
     return m->send_from_gemm ? megakernel_fwd_kernel<true, false> : megakernel_fwd_kernel<false, false>;
@@ -186,6 +188,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "the dispatch)", m->combine_blocks);
     if (m->skip < 0 || m->skip > 2)
         return say(why, why_len, "skip %lld: 0, 1 (communication) or 2 (compute)", m->skip);
+    if (m->gu && m->split_half)
+        return say(why, why_len, "gu (the backward's saved activations) with split_half %lld: not implemented (the "
+                   "split unit's epilogue stores h only)", m->split_half);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
@@ -228,7 +233,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         !encode_tile_map(&maps.hc, m->h, (uint64_t)a.capacity, (uint64_t)I, 64) ||
         !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
         !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN) ||
-        !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64))
+        !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64) ||
+        (m->gu && !encode_tile_map(&maps.guc, m->gu, (uint64_t)a.capacity, (uint64_t)2 * I, 64)))
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;

@@ -88,6 +88,13 @@ mok_step() {
       done;;
     fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
     h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
+    bwdmega) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega" tests/gpu_bwd_mega_small.json;; # the fused backward (megakernel bwd, fwd_bwd) on small ragged problems, every output checked
+    bwdmegasan) for tool in memcheck racecheck; do # the fused backward under compute-sanitizer, a small problem
+        timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+          -n 1 -o "$R/bwd-mega-san-$tool" tests/gpu_bwd_mega_sanitize.json > "$R/bwd-mega-$tool.log" 2>&1
+        echo "compute-sanitizer $tool (fused backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-mega-$tool.log"
+      done;;
+    h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json;; # one GPU: the fused backward (bwd, fwd_bwd) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
     h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-zipf.json;;

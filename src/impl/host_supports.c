@@ -227,9 +227,27 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
                              int why_len)
 {
     struct mok_params_megakernel p = mok_params_megakernel(params);
-    if (!bf16_fwd(spec, nranks, why, why_len))
-        return 0;
     const struct mok_model *m = &spec->model;
+    if (mok_pass_has_bwd(spec->pass)) { /* the fused backward (kernels/megakernel/backward.cu): its own cell */
+        struct mok_problem_spec fwd = *spec;
+        fwd.pass = MOK_PASS_FWD;
+        if (!bf16_fwd(&fwd, nranks, why, why_len))
+            return 0;
+        if (m->intermediate % 256)
+            return no(why, why_len, "pass %s: intermediate %d must be a multiple of 256 (the backward's GEMM2-dgrad "
+                      "tiles)", mok_pass_name(spec->pass), m->intermediate);
+        if (p.dispatch != 1 || p.combine != 0 || p.send != 1)
+            return no(why, why_len, "pass %s: the fused backward pushes dy and sends dx per route from its GEMM "
+                      "epilogue: dispatch=push, combine=per_route, send=1", mok_pass_name(spec->pass));
+        if (m->shared_experts)
+            return no(why, why_len, "pass %s: shared experts are not in the fused backward yet",
+                      mok_pass_name(spec->pass));
+        if (p.split_half)
+            return no(why, why_len, "pass %s: split_half 0 (the forward that saves gate and up runs whole tiles)",
+                      mok_pass_name(spec->pass));
+    } else if (!bf16_fwd(spec, nranks, why, why_len)) {
+        return 0;
+    }
     /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
     if (m->hidden % 256 || m->intermediate % 128)
         return no(why, why_len, "hidden %d must be a multiple of 256 and intermediate %d of 128 (the 128 x 256 tiles)",

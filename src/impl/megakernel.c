@@ -27,6 +27,12 @@ struct mega_state {
     bool breakdown;
     struct phased_run run;
     struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
+    /* pass bwd / fwd_bwd (desc.train): the run's outputs, set by run() before its phases (stable pointers: the
+     * problem's outputs, so graphs captured once stay valid) */
+    struct mok_grads grads;
+    uint16_t *dx, *y; /* y: the forward's output (pass bwd: scratch for the untimed forward at setup) */
+    float *d_router;
+    uint16_t *y_scratch;
 };
 
 /* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
@@ -41,7 +47,8 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .send_from_gemm = m.send, .lockstep = m.wave_lockstep, .own_first = m.own_first,
                                    .split_half = m.split_half,
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
-                                   .dispatch_push = m.dispatch, .raster = m.raster};
+                                   .dispatch_push = m.dispatch, .raster = m.raster,
+                                   .train = mok_pass_has_bwd(p->spec.pass)};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -49,6 +56,11 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
 {
     /* this rank's tokens stand for max_tokens: supports() must not communicate (the driver takes the minimum) */
     struct mok_layer_desc d = mega_desc(p, mp, p->tokens > 0 ? p->tokens : 1);
+    if (p->spec.pass == MOK_PASS_BWD && p->sets != 1) { /* the workspace saves one forward: the last one */
+        snprintf(why, (size_t)why_len, "pass bwd runs on one saved forward: problems of one input set (inputs "
+                 "larger than L2; this one rotates %d); pass fwd_bwd runs any", p->sets);
+        return 0;
+    }
     return mok_layer_check(cl->nccl, &d, why, why_len) == MOK_OK;
 }
 
@@ -72,11 +84,40 @@ static int lib_fail(int rc, const char *call, char *err, int err_len)
     return -1;
 }
 
-/* The phases (phased_run's phase_fn): route, kernel, sum, each one libmok call. */
+/* The forward in one phase: route, kernel, sum. */
+static int forward_all(struct mega_state *s, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_weights w = set_weights(p, set);
+    if (lib_fail(mok_route(s->ws, set, p->tokens, p->ids, p->w, st, err, err_len), "mok_route", err, err_len) ||
+        lib_fail(mok_forward_kernel(s->ws, &w, MOK_VARIANT_FULL, st, err, err_len), "mok_forward_kernel", err,
+                 err_len))
+        return -1;
+    return lib_fail(mok_forward_sum(s->ws, y, st, err, err_len), "mok_forward_sum", err, err_len);
+}
+
+/* The training passes' phases: fwd_bwd the forward (route, kernel, sum), the backward kernel, the backward sum;
+ * bwd the last two (on the forward setup ran). */
+static int train_phase(struct mega_state *s, int phase, int set, cudaStream_t st, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    if (phase == 0)
+        return p->spec.pass == MOK_PASS_FWD_BWD ? forward_all(s, set, s->y, st, err, err_len) : 0;
+    if (phase == 1) {
+        struct mok_weights w = set_weights(p, set);
+        return lib_fail(mok_backward_kernel(s->ws, &w, &s->grads, MOK_VARIANT_FULL, st, err, err_len),
+                        "mok_backward_kernel", err, err_len);
+    }
+    return lib_fail(mok_backward_sum(s->ws, s->dx, s->d_router, st, err, err_len), "mok_backward_sum", err, err_len);
+}
+
+/* The phases (phased_run's phase_fn): route, kernel, sum, each one libmok call (the training passes: train_phase). */
 static int mega_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
 {
     struct mega_state *s = ctx;
     struct mok_problem *p = s->p;
+    if (s->desc.train)
+        return train_phase(s, phase, set, st, err, err_len);
     if (phase == 0)
         return lib_fail(mok_route(s->ws, set, p->tokens, p->ids, p->w, st, err, err_len), "mok_route", err, err_len);
     if (phase == 1) {
@@ -101,10 +142,21 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     if (lib_fail(mok_workspace_create(cl->nccl, &s->desc, cl->stream, &s->ws, err, err_len), "mok_workspace_create",
                  err, err_len))
         return -1;
-    /* the input sets into the workspace's slots (no peer reads them before a forward routes them) */
-    for (int set = 0; set < p->sets; set++)
+    /* the input sets into the workspace's slots (no peer reads them before a forward routes them); dy beside them */
+    for (int set = 0; set < p->sets; set++) {
         MOK_CHECK(cuda, cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
                                    cudaMemcpyDeviceToDevice), return -1);
+        if (s->desc.train)
+            MOK_CHECK(cuda, cudaMemcpy(mok_workspace_grad_input(s->ws, set), p->lbwd.dy[set],
+                                       (size_t)p->tokens * p->hidden * 2, cudaMemcpyDeviceToDevice), return -1);
+    }
+    if (p->spec.pass == MOK_PASS_BWD) { /* the one saved forward the timed backwards run on */
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->y_scratch, (size_t)(p->tokens ? p->tokens : 1) * p->hidden * 2),
+                  return -1);
+        if (forward_all(s, 0, s->y_scratch, cl->stream, err, err_len))
+            return -1;
+        MOK_CHECK(cuda, cudaStreamSynchronize(cl->stream), return -1);
+    }
     if (phased_run_init(&s->run, mega_phase, s, p->sets, mok_params_megakernel(mp).launch == 1, max_slots, err, err_len))
         return -1;
     struct mok_schedule_view v;
@@ -112,9 +164,31 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     return sched_check_build(p, s->desc.max_tokens, v.tile_rows, v.chunk_rows, v.capacity, &s->host, err, err_len);
 }
 
+/* The training passes' outputs into the state (the phases read them there). */
+static int train_outputs(struct mega_state *s, const struct mok_outputs *out, char *err, int err_len)
+{
+    s->dx = mok_output_bf16(out, "dx");
+    s->d_router = mok_output_f32(out, "d_router");
+    const struct mok_output *o13 = mok_output_find(out, "dw13"), *o2 = mok_output_find(out, "dw2");
+    if (!s->dx || !s->d_router || !o13 || !o2 || o13->type != o2->type)
+        FAIL("the backward needs outputs dx (bf16), d_router (fp32), dw13 and dw2 (both fp32 or both bf16)");
+    bool b16 = o13->type == MOK_OUT_BF16;
+    s->grads = (struct mok_grads){.dw13_f32 = b16 ? NULL : o13->data, .dw2_f32 = b16 ? NULL : o2->data,
+                                  .dw13_bf16 = b16 ? o13->data : NULL, .dw2_bf16 = b16 ? o2->data : NULL};
+    if (s->p->spec.pass == MOK_PASS_FWD_BWD) {
+        s->y = mok_impl_forward_y(out, err, err_len);
+        if (!s->y)
+            return -1;
+    }
+    return 0;
+}
+
 static int mega_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
 {
     struct mega_state *s = state;
+    if (s->desc.train) /* dx keys the captured graphs: the outputs' pointers do not change between runs */
+        return train_outputs(s, out, err, err_len) ? -1 : phased_run(&s->run, set, s->dx, slot, s->cl->stream, err,
+                                                                       err_len);
     uint16_t *y = mok_impl_forward_y(out, err, err_len);
     return y ? phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len) : -1;
 }
@@ -129,6 +203,9 @@ static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 static int variant_once(struct mega_state *s, enum mok_variant variant, cudaStream_t st, char *err, int err_len)
 {
     struct mok_weights w = set_weights(s->p, 0);
+    if (s->desc.train) /* the backward kernel with communication skipped, on the last full backward's dy rows */
+        return lib_fail(mok_backward_kernel(s->ws, &w, &s->grads, variant, st, err, err_len), "mok_backward_kernel",
+                        err, err_len);
     int comm = variant == MOK_VARIANT_COMM_ONLY;
     if (comm && mega_phase(s, 0, 0, s->p->y, st, err, err_len))
         return -1;
@@ -184,12 +261,28 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     if (mega_check_schedule(s, row, err, err_len)) /* before the variants: it reads the last full forward's state */
         return -1;
     if (!s->breakdown) {
-        snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                 " fused (phases: schedule | kernel | owner's sum)");
+        if (s->desc.train)
+            snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+                     " fused backward (phases: %s | backward kernel | backward sum); workspace %.2f GB per rank",
+                     s->p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", (double)mok_workspace_bytes(s->ws) / 1e9);
+        else
+            snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+                     " fused (phases: schedule | kernel | owner's sum)");
         return 0;
     }
     double compute_ms = 0, comm_ms = 0;
     int n = iters < 3 ? 3 : iters;
+    if (s->desc.train) { /* the backward kernel alone, with its communication skipped (no comm-only variant) */
+        if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len))
+            return -1;
+        row->gemm_alone_us = compute_ms * 1e3;
+        snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+                 " fused backward (phases: %s | backward kernel | backward sum); backward kernel with communication "
+                 "skipped %.0f us; workspace %.2f GB per rank",
+                 s->p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", row->gemm_alone_us,
+                 (double)mok_workspace_bytes(s->ws) / 1e9);
+        return 0;
+    }
     if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||
         mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, n, &comm_ms, err, err_len))
         return -1;
@@ -212,6 +305,7 @@ static void mega_teardown(void *state)
     cudaDeviceSynchronize();
     phased_run_destroy(&s->run);
     mok_workspace_destroy(s->ws); /* collective: waits for every rank (peers may still read this window) */
+    cudaFree(s->y_scratch);
     mok_schedule_free(&s->host);
     free(s);
 }

@@ -17,7 +17,7 @@
 
 /* Where the forward stands, so that a call out of order fails before it enqueues anything (a route without its
  * sum would leave the peers' flags one epoch apart; a sum without a kernel would wait for rows never sent). */
-enum step { STEP_IDLE = 0, STEP_ROUTED = 1, STEP_SENT = 2 };
+enum step { STEP_IDLE = 0, STEP_ROUTED = 1, STEP_SENT = 2, STEP_BWD_SENT = 3 };
 
 struct mok_workspace {
     ncclComm_t comm;
@@ -32,6 +32,12 @@ struct mok_workspace {
     int dispatched;        /* a full or comm-only kernel has filled the slots: compute-only may run on them */
     struct mok_lsa_args a;
     struct mok_mega_args mk;
+    /* train: the backward's buffers and state */
+    struct mok_mega_bwd_args bk; /* dy's slots (bk.m.lsa.xin), gu (mk.gu), dgu, hw, dr_part, done */
+    int saved;                   /* a full train forward's sum ran since the last route: its activations are saved */
+    int fwd_full;                /* the last forward kernel was MOK_VARIANT_FULL */
+    int bwd_dispatched;          /* a full backward ran on them: compute-only may run */
+    size_t dev_bytes;            /* device memory held, the window included */
 };
 
 static int say(char *err, int err_len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -112,6 +118,11 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->send_from_gemm && d->combine_per_rank)
         return say(err, err_len, MOK_ERR_ARGUMENT, "send_from_gemm = 1 with combine_per_rank = 1: the GEMM epilogue "
                    "sends one row per route (combine_per_rank = 0)");
+    if (d->train && (d->intermediate % 256 || !d->dispatch_push || d->combine_per_rank || d->shared_intermediate ||
+                     d->split_half))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "train = 1 needs intermediate a multiple of 256 (%d), dispatch_push "
+                   "1 (%d), combine_per_rank 0 (%d), no shared experts (shared_intermediate %d) and split_half 0 (%d)",
+                   d->intermediate, d->dispatch_push, d->combine_per_rank, d->shared_intermediate, d->split_half);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -119,6 +130,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("send_from_gemm", d->send_from_gemm, err, err_len)) ||
         (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
         (rc = check_flag("split_half", d->split_half, err, err_len)) ||
+        (rc = check_flag("train", d->train, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -212,7 +224,8 @@ static int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len)
 static int alloc_window(mok_workspace *ws, char *err, int err_len)
 {
     struct mok_lsa_args *a = &ws->a;
-    ws->win_bytes = mok_lsa_layout(a, ws->d.input_slots);
+    /* train: a dy slot per input slot, after them */
+    ws->win_bytes = mok_lsa_layout(a, ws->d.input_slots * (ws->d.train ? 2 : 1));
     ncclResult_t r = ncclMemAlloc(&ws->win_ptr, ws->win_bytes);
     if (r == ncclSuccess)
         r = ncclCommWindowRegister(ws->comm, ws->win_ptr, ws->win_bytes, &ws->window, NCCL_WIN_COLL_SYMMETRIC);
@@ -224,14 +237,23 @@ static int alloc_window(mok_workspace *ws, char *err, int err_len)
     return MOK_OK;
 }
 
+/* cudaMalloc, counted in the workspace's device bytes (mok_workspace_bytes). */
+static cudaError_t dev_alloc(mok_workspace *ws, void **p, size_t bytes)
+{
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess)
+        ws->dev_bytes += bytes;
+    return e;
+}
+
 /* The shared experts' intermediate and output over this rank's own tokens (none without shared experts). */
 static int alloc_shared(mok_workspace *ws, char *err, int err_len)
 {
     size_t tmax = (size_t)ws->a.t_max, SI = (size_t)ws->mk.shared_inter;
     if (!SI)
         return MOK_OK;
-    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.sh, tmax * SI * 2 + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.sy, tmax * (size_t)ws->a.hidden * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.sh, tmax * SI * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.sy, tmax * (size_t)ws->a.hidden * 2 + 16), return MOK_ERR_CUDA);
     return MOK_OK;
 }
 
@@ -239,30 +261,42 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
 {
     struct mok_lsa_args *a = &ws->a;
     size_t routes = (size_t)a->nranks * a->t_max * a->topk, EL = (size_t)a->local_experts, cap = (size_t)a->capacity;
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->epoch, 3 * sizeof(uint64_t)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->epoch, 3 * sizeof(uint64_t)), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, cudaMemset(a->epoch, 0, 3 * sizeof(uint64_t)), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_tokens, sizeof(int32_t) * (size_t)a->nranks), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_ids, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->all_w, sizeof(float) * routes + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->rows, sizeof(int32_t) * EL), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->offset, sizeof(int32_t) * (EL + 1)), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->entry, sizeof(int32_t) * cap), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->route_slot, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->block_off, sizeof(int32_t) * (size_t)a->nranks * a->sched_blocks * EL),
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->all_tokens, sizeof(int32_t) * (size_t)a->nranks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->all_ids, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->all_w, sizeof(float) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->rows, sizeof(int32_t) * EL), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->offset, sizeof(int32_t) * (EL + 1)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->entry, sizeof(int32_t) * cap), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->route_slot, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->block_off, sizeof(int32_t) * (size_t)a->nranks * a->sched_blocks * EL),
               return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here) */
-    MOK_CHECK(cuda, cudaMalloc((void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
     MOK_CHECK(cuda,
-              cudaMalloc((void **)&ws->mk.done,
+              dev_alloc(ws, (void **)&ws->mk.done,
                          sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter)),
               return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, cudaMalloc((void **)&ws->barrier_word, sizeof(int32_t)), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->barrier_word, sizeof(int32_t)), return MOK_ERR_CUDA);
+    if (ws->d.train) { /* what the forward saves and the backward's intermediates (struct mok_mega_bwd_args) */
+        size_t I = (size_t)ws->mk.inter, H = (size_t)a->hidden;
+        struct mok_mega_bwd_args *b = &ws->bk;
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.gu, cap * 2 * I * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.lsa.xin, cap * H * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dgu, cap * 2 * I * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->hw, cap * I * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dr_part, cap * (I / 256) * sizeof(float) + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, (int)EL)),
+                  return MOK_ERR_CUDA);
+    }
+    ws->dev_bytes += ws->win_bytes;
     MOK_CHECK(cuda, cudaMemset(ws->barrier_word, 0, sizeof(int32_t)), return MOK_ERR_CUDA);
     a->expert_out = ws->mk.out;
     return alloc_shared(ws, err, err_len);
@@ -319,7 +353,8 @@ void mok_workspace_destroy(mok_workspace *ws)
     struct mok_lsa_args *a = &ws->a;
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin, ws->mk.h, ws->mk.out, ws->mk.done,
-                   ws->mk.sh, ws->mk.sy, ws->barrier_word};
+                   ws->mk.sh, ws->mk.sy, ws->barrier_word, ws->mk.gu, ws->bk.m.lsa.xin, ws->bk.dgu, ws->bk.hw,
+                   ws->bk.dr_part, ws->bk.m.done};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     if (ws->window)
@@ -352,9 +387,12 @@ int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const
         return say(err, err_len, MOK_ERR_ARGUMENT, "tokens = %d: 0..%d (max_tokens)", tokens, ws->a.t_max);
     if (tokens && (!ids || !weights))
         return say(err, err_len, MOK_ERR_ARGUMENT, "ids and weights: device pointers when tokens = %d > 0", tokens);
+    if (ws->step == STEP_BWD_SENT)
+        return out_of_order("mok_route", "the backward is not finished (mok_backward_sum comes first)", err, err_len);
     if (ws->step != STEP_IDLE)
         return out_of_order("mok_route", "the previous forward is not finished (mok_forward_kernel and "
                             "mok_forward_sum come first)", err, err_len);
+    ws->saved = 0, ws->bwd_dispatched = 0; /* the saved activations belong to the forward being routed now */
     ws->a.set = slot;
     ws->a.my_ids = ids;
     ws->a.my_w = weights;
@@ -398,6 +436,9 @@ static int check_variant_order(const mok_workspace *ws, enum mok_variant variant
     }
     if (ws->step != STEP_ROUTED)
         return out_of_order("mok_forward_kernel", "mok_route comes first in every forward", err, err_len);
+    if (ws->saved)
+        return out_of_order("mok_forward_kernel", "this route's forward already ran (its activations are saved for "
+                            "the backward): route again first", err, err_len);
     return MOK_OK;
 }
 
@@ -428,7 +469,7 @@ int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_
         return say(err, err_len, MOK_ERR_CUDA, "forward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
     if (variant != MOK_VARIANT_COMPUTE_ONLY)
-        ws->step = STEP_SENT, ws->dispatched = 1;
+        ws->step = STEP_SENT, ws->dispatched = 1, ws->fwd_full = variant == MOK_VARIANT_FULL;
     return MOK_OK;
 }
 
@@ -449,7 +490,103 @@ int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *e
     if (rc)
         return say(err, err_len, MOK_ERR_CUDA, "forward sum: %s", cudaGetErrorString((cudaError_t)rc));
     ws->step = STEP_IDLE;
+    ws->saved = ws->d.train && ws->fwd_full;
     return MOK_OK;
+}
+
+uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot)
+{
+    if (!ws || !ws->d.train || slot < 0 || slot >= ws->d.input_slots)
+        return NULL;
+    return (uint16_t *)((char *)ws->win_ptr + ws->a.off_x + (size_t)(ws->d.input_slots + slot) * ws->a.x_set_bytes);
+}
+
+size_t mok_workspace_bytes(const mok_workspace *ws) { return ws ? ws->dev_bytes : 0; }
+
+static int check_grads(const struct mok_grads *g, char *err, int err_len)
+{
+    if (!g)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "grads is NULL");
+    int f32 = g->dw13_f32 && g->dw2_f32, b16 = g->dw13_bf16 && g->dw2_bf16;
+    int any = !!g->dw13_f32 + !!g->dw2_f32 + !!g->dw13_bf16 + !!g->dw2_bf16;
+    if (any != 2 || (!f32 && !b16))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "grads: dw13_f32 and dw2_f32 (accumulated), or dw13_bf16 and "
+                   "dw2_bf16 (written); %d of the four pointers given", any);
+    return MOK_OK;
+}
+
+int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
+                        enum mok_variant variant, cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if (!ws->d.train)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "the workspace was created with train = 0: no saved activations");
+    if (variant != MOK_VARIANT_FULL && variant != MOK_VARIANT_COMPUTE_ONLY)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0) or _COMPUTE_ONLY (1) for the "
+                   "backward", (int)variant);
+    int rc = check_weights(ws, w, err, err_len);
+    if (rc || (rc = check_grads(g, err, err_len)))
+        return rc;
+    if (ws->step != STEP_IDLE || !ws->saved)
+        return out_of_order("mok_backward_kernel", "a train forward's mok_forward_sum comes first, and no backward "
+                            "kernel may be left without its mok_backward_sum", err, err_len);
+    if (variant == MOK_VARIANT_COMPUTE_ONLY && !ws->bwd_dispatched)
+        return out_of_order("mok_backward_kernel", "variant compute_only computes on the dy rows a full backward "
+                            "dispatched: run one first", err, err_len);
+    struct mok_mega_bwd_args b = ws->bk;
+    uint16_t *dy_slots = b.m.lsa.xin;
+    int32_t *done = b.m.done;
+    b.m = ws->mk;                       /* the forward's shapes, tuning and weights' places */
+    b.m.lsa = ws->a;                    /* its schedule */
+    b.m.lsa.set = ws->d.input_slots + ws->a.set; /* dy's slot in the window: the routed input slot's */
+    b.m.lsa.xin = dy_slots;
+    b.m.done = done;
+    b.m.w13 = w->w13, b.m.w2 = w->w2;
+    b.m.skip = (int)variant;
+    b.m.out = ws->mk.out;               /* compute only: dx rows stay here */
+    b.x = ws->a.xin, b.gu = ws->mk.gu;
+    b.dw13_f32 = g->dw13_f32, b.dw2_f32 = g->dw2_f32, b.dw13_bf16 = g->dw13_bf16, b.dw2_bf16 = g->dw2_bf16;
+    rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
+    if (rc) {
+        char why[256] = "";
+        if (!mok_megakernel_bwd_supports(&b, why, sizeof why))
+            return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
+        return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
+    }
+    if (variant == MOK_VARIANT_FULL)
+        ws->step = STEP_BWD_SENT, ws->bwd_dispatched = 1;
+    return MOK_OK;
+}
+
+int mok_backward_sum(mok_workspace *ws, uint16_t *dx, float *d_router, cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if ((!dx || !d_router) && ws->a.my_tokens)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dx and d_router: device pointers when tokens = %d > 0",
+                   ws->a.my_tokens);
+    if (ws->step != STEP_BWD_SENT)
+        return out_of_order("mok_backward_sum", "a full mok_backward_kernel comes first", err, err_len);
+    struct mok_lsa_args r = ws->a;
+    r.y = dx;
+    r.d_router = d_router;
+    r.shared_y = NULL;
+    int rc = mok_lsa_grad_sum(&r, (mok_stream_t)stream);
+    if (rc)
+        return say(err, err_len, MOK_ERR_CUDA, "backward sum: %s", cudaGetErrorString((cudaError_t)rc));
+    ws->step = STEP_IDLE;
+    return MOK_OK;
+}
+
+int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g, uint16_t *dx,
+                 float *d_router, cudaStream_t stream, char *err, int err_len)
+{
+    if (ws && (!dx || !d_router) && ws->a.my_tokens)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dx and d_router: device pointers when tokens = %d > 0",
+                   ws->a.my_tokens);
+    int rc = mok_backward_kernel(ws, w, g, MOK_VARIANT_FULL, stream, err, err_len);
+    return rc ? rc : mok_backward_sum(ws, dx, d_router, stream, err, err_len);
 }
 
 int mok_forward(mok_workspace *ws, const struct mok_weights *w, uint16_t *y, cudaStream_t stream, char *err,

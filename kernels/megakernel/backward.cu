@@ -1,0 +1,178 @@
+/* megakernel_bwd: the fused backward of one MoE layer in one persistent, cooperative launch after a stream-ordered
+ * prologue (kernels/megakernel.h, struct mok_mega_bwd_args, says what it computes and in which order).
+ *
+ * Block roles, by blockIdx, as in the forward (forward.cu): the first comm_blocks dispatch dy rows with the
+ * forward's dispatch (pull into the expert slots, or push to the landing rows then copied into the slots: the
+ * same schedule, the input slot lsa.set holding dy), then join the compute blocks; the compute blocks run
+ * bwd_compute.cuh's units. Nothing is combined by comm blocks: GEMM1 dgrad's epilogue sends every dx row to its
+ * owner (the forward's send_from_gemm), and the owner's mok_lsa_grad_sum sums them after the done flags.
+ *
+ * The prologue: the epoch advances (ranks advance it in the same order: each forward's route, each backward), so
+ * the landed and done flags of this backward are told apart from the forward's; the ready counters and done[]
+ * start from zero. Every wait gives up after ~10 s with a record in the failure record (as the forward's).
+ *
+ * This file composes the forward's parts (layout, sync, units, comm, compute: their helpers) with
+ * bwd_compute.cuh, and holds the kernel and its launcher. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/common.cuh"
+#include "gemm/sm90_core.cuh"
+#include "comm/lsa_device.cuh"
+#include "megakernel.h"
+#include "common/sm90_ptx.cuh"
+
+using namespace mok_sm90;
+
+#include "megakernel/layout.cuh"
+#include "megakernel/sync.cuh"
+#include "megakernel/units.cuh"
+#include "megakernel/comm.cuh"
+#include "megakernel/compute.cuh"
+#include "megakernel/bwd_compute.cuh"
+
+namespace {
+
+__global__ void __launch_bounds__(kThreads, 1)
+    megakernel_bwd_kernel(const __grid_constant__ BwdMaps maps, const __grid_constant__ mok_mega_bwd_args b,
+                          struct mok_sm90_diag *diag)
+{
+#if MOK_SM90_DEVICE
+    const mok_mega_args &m = b.m;
+    if ((int)blockIdx.x < m.comm_blocks) {
+        comm_dispatch(m);
+        if (m.lsa.push && m.skip != 1)
+            scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
+                           kScatterAll, diag);
+        __syncthreads();
+        bwd_compute_role(maps, b, 0, 0, true, diag);
+    } else {
+        bwd_compute_role(maps, b, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
+    }
+#else
+    __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
+#endif
+}
+
+/* The backward's epoch: the forward's route counted epoch[0] up; this backward's flags carry the next value. */
+__global__ void megakernel_bwd_epoch_kernel(uint64_t *epoch) { epoch[0] += 1; }
+
+int say(char *why, int why_len, const char *msg, long long v)
+{
+    if (why && why_len > 0)
+        snprintf(why, (size_t)why_len, msg, v);
+    return 0;
+}
+
+size_t bwd_counters(int capacity) { return 2 + (size_t)(capacity / kTileM); }
+
+int resolve_stages(const mok_mega_args *m, size_t limit)
+{
+    if (m->stages)
+        return m->stages;
+    int s = 8;
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts, 0) > limit)
+        s--;
+    return s;
+}
+
+} // namespace
+
+extern "C" size_t mok_megakernel_bwd_counters(int capacity, int local_experts)
+{
+    (void)local_experts;
+    return bwd_counters(capacity);
+}
+
+extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, char *why, int why_len)
+{
+    const mok_mega_args *m = &b->m;
+    const mok_lsa_args &a = m->lsa;
+    mok_mega_args fwd = *m; /* what the forward's checks say of the same shapes and tuning */
+    fwd.shared_inter = 0, fwd.gu = nullptr, fwd.split_half = 0, fwd.own_first = 0, fwd.lockstep = 0;
+    fwd.send_from_gemm = 1, fwd.combine_blocks = 0, fwd.skip = 0;
+    if (!mok_megakernel_supports(&fwd, why, why_len))
+        return 0;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return say(why, why_len, "no sm_90a image of the backward megakernel in this build%.0lld", 0);
+    }
+    if (m->inter % kTileN)
+        return say(why, why_len, "intermediate %lld: the backward's GEMM2-dgrad tiles are 256 columns of it (a "
+                   "multiple of 256)", m->inter);
+    if (a.combine_per_rank)
+        return say(why, why_len, "combine per rank%.0lld: the backward sends dx per route (combine 0)", 0);
+    if (!a.push)
+        return say(why, why_len, "dispatch pull%.0lld: the backward pushes dy (dispatch push, layout landing)", 0);
+    if (m->shared_inter)
+        return say(why, why_len, "shared experts (shared_inter %lld): not in the fused backward yet", m->shared_inter);
+    if (m->skip < 0 || m->skip > 1)
+        return say(why, why_len, "skip %lld: 0 (everything) or 1 (compute alone)", m->skip);
+    if (m->skip == 1 && !m->out)
+        return say(why, why_len, "skip 1 needs m.out for the dx rows%.0lld", 0);
+    if (!b->x || !b->gu || !b->dgu || !b->hw || !b->dr_part || !a.xin)
+        return say(why, why_len, "x, gu, dgu, hw, dr_part and lsa.xin (dy's slots) must be device pointers%.0lld", 0);
+    if (!!b->dw13_f32 + !!b->dw13_bf16 != 1 || !!b->dw2_f32 != !!b->dw13_f32 || !!b->dw2_bf16 != !!b->dw13_bf16)
+        return say(why, why_len, "weight gradients: dw13_f32 and dw2_f32, or dw13_bf16 and dw2_bf16%.0lld", 0);
+    if (why && why_len > 0)
+        snprintf(why, (size_t)why_len, "ok");
+    return 1;
+}
+
+extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream)
+{
+    char why[256];
+    if (!mok_megakernel_bwd_supports(b, why, sizeof why)) {
+        fprintf(stderr, "mok-bench: backward megakernel: %s\n", why);
+        return (int)cudaErrorInvalidValue;
+    }
+    const mok_lsa_args &a = b->m.lsa;
+    const int el = a.local_experts, H = a.hidden, I = b->m.inter;
+    const uint64_t cap = (uint64_t)a.capacity;
+    BwdMaps maps;
+    memset(&maps, 0, sizeof maps);
+    if (!encode_tile_map(&maps.dy, a.xin, cap, (uint64_t)H, kTileM) ||
+        !encode_tile_map(&maps.w2t, b->m.w2, (uint64_t)el * H, (uint64_t)I, 64) ||
+        !encode_tile_map(&maps.dgu, b->dgu, cap, (uint64_t)2 * I, kTileM) ||
+        !encode_tile_map(&maps.w13t, b->m.w13, (uint64_t)el * 2 * I, (uint64_t)H, 64) ||
+        !encode_tile_map(&maps.dyt, a.xin, cap, (uint64_t)H, 64) ||
+        !encode_tile_map(&maps.hwt, b->hw, cap, (uint64_t)I, 64) ||
+        !encode_tile_map(&maps.dgut, b->dgu, cap, (uint64_t)2 * I, 64) ||
+        !encode_tile_map(&maps.xt, b->x, cap, (uint64_t)H, 64))
+        return (int)cudaErrorInvalidValue;
+    const int sms = mok_sm_count(), optin = mok_smem_optin();
+    mok_mega_bwd_args args = *b;
+    args.m.stages = resolve_stages(&b->m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    const size_t smem = smem_bytes(args.m.stages, el, 0);
+    cudaError_t e = cudaFuncSetAttribute(megakernel_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    cudaStream_t s = mok_cuda_stream(stream);
+    const int chunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
+    if (b->m.skip == 0)
+        megakernel_bwd_epoch_kernel<<<1, 1, 0, s>>>(a.epoch);
+    e = cudaMemsetAsync(b->m.done, 0, sizeof(int32_t) * bwd_counters(a.capacity), s);
+    if (e == cudaSuccess) /* skip 1: no dispatch, every chunk counts as arrived (dy's slots hold the last one's) */
+        e = b->m.skip == 1 ? cudaMemcpyAsync(a.ready, a.chunk_target, sizeof(int32_t) * (size_t)chunks,
+                                             cudaMemcpyDeviceToDevice, s)
+                           : cudaMemsetAsync(a.ready, 0, sizeof(int32_t) * (size_t)chunks, s);
+    if (e != cudaSuccess)
+        return (int)e;
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative;
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)sms);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, megakernel_bwd_kernel, maps, args, diag_record(s));
+    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
+}

@@ -1,0 +1,423 @@
+/* megakernel/bwd_compute.cuh: the fused backward's compute role (kernels/megakernel.h, struct mok_mega_bwd_args):
+ * its unit list (GEMM2 dgrad, GEMM1 dgrad, dW2, dW13), the producer's waits and loads per unit, and the consumers'
+ * epilogues (the SwiGLU backward with d_router partials; dx rows sent to their owners; the weight gradients).
+ * Part of the fused backward's one translation unit (kernels/megakernel/backward.cu includes it after the forward's
+ * layout, sync, units, comm and compute parts, whose helpers it uses); its names live in that file's anonymous
+ * namespace. */
+#pragma once
+
+namespace {
+
+/* The tensor maps, kernel parameters. dgrad reads the weights transposed (MnMajor: 64 K rows x 64 columns per box,
+ * as the grouped GEMM's kBT), wgrad both operands with K = the expert's rows (64 x 64 boxes of the row-major
+ * [rows][columns] matrices). */
+struct BwdMaps {
+    CUtensorMap dy;   /* dy slots [capacity][H], 128-row boxes: A of GEMM2 dgrad */
+    CUtensorMap w2t;  /* W2 [EL H][I], 64 x 64: B of GEMM2 dgrad (K = H) */
+    CUtensorMap dgu;  /* dgu [capacity][2I], 128-row boxes: A of GEMM1 dgrad */
+    CUtensorMap w13t; /* W13 [EL 2I][H], 64 x 64: B of GEMM1 dgrad (K = 2I) */
+    CUtensorMap dyt;  /* dy slots, 64 x 64: A of dW2 */
+    CUtensorMap hwt;  /* hw [capacity][I], 64 x 64: B of dW2 */
+    CUtensorMap dgut; /* dgu, 64 x 64: A of dW13 */
+    CUtensorMap xt;   /* x slots [capacity][H], 64 x 64: B of dW13 */
+};
+
+#if MOK_SM90_DEVICE
+enum { kJobDgrad2 = 0, kJobDgrad1 = 1, kJobWgrad2 = 2, kJobWgrad13 = 3 };
+
+
+/* done[]: [0] the unit ticket, [1] unused, then per row block the GEMM2-dgrad half tiles stored (dgu, hw and the
+ * d_router partials of its rows: what GEMM1 dgrad and the weight gradients wait for). */
+__device__ __forceinline__ int32_t *dgrad2_done(int32_t *done) { return done + 2; }
+
+/* The unit list: GEMM2 dgrad's u0 units (row block x I / 256 column tiles), GEMM1 dgrad's u1 (x H / 256), dW2's
+ * EL x (H / 128) x (I / 256) tiles, dW13's EL x (2I / 128) x (H / 256). Every unit waits only for units of earlier
+ * jobs, which the ticket handed out before it to running blocks: no cycle. */
+struct BwdList {
+    int n2, n1;        /* column tiles of GEMM2 dgrad (over I) and GEMM1 dgrad (over H) */
+    int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x I / 256) and dW13 (2I / 128 x H / 256) */
+    int u0, u1, uw2, units;
+};
+
+struct BwdUnit {
+    int job, group, rb, n; /* dgrad: row block and column tile; wgrad: rb = the m tile */
+};
+
+/* dgrad units: job | n << 2 | rb << 10 (as the forward's); wgrad units: job | local << 2, local = the tile's index
+ * in its job's list (group-major, then m, then n), decoded again by the consumers. */
+__device__ __forceinline__ int pack_bwd_unit(const BwdUnit &p, int local)
+{
+    return p.job <= kJobDgrad1 ? p.job | p.n << 2 | p.rb << 10 : p.job | local << 2;
+}
+
+__device__ __forceinline__ void wgrad_tile_of(int local, int tm, int tn, int &g, int &mt, int &nt)
+{
+    const int per = tm * tn;
+    g = local / per;
+    mt = local % per / tn;
+    nt = local % tn;
+}
+
+__device__ __forceinline__ BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int *mstart, int groups,
+                                               int n_major, int &local)
+{
+    BwdUnit p;
+    if (u < L.u0 + L.u1) { /* dgrad: the group whose first unit is <= local, then m- or n-major inside it */
+        p.job = u < L.u0 ? kJobDgrad2 : kJobDgrad1;
+        local = p.job == kJobDgrad2 ? u : u - L.u0;
+        const int nt = p.job == kJobDgrad2 ? L.n2 : L.n1;
+        const int g = group_of(local, [&](int x) { return mstart[x]; }, groups, nt);
+        const int in_group = local - mstart[g] * nt, blocks = mstart[g + 1] - mstart[g];
+        p.group = g;
+        p.rb = mstart[g] + (n_major ? in_group % blocks : in_group / nt);
+        p.n = n_major ? in_group / blocks : in_group % nt;
+        return p;
+    }
+    const bool w2 = u < L.u0 + L.u1 + L.uw2;
+    p.job = w2 ? kJobWgrad2 : kJobWgrad13;
+    local = u - L.u0 - L.u1 - (w2 ? 0 : L.uw2);
+    wgrad_tile_of(local, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, p.group, p.rb, p.n);
+    return p;
+}
+
+/* ---- epilogues ------------------------------------------------------------------------------------------------ */
+
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xFFFF0000u); }
+
+/* The route's router weight in slot `row` (0 for padding): every rank's weights are in all_w after the forward's
+ * route, [source rank][t_max * k]. */
+__device__ __forceinline__ float slot_weight(const mok_lsa_args &a, int row)
+{
+    const int32_t e = a.entry[row];
+    if (e < 0)
+        return 0.0f;
+    const int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+    return a.all_w[((size_t)p * a.t_max + t) * a.topk + j];
+}
+
+/* GEMM2 dgrad's epilogue: the SwiGLU backward of this warpgroup's 64 rows x 256 columns (I columns c0..) of
+ * dh' = dy W2 in acc, as kernels/util/swiglu.cu's swiglu_bwd_kernel computes it per value (g, u from the saved
+ * gu; h rounded to bf16 as the forward stored it): dg, du into dgu, w h into hw, and the row's partial d_router
+ * <dh', h> over these columns into dr_part[row][n] (the quad's four lanes summed in a fixed tree). Plain stores
+ * (a lane's column pair of each 8-column group: 4 bytes); the caller fences and counts them. */
+__device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, const float (&acc)[kTileN / 2],
+                                                    int row_a, int row_b, int n, int lane)
+{
+    const mok_lsa_args &a = b.m.lsa;
+    const int I = b.m.inter, cq = 2 * (lane % 4), c0 = n * kTileN;
+    float dot[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = half ? row_b : row_a;
+        const float w = slot_weight(a, row);
+        const uint32_t *gu_row = reinterpret_cast<const uint32_t *>(b.gu + (size_t)row * 2 * I);
+        uint32_t *dgu_row = reinterpret_cast<uint32_t *>(b.dgu + (size_t)row * 2 * I);
+        uint32_t *hw_row = reinterpret_cast<uint32_t *>(b.hw + (size_t)row * I);
+#pragma unroll
+        for (int i = 0; i < kTileN / 8; i++) {
+            const int col = c0 + 8 * i + cq; /* even: a 4-byte word of bf16 pairs */
+            const uint32_t g2 = __ldg(gu_row + col / 2), u2 = __ldg(gu_row + (I + col) / 2);
+            float dg[2], du[2], hw[2];
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const float g = c ? bf16_hi(g2) : bf16_lo(g2), u = c ? bf16_hi(u2) : bf16_lo(u2);
+                const float sig = rcp_approx(1.0f + ex2_approx(g * -1.4426950408889634f)), silu = g * sig;
+                const uint32_t hb16 = pack_bf16x2(silu * u, 0.0f); /* h as the forward stored it */
+                const float hb = bf16_lo(hb16);
+                const float dh = acc[4 * i + 2 * half + c];
+                dot[half] += dh * hb;
+                const float dhw = w * dh;
+                dg[c] = dhw * u * sig * (1.0f + g * (1.0f - sig));
+                du[c] = dhw * silu;
+                hw[c] = w * hb;
+            }
+            dgu_row[col / 2] = pack_bf16x2(dg[0], dg[1]);
+            dgu_row[(I + col) / 2] = pack_bf16x2(du[0], du[1]);
+            hw_row[col / 2] = pack_bf16x2(hw[0], hw[1]);
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float d = dot[half];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        if (lane % 4 == 0)
+            b.dr_part[(size_t)(half ? row_b : row_a) * (I / kTileN) + n] = d;
+    }
+}
+
+/* GEMM1 dgrad's n = 0 tile: the route's d_router (the partials of its row summed in column-tile order: the same
+ * bits every run) into its owner's window (dr_base[owner] + route). The partials' counter is acquired again by
+ * the reading thread: the producer's acquire ordered them for the TMA loads, this orders them for these loads. */
+__device__ __forceinline__ void send_d_router(const mok_mega_bwd_args &b, int row, int rb, float *const *dr_base)
+{
+    const mok_lsa_args &a = b.m.lsa;
+    const int32_t e = a.entry[row];
+    if (e < 0)
+        return;
+    int seen;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(dgrad2_done(b.m.done) + rb) : "memory");
+    (void)seen;
+    const int nt = b.m.inter / kTileN;
+    float s = 0.0f;
+    for (int n = 0; n < nt; n++)
+        s += b.dr_part[(size_t)row * nt + n];
+    const int owner = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF, j = e & 31;
+    dr_base[owner][(size_t)t * a.topk + j] = s;
+}
+
+/* A weight gradient tile's rows of this thread (m64n256 fragment: rows la, lb of the warpgroup's 64, columns
+ * 8i + cq, +1): fp32 loaded into the accumulators before the k loop (the products add onto them) and stored after,
+ * or bf16 written. */
+__device__ __forceinline__ void wgrad_load(const float *c, size_t ra, size_t rb, int ld, float (&acc)[kTileN / 2])
+{
+#pragma unroll
+    for (int i = 0; i < kTileN / 8; i++) {
+        const float2 va = *reinterpret_cast<const float2 *>(c + ra * ld + 8 * i);
+        const float2 vb = *reinterpret_cast<const float2 *>(c + rb * ld + 8 * i);
+        acc[4 * i] = va.x, acc[4 * i + 1] = va.y, acc[4 * i + 2] = vb.x, acc[4 * i + 3] = vb.y;
+    }
+}
+
+__device__ __forceinline__ void wgrad_store_f32(float *c, size_t ra, size_t rb, int ld, const float (&acc)[kTileN / 2])
+{
+#pragma unroll
+    for (int i = 0; i < kTileN / 8; i++) {
+        *reinterpret_cast<float2 *>(c + ra * ld + 8 * i) = make_float2(acc[4 * i], acc[4 * i + 1]);
+        *reinterpret_cast<float2 *>(c + rb * ld + 8 * i) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+}
+
+__device__ __forceinline__ void wgrad_store_bf16(uint16_t *c, size_t ra, size_t rb, int ld,
+                                                 const float (&acc)[kTileN / 2])
+{
+#pragma unroll
+    for (int i = 0; i < kTileN / 8; i++) {
+        *reinterpret_cast<uint32_t *>(c + ra * ld + 8 * i) = pack_bf16x2(acc[4 * i], acc[4 * i + 1]);
+        *reinterpret_cast<uint32_t *>(c + rb * ld + 8 * i) = pack_bf16x2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+}
+
+/* ---- the compute role ----------------------------------------------------------------------------------------- */
+/* As the forward's compute_role (compute.cuh): one producer thread takes units by the ticket, waits for what they
+ * read and loads their k blocks into the ring, writing the unit beside the slot of its first k block; two consumer
+ * warpgroups (rows [64 cwg, +64) of every tile: dgrad's rows, wgrad's output rows) run the core's k loop and the
+ * unit's epilogue. joiner: a comm block done with its part of the dispatch. */
+__device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_mega_bwd_args &b, int cta, int nctas,
+                                                 bool joiner, struct mok_sm90_diag *diag)
+{
+    constexpr int kAcc = kTileN / 2;
+    const mok_mega_args &m = b.m;
+    const mok_lsa_args &a = m.lsa;
+    const int stages = m.stages, groups = a.local_experts, H = a.hidden, I = m.inter;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;
+    uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_b + (size_t)stages * kSlotBBytes + kStageBytes);
+    uint64_t *empty = full + stages;
+    int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
+    __shared__ int slot_unit[kMaxStages];
+    __shared__ BwdList list;
+    const volatile BwdList &L = list;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mok_mbar_init(&full[s], 1);
+            mok_mbar_init(&empty[s], 8);
+        }
+        mok_fence_mbar_init();
+    }
+    if (warp == 0)
+        warp_group_prefix(groups, lane, mstart, [&](int g) {
+            int r0 = a.offset[g], r1 = a.offset[g + 1];
+            if (r0 < 0 || r1 < r0 || r1 > a.capacity || r0 % kTileM || r1 % kTileM)
+                mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
+            return (r1 - r0) / kTileM;
+        });
+    __shared__ uint8_t *comb_base[MOK_LSA_MAX_RANKS];
+    __shared__ float *dr_base[MOK_LSA_MAX_RANKS];
+    if ((int)threadIdx.x < a.nranks) {
+        comb_base[threadIdx.x] = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, threadIdx.x);
+        dr_base[threadIdx.x] = (float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, threadIdx.x);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int blocks_m = mstart[groups];
+        list.n2 = I / kTileN, list.n1 = H / kTileN;
+        list.w2m = H / kTileM, list.w2n = I / kTileN, list.w13m = 2 * I / kTileM, list.w13n = H / kTileN;
+        list.u0 = blocks_m * list.n2, list.u1 = blocks_m * list.n1;
+        list.uw2 = groups * list.w2m * list.w2n;
+        list.units = list.u0 + list.u1 + list.uw2 + groups * list.w13m * list.w13n;
+    }
+    __syncthreads();
+    if (!joiner && a.push && m.skip != 1) /* one chunk of landed dy rows each (the comm blocks copy the rest) */
+        scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
+
+    if (warp < 4) {
+        /* ---- producer ---- */
+        mok_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == 0) {
+            RingPos ring = {0, 0};
+            for (;;) {
+                const int u = atomicAdd(m.done, 1);
+                if (u >= L.units)
+                    break;
+                int local;
+                const BwdUnit p = bwd_unit_at(u, L, mstart, groups, m.raster, local);
+                int k_blocks, row0;
+                if (p.job == kJobDgrad2) {
+                    row0 = p.rb * kTileM, k_blocks = H / kBlockK;
+                    mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
+                } else if (p.job == kJobDgrad1) {
+                    row0 = p.rb * kTileM, k_blocks = 2 * I / kBlockK;
+                    wait_count(dgrad2_done(m.done) + p.rb, 2 * L.n2, diag, 5, p.rb);
+                    mok_fence_proxy_async_global();
+                } else { /* every GEMM2-dgrad tile of the expert (its dgu and hw rows; its dy rows landed before) */
+                    row0 = a.offset[p.group];
+                    k_blocks = (a.rows[p.group] + kBlockK - 1) / kBlockK;
+                    for (int rb = mstart[p.group]; rb < mstart[p.group + 1]; rb++)
+                        wait_count(dgrad2_done(m.done) + rb, 2 * L.n2, diag, 6, rb);
+                    mok_fence_proxy_async_global();
+                }
+                for (int kb = 0; kb < k_blocks; kb++) {
+                    producer_acquire(ring, empty, diag, u, kb);
+                    if (kb == 0)
+                        slot_unit[ring.slot] = pack_bwd_unit(p, local);
+                    uint64_t *bar = producer_arm(ring, full, kSlotABytes + kSlotBBytes);
+                    uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
+                    uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
+                    const int kc = kb * kBlockK;
+                    if (p.job <= kJobDgrad1) {
+                        mok_tma_load_2d(a_dst, p.job == kJobDgrad2 ? &maps.dy : &maps.dgu, kc, row0, bar);
+                        const CUtensorMap *mb = p.job == kJobDgrad2 ? &maps.w2t : &maps.w13t;
+                        const int b_row = p.group * (p.job == kJobDgrad2 ? H : 2 * I) + kc;
+                        for (int j = 0; j < kTileN / 64; j++)
+                            mok_tma_load_2d(b_dst + j * 64 * kRowBytes, mb, p.n * kTileN + 64 * j, b_row, bar);
+                    } else {
+                        const bool w2 = p.job == kJobWgrad2;
+                        for (int j = 0; j < kTileM / 64; j++)
+                            mok_tma_load_2d(a_dst + j * 64 * kRowBytes, w2 ? &maps.dyt : &maps.dgut,
+                                            p.rb * kTileM + 64 * j, row0 + kc, bar);
+                        for (int j = 0; j < kTileN / 64; j++)
+                            mok_tma_load_2d(b_dst + j * 64 * kRowBytes, w2 ? &maps.hwt : &maps.xt,
+                                            p.n * kTileN + 64 * j, row0 + kc, bar);
+                    }
+                    ring.advance(stages);
+                }
+                if (k_blocks == 0) { /* an expert without rows: no loads, but the consumers still learn the unit */
+                    producer_acquire(ring, empty, diag, u, 0);
+                    slot_unit[ring.slot] = -2 - u; /* < -1: a unit with no k blocks, -2 - u */
+                    mok_mbar_arrive(&full[ring.slot]);
+                    ring.advance(stages);
+                }
+            }
+            producer_acquire(ring, empty, diag, -1, 0);
+            slot_unit[ring.slot] = -1;
+            mok_mbar_arrive(&full[ring.slot]);
+        }
+        return;
+    }
+
+    /* ---- consumers ---- */
+    mok_setmaxnreg_inc<kConsumerRegs>();
+    /* the warpgroup through a shuffle, so that ptxas knows it uniform over each warp: branches on values derived
+     * from it (a half tile of padding) otherwise count as divergent and it serializes the wgmmas (C7520) */
+    const int cwg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0), wq = warp % 4;
+    const int role = MOK_SM90_DIAG_CONSUMER + cwg;
+    const bool leader = wq == 0 && lane == 0;
+    const bool signal = m.skip == 0;
+    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+    float acc[1][kAcc];
+    RingPos ring = {0, 0};
+    for (;;) {
+        mok_sm90_wait(&full[ring.slot], ring.phase, diag, role, ring.slot, -1, 0);
+        const int v = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[ring.slot] : 0, 0);
+        if (v == -1)
+            break;
+        if (v < -1) { /* a weight-gradient tile of an expert without rows: the slot carried only the unit */
+            release_slot(&empty[ring.slot], 1, lane, 0);
+            ring.advance(stages);
+            const int u = -2 - v;
+            if (b.dw13_bf16) { /* written, not accumulated: the step's gradient is zero */
+                int local;
+                const BwdUnit p = bwd_unit_at(u, L, mstart, groups, m.raster, local);
+                const bool w2 = p.job == kJobWgrad2;
+                const int M = w2 ? H : 2 * I, N = w2 ? I : H;
+                uint16_t *c = (w2 ? b.dw2_bf16 : b.dw13_bf16) + (size_t)p.group * M * N + p.n * kTileN + cq;
+                const size_t ra = (size_t)p.rb * kTileM + cwg * 64 + la;
+#pragma unroll
+                for (int i = 0; i < kAcc; i++)
+                    acc[0][i] = 0.0f;
+                wgrad_store_bf16(c, ra, ra + 8, N, acc[0]);
+            }
+            continue;
+        }
+        const int job = v & 3;
+        if (job <= kJobDgrad1) {
+            const int rb = v >> 10, n = (v >> 2) & 0xFF;
+            const int k_blocks = (job == kJobDgrad2 ? H : 2 * I) / kBlockK;
+            const int row_a = rb * kTileM + cwg * 64 + la, row_b = row_a + 8;
+            if (a.entry[rb * kTileM + cwg * 64] < 0) { /* a half tile of padding: nobody reads its rows */
+                skip_tile(ring, stages, full, empty, k_blocks, lane, diag, role, v);
+                if (leader && job == kJobDgrad2)
+                    atomicAdd(dgrad2_done(m.done) + rb, 1);
+                continue;
+            }
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, KMajor, MnMajor>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role,
+                v);
+            if (job == kJobDgrad2) {
+                swiglu_bwd_epilogue(b, acc[0], row_a, row_b, n, lane);
+                __threadfence(); /* every lane's stores before the leader counts the half tile */
+                mok_named_barrier(1 + cwg, 128);
+                if (leader)
+                    atomicAdd(dgrad2_done(m.done) + rb, 1);
+            } else { /* dx rows to their owners' combine rows (with communication skipped: m.out) */
+                uint8_t *da = send_row_dst(m, 1, row_a, comb_base);
+                uint8_t *db = send_row_dst(m, 1, row_b, comb_base);
+                const int c0 = n * kTileN * 2, c1 = c0 + kStageCols * 2;
+                send_plain<3>(acc[0], da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+                send_plain<4>(acc[0], da ? da + c1 : nullptr, db ? db + c1 : nullptr, lane);
+                if (n == 0 && lane % 4 == 0 && m.skip == 0) {
+                    send_d_router(b, row_a, rb, dr_base);
+                    send_d_router(b, row_b, rb, dr_base);
+                }
+            }
+            continue;
+        }
+        /* a weight-gradient tile: output rows [rb 128 + 64 cwg, +64) x columns [n 256, +256) of expert g's
+         * gradient, K = the expert's rows in order */
+        int g, mt, nt;
+        const bool w2 = job == kJobWgrad2;
+        wgrad_tile_of(v >> 2, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, g, mt, nt);
+        const int M = w2 ? H : 2 * I, N = w2 ? I : H;
+        const int rows = a.rows[g], k_blocks = (rows + kBlockK - 1) / kBlockK;
+        const size_t ra = (size_t)mt * kTileM + cwg * 64 + la, off = (size_t)g * M * N + nt * kTileN + cq;
+        const KTail tail = {rows - (k_blocks - 1) * kBlockK, cwg, 0};
+        if (b.dw13_f32) {
+            float *c = (w2 ? b.dw2_f32 : b.dw13_f32) + off;
+            wgrad_load(c, ra, ra + 8, N, acc[0]);
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, true>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
+                role, v, 0, tail);
+            wgrad_store_f32(c, ra, ra + 8, N, acc[0]);
+        } else {
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
+                role, v, 0, tail);
+            wgrad_store_bf16((w2 ? b.dw2_bf16 : b.dw13_bf16) + off, ra, ra + 8, N, acc[0]);
+        }
+    }
+    if (signal) { /* this warpgroup's dx rows and d_router values are in place: one of the done flag's contributions */
+        __threadfence_system();
+        mok_named_barrier(1 + cwg, 128);
+        if (leader)
+            count_and_signal(a, 1, send_contributions(m));
+    }
+}
+#endif
+
+} // namespace
