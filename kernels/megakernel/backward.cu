@@ -143,7 +143,9 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         !encode_tile_map(&maps.dyt, a.xin, cap, (uint64_t)H, 64) ||
         !encode_tile_map(&maps.hwt, b->hw, cap, (uint64_t)I, 64) ||
         !encode_tile_map(&maps.dgut, b->dgu, cap, (uint64_t)2 * I, 64) ||
-        !encode_tile_map(&maps.xt, b->x, cap, (uint64_t)H, 64))
+        !encode_tile_map(&maps.xt, b->x, cap, (uint64_t)H, 64) ||
+        (b->dw2_bf16 && !encode_tile_map(&maps.dw2c, b->dw2_bf16, (uint64_t)el * H, (uint64_t)I, 64)) ||
+        (b->dw13_bf16 && !encode_tile_map(&maps.dw13c, b->dw13_bf16, (uint64_t)el * 2 * I, (uint64_t)H, 64)))
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin();
     mok_mega_bwd_args args = *b;

@@ -20,6 +20,8 @@ struct BwdMaps {
     CUtensorMap hwt;  /* hw [capacity][I], 64 x 64: B of dW2 */
     CUtensorMap dgut; /* dgu, 64 x 64: A of dW13 */
     CUtensorMap xt;   /* x slots [capacity][H], 64 x 64: B of dW13 */
+    CUtensorMap dw2c;  /* bf16 dW2 [EL H][I] as C: 64 x 64 store boxes (bf16 gradients only) */
+    CUtensorMap dw13c; /* bf16 dW13 [EL 2I][H] as C */
 };
 
 #if MOK_SM90_DEVICE
@@ -99,42 +101,57 @@ __device__ __forceinline__ float slot_weight(const mok_lsa_args &a, int row)
 /* GEMM2 dgrad's epilogue: the SwiGLU backward of this warpgroup's 64 rows x 256 columns (I columns c0..) of
  * dh' = dy W2 in acc, as kernels/util/swiglu.cu's swiglu_bwd_kernel computes it per value (g, u from the saved
  * gu; h rounded to bf16 as the forward stored it): dg, du into dgu, w h into hw, and the row's partial d_router
- * <dh', h> over these columns into dr_part[row][n] (the quad's four lanes summed in a fixed tree). Plain stores
- * (a lane's column pair of each 8-column group: 4 bytes); the caller fences and counts them. */
+ * <dh', h> over these columns into dr_part[row][n] (the quad's four lanes summed in a fixed tree). A lane holds
+ * column pair q = lane % 4 of every 8-column group of its two rows; per 4 groups (64 bytes of a row) each lane of
+ * a quad loads one group whole (16 bytes) of g and of u and the quad transposes them into its pairs
+ * (quad_transpose is its own inverse), and the results go back the same way: every access a warp makes is 8 rows
+ * x 64 contiguous bytes (whole sectors), not 8 x 16 as 4-byte accesses per pair would be. The caller fences and
+ * counts the stores. */
 __device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, const float (&acc)[kTileN / 2],
                                                     int row_a, int row_b, int n, int lane)
 {
     const mok_lsa_args &a = b.m.lsa;
-    const int I = b.m.inter, cq = 2 * (lane % 4), c0 = n * kTileN;
+    const int I = b.m.inter, q = lane % 4, c0 = n * kTileN;
     float dot[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int row = half ? row_b : row_a;
         const float w = slot_weight(a, row);
-        const uint32_t *gu_row = reinterpret_cast<const uint32_t *>(b.gu + (size_t)row * 2 * I);
-        uint32_t *dgu_row = reinterpret_cast<uint32_t *>(b.dgu + (size_t)row * 2 * I);
-        uint32_t *hw_row = reinterpret_cast<uint32_t *>(b.hw + (size_t)row * I);
+        const uint8_t *g_row = reinterpret_cast<const uint8_t *>(b.gu + (size_t)row * 2 * I + c0);
+        const uint8_t *u_row = g_row + (size_t)I * 2;
+        uint8_t *dg_row = reinterpret_cast<uint8_t *>(b.dgu + (size_t)row * 2 * I + c0);
+        uint8_t *du_row = dg_row + (size_t)I * 2;
+        uint8_t *hw_row = reinterpret_cast<uint8_t *>(b.hw + (size_t)row * I + c0);
 #pragma unroll
-        for (int i = 0; i < kTileN / 8; i++) {
-            const int col = c0 + 8 * i + cq; /* even: a 4-byte word of bf16 pairs */
-            const uint32_t g2 = __ldg(gu_row + col / 2), u2 = __ldg(gu_row + (I + col) / 2);
-            float dg[2], du[2], hw[2];
+        for (int blk = 0; blk < kTileN / 32; blk++) { /* groups 4 blk .. 4 blk + 3: bytes [64 blk, +64) */
+            const int off = 64 * blk + 16 * q;
+            const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(g_row + off));
+            const uint4 uv = __ldg(reinterpret_cast<const uint4 *>(u_row + off));
+            const uint4 gt = quad_transpose(gv.x, gv.y, gv.z, gv.w, q); /* word j: pair q of group 4 blk + j */
+            const uint4 ut = quad_transpose(uv.x, uv.y, uv.z, uv.w, q);
+            const uint32_t g4[4] = {gt.x, gt.y, gt.z, gt.w}, u4[4] = {ut.x, ut.y, ut.z, ut.w};
+            uint32_t wdg[4], wdu[4], whw[4];
 #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const float g = c ? bf16_hi(g2) : bf16_lo(g2), u = c ? bf16_hi(u2) : bf16_lo(u2);
-                const float sig = rcp_approx(1.0f + ex2_approx(g * -1.4426950408889634f)), silu = g * sig;
-                const uint32_t hb16 = pack_bf16x2(silu * u, 0.0f); /* h as the forward stored it */
-                const float hb = bf16_lo(hb16);
-                const float dh = acc[4 * i + 2 * half + c];
-                dot[half] += dh * hb;
-                const float dhw = w * dh;
-                dg[c] = dhw * u * sig * (1.0f + g * (1.0f - sig));
-                du[c] = dhw * silu;
-                hw[c] = w * hb;
+            for (int j = 0; j < 4; j++) {
+                float dg[2], du[2], hw[2];
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const float g = c ? bf16_hi(g4[j]) : bf16_lo(g4[j]), u = c ? bf16_hi(u4[j]) : bf16_lo(u4[j]);
+                    const float sig = rcp_approx(1.0f + ex2_approx(g * -1.4426950408889634f)), silu = g * sig;
+                    const float hb = bf16_lo(pack_bf16x2(silu * u, 0.0f)); /* h as the forward stored it */
+                    const float dh = acc[4 * (4 * blk + j) + 2 * half + c];
+                    dot[half] += dh * hb;
+                    const float dhw = w * dh;
+                    dg[c] = dhw * u * sig * (1.0f + g * (1.0f - sig));
+                    du[c] = dhw * silu;
+                    hw[c] = w * hb;
+                }
+                wdg[j] = pack_bf16x2(dg[0], dg[1]), wdu[j] = pack_bf16x2(du[0], du[1]);
+                whw[j] = pack_bf16x2(hw[0], hw[1]);
             }
-            dgu_row[col / 2] = pack_bf16x2(dg[0], dg[1]);
-            dgu_row[(I + col) / 2] = pack_bf16x2(du[0], du[1]);
-            hw_row[col / 2] = pack_bf16x2(hw[0], hw[1]);
+            *reinterpret_cast<uint4 *>(dg_row + off) = quad_transpose(wdg[0], wdg[1], wdg[2], wdg[3], q);
+            *reinterpret_cast<uint4 *>(du_row + off) = quad_transpose(wdu[0], wdu[1], wdu[2], wdu[3], q);
+            *reinterpret_cast<uint4 *>(hw_row + off) = quad_transpose(whw[0], whw[1], whw[2], whw[3], q);
         }
     }
 #pragma unroll
@@ -142,7 +159,7 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, 
         float d = dot[half];
         d += __shfl_xor_sync(0xffffffffu, d, 1);
         d += __shfl_xor_sync(0xffffffffu, d, 2);
-        if (lane % 4 == 0)
+        if (q == 0)
             b.dr_part[(size_t)(half ? row_b : row_a) * (I / kTileN) + n] = d;
     }
 }
@@ -215,7 +232,8 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_b + (size_t)stages * kSlotBBytes + kStageBytes);
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes; /* C staging: 64 rows x 128 columns per warpgroup */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
     __shared__ int slot_unit[kMaxStages];
@@ -330,6 +348,7 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
     const bool leader = wq == 0 && lane == 0;
     const bool signal = m.skip == 0;
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+    uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
     float acc[1][kAcc];
     RingPos ring = {0, 0};
     for (;;) {
@@ -404,13 +423,28 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                 role, v, 0, tail);
             wgrad_store_f32(c, ra, ra + 8, N, acc[0]);
-        } else {
+        } else { /* staged in two rounds of 128 columns and stored by TMA in whole rows: stores from the fragments
+                  * (4 bytes a lane) took the bf16 wgrad twice as long (mok-gemm, results/h200x1/2026-12-04-mok-gemm-
+                  * backward section 3) */
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                 role, v, 0, tail);
-            wgrad_store_bf16((w2 ? b.dw2_bf16 : b.dw13_bf16) + off, ra, ra + 8, N, acc[0]);
+            const CUtensorMap *mc = w2 ? &maps.dw2c : &maps.dw13c;
+            const int row0 = g * M + mt * kTileM + cwg * 64;
+            epilogue_begin(leader, cwg);
+            stage_bf16<0, kStageCols / 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                store_staged(mc, nt * kTileN, row0, stage, kStageCols / 64);
+            epilogue_begin(leader, cwg);
+            stage_bf16<kStageCols / 8, kStageCols / 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                store_staged(mc, nt * kTileN + kStageCols, row0, stage, kStageCols / 64);
         }
     }
+    if (wq == 0)
+        mok_bulk_wait(0); /* the leader's TMA stores complete (their staging read) before the block ends */
     if (signal) { /* this warpgroup's dx rows and d_router values are in place: one of the done flag's contributions */
         __threadfence_system();
         mok_named_barrier(1 + cwg, 128);
