@@ -31,6 +31,7 @@ mok_step() {
     gemmbest) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/gemm-best.json;; # issue 4: the best candidates, 50 iterations
     commsmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-comm-small" tests/gpu_comm_small.json;;
     libmok) sh tests/gpu_run.sh "$DEV/bin/test_libmok";;
+    libmokbwd) sh tests/gpu_run.sh "$DEV/bin/test_libmok_bwd";; # libmok's training pass: forward + backward checked against a host reference, bitwise repeatable, order errors
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12;; # ncu metrics of the expert GEMMs, ours and cuBLAS's
     ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank;; # SASS stall sampling, 1 rank
     inputs) "$DEV/bin/test_gpu_fill"; echo "rc=$?" # the seeded fills' statistics; the layer implementations on normal / scaled inputs

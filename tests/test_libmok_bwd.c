@@ -1,0 +1,745 @@
+/* test_libmok_bwd: libmok's training pass (include/libmok.h: desc.train, mok_workspace_grad_input, mok_backward*)
+ * driven from a plain C program, as test_libmok drives the forward: MPI only to start the ranks and share the NCCL
+ * id; then a train workspace per tuning variant (comm SMs, raster, chunk rows, input slots, routing skew, token
+ * counts), random tokens, routing, weights and dy, mok_route + mok_forward, dy into the grad input slot, and
+ *   - y, dx, d_router and the fp32 weight gradients (accumulated onto non-zero start values) against a host
+ *     reference with the layer's bf16 roundings (below);
+ *   - a second and a third backward on the same saved forward with bf16 weight gradients (written), one through
+ *     mok_backward_kernel + mok_backward_sum and one through mok_backward after a compute-only backward kernel:
+ *     dx, d_router, dW13 and dW2 bitwise equal between them (dx and d_router also equal to the fp32 run's), the
+ *     bf16 gradients against the reference, experts without rows exactly zero (bf16) or untouched (fp32);
+ *   - a forward after the backwards: y bitwise equal to the first forward's;
+ *   - calls out of order (MOK_ERR_ORDER) and bad arguments (MOK_ERR_ARGUMENT), and the workspace's size with and
+ *     without train.
+ * Ranks hold different token counts, and every variant's token count is below max_tokens on rank 0 too except
+ * one, so one rank (the usual run) is ragged as well.
+ *
+ * The host reference, per route r = (token t, slot j) to expert e with router weight w (double accumulation, then
+ * the GPU's roundings):
+ *   gu = bf16(x_t W13_e^T); g, u its gate and up halves; h = bf16(silu(g) u); o = bf16(h W2_e^T); y_t = sum_j w o;
+ *   dh' = dy_t W2_e (kept in fp32: the fused kernel's GEMM2-dgrad accumulator feeds its SwiGLU backward directly);
+ *   d_router[t][j] = <dh', h>; dg = bf16(w dh' u sig(g) (1 + g (1 - sig(g)))); du = bf16(w dh' silu(g));
+ *   dx_t = sum_j bf16([dg, du] W13_e) (each route's row is sent as bf16); dW2_e += dy_t^T bf16(w h);
+ *   dW13_e += [dg, du]^T x_t.
+ * Exit 0 pass, 1 fail, 77 skip (no GPU, not sm_90, not one NVLink domain). */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libmok.h"
+
+#define H 256
+#define I 256 /* the backward's GEMM2-dgrad tiles are 256 columns of the intermediate */
+#define E 8
+#define K 2
+#define T_MAX 300
+#define TOL_Y 1e-2    /* y: as test_libmok */
+#define TOL_GRAD 2e-2 /* dx, d_router and the weight gradients, of max |ref| */
+
+static uint32_t lcg(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+static float uniform(uint32_t *s) { return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f; }
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN inputs here) */
+    return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static float round_bf16(float f) { return from_bf16(to_bf16(f)); }
+
+/* A train variant: tuning fields, the input slot it routes (of input_slots), the token counts (rank 0; the other
+ * ranks `t1` less 7 per rank) and whether 3 in 4 tokens' first expert is expert 0 (several row blocks there). */
+struct variant {
+    int comm_sms, raster, chunk_rows, input_slots, slot, t0, t1, hot;
+};
+
+/* One rank's problem for one variant: its inputs and the references. */
+struct problem {
+    int T;
+    uint16_t *x, *dy;
+    int32_t *ids;
+    float *w;
+    float *y, *dx, *dr;  /* references: y (fp32), dx (fp32 sum of the routes' bf16 rows), d_router */
+    double *dw13, *dw2;  /* references: the sums over every rank's routes to this rank's experts */
+    int rows[E];         /* routes to each local expert */
+};
+
+struct test {
+    int rank, nranks, EL, fails;
+    cudaStream_t st;
+    uint16_t *w13, *w2;           /* host, every expert (each rank's reference needs them all) */
+    uint16_t *d_w13, *d_w2;       /* this rank's experts */
+    int32_t *d_ids;               /* device buffers for T_MAX tokens */
+    float *d_w, *d_dr;
+    uint16_t *d_y, *d_dx;
+    float *d_dw13f, *d_dw2f;      /* this rank's experts' gradients, fp32 and bf16 */
+    uint16_t *d_dw13b, *d_dw2b;
+};
+
+/* A check's line: "ok ..." on rank 0, or the failure on stderr from the rank that saw it (counted). */
+static void report(struct test *t, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void report(struct test *t, int ok, const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (!ok) {
+        t->fails++;
+        fprintf(stderr, "rank %d: FAIL %s\n", t->rank, line);
+    } else if (t->rank == 0) {
+        printf("ok   %s\n", line);
+    }
+}
+
+/* A call that must succeed for the variant to go on. */
+#define CALL(expr, what)                                                                                         \
+    do {                                                                                                         \
+        int rc_ = (expr);                                                                                        \
+        if (rc_ != MOK_OK) {                                                                                     \
+            report(t, 0, "%s%s: %s: %s", tag, what, mok_status_string(rc_), err);                                \
+            return 1;                                                                                            \
+        }                                                                                                        \
+    } while (0)
+
+/* A call that must fail with `code` (and enqueue nothing). */
+#define EXPECT_RC(expr, code, what)                                                                              \
+    do {                                                                                                         \
+        err[0] = 0;                                                                                              \
+        int rc_ = (expr);                                                                                        \
+        report(t, rc_ == (code), "%s%s -> %s (%s)", tag, what, mok_status_string(rc_), err);                     \
+    } while (0)
+
+static void fill_bf16(uint16_t *v, size_t n, float scale, uint32_t *s)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = to_bf16(uniform(s) * scale);
+}
+
+static void make_weights(uint16_t *w13, uint16_t *w2)
+{
+    uint32_t s = 12345;
+    fill_bf16(w13, (size_t)E * 2 * I * H, 1.0f / sqrtf((float)H), &s);
+    fill_bf16(w2, (size_t)E * H * I, 1.0f / sqrtf((float)I), &s);
+}
+
+static int tokens_of(const struct variant *v, int rank) { return rank == 0 ? v->t0 : v->t1 - 7 * (rank - 1); }
+
+/* Rank p's tokens, routing (distinct ids, positive weights) and dy in variant vi: every rank can make every rank's. */
+static void make_inputs(const struct variant *v, int vi, int p, int T, uint16_t *x, int32_t *ids, float *w,
+                        uint16_t *dy)
+{
+    uint32_t s = 777u + 31u * (uint32_t)p + 1009u * (uint32_t)vi;
+    fill_bf16(x, (size_t)T * H, 1.0f, &s);
+    fill_bf16(dy, (size_t)T * H, 1.0f, &s);
+    for (int t = 0; t < T; t++) {
+        int a = (int)(lcg(&s) % E), b = (int)(lcg(&s) % (E - 1));
+        if (v->hot && (lcg(&s) & 3))
+            a = 0;
+        ids[t * K] = a;
+        ids[t * K + 1] = b >= a ? b + 1 : b; /* distinct */
+        float u = uniform(&s), z = 1.0f + expf(u);
+        w[t * K] = expf(u) / z;
+        w[t * K + 1] = 1.0f / z;
+    }
+}
+
+/* One route's forward and backward (the header's math and roundings). */
+struct route_ref {
+    float o[H];      /* the expert's output row (bf16 values) */
+    float dxr[H];    /* the route's dx row (bf16 values) */
+    float dgu[2 * I]; /* dg, du (bf16 values) */
+    float hw[I];     /* bf16(w h) */
+    float dr;        /* <dh', h> */
+};
+
+static void route_reference(const uint16_t *x, const uint16_t *dy, const uint16_t *w13, const uint16_t *w2, float w,
+                            struct route_ref *r)
+{
+    float gu[2 * I], h[I], dhp[I];
+    for (int n = 0; n < 2 * I; n++) {
+        double a = 0;
+        for (int c = 0; c < H; c++)
+            a += (double)from_bf16(x[c]) * from_bf16(w13[(size_t)n * H + c]);
+        gu[n] = round_bf16((float)a);
+    }
+    for (int i = 0; i < I; i++) {
+        float g = gu[i], u = gu[I + i];
+        h[i] = round_bf16(g / (1.0f + expf(-g)) * u);
+    }
+    for (int c = 0; c < H; c++) {
+        double a = 0;
+        for (int i = 0; i < I; i++)
+            a += (double)h[i] * from_bf16(w2[(size_t)c * I + i]);
+        r->o[c] = round_bf16((float)a);
+    }
+    /* dh' = dy W2 (W2 [H][I]: dh'[i] = sum_c dy[c] W2[c][i]) */
+    double acc[I] = {0};
+    for (int c = 0; c < H; c++) {
+        double d = from_bf16(dy[c]);
+        for (int i = 0; i < I; i++)
+            acc[i] += d * from_bf16(w2[(size_t)c * I + i]);
+    }
+    double dot = 0;
+    for (int i = 0; i < I; i++) {
+        dhp[i] = (float)acc[i];
+        dot += (double)dhp[i] * h[i];
+    }
+    r->dr = (float)dot;
+    for (int i = 0; i < I; i++) {
+        float g = gu[i], u = gu[I + i], sig = 1.0f / (1.0f + expf(-g)), silu = g * sig, dh = w * dhp[i];
+        r->dgu[i] = round_bf16(dh * u * sig * (1.0f + g * (1.0f - sig)));
+        r->dgu[I + i] = round_bf16(dh * silu);
+        r->hw[i] = round_bf16(w * h[i]);
+    }
+    /* the route's dx row: [dg, du] W13 (W13 [2I][H]) */
+    double dx[H] = {0};
+    for (int n = 0; n < 2 * I; n++) {
+        double d = r->dgu[n];
+        for (int c = 0; c < H; c++)
+            dx[c] += d * from_bf16(w13[(size_t)n * H + c]);
+    }
+    for (int c = 0; c < H; c++)
+        r->dxr[c] = round_bf16((float)dx[c]);
+}
+
+/* The variant's inputs on this rank and its references: its own tokens' y, dx and d_router; its experts' weight
+ * gradients over every rank's routes (every rank's inputs are made here, those of the others only for that). */
+static int make_problem(const struct test *t, const struct variant *v, int vi, struct problem *P)
+{
+    memset(P, 0, sizeof *P);
+    const int EL = t->EL;
+    P->T = tokens_of(v, t->rank);
+    P->y = calloc((size_t)T_MAX * H, sizeof(float));
+    P->dx = calloc((size_t)T_MAX * H, sizeof(float));
+    P->dr = calloc((size_t)T_MAX * K, sizeof(float));
+    P->dw13 = calloc((size_t)EL * 2 * I * H, sizeof(double));
+    P->dw2 = calloc((size_t)EL * H * I, sizeof(double));
+    struct route_ref *r = malloc(sizeof *r);
+    if (!P->y || !P->dx || !P->dr || !P->dw13 || !P->dw2 || !r)
+        return 1;
+    for (int p = 0; p < t->nranks; p++) {
+        int T = tokens_of(v, p);
+        uint16_t *x = malloc(sizeof(uint16_t) * T_MAX * H), *dy = malloc(sizeof(uint16_t) * T_MAX * H);
+        int32_t *ids = malloc(sizeof(int32_t) * T_MAX * K);
+        float *w = malloc(sizeof(float) * T_MAX * K);
+        if (!x || !dy || !ids || !w)
+            return 1;
+        make_inputs(v, vi, p, T, x, ids, w, dy);
+        for (int tok = 0; tok < T; tok++) {
+            const uint16_t *xt = x + (size_t)tok * H, *dyt = dy + (size_t)tok * H;
+            for (int j = 0; j < K; j++) {
+                int e = ids[tok * K + j], own = p == t->rank, local = e / EL == t->rank;
+                if (!own && !local)
+                    continue;
+                float wr = w[tok * K + j];
+                route_reference(xt, dyt, t->w13 + (size_t)e * 2 * I * H, t->w2 + (size_t)e * H * I, wr, r);
+                if (own) {
+                    for (int c = 0; c < H; c++) {
+                        P->y[(size_t)tok * H + c] += wr * r->o[c]; /* in slot order, as the owner's sum */
+                        P->dx[(size_t)tok * H + c] += r->dxr[c];
+                    }
+                    P->dr[tok * K + j] = r->dr;
+                }
+                if (local) {
+                    int el = e - t->rank * EL;
+                    double *d13 = P->dw13 + (size_t)el * 2 * I * H, *d2 = P->dw2 + (size_t)el * H * I;
+                    P->rows[el]++;
+                    for (int c = 0; c < H; c++) {
+                        double d = from_bf16(dyt[c]);
+                        for (int i = 0; i < I; i++)
+                            d2[(size_t)c * I + i] += d * r->hw[i];
+                    }
+                    for (int n = 0; n < 2 * I; n++) {
+                        double d = r->dgu[n];
+                        for (int c = 0; c < H; c++)
+                            d13[(size_t)n * H + c] += d * from_bf16(xt[c]);
+                    }
+                }
+            }
+        }
+        if (p == t->rank) {
+            P->x = x, P->dy = dy, P->ids = ids, P->w = w;
+        } else {
+            free(x), free(dy), free(ids), free(w);
+        }
+    }
+    free(r);
+    return 0;
+}
+
+static void free_problem(struct problem *P)
+{
+    free(P->x), free(P->dy), free(P->ids), free(P->w), free(P->y), free(P->dx), free(P->dr), free(P->dw13),
+        free(P->dw2);
+}
+
+/* max |got - ref| and max |ref| over n values; NaN counts as an infinite error. */
+struct err {
+    double max_err, max_ref;
+};
+static void err_add(struct err *e, double got, double ref)
+{
+    e->max_ref = fmax(e->max_ref, fabs(ref));
+    e->max_err = isnan(got) ? INFINITY : fmax(e->max_err, fabs(got - ref));
+}
+static int err_ok(const struct err *e, double tol) { return e->max_err <= tol * e->max_ref; }
+static double err_rel(const struct err *e) { return e->max_ref > 0 ? e->max_err / e->max_ref : e->max_err; }
+
+/* A bf16 output against its fp32 reference. */
+static struct err compare_bf16(const uint16_t *got, const float *ref, size_t n)
+{
+    struct err e = {0, 0};
+    for (size_t i = 0; i < n; i++)
+        err_add(&e, from_bf16(got[i]), ref[i]);
+    return e;
+}
+
+/* One whole forward, y NaN-poisoned first, into the host buffer out. */
+static int forward(const struct test *t, const struct problem *P, int slot, mok_workspace *ws,
+                   const struct mok_weights *wt, uint16_t *out, char *err, int err_len)
+{
+    size_t bytes = sizeof(uint16_t) * (size_t)P->T * H;
+    cudaMemsetAsync(t->d_y, 0xFF, bytes, t->st);
+    int rc = mok_route(ws, slot, P->T, t->d_ids, t->d_w, t->st, err, err_len);
+    if (!rc)
+        rc = mok_forward(ws, wt, t->d_y, t->st, err, err_len);
+    if (!rc)
+        rc = mok_workspace_check(ws, t->st, err, err_len);
+    if (!rc && cudaMemcpy(out, t->d_y, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rc = MOK_ERR_CUDA;
+    return rc;
+}
+
+/* What one backward left: dx, d_router and the weight gradients (of the kind it wrote). */
+struct bwd_out {
+    uint16_t *dx, *dw13b, *dw2b;
+    float *dr, *dw13f, *dw2f;
+};
+
+static int alloc_out(struct bwd_out *o, int EL)
+{
+    o->dx = malloc(sizeof(uint16_t) * T_MAX * H);
+    o->dr = malloc(sizeof(float) * T_MAX * K);
+    o->dw13b = malloc(sizeof(uint16_t) * EL * 2 * I * H);
+    o->dw2b = malloc(sizeof(uint16_t) * EL * H * I);
+    o->dw13f = malloc(sizeof(float) * EL * 2 * I * H);
+    o->dw2f = malloc(sizeof(float) * EL * H * I);
+    return !o->dx || !o->dr || !o->dw13b || !o->dw2b || !o->dw13f || !o->dw2f;
+}
+static void free_out(struct bwd_out *o)
+{
+    free(o->dx), free(o->dr), free(o->dw13b), free(o->dw2b), free(o->dw13f), free(o->dw2f);
+}
+
+/* The outputs to the host after the stream's work (mok_workspace_check synchronized it). */
+static int download(const struct test *t, int T, int f32, struct bwd_out *o)
+{
+    size_t n13 = (size_t)t->EL * 2 * I * H, n2 = (size_t)t->EL * H * I;
+    cudaError_t e = cudaMemcpy(o->dx, t->d_dx, sizeof(uint16_t) * (size_t)T * H, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(o->dr, t->d_dr, sizeof(float) * (size_t)T * K, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && f32)
+        e = cudaMemcpy(o->dw13f, t->d_dw13f, sizeof(float) * n13, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && f32)
+        e = cudaMemcpy(o->dw2f, t->d_dw2f, sizeof(float) * n2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && !f32)
+        e = cudaMemcpy(o->dw13b, t->d_dw13b, sizeof(uint16_t) * n13, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && !f32)
+        e = cudaMemcpy(o->dw2b, t->d_dw2b, sizeof(uint16_t) * n2, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? MOK_OK : MOK_ERR_CUDA;
+}
+
+/* The outputs poisoned before a backward, with a byte pattern that differs between the runs compared bitwise
+ * (0xFF: NaN; 0x7F: a large finite value), so that a value left unwritten fails the comparison. */
+static void poison(const struct test *t, int T, int bf16_grads, int byte)
+{
+    cudaMemsetAsync(t->d_dx, byte, sizeof(uint16_t) * (size_t)T * H, t->st);
+    cudaMemsetAsync(t->d_dr, byte, sizeof(float) * (size_t)T * K, t->st);
+    if (bf16_grads) {
+        cudaMemsetAsync(t->d_dw13b, byte, sizeof(uint16_t) * (size_t)t->EL * 2 * I * H, t->st);
+        cudaMemsetAsync(t->d_dw2b, byte, sizeof(uint16_t) * (size_t)t->EL * H * I, t->st);
+    }
+}
+
+/* dx and d_router of one backward against the reference. */
+static void check_dx_dr(struct test *t, const char *tag, const char *run, const struct problem *P,
+                        const struct bwd_out *o)
+{
+    struct err ex = compare_bf16(o->dx, P->dx, (size_t)P->T * H), er = {0, 0};
+    for (size_t i = 0; i < (size_t)P->T * K; i++)
+        err_add(&er, o->dr[i], P->dr[i]);
+    report(t, err_ok(&ex, TOL_GRAD), "%s%s dx: max err %.2e of max|ref| %.2e (%.2e)", tag, run, ex.max_err,
+           ex.max_ref, err_rel(&ex));
+    report(t, err_ok(&er, TOL_GRAD), "%s%s d_router: max err %.2e of max|ref| %.2e (%.2e)", tag, run, er.max_err,
+           er.max_ref, err_rel(&er));
+}
+
+/* The weight gradients against the reference: fp32 ones as seed + the reference sum, bf16 ones as the sum; the
+ * experts no route reached exactly seed (fp32: nothing added) or zero (bf16: the step's gradient is zero). */
+static void check_wgrads(struct test *t, const char *tag, const char *run, const struct problem *P,
+                         const struct bwd_out *o, const float *seed13, const float *seed2, int f32)
+{
+    const size_t per13 = (size_t)2 * I * H, per2 = (size_t)H * I;
+    struct err e13 = {0, 0}, e2 = {0, 0};
+    int empty = 0, empty_ok = 1;
+    for (int el = 0; el < t->EL; el++) {
+        for (int m = 0; m < 2; m++) {
+            size_t n = m ? per2 : per13, base = (size_t)el * n;
+            const double *ref = (m ? P->dw2 : P->dw13) + base;
+            struct err *e = m ? &e2 : &e13;
+            for (size_t i = 0; i < n; i++) {
+                double got = f32 ? (double)(m ? o->dw2f : o->dw13f)[base + i]
+                                 : (double)from_bf16((m ? o->dw2b : o->dw13b)[base + i]);
+                double s = f32 ? (double)(m ? seed2 : seed13)[base + i] : 0.0;
+                /* the error of got - seed against the sum (the seed's own fp32 addition is exact enough) */
+                err_add(e, isnan(got) ? got : got - s, ref[i]);
+                if (!P->rows[el] && got != s)
+                    empty_ok = 0;
+            }
+        }
+        empty += !P->rows[el];
+    }
+    report(t, err_ok(&e13, TOL_GRAD), "%s%s dW13 (%s): max err %.2e of max|ref| %.2e (%.2e)", tag, run,
+           f32 ? "fp32 +=" : "bf16", e13.max_err, e13.max_ref, err_rel(&e13));
+    report(t, err_ok(&e2, TOL_GRAD), "%s%s dW2 (%s): max err %.2e of max|ref| %.2e (%.2e)", tag, run,
+           f32 ? "fp32 +=" : "bf16", e2.max_err, e2.max_ref, err_rel(&e2));
+    if (empty)
+        report(t, empty_ok, "%s%s: %d local expert(s) without rows: gradients %s", tag, run, empty,
+               f32 ? "untouched (the start values)" : "written as zero");
+}
+
+/* Bitwise equality of two backwards' outputs (weight gradients: bf16 ones, when asked). */
+static void check_same(struct test *t, const char *tag, const char *what, int T, const struct bwd_out *a,
+                       const struct bwd_out *b, int grads)
+{
+    int dx = !memcmp(a->dx, b->dx, sizeof(uint16_t) * (size_t)T * H);
+    int dr = !memcmp(a->dr, b->dr, sizeof(float) * (size_t)T * K);
+    int g13 = !grads || !memcmp(a->dw13b, b->dw13b, sizeof(uint16_t) * (size_t)t->EL * 2 * I * H);
+    int g2 = !grads || !memcmp(a->dw2b, b->dw2b, sizeof(uint16_t) * (size_t)t->EL * H * I);
+    report(t, dx && dr && g13 && g2, "%s%s: bitwise equal (dx %s, d_router %s%s%s%s%s)", tag, what,
+           dx ? "same" : "DIFFERS", dr ? "same" : "DIFFERS", grads ? ", dW13 " : "",
+           grads ? (g13 ? "same" : "DIFFERS") : "", grads ? ", dW2 " : "", grads ? (g2 ? "same" : "DIFFERS") : "");
+}
+
+/* Before any forward: the backward's calls fail with MOK_ERR_ORDER and enqueue nothing. */
+static void check_order_fresh(struct test *t, const char *tag, mok_workspace *ws, const struct mok_weights *wt,
+                              const struct mok_grads *gf)
+{
+    char err[512];
+    EXPECT_RC(mok_backward_kernel(ws, wt, gf, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_backward_kernel before any forward");
+    EXPECT_RC(mok_backward_kernel(ws, wt, gf, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "compute-only mok_backward_kernel before any forward");
+    EXPECT_RC(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_backward_sum before any forward");
+    EXPECT_RC(mok_backward(ws, wt, gf, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_backward before any forward");
+}
+
+/* After a train forward, before its backward: argument errors and calls out of order, none enqueuing anything. */
+static void check_before_backward(struct test *t, const char *tag, mok_workspace *ws, const struct mok_weights *wt,
+                                  const struct mok_grads *gf)
+{
+    char err[512];
+    struct mok_grads one = {.dw13_f32 = t->d_dw13f};
+    struct mok_grads three = {.dw13_f32 = t->d_dw13f, .dw2_f32 = t->d_dw2f, .dw13_bf16 = t->d_dw13b};
+    struct mok_grads mixed = {.dw13_f32 = t->d_dw13f, .dw2_bf16 = t->d_dw2b};
+    EXPECT_RC(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_backward_sum without a backward kernel");
+    EXPECT_RC(mok_backward_kernel(ws, wt, gf, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "compute-only mok_backward_kernel before a full backward");
+    EXPECT_RC(mok_backward_kernel(ws, wt, &one, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "grads with 1 pointer");
+    EXPECT_RC(mok_backward_kernel(ws, wt, &three, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "grads with 3 pointers");
+    EXPECT_RC(mok_backward_kernel(ws, wt, &mixed, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "grads dw13_f32 with dw2_bf16");
+    EXPECT_RC(mok_backward(ws, wt, &three, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_backward with grads of 3 pointers");
+    EXPECT_RC(mok_backward_kernel(ws, wt, gf, MOK_VARIANT_COMM_ONLY, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_backward_kernel variant comm_only");
+}
+
+static void *upload(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    cudaMalloc(&d, bytes);
+    cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+static int run_variant(struct test *t, const struct variant *v, int vi, mok_workspace *ws, size_t bytes_no_train)
+{
+    char err[512] = "", tag[16];
+    snprintf(tag, sizeof tag, "v%d ", vi);
+    const int EL = t->EL;
+    const size_t n13 = (size_t)EL * 2 * I * H, n2 = (size_t)EL * H * I;
+    struct problem P;
+    struct bwd_out f = {0}, a = {0}, b = {0};
+    uint16_t *y = malloc(sizeof(uint16_t) * T_MAX * H), *y2 = malloc(sizeof(uint16_t) * T_MAX * H);
+    float *seed13 = malloc(sizeof(float) * n13), *seed2 = malloc(sizeof(float) * n2);
+    if (make_problem(t, v, vi, &P) || alloc_out(&f, EL) || alloc_out(&a, EL) || alloc_out(&b, EL) || !y || !y2 ||
+        !seed13 || !seed2) {
+        report(t, 0, "%sout of host memory", tag);
+        return 1;
+    }
+    const int T = P.T;
+    struct mok_weights wt = {.w13 = t->d_w13, .w2 = t->d_w2};
+    struct mok_grads gf = {.dw13_f32 = t->d_dw13f, .dw2_f32 = t->d_dw2f};
+    struct mok_grads gb = {.dw13_bf16 = t->d_dw13b, .dw2_bf16 = t->d_dw2b};
+    if (vi == 0)
+        report(t, mok_workspace_bytes(ws) > bytes_no_train, "%smok_workspace_bytes: %zu with train, %zu without", tag,
+               mok_workspace_bytes(ws), bytes_no_train);
+    uint16_t *gin = mok_workspace_grad_input(ws, v->slot);
+    report(t, gin && gin != mok_workspace_input(ws, v->slot) && !mok_workspace_grad_input(ws, v->input_slots) &&
+                  !mok_workspace_grad_input(ws, -1),
+           "%smok_workspace_grad_input: slot %d a buffer of its own, slots -1 and %d NULL", tag, v->slot,
+           v->input_slots);
+    if (!gin)
+        return 1;
+    check_order_fresh(t, tag, ws, &wt, &gf);
+
+    /* the forward: x in the routed slot, the other slots' x and dy a constant that would show if read */
+    for (int s = 0; s < v->input_slots; s++)
+        if (s != v->slot) {
+            cudaMemset(mok_workspace_input(ws, s), 0x3F, sizeof(uint16_t) * T_MAX * H);
+            cudaMemset(mok_workspace_grad_input(ws, s), 0x3F, sizeof(uint16_t) * T_MAX * H);
+        }
+    cudaMemcpy(mok_workspace_input(ws, v->slot), P.x, sizeof(uint16_t) * (size_t)T * H, cudaMemcpyHostToDevice);
+    cudaMemcpy(t->d_ids, P.ids, sizeof(int32_t) * (size_t)T * K, cudaMemcpyHostToDevice);
+    cudaMemcpy(t->d_w, P.w, sizeof(float) * (size_t)T * K, cudaMemcpyHostToDevice);
+    CALL(forward(t, &P, v->slot, ws, &wt, y, err, sizeof err), "forward");
+    struct err ey = compare_bf16(y, P.y, (size_t)T * H);
+    report(t, err_ok(&ey, TOL_Y), "%s%d tokens: y max err %.2e of max|ref| %.2e (%.2e)", tag, T, ey.max_err,
+           ey.max_ref, err_rel(&ey));
+    check_before_backward(t, tag, ws, &wt, &gf);
+
+    /* backward 1: fp32 gradients accumulated onto start values of the gradients' size */
+    cudaMemcpy(gin, P.dy, sizeof(uint16_t) * (size_t)T * H, cudaMemcpyHostToDevice);
+    {
+        double m13 = 0, m2 = 0;
+        for (size_t i = 0; i < n13; i++)
+            m13 = fmax(m13, fabs(P.dw13[i]));
+        for (size_t i = 0; i < n2; i++)
+            m2 = fmax(m2, fabs(P.dw2[i]));
+        uint32_t s = 4242u + 17u * (uint32_t)t->rank + 101u * (uint32_t)vi;
+        for (size_t i = 0; i < n13; i++)
+            seed13[i] = uniform(&s) * (float)(m13 > 0 ? m13 : 1.0);
+        for (size_t i = 0; i < n2; i++)
+            seed2[i] = uniform(&s) * (float)(m2 > 0 ? m2 : 1.0);
+    }
+    cudaMemcpy(t->d_dw13f, seed13, sizeof(float) * n13, cudaMemcpyHostToDevice);
+    cudaMemcpy(t->d_dw2f, seed2, sizeof(float) * n2, cudaMemcpyHostToDevice);
+    poison(t, T, 0, 0xFF);
+    CALL(mok_backward(ws, &wt, &gf, t->d_dx, t->d_dr, t->st, err, sizeof err), "mok_backward (fp32 gradients)");
+    CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the fp32 backward");
+    CALL(download(t, T, 1, &f), "download");
+    check_dx_dr(t, tag, "fp32 run:", &P, &f);
+    check_wgrads(t, tag, "fp32 run:", &P, &f, seed13, seed2, 1);
+
+    /* backward 2 on the same saved forward: bf16 gradients, kernel and sum apart, with calls out of order between
+     * them (each refused, enqueuing nothing) */
+    poison(t, T, 1, 0xFF);
+    CALL(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_FULL, t->st, err, sizeof err), "mok_backward_kernel (bf16)");
+    EXPECT_RC(mok_route(ws, v->slot, T, t->d_ids, t->d_w, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_route between the backward kernel and its sum");
+    EXPECT_RC(mok_forward_kernel(ws, &wt, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_forward_kernel between the backward kernel and its sum");
+    EXPECT_RC(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "a second mok_backward_kernel before the sum");
+    EXPECT_RC(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "compute-only mok_backward_kernel before the sum");
+    CALL(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), "mok_backward_sum (bf16)");
+    CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the bf16 backward");
+    CALL(download(t, T, 0, &a), "download");
+    check_dx_dr(t, tag, "bf16 run:", &P, &a);
+    check_wgrads(t, tag, "bf16 run:", &P, &a, NULL, NULL, 0);
+    check_same(t, tag, "dx, d_router with fp32 and with bf16 gradients", T, &f, &a, 0);
+
+    /* the breakdown's compute-only backward kernel (no sum after it), then backward 3 through mok_backward */
+    CALL(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err),
+         "compute-only mok_backward_kernel");
+    EXPECT_RC(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_backward_sum after a compute-only kernel");
+    CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the compute-only backward kernel");
+    poison(t, T, 1, 0x7F);
+    CALL(mok_backward(ws, &wt, &gb, t->d_dx, t->d_dr, t->st, err, sizeof err), "mok_backward (bf16, again)");
+    CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the second bf16 backward");
+    CALL(download(t, T, 0, &b), "download");
+    check_same(t, tag, "two bf16 backwards, a compute-only kernel between them", T, &a, &b, 1);
+
+    /* a forward after the backwards gives the first forward's y */
+    CALL(forward(t, &P, v->slot, ws, &wt, y2, err, sizeof err), "forward after the backwards");
+    report(t, !memcmp(y, y2, sizeof(uint16_t) * (size_t)T * H), "%sforward after the backwards: y bitwise equal",
+           tag);
+
+    free_problem(&P);
+    free_out(&f), free_out(&a), free_out(&b);
+    free(y), free(y2), free(seed13), free(seed2);
+    return 0;
+}
+
+/* Descriptions refused or limited by train, on workspaces of their own: train with intermediate 128 is refused
+ * (nothing created), a train = 0 workspace has no backward and no grad input slots. Returns the train = 0
+ * workspace's bytes (0 if it could not be created). */
+static size_t check_train_fields(struct test *t, ncclComm_t comm, const struct mok_layer_desc *train_desc)
+{
+    char err[512] = "";
+    const char *tag = "";
+    struct mok_layer_desc d = *train_desc;
+    d.intermediate = 128;
+    mok_workspace *ws = NULL;
+    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_workspace_create with train = 1 and intermediate 128");
+    report(t, !ws && strstr(err, "intermediate"), "the refusal names intermediate, no workspace: %s", err);
+    mok_workspace_destroy(ws);
+    ws = NULL;
+    d = *train_desc;
+    d.train = 0;
+    int rc = mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err);
+    report(t, rc == MOK_OK, "mok_workspace_create with train = 0: %s %s", mok_status_string(rc), err);
+    if (rc)
+        return 0;
+    struct mok_weights wt = {.w13 = t->d_w13, .w2 = t->d_w2};
+    struct mok_grads gf = {.dw13_f32 = t->d_dw13f, .dw2_f32 = t->d_dw2f};
+    EXPECT_RC(mok_backward_kernel(ws, &wt, &gf, MOK_VARIANT_FULL, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_backward_kernel on a train = 0 workspace");
+    EXPECT_RC(mok_backward(ws, &wt, &gf, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_backward on a train = 0 workspace");
+    report(t, !mok_workspace_grad_input(ws, 0), "mok_workspace_grad_input on a train = 0 workspace: NULL");
+    size_t bytes = mok_workspace_bytes(ws);
+    mok_workspace_destroy(ws);
+    return bytes;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    struct test t = {0};
+    int ngpu = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &t.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &t.nranks);
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
+        if (t.rank == 0)
+            printf("SKIP: no GPU\n");
+        MPI_Finalize();
+        return 77;
+    }
+    cudaSetDevice(t.rank % ngpu);
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, t.rank % ngpu);
+    if (prop.major != 9 || E % t.nranks) {
+        if (t.rank == 0)
+            printf("SKIP: libmok runs on sm_90 with the experts divisible by the ranks (sm_%d%d, %d ranks)\n",
+                   prop.major, prop.minor, t.nranks);
+        MPI_Finalize();
+        return 77;
+    }
+    ncclUniqueId id;
+    if (t.rank == 0)
+        ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclComm_t comm;
+    if (ncclCommInitRank(&comm, t.nranks, id, t.rank) != ncclSuccess) {
+        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", t.rank);
+        return 1;
+    }
+    cudaStreamCreate(&t.st);
+
+    /* tuning: comm SMs 2 and 16, raster 0 and 1, chunk rows 7, 64 and the default, the dy slot of input slot 1 of 2,
+     * skewed routing (expert 0 several row blocks), a variant whose rank 0 holds one token (experts without rows:
+     * their weight-gradient tiles have no k blocks); rank 0's tokens: 300 (= max_tokens) in one variant only */
+    const struct variant variants[] = {
+        {2, 0, 7, 1, 0, T_MAX, 123, 0},
+        {16, 1, 0, 2, 1, 123, T_MAX, 1},
+        {16, 0, 7, 1, 0, 1, 57, 0},
+        {2, 1, 64, 2, 1, 200, 255, 1},
+    };
+    const int nvar = (int)(sizeof variants / sizeof variants[0]);
+    struct mok_layer_desc descs[sizeof variants / sizeof variants[0]];
+    for (int v = 0; v < nvar; v++)
+        descs[v] = (struct mok_layer_desc){.hidden = H, .intermediate = I, .experts = E, .topk = K,
+                                           .max_tokens = T_MAX, .capacity_factor = 4.0,
+                                           .input_slots = variants[v].input_slots, .comm_sms = variants[v].comm_sms,
+                                           .chunk_rows = variants[v].chunk_rows, .dispatch_push = 1,
+                                           .combine_per_rank = 0, .send_from_gemm = 1,
+                                           .raster = variants[v].raster, .train = 1};
+    /* not one NVLink domain: skip, as the forward's test does (every rank reaches the same answer) */
+    char err[512] = "";
+    int rc = mok_layer_check(comm, &descs[0], err, sizeof err);
+    int skip = rc == MOK_ERR_UNSUPPORTED && strstr(err, "NVLink"), any_skip = 0;
+    MPI_Allreduce(&skip, &any_skip, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_skip) {
+        if (t.rank == 0)
+            printf("SKIP: libmok needs every rank in one NVLink domain (%s)\n", skip ? err : "another rank said so");
+        ncclCommDestroy(comm);
+        MPI_Finalize();
+        return 77;
+    }
+
+    t.EL = E / t.nranks;
+    t.w13 = malloc(sizeof(uint16_t) * E * 2 * I * H);
+    t.w2 = malloc(sizeof(uint16_t) * E * H * I);
+    make_weights(t.w13, t.w2);
+    const size_t n13 = (size_t)t.EL * 2 * I * H, n2 = (size_t)t.EL * H * I;
+    t.d_w13 = upload(t.w13 + (size_t)t.rank * n13, sizeof(uint16_t) * n13);
+    t.d_w2 = upload(t.w2 + (size_t)t.rank * n2, sizeof(uint16_t) * n2);
+    cudaMalloc((void **)&t.d_ids, sizeof(int32_t) * T_MAX * K);
+    cudaMalloc((void **)&t.d_w, sizeof(float) * T_MAX * K);
+    cudaMalloc((void **)&t.d_dr, sizeof(float) * T_MAX * K);
+    cudaMalloc((void **)&t.d_y, sizeof(uint16_t) * T_MAX * H);
+    cudaMalloc((void **)&t.d_dx, sizeof(uint16_t) * T_MAX * H);
+    cudaMalloc((void **)&t.d_dw13f, sizeof(float) * n13);
+    cudaMalloc((void **)&t.d_dw2f, sizeof(float) * n2);
+    cudaMalloc((void **)&t.d_dw13b, sizeof(uint16_t) * n13);
+    cudaMalloc((void **)&t.d_dw2b, sizeof(uint16_t) * n2);
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        fprintf(stderr, "rank %d: device buffers: %s\n", t.rank, cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+
+    size_t bytes_no_train = check_train_fields(&t, comm, &descs[0]);
+    for (int v = 0; v < nvar; v++) {
+        mok_workspace *ws = NULL;
+        rc = mok_workspace_create(comm, &descs[v], t.st, &ws, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "rank %d: create (variant %d): %s: %s\n", t.rank, v, mok_status_string(rc), err);
+            t.fails++;
+            break; /* the other ranks may be waiting in a collective: stop here */
+        }
+        if (t.rank == 0)
+            printf("variant %d: comm_sms %d, raster %d, chunk_rows %d, slot %d of %d, tokens %d (rank 0) / %d.. "
+                   "(others), %s routing, %d rank(s)\n",
+                   v, variants[v].comm_sms, variants[v].raster, variants[v].chunk_rows, variants[v].slot,
+                   variants[v].input_slots, variants[v].t0, variants[v].t1, variants[v].hot ? "skewed" : "uniform",
+                   t.nranks);
+        if (run_variant(&t, &variants[v], v, ws, bytes_no_train))
+            fprintf(stderr, "rank %d: variant %d stopped (above)\n", t.rank, v);
+        mok_workspace_destroy(ws);
+    }
+    int total = 0;
+    MPI_Allreduce(&t.fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (t.rank == 0)
+        printf("test_libmok_bwd: %s (%d failures over %d ranks)\n", total ? "FAIL" : "PASS", total, t.nranks);
+    ncclCommDestroy(comm);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
