@@ -73,7 +73,11 @@ struct mok_layer_desc {
     int train;                /* 1: every forward keeps what the backward needs (activations `save`: the expert-major
                                  x rows and GEMM1's gate and up columns), and the workspace holds the backward's
                                  buffers and a dy slot per input slot (mok_workspace_grad_input). Needs intermediate a multiple of
-                                 256, dispatch_push 1, combine_per_rank 0, no shared experts, split_half 0 */
+                                 256, dispatch_push 1, combine_per_rank 0, send_from_gemm 1, split_half 0 */
+    int act_recompute;        /* with train: 0 (activations `save`: the forward stores GEMM1's gate and up columns and
+                                 the backward reads them and the forward's expert slots), 1 (`recompute`: the forward
+                                 saves nothing beyond its routing; the backward dispatches x again and recomputes
+                                 GEMM1 first, in a persistent kernel of its own, then runs the backward kernel) */
 };
 
 /* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */
@@ -91,6 +95,10 @@ struct mok_grads {
     float *dw2_f32;      /* [experts / ranks][hidden][intermediate] */
     uint16_t *dw13_bf16; /* the same shapes, bf16 */
     uint16_t *dw2_bf16;
+    /* the shared experts' (shared_intermediate > 0; NULL without), of the same type as the routed ones: this rank's
+     * tokens' share (the data-parallel sum over ranks is the caller's) */
+    void *shared_dw13;   /* [2 * shared_intermediate][hidden] */
+    void *shared_dw2;    /* [hidden][shared_intermediate] */
 };
 
 /* What mok_forward_kernel runs. The two partial variants time how much communication the full kernel hides:
@@ -156,9 +164,17 @@ int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *e
  *   2. mok_backward_kernel: one persistent kernel: dy to the experts, GEMM2 dgrad with the SwiGLU backward and the
  *      router-weight gradient in its epilogue, GEMM1 dgrad sending dx rows to their owners, the weight gradients
  *      (one CTA per output tile, rows in order: bitwise reproducible) while dx travels;
- *   3. mok_backward_sum: the owner's fixed-order sum of dx over its top-k routes, and d_router.
- * mok_backward is 2 + 3. A COMPUTE_ONLY variant of the kernel (no dispatch, no sends: the breakdown) may run after
- * a full backward, before the next mok_route; COMM_ONLY is not available for the backward. */
+ *      With shared experts, their backward follows the kernel on the same stream (mok's GEMM core: dgrad, SwiGLU
+ *      backward, dgrad, wgrad over this rank's tokens; not yet inside the kernel);
+ *   3. mok_backward_sum: the owner's fixed-order sum of dx over its top-k routes (plus the shared experts' dx), and
+ *      d_router.
+ * mok_backward is 2 + 3. Backwards may repeat on one saved forward (until the next mok_route); dy's slot may be
+ * rewritten once the backward's sum is done (peers read it during the kernel). A COMPUTE_ONLY variant of the kernel
+ * (no dispatch, no sends: the breakdown) may run after a full backward, before the next mok_route, with no sum
+ * after it; it computes the weight gradients again into g (fp32 ones are added to once more). COMM_ONLY is not
+ * available for the backward. Argument errors are reported before order errors. */
+/* dy's slot paired with input slot `slot` (bf16 [max_tokens][hidden], in the window); NULL on a train = 0 workspace or
+ * for a slot out of range. */
 uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot);
 int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
                         enum mok_variant variant, cudaStream_t stream, char *err, int err_len);

@@ -65,6 +65,10 @@ struct mok_mega_args {
                                 (a kernel instance of its own: megakernel_fwd_kernel<kSend, true>) */
     uint16_t *gu;            /* NULL, or [capacity][2 * inter]: GEMM1's gate and up columns (bf16, before SwiGLU),
                                 stored beside h for the backward (activations `save`; not with split_half) */
+    uint16_t *sgu;           /* with gu and shared experts: the shared GEMM1's gate and up columns [t_max][2 SI] */
+    int gemm1_only;          /* 1: the backward's recompute (activations `recompute`): the dispatch and the GEMM1
+                                tiles (routed and shared; with gu: storing gate and up) only, no routed GEMM2 and no
+                                sends (send_from_gemm 1: every comm block joins the GEMMs) */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots
@@ -92,9 +96,15 @@ struct mok_mega_bwd_args {
     float *dr_part;          /* [capacity][inter / 256]: d_router partials per GEMM2-dgrad column tile */
     float *dw13_f32, *dw2_f32;     /* fp32 gradients accumulated (+=): [EL][2 inter][hidden], [EL][hidden][inter] */
     uint16_t *dw13_bf16, *dw2_bf16; /* or bf16 gradients written (exactly one pair is non-NULL) */
+    int32_t *own_offset;     /* NULL, or int32 [2]: the prologue writes {0, own_tokens} (the shared experts' one group
+                                of rows, for the GEMM core's backward the caller runs after this kernel) */
+    int own_tokens;
 };
 
 size_t mok_megakernel_bwd_counters(int capacity, int local_experts);
+/* epoch[0] += 1 on stream: before a kernel that dispatches again on the same routing (the backward's recompute), so
+ * that its flags are told apart from the forward's (every rank advances it at the same point). */
+int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream);
 int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, char *why, int why_len);
 /* The backward's prologue (epoch, counters) and kernel on stream; mok_lsa_grad_sum after it. */
 int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream);

@@ -166,10 +166,25 @@ int main(void)
     mok_params_nccl_values(&nb, v);
     CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "not cuBLAS grouped"), "nccl fwd_bwd grouped: %s", why);
     s.mode = MOK_MODE_GEMM, s.pass = MOK_PASS_FWD;
-    /* every layer and gemm implementation refuses what is not implemented yet */
+    /* the fused backward: push dispatch, per-route combine and sends from the GEMM epilogue; intermediate in 256s;
+     * act=recompute only where there is a backward */
     s.mode = MOK_MODE_LAYER, s.pass = MOK_PASS_BWD;
     defaults("megakernel", v);
-    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "bf16 forward only"), "bwd: %s", why);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push, combine=per_route, send=1"),
+          "megakernel bwd defaults: %s", why);
+    struct mok_params_megakernel mb = mok_params_megakernel(v);
+    mb.dispatch = 1, mb.combine = 0, mb.send = 1;
+    mok_params_megakernel_values(&mb, v);
+    int inter = s.model.intermediate;
+    s.model.intermediate = 256;
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel bwd push/per_route/send: %s", why);
+    s.model.intermediate = 384;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "multiple of 256"), "megakernel bwd I 384: %s", why);
+    s.model.intermediate = 256, s.pass = MOK_PASS_FWD, mb.act = 1;
+    mok_params_megakernel_values(&mb, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "act=recompute applies to the backward"),
+          "megakernel fwd act=recompute: %s", why);
+    s.model.intermediate = inter;
     /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
      * every layer implementation refuses it */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;

@@ -58,8 +58,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-/* The backward's epoch: the forward's route counted epoch[0] up; this backward's flags carry the next value. */
-__global__ void megakernel_bwd_epoch_kernel(uint64_t *epoch) { epoch[0] += 1; }
+/* The backward's epoch: the forward's route counted epoch[0] up; this backward's flags carry the next value. And
+ * the shared experts' group of rows, {0, own tokens}, where asked. */
+__global__ void megakernel_bwd_prologue_kernel(uint64_t *epoch, int32_t *own_offset, int own_tokens)
+{
+    if (epoch)
+        epoch[0] += 1;
+    if (own_offset)
+        own_offset[0] = 0, own_offset[1] = own_tokens;
+}
 
 int say(char *why, int why_len, const char *msg, long long v)
 {
@@ -81,6 +88,12 @@ int resolve_stages(const mok_mega_args *m, size_t limit)
 }
 
 } // namespace
+
+extern "C" int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream)
+{
+    megakernel_bwd_prologue_kernel<<<1, 1, 0, mok_cuda_stream(stream)>>>(epoch, nullptr, 0);
+    return MOK_LAUNCH_RESULT();
+}
 
 extern "C" size_t mok_megakernel_bwd_counters(int capacity, int local_experts)
 {
@@ -110,7 +123,8 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
     if (!a.push)
         return say(why, why_len, "dispatch pull%.0lld: the backward pushes dy (dispatch push, layout landing)", 0);
     if (m->shared_inter)
-        return say(why, why_len, "shared experts (shared_inter %lld): not in the fused backward yet", m->shared_inter);
+        return say(why, why_len, "shared_inter %lld: the kernel runs the routed experts (the caller runs the shared "
+                   "experts' backward after it: set 0)", m->shared_inter);
     if (m->skip < 0 || m->skip > 1)
         return say(why, why_len, "skip %lld: 0 (everything) or 1 (compute alone)", m->skip);
     if (m->skip == 1 && !m->out)
@@ -156,8 +170,9 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         return (int)e;
     cudaStream_t s = mok_cuda_stream(stream);
     const int chunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    if (b->m.skip == 0)
-        megakernel_bwd_epoch_kernel<<<1, 1, 0, s>>>(a.epoch);
+    if (b->m.skip == 0 || b->own_offset)
+        megakernel_bwd_prologue_kernel<<<1, 1, 0, s>>>(b->m.skip == 0 ? a.epoch : nullptr, b->own_offset,
+                                                        b->own_tokens);
     e = cudaMemsetAsync(b->m.done, 0, sizeof(int32_t) * bwd_counters(a.capacity), s);
     if (e == cudaSuccess) /* skip 1: no dispatch, every chunk counts as arrived (dy's slots hold the last one's) */
         e = b->m.skip == 1 ? cudaMemcpyAsync(a.ready, a.chunk_target, sizeof(int32_t) * (size_t)chunks,

@@ -252,7 +252,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         list.shared_blocks = sinter ? (a.my_tokens + kTileM - 1) / kTileM : 0;
         list.us1 = list.shared_blocks * list.ns1, list.us2 = list.shared_blocks * n2;
         list.u1 = blocks_m * n1;
-        list.units = list.us1 + list.us2 + list.u1 + blocks_m * n2;
+        list.units = list.us1 + list.us2 + list.u1 + (m.gemm1_only ? 0 : blocks_m * n2); /* gemm1_only: the
+                                                                                          * backward's recompute */
     }
     __syncthreads(); /* own_start (warp 0) and the list */
     if (threadIdx.x == 0)
@@ -353,7 +354,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const int cwg = warp / 4 - 1, wq = warp % 4;
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
-    const bool signal = kSend && m.skip == 0; /* the sends are the combine: they count toward its done flag */
+    /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
+    const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
     float acc[1][kAcc];
     RingPos ring = {0, 0};
     for (;;) {
@@ -399,19 +401,20 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             epilogue_begin(leader, cwg);
             stage_swiglu(acc[0], stage, la, lb, cq);
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
-            if (kSave && p.job == 0) { /* the gate columns, then the up columns, as bf16 into gu (for the backward;
-                                        * nothing in this kernel waits for them) */
+            if (kSave) { /* the gate columns, then the up columns, as bf16 into gu (sgu: the shared GEMM1's) for the
+                          * backward; nothing in this kernel waits for them */
+                const CUtensorMap *mg = p.job == 0 ? &maps.guc : &maps.sguc;
+                const int up = p.job == 0 ? inter : sinter;
                 epilogue_begin(leader, cwg);
                 stage_bf16<0, kStageCols / 8>(acc[0], stage, la, lb, cq);
                 staged_ready(1 + cwg);
                 if (leader)
-                    store_staged(&maps.guc, p.n * kStageCols, p.rb * kTileM + cwg * 64, stage, kStageCols / 64);
+                    store_staged(mg, p.n * kStageCols, p.rb * kTileM + cwg * 64, stage, kStageCols / 64);
                 epilogue_begin(leader, cwg);
                 stage_bf16<kStageCols / 8, kStageCols / 8>(acc[0], stage, la, lb, cq);
                 staged_ready(1 + cwg);
                 if (leader)
-                    store_staged(&maps.guc, inter + p.n * kStageCols, p.rb * kTileM + cwg * 64, stage,
-                                 kStageCols / 64);
+                    store_staged(mg, up + p.n * kStageCols, p.rb * kTileM + cwg * 64, stage, kStageCols / 64);
             }
         } else if (kSend) { /* GEMM2 rows straight to where they go (the combine rows of their routes, or sy) */
             const int row0 = p.rb * kTileM + cwg * 64;

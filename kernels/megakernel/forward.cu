@@ -188,6 +188,12 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "the dispatch)", m->combine_blocks);
     if (m->skip < 0 || m->skip > 2)
         return say(why, why_len, "skip %lld: 0, 1 (communication) or 2 (compute)", m->skip);
+    if (m->gu && m->shared_inter && !m->sgu)
+        return say(why, why_len, "gu with shared experts (shared_inter %lld): sgu too (the shared GEMM1's gate and up "
+                   "columns)", m->shared_inter);
+    if (m->gemm1_only && (!m->gu || !m->send_from_gemm))
+        return say(why, why_len, "gemm1_only %lld (the backward's recompute): with gu and send_from_gemm 1",
+                   m->gemm1_only);
     if (m->gu && m->split_half)
         return say(why, why_len, "gu (the backward's saved activations) with split_half %lld: not implemented (the "
                    "split unit's epilogue stores h only)", m->split_half);
@@ -234,7 +240,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
         !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN) ||
         !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64) ||
-        (m->gu && !encode_tile_map(&maps.guc, m->gu, (uint64_t)a.capacity, (uint64_t)2 * I, 64)))
+        (m->gu && !encode_tile_map(&maps.guc, m->gu, (uint64_t)a.capacity, (uint64_t)2 * I, 64)) ||
+        (m->gu && SI && !encode_tile_map(&maps.sguc, m->sgu, (uint64_t)a.t_max, (uint64_t)2 * SI, 64)))
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;

@@ -49,6 +49,7 @@ struct Maps {
     CUtensorMap sw2;  /* [H][SI], 256-row boxes */
     CUtensorMap syc;  /* sy [t_max][H] as the shared GEMM2's C: 64 x 64 store boxes */
     CUtensorMap guc;  /* gu [capacity][2I] as GEMM1's second C (kSave: the backward's saved gate and up columns) */
+    CUtensorMap sguc; /* sgu [t_max][2 SI] as the shared GEMM1's second C (kSave with shared experts) */
 };
 
 } // namespace

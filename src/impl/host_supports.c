@@ -239,14 +239,13 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.dispatch != 1 || p.combine != 0 || p.send != 1)
             return no(why, why_len, "pass %s: the fused backward pushes dy and sends dx per route from its GEMM "
                       "epilogue: dispatch=push, combine=per_route, send=1", mok_pass_name(spec->pass));
-        if (m->shared_experts)
-            return no(why, why_len, "pass %s: shared experts are not in the fused backward yet",
-                      mok_pass_name(spec->pass));
         if (p.split_half)
             return no(why, why_len, "pass %s: split_half 0 (the forward that saves gate and up runs whole tiles)",
                       mok_pass_name(spec->pass));
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
+    } else if (p.act) {
+        return no(why, why_len, "act=recompute applies to the backward (pass bwd or fwd_bwd; this problem: fwd)");
     }
     /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
     if (m->hidden % 256 || m->intermediate % 128)

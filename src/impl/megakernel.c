@@ -48,7 +48,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .split_half = m.split_half,
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
-                                   .train = mok_pass_has_bwd(p->spec.pass)};
+                                   .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -175,6 +175,13 @@ static int train_outputs(struct mega_state *s, const struct mok_outputs *out, ch
     bool b16 = o13->type == MOK_OUT_BF16;
     s->grads = (struct mok_grads){.dw13_f32 = b16 ? NULL : o13->data, .dw2_f32 = b16 ? NULL : o2->data,
                                   .dw13_bf16 = b16 ? o13->data : NULL, .dw2_bf16 = b16 ? o2->data : NULL};
+    if (s->p->shared) { /* the outputs hold the local experts' gradients, then the shared MLP's (problem.h) */
+        const struct mok_problem *p = s->p;
+        size_t el = (size_t)(p->experts / s->cl->nranks), e13 = el * 2 * p->inter * p->hidden,
+               e2 = el * p->hidden * p->inter, size = b16 ? 2 : 4;
+        s->grads.shared_dw13 = (char *)o13->data + e13 * size;
+        s->grads.shared_dw2 = (char *)o2->data + e2 * size;
+    }
     if (s->p->spec.pass == MOK_PASS_FWD_BWD) {
         s->y = mok_impl_forward_y(out, err, err_len);
         if (!s->y)
@@ -255,6 +262,28 @@ static int mega_check_schedule(struct mega_state *s, struct mok_row *row, char *
     return 0;
 }
 
+/* The training passes' note: the phases, what the backward keeps from the forward (act=save: the routed rows' x and
+ * gate/up, bf16, and the shared experts' gate/up; act=recompute: the routing only) and, under recompute, the FLOPs
+ * executed against the useful ones the row's TFLOP/s counts (GEMM1 runs twice). */
+static void train_note(const struct mega_state *s, const struct mok_row *row, char *note, size_t len)
+{
+    const struct mok_problem *p = s->p;
+    double rows = (double)p->tokens * p->topk, H = p->hidden, I = p->inter, SI = (double)p->shared * p->inter;
+    double saved = rows * (H + 2 * I) * 2 + (double)p->tokens * 2 * SI * 2;
+    double gemm1 = 2.0 * (rows * I + (double)p->tokens * SI) * 2 * H; /* the routed and shared GEMM1 FLOPs */
+    size_t n = strlen(note);
+    snprintf(note + n, len - n, " fused backward (phases: %s | backward kernel | backward sum); act=%s: ",
+             p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", s->desc.act_recompute ? "recompute" : "save");
+    n = strlen(note);
+    if (s->desc.act_recompute)
+        snprintf(note + n, len - n, "saved activations: routing only; executed FLOPs %.3g = useful x %.3f (GEMM1 "
+                 "recomputed)", row->flops + gemm1, row->flops > 0 ? (row->flops + gemm1) / row->flops : 0.0);
+    else
+        snprintf(note + n, len - n, "saved activations %.2f GB per rank (x rows, gate and up)", saved / 1e9);
+    n = strlen(note);
+    snprintf(note + n, len - n, "; workspace %.2f GB per rank", (double)mok_workspace_bytes(s->ws) / 1e9);
+}
+
 static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {
     struct mega_state *s = state;
@@ -262,9 +291,7 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         return -1;
     if (!s->breakdown) {
         if (s->desc.train)
-            snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                     " fused backward (phases: %s | backward kernel | backward sum); workspace %.2f GB per rank",
-                     s->p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", (double)mok_workspace_bytes(s->ws) / 1e9);
+            train_note(s, row, row->note, sizeof row->note);
         else
             snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
                      " fused (phases: schedule | kernel | owner's sum)");
@@ -276,11 +303,10 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len))
             return -1;
         row->gemm_alone_us = compute_ms * 1e3;
+        train_note(s, row, row->note, sizeof row->note);
         snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                 " fused backward (phases: %s | backward kernel | backward sum); backward kernel with communication "
-                 "skipped %.0f us; workspace %.2f GB per rank",
-                 s->p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", row->gemm_alone_us,
-                 (double)mok_workspace_bytes(s->ws) / 1e9);
+                 "; backward kernel%s with communication skipped %.0f us",
+                 s->desc.act_recompute ? "s (recompute and backward)" : "", row->gemm_alone_us);
         return 0;
     }
     if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||

@@ -24,6 +24,7 @@ static const char *const mok_choices_layout[] __attribute__((unused)) = {"slots"
 static const char *const mok_choices_dispatch[] __attribute__((unused)) = {"pull", "push"};
 static const char *const mok_choices_launch[] __attribute__((unused)) = {"stream", "graph"};
 static const char *const mok_choices_overlap[] __attribute__((unused)) = {"none", "gemm1"};
+static const char *const mok_choices_act[] __attribute__((unused)) = {"save", "recompute"};
 static const char *const mok_choices_small[] __attribute__((unused)) = {"auto", "off", "v1"};
 static const char *const mok_choices_reduce[] __attribute__((unused)) = {"after", "overlap"};
 static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90", "portable"};
@@ -166,7 +167,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(split_half, MOK_NUMERIC, 0, 1, 0,                                                                          \
       "1: a row block whose second 64 rows are all padding (experts of <= 64 rows) runs on both consumer "       \
       "warpgroups, each on half the columns of its 64 rows (mok-gemm's 64-row tiles; measured -1.4..+1.3%, "     \
-      "results/h200x1/2026-12-02-split-half-train-gemm); 0: on one")
+      "results/h200x1/2026-12-02-split-half-train-gemm); 0: on one")                                         \
+    X(act, MOK_CHOICES(mok_choices_act), 0, 1, 0,                                                                \
+      "pass bwd / fwd_bwd: save, the forward keeps the expert-major x rows and GEMM1's gate and up for the "     \
+      "backward; recompute, the backward dispatches x again and recomputes GEMM1 (a kernel before it)")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check_call.h"
+#include "gemm_mok_bwd.h"
 #include "lsa_layout.h"
 #include "megakernel.h"
 #include "mok_kernels.h"
@@ -36,6 +37,13 @@ struct mok_workspace {
     struct mok_mega_bwd_args bk; /* dy's slots (bk.m.lsa.xin), gu (mk.gu), dgu, hw, dr_part, done */
     int saved;                   /* a full train forward's sum ran since the last route: its activations are saved */
     int fwd_full;                /* the last forward kernel was MOK_VARIANT_FULL */
+    /* train with shared experts: their backward on the GEMM core over this rank's tokens (after the kernel) */
+    struct {
+        uint16_t *dhp, *dgu, *hw, *dx; /* [t_max][SI], [t_max][2 SI], [t_max][SI], [t_max][H] */
+        float *dr, *ones;              /* [t_max]: d_router scratch (no router weight), the weight 1 */
+        int32_t *offset;               /* [2]: {0, own tokens}, written by the backward's prologue */
+        struct mok_core_bwd_config cfg;
+    } sb;
     int bwd_dispatched;          /* a full backward ran on them: compute-only may run */
     size_t dev_bytes;            /* device memory held, the window included */
 };
@@ -118,11 +126,14 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->send_from_gemm && d->combine_per_rank)
         return say(err, err_len, MOK_ERR_ARGUMENT, "send_from_gemm = 1 with combine_per_rank = 1: the GEMM epilogue "
                    "sends one row per route (combine_per_rank = 0)");
-    if (d->train && (d->intermediate % 256 || !d->dispatch_push || d->combine_per_rank || d->shared_intermediate ||
+    if (d->train && (d->intermediate % 256 || !d->dispatch_push || d->combine_per_rank || !d->send_from_gemm ||
                      d->split_half))
         return say(err, err_len, MOK_ERR_ARGUMENT, "train = 1 needs intermediate a multiple of 256 (%d), dispatch_push "
-                   "1 (%d), combine_per_rank 0 (%d), no shared experts (shared_intermediate %d) and split_half 0 (%d)",
-                   d->intermediate, d->dispatch_push, d->combine_per_rank, d->shared_intermediate, d->split_half);
+                   "1 (%d), combine_per_rank 0 (%d), send_from_gemm 1 (%d) and split_half 0 (%d)", d->intermediate,
+                   d->dispatch_push, d->combine_per_rank, d->send_from_gemm, d->split_half);
+    if (d->act_recompute && !d->train)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "act_recompute = 1 with train = 0: there is no backward to "
+                   "recompute for");
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -131,6 +142,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("lockstep", d->lockstep, err, err_len)) ||
         (rc = check_flag("split_half", d->split_half, err, err_len)) ||
         (rc = check_flag("train", d->train, err, err_len)) ||
+        (rc = check_flag("act_recompute", d->act_recompute, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -200,6 +212,10 @@ static int layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, int *
     char why[256];
     if (!mok_megakernel_supports(&mk, why, sizeof why))
         return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
+    struct mok_core_bwd_config core = mok_core_bwd_config(256, 0, 0, 1);
+    if (resolved->train && resolved->shared_intermediate &&
+        !mok_core_bwd_supports(&core, 1, resolved->hidden, resolved->shared_intermediate, why, sizeof why))
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "the shared experts' backward (mok's GEMM core): %s", why);
     return MOK_OK;
 }
 
@@ -296,6 +312,28 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, (int)EL)),
                   return MOK_ERR_CUDA);
     }
+    if (ws->d.train && ws->mk.shared_inter) {
+        size_t SI = (size_t)ws->mk.shared_inter, tm = (size_t)a->t_max, H = (size_t)a->hidden;
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.sgu, tm * 2 * SI * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.dhp, tm * SI * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.dgu, tm * 2 * SI * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.hw, tm * SI * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.dx, tm * H * 2 + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.dr, tm * sizeof(float) + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.ones, tm * sizeof(float) + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->sb.offset, 2 * sizeof(int32_t)), return MOK_ERR_CUDA);
+        float *one = malloc(tm * sizeof(float));
+        if (!one)
+            return say(err, err_len, MOK_ERR_MEMORY, "out of host memory");
+        for (size_t i = 0; i < tm; i++)
+            one[i] = 1.0f;
+        cudaError_t e = cudaMemcpy(ws->sb.ones, one, tm * sizeof(float), cudaMemcpyHostToDevice);
+        free(one);
+        MOK_CHECK(cuda, e, return MOK_ERR_CUDA);
+        /* the core's dgrad and wgrad in 128 x 256 tiles, the weight tile order n-major (raster 1: the faster dgrad
+         * on one H200, results/h200x1/2026-12-04-mok-gemm-backward section 5) */
+        ws->sb.cfg = mok_core_bwd_config(256, 0, 0, 1);
+    }
     ws->dev_bytes += ws->win_bytes;
     MOK_CHECK(cuda, cudaMemset(ws->barrier_word, 0, sizeof(int32_t)), return MOK_ERR_CUDA);
     a->expert_out = ws->mk.out;
@@ -354,7 +392,8 @@ void mok_workspace_destroy(mok_workspace *ws)
     void *dev[] = {a->epoch, a->all_tokens, a->all_ids, a->all_w, a->rows, a->offset, a->entry, a->route_slot,
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin, ws->mk.h, ws->mk.out, ws->mk.done,
                    ws->mk.sh, ws->mk.sy, ws->barrier_word, ws->mk.gu, ws->bk.m.lsa.xin, ws->bk.dgu, ws->bk.hw,
-                   ws->bk.dr_part, ws->bk.m.done};
+                   ws->bk.dr_part, ws->bk.m.done, ws->mk.sgu, ws->sb.dhp, ws->sb.dgu, ws->sb.hw, ws->sb.dx, ws->sb.dr,
+                   ws->sb.ones, ws->sb.offset};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     if (ws->window)
@@ -459,9 +498,11 @@ int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_
     mk->sw13 = w->shared_w13, mk->sw2 = w->shared_w2;
     mk->x_local = mk->shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL; /* the shared experts' tokens */
     _Static_assert(MOK_VARIANT_COMPUTE_ONLY == 1 && MOK_VARIANT_COMM_ONLY == 2, "mok_mega_args.skip values");
-    mk->skip = (int)variant; /* the kernel's skip values are the variants' */
-    rc = mok_megakernel_fwd(mk, (mok_stream_t)stream);
-    mk->skip = 0;
+    struct mok_mega_args run = *mk;
+    run.skip = (int)variant; /* the kernel's skip values are the variants' */
+    if (ws->d.act_recompute) /* the backward recomputes gate and up: the forward stores only h and y */
+        run.gu = NULL, run.sgu = NULL;
+    rc = mok_megakernel_fwd(&run, (mok_stream_t)stream);
     if (rc) {
         char why[256] = "";
         if (!mok_megakernel_supports(mk, why, sizeof why)) /* the arguments it rejected, rather than "invalid value" */
@@ -503,7 +544,7 @@ uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot)
 
 size_t mok_workspace_bytes(const mok_workspace *ws) { return ws ? ws->dev_bytes : 0; }
 
-static int check_grads(const struct mok_grads *g, char *err, int err_len)
+static int check_grads(const mok_workspace *ws, const struct mok_grads *g, char *err, int err_len)
 {
     if (!g)
         return say(err, err_len, MOK_ERR_ARGUMENT, "grads is NULL");
@@ -512,6 +553,53 @@ static int check_grads(const struct mok_grads *g, char *err, int err_len)
     if (any != 2 || (!f32 && !b16))
         return say(err, err_len, MOK_ERR_ARGUMENT, "grads: dw13_f32 and dw2_f32 (accumulated), or dw13_bf16 and "
                    "dw2_bf16 (written); %d of the four pointers given", any);
+    int shared = ws->d.shared_intermediate > 0;
+    if (shared != !!g->shared_dw13 || shared != !!g->shared_dw2)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "grads: shared_dw13 and shared_dw2 %s (shared_intermediate = %d)",
+                   shared ? "must both be given" : "must be NULL", ws->d.shared_intermediate);
+    return MOK_OK;
+}
+
+/* act_recompute: the forward's dispatch again (a new epoch, the ready counters from zero) and its GEMM1 tiles, which
+ * store gate and up (and, with shared experts, theirs), in the forward kernel with gemm1_only; the same variant as
+ * the backward kernel after it (compute only: no dispatch, on the x rows the last full one left). */
+static int recompute(mok_workspace *ws, const struct mok_weights *w, enum mok_variant variant, cudaStream_t stream,
+                     char *err, int err_len)
+{
+    struct mok_mega_args r = ws->mk;
+    r.lsa = ws->a;
+    r.w13 = w->w13, r.w2 = w->w2, r.sw13 = w->shared_w13, r.sw2 = w->shared_w2;
+    r.x_local = r.shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL;
+    r.gemm1_only = 1;
+    r.skip = (int)variant;
+    int rc = 0;
+    if (variant == MOK_VARIANT_FULL) {
+        rc = mok_megakernel_next_epoch(ws->a.epoch, (mok_stream_t)stream);
+        if (!rc)
+            rc = (int)cudaMemsetAsync(ws->a.ready, 0, sizeof(int32_t) * (size_t)ws->nchunks, stream);
+    }
+    if (!rc)
+        rc = mok_megakernel_fwd(&r, (mok_stream_t)stream);
+    if (rc)
+        return say(err, err_len, MOK_ERR_CUDA, "backward's recompute: %s", cudaGetErrorString((cudaError_t)rc));
+    return MOK_OK;
+}
+
+/* The shared experts' backward over this rank's tokens on the GEMM core (stream-ordered after the kernel, whose
+ * prologue wrote sb.offset = {0, tokens}): x and dy are the window's input and dy slots of the routed set. */
+static int shared_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
+                           cudaStream_t stream, char *err, int err_len)
+{
+    int b16 = g->dw13_bf16 != NULL;
+    struct mok_expert_bwd eb = {.x = mok_workspace_input(ws, ws->a.set), .dy = mok_workspace_grad_input(ws, ws->a.set),
+                                .gu = ws->mk.sgu, .w = ws->sb.ones, .w13 = w->shared_w13, .w2 = w->shared_w2,
+                                .dhp = ws->sb.dhp, .dgu = ws->sb.dgu, .hw = ws->sb.hw, .dx = ws->sb.dx,
+                                .d_router = ws->sb.dr, .dw13 = g->shared_dw13, .dw2 = g->shared_dw2, .dw_bf16 = b16,
+                                .experts = 1};
+    char why[256] = "";
+    if (mok_core_expert_backward(&ws->sb.cfg, stream, ws->sb.offset, 1, ws->a.t_max, ws->a.hidden,
+                                 ws->mk.shared_inter, &eb, why, sizeof why))
+        return say(err, err_len, MOK_ERR_CUDA, "shared experts' backward: %s", why);
     return MOK_OK;
 }
 
@@ -526,7 +614,7 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
         return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0) or _COMPUTE_ONLY (1) for the "
                    "backward", (int)variant);
     int rc = check_weights(ws, w, err, err_len);
-    if (rc || (rc = check_grads(g, err, err_len)))
+    if (rc || (rc = check_grads(ws, g, err, err_len)))
         return rc;
     if (ws->step != STEP_IDLE || !ws->saved)
         return out_of_order("mok_backward_kernel", "a train forward's mok_forward_sum comes first, and no backward "
@@ -534,6 +622,8 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     if (variant == MOK_VARIANT_COMPUTE_ONLY && !ws->bwd_dispatched)
         return out_of_order("mok_backward_kernel", "variant compute_only computes on the dy rows a full backward "
                             "dispatched: run one first", err, err_len);
+    if (ws->d.act_recompute && (rc = recompute(ws, w, variant, stream, err, err_len)))
+        return rc;
     struct mok_mega_bwd_args b = ws->bk;
     uint16_t *dy_slots = b.m.lsa.xin;
     int32_t *done = b.m.done;
@@ -547,6 +637,9 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.m.out = ws->mk.out;               /* compute only: dx rows stay here */
     b.x = ws->a.xin, b.gu = ws->mk.gu;
     b.dw13_f32 = g->dw13_f32, b.dw2_f32 = g->dw2_f32, b.dw13_bf16 = g->dw13_bf16, b.dw2_bf16 = g->dw2_bf16;
+    b.m.shared_inter = 0; /* the kernel runs the routed experts; the shared ones follow it (shared_backward) */
+    b.own_offset = ws->mk.shared_inter ? ws->sb.offset : NULL;
+    b.own_tokens = ws->a.my_tokens;
     rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
     if (rc) {
         char why[256] = "";
@@ -554,6 +647,8 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
             return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
         return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
+    if (ws->mk.shared_inter && (rc = shared_backward(ws, w, g, stream, err, err_len)))
+        return rc;
     if (variant == MOK_VARIANT_FULL)
         ws->step = STEP_BWD_SENT, ws->bwd_dispatched = 1;
     return MOK_OK;
@@ -571,7 +666,7 @@ int mok_backward_sum(mok_workspace *ws, uint16_t *dx, float *d_router, cudaStrea
     struct mok_lsa_args r = ws->a;
     r.y = dx;
     r.d_router = d_router;
-    r.shared_y = NULL;
+    r.shared_y = ws->mk.shared_inter ? ws->sb.dx : NULL; /* the shared experts' dx, added last */
     int rc = mok_lsa_grad_sum(&r, (mok_stream_t)stream);
     if (rc)
         return say(err, err_len, MOK_ERR_CUDA, "backward sum: %s", cudaGetErrorString((cudaError_t)rc));
