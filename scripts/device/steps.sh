@@ -95,7 +95,8 @@ mok_step() {
           -n 1 -o "$R/bwd-mega-san-$tool" tests/gpu_bwd_mega_sanitize.json > "$R/bwd-mega-$tool.log" 2>&1
         echo "compute-sanitizer $tool (fused backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-mega-$tool.log"
       done;;
-    h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json;; # one GPU: the fused backward (bwd, fwd_bwd) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes
+    h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json # one GPU: the fused backward (bwd, fwd_bwd; act save, recompute) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
+      $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-layer-mega-zipf.json;;
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
     h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-zipf.json;;

@@ -265,19 +265,22 @@ static int mega_check_schedule(struct mega_state *s, struct mok_row *row, char *
 /* The training passes' note: the phases, what the backward keeps from the forward (act=save: the routed rows' x and
  * gate/up, bf16, and the shared experts' gate/up; act=recompute: the routing only) and, under recompute, the FLOPs
  * executed against the useful ones the row's TFLOP/s counts (GEMM1 runs twice). */
-static void train_note(const struct mega_state *s, const struct mok_row *row, char *note, size_t len)
+static void train_note(const struct mega_state *s, char *note, size_t len)
 {
     const struct mok_problem *p = s->p;
     double rows = (double)p->tokens * p->topk, H = p->hidden, I = p->inter, SI = (double)p->shared * p->inter;
     double saved = rows * (H + 2 * I) * 2 + (double)p->tokens * 2 * SI * 2;
     double gemm1 = 2.0 * (rows * I + (double)p->tokens * SI) * 2 * H; /* the routed and shared GEMM1 FLOPs */
+    /* useful: the forward's 3 GEMMs per route (and per shared token), the backward's twice that (DESIGN.md) */
+    double fwd = 2.0 * (rows * I + (double)p->tokens * SI) * 3 * H;
+    double useful = (p->spec.pass == MOK_PASS_FWD_BWD ? 3 : 2) * fwd;
     size_t n = strlen(note);
     snprintf(note + n, len - n, " fused backward (phases: %s | backward kernel | backward sum); act=%s: ",
              p->spec.pass == MOK_PASS_FWD_BWD ? "forward" : "-", s->desc.act_recompute ? "recompute" : "save");
     n = strlen(note);
     if (s->desc.act_recompute)
-        snprintf(note + n, len - n, "saved activations: routing only; executed FLOPs %.3g = useful x %.3f (GEMM1 "
-                 "recomputed)", row->flops + gemm1, row->flops > 0 ? (row->flops + gemm1) / row->flops : 0.0);
+        snprintf(note + n, len - n, "saved activations: routing only; executed FLOPs %.4g = useful %.4g x %.3f "
+                 "(GEMM1 recomputed)", useful + gemm1, useful, (useful + gemm1) / useful);
     else
         snprintf(note + n, len - n, "saved activations %.2f GB per rank (x rows, gate and up)", saved / 1e9);
     n = strlen(note);
@@ -291,7 +294,7 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         return -1;
     if (!s->breakdown) {
         if (s->desc.train)
-            train_note(s, row, row->note, sizeof row->note);
+            train_note(s, row->note, sizeof row->note);
         else
             snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
                      " fused (phases: schedule | kernel | owner's sum)");
@@ -303,7 +306,7 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len))
             return -1;
         row->gemm_alone_us = compute_ms * 1e3;
-        train_note(s, row, row->note, sizeof row->note);
+        train_note(s, row->note, sizeof row->note);
         snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
                  "; backward kernel%s with communication skipped %.0f us",
                  s->desc.act_recompute ? "s (recompute and backward)" : "", row->gemm_alone_us);
