@@ -6,7 +6,8 @@ SRC=$1; SCRATCH=$2
 . "$SRC/tests/common.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer comm/lsa_schedule megakernel/forward; do
+for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer comm/lsa_schedule megakernel/forward \
+  megakernel/backward; do
   cu=$(echo "$path" | tr / _)
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
     "$SRC/kernels/$path.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
@@ -22,7 +23,11 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # Its 64-column twin has none and measured as fast. Allow that instance 128 bytes, every other kernel none: the
   # mxfp8 instances (gemm_sm90_kernel<128, 128, 64 | 128, true>, mangled ...Lb1E) included, which ptxas fits without
   # a spill (their producer compiles out lockstep and multicast, and loads the scales with one TMA box).
-  limit=0; [ "$cu" = megakernel_forward ] && limit=64
+  # The fused backward (megakernel_bwd_kernel) spills 356 bytes at c769d37: with GEMM2-dgrad's SwiGLU-backward
+  # epilogue compiled out it spills 84, so nearly all of it is that epilogue's (a row's loads, quad transposes and
+  # three stores per 32 columns, with the 128 accumulators live); not yet located in the SASS (no disassembler on
+  # the build machine) nor measured for cost. Allow it that much, so that more is caught; NOTES.md lists it.
+  limit=0; [ "$cu" = megakernel_forward ] && limit=64; [ "$cu" = megakernel_backward ] && limit=384
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {m = (k ~ /gemm_sm90_kernelILi128ELi128ELi128ELb0E/) ? 128 : l; if ($5 > m || $9 > m) print k ": " $0}' \
     "$SCRATCH/$cu.log")
