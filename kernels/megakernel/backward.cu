@@ -11,8 +11,8 @@
  * the landed and done flags of this backward are told apart from the forward's; the ready counters and done[]
  * start from zero. Every wait gives up after ~10 s with a record in the failure record (as the forward's).
  *
- * This file composes the forward's parts (layout, sync, units, comm, compute: their helpers) with
- * bwd_compute.cuh, and holds the kernel and its launcher. */
+ * This file composes the forward's parts (layout, sync, units, comm, compute: their helpers) with bwd_units.cuh
+ * (the unit list) and bwd_compute.cuh (the compute role), and holds the kernel and its launcher. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <nccl.h>
@@ -33,9 +33,12 @@ using namespace mok_sm90;
 #include "megakernel/units.cuh"
 #include "megakernel/comm.cuh"
 #include "megakernel/compute.cuh"
+#include "megakernel/bwd_units.cuh"
 #include "megakernel/bwd_compute.cuh"
 
 namespace {
+
+static_assert(kTileM == 128 && kTileN == 256, "bwd_list (bwd_units.cuh) counts 128 x 256 tiles");
 
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_bwd_kernel(const __grid_constant__ BwdMaps maps, const __grid_constant__ mok_mega_bwd_args b,

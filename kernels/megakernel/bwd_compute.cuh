@@ -25,62 +25,9 @@ struct BwdMaps {
 };
 
 #if MOK_SM90_DEVICE
-enum { kJobDgrad2 = 0, kJobDgrad1 = 1, kJobWgrad2 = 2, kJobWgrad13 = 3 };
-
-
 /* done[]: [0] the unit ticket, [1] unused, then per row block the GEMM2-dgrad half tiles stored (dgu, hw and the
  * d_router partials of its rows: what GEMM1 dgrad and the weight gradients wait for). */
 __device__ __forceinline__ int32_t *dgrad2_done(int32_t *done) { return done + 2; }
-
-/* The unit list: GEMM2 dgrad's u0 units (row block x I / 256 column tiles), GEMM1 dgrad's u1 (x H / 256), dW2's
- * EL x (H / 128) x (I / 256) tiles, dW13's EL x (2I / 128) x (H / 256). Every unit waits only for units of earlier
- * jobs, which the ticket handed out before it to running blocks: no cycle. */
-struct BwdList {
-    int n2, n1;        /* column tiles of GEMM2 dgrad (over I) and GEMM1 dgrad (over H) */
-    int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x I / 256) and dW13 (2I / 128 x H / 256) */
-    int u0, u1, uw2, units;
-};
-
-struct BwdUnit {
-    int job, group, rb, n; /* dgrad: row block and column tile; wgrad: rb = the m tile */
-};
-
-/* dgrad units: job | n << 2 | rb << 10 (as the forward's); wgrad units: job | local << 2, local = the tile's index
- * in its job's list (group-major, then m, then n), decoded again by the consumers. */
-__device__ __forceinline__ int pack_bwd_unit(const BwdUnit &p, int local)
-{
-    return p.job <= kJobDgrad1 ? p.job | p.n << 2 | p.rb << 10 : p.job | local << 2;
-}
-
-__device__ __forceinline__ void wgrad_tile_of(int local, int tm, int tn, int &g, int &mt, int &nt)
-{
-    const int per = tm * tn;
-    g = local / per;
-    mt = local % per / tn;
-    nt = local % tn;
-}
-
-__device__ __forceinline__ BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int *mstart, int groups,
-                                               int n_major, int &local)
-{
-    BwdUnit p;
-    if (u < L.u0 + L.u1) { /* dgrad: the group whose first unit is <= local, then m- or n-major inside it */
-        p.job = u < L.u0 ? kJobDgrad2 : kJobDgrad1;
-        local = p.job == kJobDgrad2 ? u : u - L.u0;
-        const int nt = p.job == kJobDgrad2 ? L.n2 : L.n1;
-        const int g = group_of(local, [&](int x) { return mstart[x]; }, groups, nt);
-        const int in_group = local - mstart[g] * nt, blocks = mstart[g + 1] - mstart[g];
-        p.group = g;
-        p.rb = mstart[g] + (n_major ? in_group % blocks : in_group / nt);
-        p.n = n_major ? in_group / blocks : in_group % nt;
-        return p;
-    }
-    const bool w2 = u < L.u0 + L.u1 + L.uw2;
-    p.job = w2 ? kJobWgrad2 : kJobWgrad13;
-    local = u - L.u0 - L.u1 - (w2 ? 0 : L.uw2);
-    wgrad_tile_of(local, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, p.group, p.rb, p.n);
-    return p;
-}
 
 /* ---- epilogues ------------------------------------------------------------------------------------------------ */
 
@@ -263,14 +210,8 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
         dr_base[threadIdx.x] = (float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, threadIdx.x);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const int blocks_m = mstart[groups];
-        list.n2 = I / kTileN, list.n1 = H / kTileN;
-        list.w2m = H / kTileM, list.w2n = I / kTileN, list.w13m = 2 * I / kTileM, list.w13n = H / kTileN;
-        list.u0 = blocks_m * list.n2, list.u1 = blocks_m * list.n1;
-        list.uw2 = groups * list.w2m * list.w2n;
-        list.units = list.u0 + list.u1 + list.uw2 + groups * list.w13m * list.w13n;
-    }
+    if (threadIdx.x == 0)
+        list = bwd_list(mstart[groups], groups, H, I);
     __syncthreads();
     if (!joiner && a.push && m.skip != 1) /* one chunk of landed dy rows each (the comm blocks copy the rest) */
         scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);

@@ -4,6 +4,8 @@
  * layout, sync, units, comm, compute); its names live in that file's anonymous namespace. */
 #pragma once
 
+#include "megakernel/group_search.cuh"
+
 namespace {
 
 #if MOK_SM90_DEVICE
@@ -66,21 +68,6 @@ __device__ __forceinline__ int own_row_blocks(const mok_lsa_args &a, int g)
     return b1 > b0 ? b0 | (b1 - b0) << 16 : 0;
 }
 
-/* The group holding item `local` of a list where group g's items start at start(g) * per (start: a prefix over the
- * groups, empty groups repeating the same value): the largest g with start(g) * per <= local. */
-template <typename Start> __device__ __forceinline__ int group_of(int local, Start start, int groups, int per)
-{
-    int lo = 0, hi = groups - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (start(mid) * per <= local)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const int *mstart, int groups,
                                         int n_major, OwnBlocks own)
 {
@@ -104,7 +91,7 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
             local -= own_units;
         /* group g's blocks in this part start at own_start[g] (mine) or mstart[g] - own_start[g] (the rest) */
         auto part_start = [&](int g) { return mine ? own.own_start[g] : mstart[g] - own.own_start[g]; };
-        const int lo = group_of(local, part_start, groups, nt);
+        const int lo = mok_group_of(local, part_start, groups, nt);
         const int own0 = own.own_pack[lo] & 0xFFFF, own_n = own.own_pack[lo] >> 16;
         const int start = part_start(lo);
         const int blocks = mine ? own_n : mstart[lo + 1] - mstart[lo] - own_n;
@@ -120,7 +107,7 @@ __device__ __forceinline__ Unit unit_at(int u, const volatile UnitList &L, const
         return p;
     }
     /* the group whose first unit (row block x column tiles) is <= local */
-    int lo = group_of(local, [&](int g) { return mstart[g]; }, groups, nt);
+    int lo = mok_group_of(local, [&](int g) { return mstart[g]; }, groups, nt);
     p.group = lo;
     /* within the group: m-major (neighbouring units share the A rows) or n-major (they share the weight tile) */
     int in_group = local - mstart[lo] * nt, blocks = mstart[lo + 1] - mstart[lo];

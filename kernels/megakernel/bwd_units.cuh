@@ -1,0 +1,76 @@
+/* megakernel/bwd_units.cuh: the fused backward's unit list (GEMM2 dgrad, GEMM1 dgrad, dW2, dW13 tiles), handed
+ * out by one ticket: its order, packing and lookup. Host and device (tests/test_bwd_units.cu checks on the CPU that
+ * the list covers every tile once and in dependency order). Part of the fused backward's translation unit
+ * (kernels/megakernel/backward.cu), in its anonymous namespace there. */
+#pragma once
+
+#include "megakernel/group_search.cuh"
+
+namespace {
+
+enum { kJobDgrad2 = 0, kJobDgrad1 = 1, kJobWgrad2 = 2, kJobWgrad13 = 3 };
+
+/* The unit list: GEMM2 dgrad's u0 units (row block x I / 256 column tiles), GEMM1 dgrad's u1 (x H / 256), dW2's
+ * EL x (H / 128) x (I / 256) tiles, dW13's EL x (2I / 128) x (H / 256). Every unit waits only for units of earlier
+ * jobs, which the ticket handed out before it to running blocks: no cycle. */
+struct BwdList {
+    int n2, n1;        /* column tiles of GEMM2 dgrad (over I) and GEMM1 dgrad (over H) */
+    int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x I / 256) and dW13 (2I / 128 x H / 256) */
+    int u0, u1, uw2, units;
+};
+
+/* The list of a layer: blocks_m row blocks over `groups` experts (the slots' 128-row blocks), hidden H, inter I
+ * (tiles of 128 x 256: H a multiple of 256, I of 256). */
+MOK_HOST_DEVICE BwdList bwd_list(int blocks_m, int groups, int H, int I)
+{
+    BwdList l;
+    l.n2 = I / 256, l.n1 = H / 256;
+    l.w2m = H / 128, l.w2n = I / 256, l.w13m = 2 * I / 128, l.w13n = H / 256;
+    l.u0 = blocks_m * l.n2, l.u1 = blocks_m * l.n1;
+    l.uw2 = groups * l.w2m * l.w2n;
+    l.units = l.u0 + l.u1 + l.uw2 + groups * l.w13m * l.w13n;
+    return l;
+}
+
+struct BwdUnit {
+    int job, group, rb, n; /* dgrad: row block and column tile; wgrad: rb = the m tile */
+};
+
+/* dgrad units: job | n << 2 | rb << 10 (as the forward's); wgrad units: job | local << 2, local = the tile's index
+ * in its job's list (group-major, then m, then n), decoded again by the consumers. */
+MOK_HOST_DEVICE int pack_bwd_unit(const BwdUnit &p, int local)
+{
+    return p.job <= kJobDgrad1 ? p.job | p.n << 2 | p.rb << 10 : p.job | local << 2;
+}
+
+MOK_HOST_DEVICE void wgrad_tile_of(int local, int tm, int tn, int &g, int &mt, int &nt)
+{
+    const int per = tm * tn;
+    g = local / per;
+    mt = local % per / tn;
+    nt = local % tn;
+}
+
+MOK_HOST_DEVICE BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int *mstart, int groups, int n_major,
+                                    int &local)
+{
+    BwdUnit p;
+    if (u < L.u0 + L.u1) { /* dgrad: the group whose first unit is <= local, then m- or n-major inside it */
+        p.job = u < L.u0 ? kJobDgrad2 : kJobDgrad1;
+        local = p.job == kJobDgrad2 ? u : u - L.u0;
+        const int nt = p.job == kJobDgrad2 ? L.n2 : L.n1;
+        const int g = mok_group_of(local, [&](int x) { return mstart[x]; }, groups, nt);
+        const int in_group = local - mstart[g] * nt, blocks = mstart[g + 1] - mstart[g];
+        p.group = g;
+        p.rb = mstart[g] + (n_major ? in_group % blocks : in_group / nt);
+        p.n = n_major ? in_group / blocks : in_group % nt;
+        return p;
+    }
+    const bool w2 = u < L.u0 + L.u1 + L.uw2;
+    p.job = w2 ? kJobWgrad2 : kJobWgrad13;
+    local = u - L.u0 - L.u1 - (w2 ? 0 : L.uw2);
+    wgrad_tile_of(local, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, p.group, p.rb, p.n);
+    return p;
+}
+
+} // namespace

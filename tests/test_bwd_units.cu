@@ -1,0 +1,112 @@
+/* test_bwd_units: the fused backward's unit list (kernels/megakernel/bwd_units.cuh) on the CPU. For expert row
+ * blocks drawn at random (empty experts included) and both tile orders: every GEMM2-dgrad and GEMM1-dgrad tile
+ * (row block x column tile, inside its expert's blocks) and every dW2 / dW13 output tile (expert x m tile x n tile)
+ * comes out exactly once; the jobs come in ticket order (all GEMM2 dgrad, then GEMM1 dgrad, then dW2, then dW13:
+ * every unit waits only for units of earlier jobs, which is what keeps the persistent kernel free of deadlock); the
+ * packed unit the producer writes beside the slot decodes in the consumers to the same tile. Exit 0 pass, 1 fail. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "megakernel/bwd_units.cuh"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                                             \
+    do {                                                                                                             \
+        if (!(cond)) {                                                                                               \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                            \
+            fprintf(stderr, "\n");                                                                                   \
+            failures++;                                                                                              \
+            return;                                                                                                  \
+        }                                                                                                            \
+    } while (0)
+
+static unsigned lcg(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* One layer: `groups` experts with blocks[g] row blocks each, hidden H, intermediate I, tile order n_major. */
+static void check_list(const std::vector<int> &blocks, int H, int I, int n_major)
+{
+    const int groups = (int)blocks.size();
+    std::vector<int> mstart(groups + 1, 0);
+    for (int g = 0; g < groups; g++)
+        mstart[g + 1] = mstart[g] + blocks[g];
+    const int blocks_m = mstart[groups];
+    const BwdList L = bwd_list(blocks_m, groups, H, I);
+    CHECK(L.units == blocks_m * (I / 256 + H / 256) + groups * (H / 128 * (I / 256) + 2 * I / 128 * (H / 256)),
+          "unit count %d", L.units);
+    std::vector<int> seen2(blocks_m * L.n2, 0), seen1(blocks_m * L.n1, 0);
+    std::vector<int> seenw2(groups * L.w2m * L.w2n, 0), seenw13(groups * L.w13m * L.w13n, 0);
+    int last_job = 0;
+    for (int u = 0; u < L.units; u++) {
+        int local = -1;
+        const BwdUnit p = bwd_unit_at(u, L, mstart.data(), groups, n_major, local);
+        CHECK(p.job >= last_job, "unit %d: job %d after job %d (ticket order)", u, p.job, last_job);
+        last_job = p.job;
+        CHECK(p.group >= 0 && p.group < groups, "unit %d: group %d of %d", u, p.group, groups);
+        const int v = pack_bwd_unit(p, local);
+        CHECK(v >= 0 && (v & 3) == p.job, "unit %d: packed %d", u, v);
+        if (p.job <= kJobDgrad1) {
+            const int nt = p.job == kJobDgrad2 ? L.n2 : L.n1;
+            CHECK(p.rb >= mstart[p.group] && p.rb < mstart[p.group + 1], "unit %d: row block %d outside expert %d's "
+                  "[%d, %d)", u, p.rb, p.group, mstart[p.group], mstart[p.group + 1]);
+            CHECK(p.n >= 0 && p.n < nt, "unit %d: column tile %d of %d", u, p.n, nt);
+            CHECK(v >> 10 == p.rb && ((v >> 2) & 0xFF) == p.n, "unit %d: packed %d decodes to rb %d n %d", u, v,
+                  v >> 10, (v >> 2) & 0xFF);
+            int &slot = (p.job == kJobDgrad2 ? seen2 : seen1)[p.rb * nt + p.n];
+            CHECK(slot == 0, "unit %d: job %d tile (%d, %d) twice", u, p.job, p.rb, p.n);
+            slot = 1;
+        } else {
+            const bool w2 = p.job == kJobWgrad2;
+            const int tm = w2 ? L.w2m : L.w13m, tn = w2 ? L.w2n : L.w13n;
+            CHECK(p.rb >= 0 && p.rb < tm && p.n >= 0 && p.n < tn, "unit %d: weight tile (%d, %d) of %d x %d", u,
+                  p.rb, p.n, tm, tn);
+            int g, mt, nt;
+            wgrad_tile_of(v >> 2, tm, tn, g, mt, nt);
+            CHECK(g == p.group && mt == p.rb && nt == p.n, "unit %d: consumers decode (%d, %d, %d), producer (%d, %d, "
+                  "%d)", u, g, mt, nt, p.group, p.rb, p.n);
+            int &slot = (w2 ? seenw2 : seenw13)[(p.group * tm + p.rb) * tn + p.n];
+            CHECK(slot == 0, "unit %d: weight tile (%d, %d, %d) twice", u, p.group, p.rb, p.n);
+            slot = 1;
+        }
+    }
+    for (size_t i = 0; i < seen2.size(); i++)
+        CHECK(seen2[i], "GEMM2-dgrad tile %zu never handed out", i);
+    for (size_t i = 0; i < seen1.size(); i++)
+        CHECK(seen1[i], "GEMM1-dgrad tile %zu never handed out", i);
+    for (size_t i = 0; i < seenw2.size(); i++)
+        CHECK(seenw2[i], "dW2 tile %zu never handed out", i);
+    for (size_t i = 0; i < seenw13.size(); i++)
+        CHECK(seenw13[i], "dW13 tile %zu never handed out", i);
+}
+
+int main()
+{
+    unsigned s = 7;
+    const int shapes[][2] = {{256, 256}, {512, 512}, {7168, 2048}, {4096, 1536}};
+    int lists = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        const int groups = 1 + (int)(lcg(&s) % (trial < 150 ? 12 : 300));
+        std::vector<int> blocks(groups);
+        for (int g = 0; g < groups; g++) /* a third of the experts empty, the rest 1..4 row blocks */
+            blocks[g] = lcg(&s) % 3 == 0 ? 0 : 1 + (int)(lcg(&s) % 4);
+        const int *shape = shapes[trial % 4];
+        for (int n_major = 0; n_major < 2; n_major++) {
+            const int before = failures;
+            check_list(blocks, shape[0], shape[1], n_major);
+            if (failures != before) {
+                fprintf(stderr, "  (trial %d: %d experts, H %d, I %d, n_major %d)\n", trial, groups, shape[0],
+                        shape[1], n_major);
+                return 1;
+            }
+            lists++;
+        }
+    }
+    printf("test_bwd_units: %d unit lists checked, %s\n", lists, failures ? "FAIL" : "PASS");
+    return failures ? 1 : 0;
+}
