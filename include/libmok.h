@@ -78,6 +78,8 @@ struct mok_layer_desc {
                                  the backward reads them and the forward's expert slots), 1 (`recompute`: the forward
                                  saves nothing beyond its routing; the backward dispatches x again and recomputes
                                  GEMM1 first, in a persistent kernel of its own, then runs the backward kernel) */
+    int wgrad_mix;            /* with train: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved
+                                 with them (DRAM-bound fp32 gradient tiles beside tensor-bound dgrad tiles) */
 };
 
 /* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */

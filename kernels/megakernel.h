@@ -99,6 +99,8 @@ struct mok_mega_bwd_args {
     int32_t *own_offset;     /* NULL, or int32 [2]: the prologue writes {0, own_tokens} (the shared experts' one group
                                 of rows, for the GEMM core's backward the caller runs after this kernel) */
     int own_tokens;
+    int wgrad_mix;           /* 0: the weight-gradient tiles after every GEMM1-dgrad tile; 1: interleaved with them
+                                (bwd_units.cuh) */
 };
 
 size_t mok_megakernel_bwd_counters(int capacity, int local_experts);

@@ -1,9 +1,10 @@
 /* test_bwd_units: the fused backward's unit list (kernels/megakernel/bwd_units.cuh) on the CPU. For expert row
  * blocks drawn at random (empty experts included) and both tile orders: every GEMM2-dgrad and GEMM1-dgrad tile
  * (row block x column tile, inside its expert's blocks) and every dW2 / dW13 output tile (expert x m tile x n tile)
- * comes out exactly once; the jobs come in ticket order (all GEMM2 dgrad, then GEMM1 dgrad, then dW2, then dW13:
- * every unit waits only for units of earlier jobs, which is what keeps the persistent kernel free of deadlock); the
- * packed unit the producer writes beside the slot decodes in the consumers to the same tile. Exit 0 pass, 1 fail. */
+ * comes out exactly once; every GEMM2-dgrad unit comes before every other (the others wait only for those: what
+ * keeps the persistent kernel free of deadlock), and without `mix` the jobs come strictly in order (GEMM2 dgrad,
+ * GEMM1 dgrad, dW2, dW13), with it GEMM1 dgrad's units spread evenly over the tail; the packed unit the producer
+ * writes beside the slot decodes in the consumers to the same tile. Exit 0 pass, 1 fail. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +31,35 @@ static unsigned lcg(unsigned *s)
 }
 
 /* One layer: `groups` experts with blocks[g] row blocks each, hidden H, intermediate I, tile order n_major. */
-static void check_list(const std::vector<int> &blocks, int H, int I, int n_major)
+static void check_list(const std::vector<int> &blocks, int H, int I, int n_major, int mix)
 {
     const int groups = (int)blocks.size();
     std::vector<int> mstart(groups + 1, 0);
     for (int g = 0; g < groups; g++)
         mstart[g + 1] = mstart[g] + blocks[g];
     const int blocks_m = mstart[groups];
-    const BwdList L = bwd_list(blocks_m, groups, H, I);
+    const BwdList L = bwd_list(blocks_m, groups, H, I, mix);
     CHECK(L.units == blocks_m * (I / 256 + H / 256) + groups * (H / 128 * (I / 256) + 2 * I / 128 * (H / 256)),
           "unit count %d", L.units);
     std::vector<int> seen2(blocks_m * L.n2, 0), seen1(blocks_m * L.n1, 0);
     std::vector<int> seenw2(groups * L.w2m * L.w2n, 0), seenw13(groups * L.w13m * L.w13n, 0);
-    int last_job = 0;
+    int last_job = 0, dgrad1_seen = 0;
     for (int u = 0; u < L.units; u++) {
         int local = -1;
         const BwdUnit p = bwd_unit_at(u, L, mstart.data(), groups, n_major, local);
-        CHECK(p.job >= last_job, "unit %d: job %d after job %d (ticket order)", u, p.job, last_job);
+        CHECK((u < L.u0) == (p.job == kJobDgrad2), "unit %d: job %d (GEMM2 dgrad's %d units come first)", u, p.job,
+              L.u0);
+        if (!mix)
+            CHECK(p.job >= last_job, "unit %d: job %d after job %d (ticket order)", u, p.job, last_job);
         last_job = p.job;
+        if (mix && u >= L.u0 && L.u1) { /* GEMM1 dgrad's units in their own order, spread over the tail */
+            const long long v = u - L.u0, tail = L.units - L.u0;
+            CHECK(dgrad1_seen == (int)(v * L.u1 / tail), "unit %d: %d GEMM1-dgrad units before it, not %lld", u,
+                  dgrad1_seen, v * L.u1 / tail);
+            if (p.job == kJobDgrad1)
+                CHECK(local == dgrad1_seen, "unit %d: GEMM1-dgrad unit %d out of order (%d)", u, local, dgrad1_seen);
+        }
+        dgrad1_seen += p.job == kJobDgrad1;
         CHECK(p.group >= 0 && p.group < groups, "unit %d: group %d of %d", u, p.group, groups);
         const int v = pack_bwd_unit(p, local);
         CHECK(v >= 0 && (v & 3) == p.job, "unit %d: packed %d", u, v);
@@ -96,16 +108,17 @@ int main()
         for (int g = 0; g < groups; g++) /* a third of the experts empty, the rest 1..4 row blocks */
             blocks[g] = lcg(&s) % 3 == 0 ? 0 : 1 + (int)(lcg(&s) % 4);
         const int *shape = shapes[trial % 4];
-        for (int n_major = 0; n_major < 2; n_major++) {
-            const int before = failures;
-            check_list(blocks, shape[0], shape[1], n_major);
-            if (failures != before) {
-                fprintf(stderr, "  (trial %d: %d experts, H %d, I %d, n_major %d)\n", trial, groups, shape[0],
-                        shape[1], n_major);
-                return 1;
+        for (int n_major = 0; n_major < 2; n_major++)
+            for (int mix = 0; mix < 2; mix++) {
+                const int before = failures;
+                check_list(blocks, shape[0], shape[1], n_major, mix);
+                if (failures != before) {
+                    fprintf(stderr, "  (trial %d: %d experts, H %d, I %d, n_major %d, mix %d)\n", trial, groups,
+                            shape[0], shape[1], n_major, mix);
+                    return 1;
+                }
+                lists++;
             }
-            lists++;
-        }
     }
     printf("test_bwd_units: %d unit lists checked, %s\n", lists, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;

@@ -211,7 +211,7 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
     }
     __syncthreads();
     if (threadIdx.x == 0)
-        list = bwd_list(mstart[groups], groups, H, I);
+        list = bwd_list(mstart[groups], groups, H, I, b.wgrad_mix);
     __syncthreads();
     if (!joiner && a.push && m.skip != 1) /* one chunk of landed dy rows each (the comm blocks copy the rest) */
         scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);

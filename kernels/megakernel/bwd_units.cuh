@@ -10,20 +10,24 @@ namespace {
 
 enum { kJobDgrad2 = 0, kJobDgrad1 = 1, kJobWgrad2 = 2, kJobWgrad13 = 3 };
 
-/* The unit list: GEMM2 dgrad's u0 units (row block x I / 256 column tiles), GEMM1 dgrad's u1 (x H / 256), dW2's
- * EL x (H / 128) x (I / 256) tiles, dW13's EL x (2I / 128) x (H / 256). Every unit waits only for units of earlier
- * jobs, which the ticket handed out before it to running blocks: no cycle. */
+/* The unit list: GEMM2 dgrad's u0 units (row block x I / 256 column tiles) first, then GEMM1 dgrad's u1 (x H / 256)
+ * and the weight gradients' tiles (dW2's EL x (H / 128) x (I / 256), then dW13's EL x (2I / 128) x (H / 256)):
+ * after GEMM1 dgrad, or with `mix` interleaved with it in proportion (a Bresenham merge of the two lists), so that the
+ * weight-gradient tiles (DRAM-bound with fp32 gradients) run beside GEMM1 dgrad's (tensor-bound) on other SMs.
+ * Every unit waits only for GEMM2-dgrad units, all handed out by the ticket before it to running blocks: no cycle. */
 struct BwdList {
     int n2, n1;        /* column tiles of GEMM2 dgrad (over I) and GEMM1 dgrad (over H) */
     int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x I / 256) and dW13 (2I / 128 x H / 256) */
     int u0, u1, uw2, units;
+    int mix;           /* 1: GEMM1 dgrad and the weight gradients interleaved after GEMM2 dgrad */
 };
 
 /* The list of a layer: blocks_m row blocks over `groups` experts (the slots' 128-row blocks), hidden H, inter I
  * (tiles of 128 x 256: H a multiple of 256, I of 256). */
-MOK_HOST_DEVICE BwdList bwd_list(int blocks_m, int groups, int H, int I)
+MOK_HOST_DEVICE BwdList bwd_list(int blocks_m, int groups, int H, int I, int mix)
 {
     BwdList l;
+    l.mix = mix;
     l.n2 = I / 256, l.n1 = H / 256;
     l.w2m = H / 128, l.w2n = I / 256, l.w13m = 2 * I / 128, l.w13n = H / 256;
     l.u0 = blocks_m * l.n2, l.u1 = blocks_m * l.n1;
@@ -55,7 +59,19 @@ MOK_HOST_DEVICE BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int 
                                     int &local)
 {
     BwdUnit p;
-    if (u < L.u0 + L.u1) { /* dgrad: the group whose first unit is <= local, then m- or n-major inside it */
+    int w = u - L.u0 - L.u1; /* the weight gradients' index, when u is one of theirs */
+    bool dgrad = u < L.u0 + L.u1;
+    if (L.mix && u >= L.u0) { /* position v of the merged tail: GEMM1 dgrad's unit c(v) when c(v + 1) > c(v), with
+                               * c(v) = floor(v u1 / tail) of them among the first v; else weight unit v - c(v) */
+        const long long v = u - L.u0, tail = L.units - L.u0;
+        const int c = (int)(v * L.u1 / tail), c1 = (int)((v + 1) * L.u1 / tail);
+        dgrad = c1 > c;
+        if (dgrad)
+            u = L.u0 + c;
+        else
+            w = (int)v - c;
+    }
+    if (dgrad) { /* dgrad: the group whose first unit is <= local, then m- or n-major inside it */
         p.job = u < L.u0 ? kJobDgrad2 : kJobDgrad1;
         local = p.job == kJobDgrad2 ? u : u - L.u0;
         const int nt = p.job == kJobDgrad2 ? L.n2 : L.n1;
@@ -66,9 +82,9 @@ MOK_HOST_DEVICE BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int 
         p.n = n_major ? in_group / blocks : in_group % nt;
         return p;
     }
-    const bool w2 = u < L.u0 + L.u1 + L.uw2;
+    const bool w2 = w < L.uw2;
     p.job = w2 ? kJobWgrad2 : kJobWgrad13;
-    local = u - L.u0 - L.u1 - (w2 ? 0 : L.uw2);
+    local = w - (w2 ? 0 : L.uw2);
     wgrad_tile_of(local, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, p.group, p.rb, p.n);
     return p;
 }

@@ -244,8 +244,9 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
                       mok_pass_name(spec->pass));
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
-    } else if (p.act) {
-        return no(why, why_len, "act=recompute applies to the backward (pass bwd or fwd_bwd; this problem: fwd)");
+    } else if (p.act || p.wgrad_mix) {
+        return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
+                  p.act ? "act=recompute" : "wgrad_mix=1");
     }
     /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
     if (m->hidden % 256 || m->intermediate % 128)

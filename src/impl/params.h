@@ -170,7 +170,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "results/h200x1/2026-12-02-split-half-train-gemm); 0: on one")                                         \
     X(act, MOK_CHOICES(mok_choices_act), 0, 1, 0,                                                                \
       "pass bwd / fwd_bwd: save, the forward keeps the expert-major x rows and GEMM1's gate and up for the "     \
-      "backward; recompute, the backward dispatches x again and recomputes GEMM1 (a kernel before it)")
+      "backward; recompute, the backward dispatches x again and recomputes GEMM1 (a kernel before it)")       \
+    X(wgrad_mix, MOK_NUMERIC, 0, 1, 0,                                                                           \
+      "pass bwd / fwd_bwd: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved with them " \
+      "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

@@ -143,6 +143,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("split_half", d->split_half, err, err_len)) ||
         (rc = check_flag("train", d->train, err, err_len)) ||
         (rc = check_flag("act_recompute", d->act_recompute, err, err_len)) ||
+        (rc = check_flag("wgrad_mix", d->wgrad_mix, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
@@ -640,6 +641,7 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.m.shared_inter = 0; /* the kernel runs the routed experts; the shared ones follow it (shared_backward) */
     b.own_offset = ws->mk.shared_inter ? ws->sb.offset : NULL;
     b.own_tokens = ws->a.my_tokens;
+    b.wgrad_mix = ws->d.wgrad_mix;
     rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
     if (rc) {
         char why[256] = "";
