@@ -132,6 +132,14 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         if (mega)
             bytes += (mok_params_megakernel(params).dispatch ? nranks * t * h * 2 : 0) +
                      (m->shared_experts ? t * (m->shared_experts * i + h) * 2 : 0);
+        /* the fused backward (libmok's train workspace): a dy slot per input set in the window, d_router per route,
+         * gate and up, dy's slots, dgu, w h and the d_router partials at the capacity; with shared experts their
+         * gate and up, dh', dgu, w h, dx and d_router over the own tokens */
+        if (mega && mok_pass_has_bwd(spec->pass)) {
+            double si = m->shared_experts * i;
+            bytes += sets * t * h * 2 + t * k * 4 + cap * (2 * i * 2 + h * 2 + 2 * i * 2 + i * 2 + i / 256 * 4) +
+                     (si > 0 ? t * (2 * si * 2 + si * 2 + 2 * si * 2 + si * 2 + h * 2 + 3 * 4) : 0);
+        }
         return bytes;
     }
     if (!strcmp(impl, "lsa")) { /* window: x per set, rows back; local: received rows at the capacity */
