@@ -173,8 +173,9 @@ int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *e
  * mok_backward is 2 + 3. Backwards may repeat on one saved forward (until the next mok_route); dy's slot may be
  * rewritten once the backward's sum is done (peers read it during the kernel). A COMPUTE_ONLY variant of the kernel
  * (no dispatch, no sends: the breakdown) may run after a full backward, before the next mok_route, with no sum
- * after it; it computes the weight gradients again into g (fp32 ones are added to once more). COMM_ONLY is not
- * available for the backward. Argument errors are reported before order errors. */
+ * after it; it computes the weight gradients again into g (fp32 ones are added to once more). A COMM_ONLY kernel
+ * (dy's dispatch and the sends of dx rows and d_router values, nothing computed) takes a full one's place, its sum
+ * after it; its dx and d_router are meaningless. Argument errors are reported before order errors. */
 /* dy's slot paired with input slot `slot` (bf16 [max_tokens][hidden], in the window); NULL on a train = 0 workspace or
  * for a slot out of range. */
 uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot);

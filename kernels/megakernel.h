@@ -87,7 +87,8 @@ struct mok_mega_args {
 struct mok_mega_bwd_args {
     struct mok_mega_args m;  /* the forward's: m.lsa (schedule; lsa.set the slot holding dy, lsa.xin dy's expert
                                 slots [capacity][hidden], filled here), w13, w2, inter, comm_blocks, stages, raster,
-                                skip (0 or 1), m.out: with skip 1, dx rows stay here [capacity][hidden]; m.done:
+                                skip (0; 1: compute alone, dx rows stay in m.out [capacity][hidden]; 2: communication
+                                alone, m.out's rows sent as dx would be), m.done:
                                 mok_megakernel_bwd_counters int32 */
     const uint16_t *x;       /* the forward's expert slots [capacity][hidden] (its lsa.xin) */
     const uint16_t *gu;      /* the forward's saved GEMM1 output [capacity][2 * inter] */

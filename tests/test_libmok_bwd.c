@@ -5,7 +5,8 @@
  *   - y, dx, d_router and the fp32 weight gradients (accumulated onto non-zero start values) against a host
  *     reference with the layer's bf16 roundings (below);
  *   - a second and a third backward on the same saved forward with bf16 weight gradients (written), one through
- *     mok_backward_kernel + mok_backward_sum and one through mok_backward after a compute-only backward kernel:
+ *     mok_backward_kernel + mok_backward_sum and one through mok_backward after a comm-only backward (kernel and
+ *     sum) and a compute-only backward kernel:
  *     dx, d_router, dW13 and dW2 bitwise equal between them (dx and d_router also equal to the fp32 run's), the
  *     bf16 gradients against the reference, experts without rows exactly zero (bf16) or untouched (fp32);
  *   - a forward after the backwards: y bitwise equal to the first forward's;
@@ -474,8 +475,8 @@ static void check_before_backward(struct test *t, const char *tag, mok_workspace
               "grads dw13_f32 with dw2_bf16");
     EXPECT_RC(mok_backward(ws, wt, &three, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
               "mok_backward with grads of 3 pointers");
-    EXPECT_RC(mok_backward_kernel(ws, wt, gf, MOK_VARIANT_COMM_ONLY, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_backward_kernel variant comm_only");
+    EXPECT_RC(mok_backward_kernel(ws, wt, gf, (enum mok_variant)3, t->st, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_backward_kernel variant 3");
 }
 
 static void *upload(const void *host, size_t bytes)
@@ -574,7 +575,14 @@ static int run_variant(struct test *t, const struct variant *v, int vi, mok_work
     check_wgrads(t, tag, "bf16 run:", &P, &a, NULL, NULL, 0);
     check_same(t, tag, "dx, d_router with fp32 and with bf16 gradients", T, &f, &a, 0);
 
-    /* the breakdown's compute-only backward kernel (no sum after it), then backward 3 through mok_backward */
+    /* the breakdown's comm-only backward (kernel and sum: dy dispatched, dx and d_router sent, nothing computed;
+     * its outputs meaningless) and compute-only kernel (no sum after it), then backward 3 through mok_backward */
+    CALL(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_COMM_ONLY, t->st, err, sizeof err),
+         "comm-only mok_backward_kernel");
+    EXPECT_RC(mok_route(ws, v->slot, T, t->d_ids, t->d_w, t->st, err, sizeof err), MOK_ERR_ORDER,
+              "mok_route between a comm-only backward kernel and its sum");
+    CALL(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), "mok_backward_sum after comm-only");
+    CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the comm-only backward");
     CALL(mok_backward_kernel(ws, &wt, &gb, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err),
          "compute-only mok_backward_kernel");
     EXPECT_RC(mok_backward_sum(ws, t->d_dx, t->d_dr, t->st, err, sizeof err), MOK_ERR_ORDER,
@@ -584,7 +592,8 @@ static int run_variant(struct test *t, const struct variant *v, int vi, mok_work
     CALL(mok_backward(ws, &wt, &gb, t->d_dx, t->d_dr, t->st, err, sizeof err), "mok_backward (bf16, again)");
     CALL(mok_workspace_check(ws, t->st, err, sizeof err), "after the second bf16 backward");
     CALL(download(t, T, 0, &b), "download");
-    check_same(t, tag, "two bf16 backwards, a compute-only kernel between them", T, &a, &b, 1);
+    check_same(t, tag, "two bf16 backwards, a comm-only backward and a compute-only kernel between them", T, &a, &b,
+               1);
 
     /* a forward after the backwards gives the first forward's y */
     CALL(forward(t, &P, v->slot, ws, &wt, y2, err, sizeof err), "forward after the backwards");

@@ -52,7 +52,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
                            kScatterAll, diag);
         __syncthreads();
-        bwd_compute_role(maps, b, 0, 0, true, diag);
+        if (m.skip != 2) /* compute skipped: the compute blocks send, the comm blocks are done */
+            bwd_compute_role(maps, b, 0, 0, true, diag);
     } else {
         bwd_compute_role(maps, b, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
@@ -128,10 +129,11 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
     if (m->shared_inter)
         return say(why, why_len, "shared_inter %lld: the kernel runs the routed experts (the caller runs the shared "
                    "experts' backward after it: set 0)", m->shared_inter);
-    if (m->skip < 0 || m->skip > 1)
-        return say(why, why_len, "skip %lld: 0 (everything) or 1 (compute alone)", m->skip);
-    if (m->skip == 1 && !m->out)
-        return say(why, why_len, "skip 1 needs m.out for the dx rows%.0lld", 0);
+    if (m->skip < 0 || m->skip > 2)
+        return say(why, why_len, "skip %lld: 0 (everything), 1 (compute alone) or 2 (communication alone)", m->skip);
+    if (m->skip && !m->out)
+        return say(why, why_len, "skip %lld needs m.out (the dx rows with communication skipped; the rows sent with "
+                   "compute skipped)", m->skip);
     if (!b->x || !b->gu || !b->dgu || !b->hw || !b->dr_part || !a.xin)
         return say(why, why_len, "x, gu, dgu, hw, dr_part and lsa.xin (dy's slots) must be device pointers%.0lld", 0);
     if (!!b->dw13_f32 + !!b->dw13_bf16 != 1 || !!b->dw2_f32 != !!b->dw13_f32 || !!b->dw2_bf16 != !!b->dw13_bf16)
@@ -173,8 +175,8 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         return (int)e;
     cudaStream_t s = mok_cuda_stream(stream);
     const int chunks = (a.capacity + a.chunk_rows - 1) / a.chunk_rows;
-    if (b->m.skip == 0 || b->own_offset)
-        megakernel_bwd_prologue_kernel<<<1, 1, 0, s>>>(b->m.skip == 0 ? a.epoch : nullptr, b->own_offset,
+    if (b->m.skip != 1 || b->own_offset) /* skip 1 sends nothing: no flags, no epoch */
+        megakernel_bwd_prologue_kernel<<<1, 1, 0, s>>>(b->m.skip != 1 ? a.epoch : nullptr, b->own_offset,
                                                         b->own_tokens);
     e = cudaMemsetAsync(b->m.done, 0, sizeof(int32_t) * bwd_counters(a.capacity), s);
     if (e == cudaSuccess) /* skip 1: no dispatch, every chunk counts as arrived (dy's slots hold the last one's) */

@@ -215,6 +215,23 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
     __syncthreads();
     if (!joiner && a.push && m.skip != 1) /* one chunk of landed dy rows each (the comm blocks copy the rest) */
         scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
+    if (m.skip == 2) { /* compute skipped (the breakdown's communication alone): every slot's row of m.out and a
+                        * d_router value to its owner, as the GEMM epilogues would send them, then both of this
+                        * block's contributions to the done flag */
+        const int rows = mstart[groups] * kTileM;
+        for (int s = cta * kWarps + warp; s < rows; s += nctas * kWarps) {
+            send_route_row<2>(m, s, lane);
+            const int32_t e = a.entry[s];
+            if (lane == 0 && e >= 0)
+                dr_base[(uint32_t)e >> 25][(size_t)((e >> 5) & 0xFFFFF) * a.topk + (e & 31)] = 0.0f;
+        }
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int i = 0; i < 2; i++)
+                count_and_signal(a, 1, send_contributions(m));
+        return;
+    }
 
     if (warp < 4) {
         /* ---- producer ---- */

@@ -211,10 +211,16 @@ static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 static int variant_once(struct mega_state *s, enum mok_variant variant, cudaStream_t st, char *err, int err_len)
 {
     struct mok_weights w = set_weights(s->p, 0);
-    if (s->desc.train) /* the backward kernel with communication skipped, on the last full backward's dy rows */
-        return lib_fail(mok_backward_kernel(s->ws, &w, &s->grads, variant, st, err, err_len), "mok_backward_kernel",
-                        err, err_len);
     int comm = variant == MOK_VARIANT_COMM_ONLY;
+    if (s->desc.train) { /* the backward's: compute alone on the last full one's dy rows; or its communication
+                          * path (dispatch, sends, the owner's sum) with nothing computed */
+        if (lib_fail(mok_backward_kernel(s->ws, &w, &s->grads, variant, st, err, err_len), "mok_backward_kernel",
+                     err, err_len))
+            return -1;
+        return comm ? lib_fail(mok_backward_sum(s->ws, s->dx, s->d_router, st, err, err_len), "mok_backward_sum",
+                               err, err_len)
+                    : 0;
+    }
     if (comm && mega_phase(s, 0, 0, s->p->y, st, err, err_len))
         return -1;
     if (lib_fail(mok_forward_kernel(s->ws, &w, variant, st, err, err_len), "mok_forward_kernel", err, err_len))
@@ -303,14 +309,23 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     }
     double compute_ms = 0, comm_ms = 0;
     int n = iters < 3 ? 3 : iters;
-    if (s->desc.train) { /* the backward kernel alone, with its communication skipped (no comm-only variant) */
-        if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len))
+    if (s->desc.train) { /* the backward's kernels with communication skipped, and its communication alone */
+        if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||
+            mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, n, &comm_ms, err, err_len))
             return -1;
         row->gemm_alone_us = compute_ms * 1e3;
+        row->dispatch_alone_us = comm_ms * 1e3;
         train_note(s, row->note, sizeof row->note);
         snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                 "; backward kernel%s with communication skipped %.0f us",
-                 s->desc.act_recompute ? "s (recompute and backward)" : "", row->gemm_alone_us);
+                 "; backward kernel%s with communication skipped %.0f us, communication alone (dy dispatch, dx and "
+                 "d_router sends, the owner's sum) %.0f us", s->desc.act_recompute ? "s (recompute and backward)" : "",
+                 row->gemm_alone_us, row->dispatch_alone_us);
+        if (s->p->spec.pass == MOK_PASS_BWD) {
+            double exposed = row->time_med_us - row->gemm_alone_us;
+            snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
+                     ", exposed %.0f us (%.0f%%)", exposed,
+                     row->time_med_us > 0 ? 100.0 * exposed / row->time_med_us : 0.0);
+        }
         return 0;
     }
     if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||

@@ -574,7 +574,7 @@ static int recompute(mok_workspace *ws, const struct mok_weights *w, enum mok_va
     r.gemm1_only = 1;
     r.skip = (int)variant;
     int rc = 0;
-    if (variant == MOK_VARIANT_FULL) {
+    if (variant != MOK_VARIANT_COMPUTE_ONLY) { /* it dispatches: a new epoch, the ready counters from zero */
         rc = mok_megakernel_next_epoch(ws->a.epoch, (mok_stream_t)stream);
         if (!rc)
             rc = (int)cudaMemsetAsync(ws->a.ready, 0, sizeof(int32_t) * (size_t)ws->nchunks, stream);
@@ -611,9 +611,9 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
         return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
     if (!ws->d.train)
         return say(err, err_len, MOK_ERR_ARGUMENT, "the workspace was created with train = 0: no saved activations");
-    if (variant != MOK_VARIANT_FULL && variant != MOK_VARIANT_COMPUTE_ONLY)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0) or _COMPUTE_ONLY (1) for the "
-                   "backward", (int)variant);
+    if (variant != MOK_VARIANT_FULL && variant != MOK_VARIANT_COMPUTE_ONLY && variant != MOK_VARIANT_COMM_ONLY)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0), _COMPUTE_ONLY (1) or "
+                   "_COMM_ONLY (2)", (int)variant);
     int rc = check_weights(ws, w, err, err_len);
     if (rc || (rc = check_grads(ws, g, err, err_len)))
         return rc;
@@ -649,9 +649,10 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
             return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
         return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
-    if (ws->mk.shared_inter && (rc = shared_backward(ws, w, g, stream, err, err_len)))
+    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY &&
+        (rc = shared_backward(ws, w, g, stream, err, err_len)))
         return rc;
-    if (variant == MOK_VARIANT_FULL)
+    if (variant != MOK_VARIANT_COMPUTE_ONLY) /* it sent: its sum comes next */
         ws->step = STEP_BWD_SENT, ws->bwd_dispatched = 1;
     return MOK_OK;
 }
