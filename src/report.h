@@ -103,7 +103,7 @@ struct mok_row {
 
     char inputs[48]; /* the problem's activation and weight distribution, mok_inputs_label ("uniform", ...) */
 
-    char note[256];
+    char note[512];
 
     /* schema 2 */
     char speedup_baseline[32]; /* the implementation speedup is against, "" when no baseline ran */
