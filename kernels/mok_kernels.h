@@ -230,6 +230,14 @@ int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, mok_stream_
 int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
 /* Only the owner's fixed-order sum (waits for every rank's done flag): the megakernel's stream-ordered epilogue. */
 int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream);
+/* The per-route combine's sends and done flag without the owner's sum (mok_lsa_combine is this, then
+ * mok_lsa_reduce): the backward's dx rows, summed by mok_lsa_grad_sum. */
+int mok_lsa_combine_routes(const struct mok_lsa_args *a, int blocks, mok_stream_t stream);
+/* w[slot] = the route weight in each slot (all_w through the schedule's entries; 0 for padding), [capacity]. */
+int mok_lsa_slot_weights(const struct mok_lsa_args *a, float *w, mok_stream_t stream);
+/* Each slot's v[slot] into its route owner's window at off_dr + t * k + j (the backward's d_router), before the
+ * combine whose done flag orders it for the owner. */
+int mok_lsa_send_route_values(const struct mok_lsa_args *a, const float *v, mok_stream_t stream);
 /* The fused backward's owner sum (per route): waits for every rank's done flag, then dx (a.y) = the fixed-order
  * sum over k of the combine rows (unweighted: the router weight is in them) plus a.shared_y, and a.d_router = the
  * window's off_dr values. */

@@ -135,6 +135,10 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         /* the fused backward (libmok's train workspace): a dy slot per input set in the window, d_router per route,
          * gate and up, dy's slots, dgu, w h and the d_router partials at the capacity; with shared experts their
          * gate and up, dh', dgu, w h, dx and d_router over the own tokens */
+        /* lsa-layer's backward (lsa_layer_bwd.c): a dy slot per input set in the window, d_router per route, dy's
+         * slots, gate and up, dh', dgu, w h, the slots' weights and d_router */
+        if (!mega && mok_pass_has_bwd(spec->pass))
+            bytes += sets * t * h * 2 + t * k * 4 + cap * (h * 2 + 2 * i * 2 + i * 2 + 2 * i * 2 + i * 2 + 8);
         if (mega && mok_pass_has_bwd(spec->pass)) {
             double si = m->shared_experts * i;
             bytes += sets * t * h * 2 + t * k * 4 + cap * (2 * i * 2 + h * 2 + 2 * i * 2 + i * 2 + i / 256 * 4) +

@@ -611,26 +611,80 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
     }
     if (a->combine_per_rank && a->reduce_overlap) /* the sum inside the combine launch (end of this file) */
         return launch_combine_overlap(a, blocks, s);
-    if (a->combine_per_rank && a->bulk_copies && a->landing) {
+    if (!a->combine_per_rank) {
+        int err = mok_lsa_combine_routes(a, blocks, stream);
+        return err ? err : mok_lsa_reduce(a, stream);
+    }
+    if (a->bulk_copies && a->landing) { /* per rank from here on */
         size_t smem;
         int ring = ring_config(lsa_combine_rank_ring_kernel, a->hidden, RING_MAX_WARPS, &smem);
         if (ring < 1)
             return (int)cudaErrorInvalidValue;
         lsa_combine_rank_ring_kernel<<<blocks, ring * 32, smem, s>>>(*a, ring);
-    } else if (a->combine_per_rank) {
-        lsa_combine_rank_kernel<<<blocks, RANK_COMBINE_THREADS, 0, s>>>(*a);
-    } else if (!a->bulk_copies) {
-        lsa_combine_route_warp_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
     } else {
-        size_t smem;
-        int stages = pipe_stages(a->hidden, &smem);
-        cudaFuncSetAttribute(lsa_combine_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        lsa_combine_route_kernel<<<blocks, PIPE_WARPS * 32, smem, s>>>(*a, stages);
+        lsa_combine_rank_kernel<<<blocks, RANK_COMBINE_THREADS, 0, s>>>(*a);
     }
     int err = MOK_LAUNCH_RESULT();
     if (err)
         return err;
     return mok_lsa_reduce(a, stream);
+}
+
+/* The per-route combine's sends alone: every slot's expert_out row to its owner's combine row of its route, then
+ * the done flag (the forward's mok_lsa_combine adds the weighted sum; the backward's owner runs mok_lsa_grad_sum). */
+extern "C" int mok_lsa_combine_routes(const struct mok_lsa_args *a, int blocks, mok_stream_t stream)
+{
+    if (a->hidden % 8 || a->topk > 32 || a->nranks > 32 || a->combine_per_rank)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = mok_cuda_stream(stream);
+    if (!a->bulk_copies) {
+        lsa_combine_route_warp_kernel<<<blocks, COMBINE_THREADS, 0, s>>>(*a);
+        return MOK_LAUNCH_RESULT();
+    }
+    size_t smem;
+    int stages = pipe_stages(a->hidden, &smem);
+    cudaFuncSetAttribute(lsa_combine_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    lsa_combine_route_kernel<<<blocks, PIPE_WARPS * 32, smem, s>>>(*a, stages);
+    return MOK_LAUNCH_RESULT();
+}
+
+/* Each slot's route weight (0 for padding), from every rank's weights the schedule gathered: the backward's w. */
+__global__ void lsa_slot_weights_kernel(mok_lsa_args a, float *w)
+{
+    const int used = min(a.offset[a.local_experts], a.capacity);
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < a.capacity; s += gridDim.x * blockDim.x) {
+        const int32_t e = s < used ? a.entry[s] : -1;
+        w[s] = e < 0 ? 0.0f
+                     : a.all_w[((size_t)((uint32_t)e >> 25) * a.t_max + ((e >> 5) & 0xFFFFF)) * a.topk + (e & 31)];
+    }
+}
+
+extern "C" int mok_lsa_slot_weights(const struct mok_lsa_args *a, float *w, mok_stream_t stream)
+{
+    lsa_slot_weights_kernel<<<mok_blocks_for((size_t)a->capacity, 256, 1024), 256, 0, mok_cuda_stream(stream)>>>(*a,
+                                                                                                                 w);
+    return MOK_LAUNCH_RESULT();
+}
+
+/* Each slot's value v[slot] into its owner's window at off_dr + route (the backward's d_router), before the
+ * combine whose done flag the owner waits for. */
+__global__ void lsa_send_route_values_kernel(mok_lsa_args a, const float *v)
+{
+    const int used = min(a.offset[a.local_experts], a.capacity);
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < used; s += gridDim.x * blockDim.x) {
+        const int32_t e = a.entry[s];
+        if (e < 0)
+            continue;
+        float *dr = (float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, (int)((uint32_t)e >> 25));
+        dr[(size_t)((e >> 5) & 0xFFFFF) * a.topk + (e & 31)] = v[s];
+    }
+}
+
+extern "C" int mok_lsa_send_route_values(const struct mok_lsa_args *a, const float *v, mok_stream_t stream)
+{
+    lsa_send_route_values_kernel<<<mok_blocks_for((size_t)a->capacity, 256, 1024), 256, 0,
+                                   mok_cuda_stream(stream)>>>(*a, v);
+    return MOK_LAUNCH_RESULT();
 }
 
 extern "C" int mok_lsa_grad_sum(const struct mok_lsa_args *a, mok_stream_t stream)

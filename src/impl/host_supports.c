@@ -207,14 +207,19 @@ int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, con
                             int why_len)
 {
     struct mok_params_lsa_layer lp = mok_params_lsa_layer(params);
-    if (!bf16_fwd(spec, nranks, why, why_len))
+    struct mok_problem_spec fwd = *spec; /* the backward (lsa_layer_bwd.c) rides on the forward's transfers */
+    fwd.pass = MOK_PASS_FWD;
+    if (!bf16_fwd(&fwd, nranks, why, why_len))
         return 0;
     if (spec->model.shared_experts)
         return no(why, why_len, "shared experts are not supported yet");
+    if (mok_pass_has_bwd(spec->pass) && (lp.kernel != 0 || lp.overlap != 0 || lp.combine != 0))
+        return no(why, why_len, "pass %s: the backward runs on mok's GEMM core (kernel=sm90) after the dispatch "
+                  "(overlap=none) and sends dx per route (combine=per_route)", mok_pass_name(spec->pass));
     struct mok_params_lsa t = mok_params_lsa_of_layer(&lp);
     int values[MOK_MAX_PARAMS];
     mok_params_lsa_values(&t, values);
-    if (!lsa_host_supports(spec, nranks, values, why, why_len))
+    if (!lsa_host_supports(&fwd, nranks, values, why, why_len))
         return 0;
     if (lp.overlap == 1 && lp.kernel == 1)
         return no(why, why_len, "overlap=gemm1 needs kernel=sm90 (ready counters)");

@@ -77,9 +77,11 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
         FAIL("capacity_factor %g gives no capacity", p->spec.capacity_factor);
     s->nchunks = (a->capacity + a->chunk_rows - 1) / a->chunk_rows;
 
-    /* window: one token-row slot per input set (src/lsa_layout.c) */
+    /* window: one token-row slot per input set (src/lsa_layout.c); with a backward (lsa-layer), a dy slot per set
+     * after them */
     size_t row = (size_t)H * 2;
-    if (mok_symmem_alloc(cl, mok_lsa_layout(a, p->sets), &s->win, err, err_len))
+    int slots = p->sets * (mok_pass_has_bwd(p->spec.pass) ? 2 : 1);
+    if (mok_symmem_alloc(cl, mok_lsa_layout(a, slots), &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
     MOK_CHECK(cuda, cudaMemset(s->win.ptr, 0, a->off_x), return -1); /* flags, chunk flags and table start at zero */
@@ -132,6 +134,8 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
     struct mok_gemm_args g = {.a = a->xin, .b = p->w13[set], .c = s->h, .offset = a->offset,
                               .groups = a->local_experts, .rows_capacity = a->capacity, .n_out = p->inter,
                               .k = p->hidden, .swiglu = 1};
+    if (which == 1 && s->bwd) /* the backward reads GEMM1's gate and up: unfused, then the SwiGLU kernel */
+        return lsa_bwd_gemm1(s, set, st);
     if (which == 2)
         g = (struct mok_gemm_args){.a = s->h, .b = p->w2[set], .c = s->out, .offset = a->offset,
                                    .groups = a->local_experts, .rows_capacity = a->capacity, .n_out = p->hidden,
@@ -146,6 +150,12 @@ static int run_gemm(struct lsa_state *s, int which, int set, bool fed, cudaStrea
 static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
 {
     struct lsa_state *s = ctx;
+    return s->bwd ? lsa_bwd_phase(s, phase, set, st, err, err_len) : lsa_forward_phase(s, phase, set, y, st, err,
+                                                                                     err_len);
+}
+
+int lsa_forward_phase(struct lsa_state *s, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
+{
     s->a.set = set;
     s->a.y = y;
     if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
@@ -240,6 +250,7 @@ void lsa_teardown(void *state)
         cudaFree(dev[i]);
     cudaFree(s->h);
     cudaFree(s->out);
+    lsa_bwd_teardown(s);
     if (s->side)
         cudaStreamDestroy(s->side);
     if (s->fork)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check_call.h"
+#include "gemm_mok_bwd.h"
 #include "lsa_state.h"
 
 /* lsa's values for the transfers of a lsa-layer candidate (params.h: mok_params_lsa_of_layer). */
@@ -33,6 +34,16 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
         snprintf(why, (size_t)why_len, "overlap=gemm1 needs comm_sms < the GPU's %d SMs (GEMM1 runs on the others)",
                  sms);
         return 0;
+    }
+    if (mok_pass_has_bwd(p->spec.pass) && p->spec.pass == MOK_PASS_BWD && p->sets != 1) {
+        snprintf(why, (size_t)why_len, "pass bwd runs on one saved forward: problems of one input set (inputs larger "
+                 "than L2; this one rotates %d); pass fwd_bwd runs any", p->sets);
+        return 0;
+    }
+    if (mok_pass_has_bwd(p->spec.pass)) { /* the GEMM core's backward at these shapes (lsa_layer_bwd.c) */
+        struct mok_core_bwd_config c = mok_core_bwd_config(lp.tile_n, lp.stages, 0, 1);
+        if (!mok_core_bwd_supports(&c, p->local_experts, p->hidden, p->inter, why, why_len))
+            return 0;
     }
     if (lp.kernel == 1)
         return 1;
@@ -72,15 +83,30 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     MOK_CHECK(cuda, cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16), return -1);
     s->a.expert_out = s->out; /* combine sends the experts' outputs back */
-    return 0;
+    return mok_pass_has_bwd(p->spec.pass) ? lsa_bwd_setup(s, err, err_len) : 0;
+}
+
+/* The forward (lsa_run), or a training pass's phases over the backward's outputs (dx keys the captured graphs: the
+ * outputs' pointers do not change between runs). */
+static int layer_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
+{
+    struct lsa_state *s = state;
+    if (!s->bwd)
+        return lsa_run(state, set, out, slot, err, err_len);
+    if (lsa_bwd_outputs(s, out, err, err_len))
+        return -1;
+    return phased_run(&s->run, set, mok_output_bf16(out, "dx"), slot, s->cl->stream, err, err_len);
 }
 
 static int layer_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {
     int rc = lsa_extras(state, row, iters, err, err_len);
     struct lsa_state *s = state;
-    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note), " unfused%s",
-             s->overlap_gemm1 ? ", GEMM1 beside the dispatch (dispatch_us covers both)" : "");
+    snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note), " unfused%s%s",
+             s->overlap_gemm1 ? ", GEMM1 beside the dispatch (dispatch_us covers both)" : "",
+             !s->bwd                                        ? ""
+             : s->p->spec.pass == MOK_PASS_FWD_BWD ? "; phases: forward | dy dispatch + GEMM backward | dx combine + sum"
+                                                   : "; phases: dy dispatch | GEMM backward | dx combine + sum");
     return rc;
 }
 
@@ -88,7 +114,7 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
     .name = "lsa-layer",
     .supports = layer_supports,
     .setup = layer_setup,
-    .run = lsa_run,
+    .run = layer_run,
     .phase_ms = lsa_phase_ms,
     .extras = layer_extras,
     .teardown = lsa_teardown,
