@@ -699,16 +699,7 @@ extern "C" int mok_lsa_dispatch_fused(const struct mok_lsa_args *a, int blocks, 
 {
     if (!mok_lsa_dispatch_fused_fits(a, blocks))
         return (int)cudaErrorInvalidValue;
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative;
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)blocks + 1);
-    cfg.blockDim = dim3(FUSED_THREADS);
-    cfg.dynamicSmemBytes = block_schedule_smem(a->local_experts);
-    cfg.stream = mok_cuda_stream(stream);
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_dispatch_fused_kernel, *a);
+    cudaError_t e = mok_launch_cooperative(lsa_dispatch_fused_kernel, (unsigned)(blocks + 1), FUSED_THREADS,
+                                           block_schedule_smem(a->local_experts), mok_cuda_stream(stream), *a);
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -597,16 +597,8 @@ extern "C" int mok_lsa_combine(const struct mok_lsa_args *a, int blocks, mok_str
         /* launch latency dominates: one kernel. Cooperative: its blocks wait for each other (through the done
          * flags), so the launch must guarantee they are all resident, or fail; a plain launch could leave some
          * queued behind spinning ones */
-        cudaLaunchAttribute coop;
-        coop.id = cudaLaunchAttributeCooperative;
-        coop.val.cooperative = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)blocks);
-        cfg.blockDim = dim3(RANK_COMBINE_THREADS);
-        cfg.stream = s;
-        cfg.attrs = &coop;
-        cfg.numAttrs = 1;
-        cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_kernel, *a);
+        cudaError_t e = mok_launch_cooperative(lsa_combine_rank_reduce_kernel, (unsigned)blocks, RANK_COMBINE_THREADS, 0,
+                                               s, *a);
         return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
     }
     if (a->combine_per_rank && a->reduce_overlap) /* the sum inside the combine launch (end of this file) */
@@ -778,16 +770,8 @@ extern "C" int mok_lsa_combine_small(const struct mok_lsa_args *a, int blocks, m
     if (a->hidden % 8 || a->topk > 32 || a->nranks > 32)
         return (int)cudaErrorInvalidValue;
     int grid = a->my_tokens + blocks; /* a block per token beside the combine blocks, as far as they fit */
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative;
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(grid < resident ? grid : resident));
-    cfg.blockDim = dim3(WIDE_COMBINE_THREADS);
-    cfg.stream = mok_cuda_stream(stream);
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, lsa_combine_rank_reduce_wide_kernel, *a, blocks);
+    cudaError_t e = mok_launch_cooperative(lsa_combine_rank_reduce_wide_kernel, (unsigned)(grid < resident ? grid : resident),
+                                           WIDE_COMBINE_THREADS, 0, mok_cuda_stream(stream), *a, blocks);
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }
 

@@ -67,3 +67,22 @@ static inline unsigned mok_blocks_for(size_t n, unsigned threads, unsigned cap)
         b = 1;
     return (unsigned)(b > cap ? cap : b);
 }
+
+/* A cooperative launch: every block resident at once, or the launch fails. For kernels whose blocks wait on each
+ * other (flags, counters): a plain launch could leave some queued behind spinning ones. */
+template <typename... KernelArgs, typename... Args>
+static inline cudaError_t mok_launch_cooperative(void (*kernel)(KernelArgs...), unsigned grid, unsigned block,
+                                                 size_t smem, cudaStream_t stream, Args &&...args)
+{
+    cudaLaunchAttribute coop;
+    coop.id = cudaLaunchAttributeCooperative;
+    coop.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = &coop;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}

@@ -185,16 +185,6 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
                            : cudaMemsetAsync(a.ready, 0, sizeof(int32_t) * (size_t)chunks, s);
     if (e != cudaSuccess)
         return (int)e;
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative;
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, megakernel_bwd_kernel, maps, args, diag_record(s));
+    e = mok_launch_cooperative(megakernel_bwd_kernel, (unsigned)sms, kThreads, smem, s, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -260,16 +260,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                             cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess)
         return (int)e;
-    cudaLaunchAttribute coop;
-    coop.id = cudaLaunchAttributeCooperative; /* blocks wait on each other: all resident, or the launch fails */
-    coop.val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = &coop;
-    cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, kernel, maps, args, diag_record(s));
+    /* blocks wait on each other: all resident, or the launch fails */
+    e = mok_launch_cooperative(kernel, (unsigned)sms, kThreads, smem, s, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }
