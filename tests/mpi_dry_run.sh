@@ -9,6 +9,14 @@ echo "$out"
 [ $rc -eq 0 ] || fail "mpirun dry-run exit $rc"
 echo "$out" | grep -q "identical across 2 ranks" || fail "ranks did not agree"
 echo "$out" | grep -q "2 ranks" || fail "plan not for 2 ranks"
+# the training pass of every layer implementation at 2 ranks (issue 23's config): the ranks agree on the plan, and
+# every implementation keeps candidates
+out=$($MPIRUN -np 2 "$BIN" --dry-run "$SRC/configs/h200x2-bwd-layer.json" 2>&1); rc=$?
+[ $rc -eq 0 ] || { echo "$out"; fail "2-rank training-pass dry-run exit $rc"; }
+echo "$out" | grep -q "identical across 2 ranks" || { echo "$out"; fail "2 ranks did not agree on the training pass"; }
+for impl in nccl nccl-overlap lsa-layer megakernel; do
+  echo "$out" | grep -E "^  $impl +" | grep -qv "not supported" || { echo "$out"; fail "$impl: no candidate at 2 ranks"; }
+done
 # the scale-out shapes (issue 7): 4 and 8 ranks read and broadcast the same config and agree on the plan
 for n in 4 8; do
   out=$($MPIRUN -np $n "$BIN" --dry-run "$SRC/configs/deepseek-v3.json" 2>&1); rc=$?
