@@ -1,10 +1,11 @@
-/* megakernel (layer mode): the fused forward through libmok (include/libmok.h) and nothing else of mok's: a
- * workspace per candidate whose input slots hold the problem's input sets, then per forward mok_route (publish +
- * schedule), mok_forward_kernel (dispatch, shared and routed expert GEMMs, combine sends in one persistent launch)
- * and mok_forward_sum (the owner's sum). Those three calls are the report's phase slots: dispatch = publish +
- * schedule, experts = the megakernel, combine = the owner's sum. launch=graph captures each call per input set.
- * Parameters: sms (comm SMs), combine, chunk_rows, stages, launch, dispatch, breakdown, raster, combine_sms, send,
- * lockstep, own_first (desc.c says what each does). */
+/* megakernel (layer mode): the fused forward and backward through libmok (include/libmok.h) and nothing else of
+ * mok's: a workspace per candidate whose input slots hold the problem's input sets (and with a backward, dy beside
+ * each), then per forward mok_route (publish + schedule), mok_forward_kernel (dispatch, shared and routed expert
+ * GEMMs, combine sends in one persistent launch) and mok_forward_sum (the owner's sum). Those three calls are the
+ * report's phase slots: dispatch = publish + schedule, experts = the megakernel, combine = the owner's sum. The
+ * training passes' slots are the forward (fwd_bwd) | mok_backward_kernel | mok_backward_sum (train_phase).
+ * launch=graph captures each call per input set. Parameters: params.h's megakernel table (desc.c says what each
+ * does). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
