@@ -1,6 +1,7 @@
 /* megakernel/bwd_compute.cuh: the fused backward's compute role (kernels/megakernel.h, struct mok_mega_bwd_args):
- * its unit list (GEMM2 dgrad, GEMM1 dgrad, dW2, dW13), the producer's waits and loads per unit, and the consumers'
- * epilogues (the SwiGLU backward with d_router partials; dx rows sent to their owners; the weight gradients).
+ * the producer's waits and loads per unit of bwd_units.cuh's list (GEMM2 dgrad, GEMM1 dgrad, dW2, dW13), and the
+ * consumers' epilogues (the SwiGLU backward with d_router partials; dx rows sent to their owners; the weight
+ * gradients); with compute skipped (the breakdown), the sends alone.
  * Part of the fused backward's one translation unit (kernels/megakernel/backward.cu includes it after the forward's
  * layout, sync, units, comm and compute parts, whose helpers it uses); its names live in that file's anonymous
  * namespace. */
@@ -46,8 +47,9 @@ __device__ __forceinline__ float slot_weight(const mok_lsa_args &a, int row)
 }
 
 /* GEMM2 dgrad's epilogue: the SwiGLU backward of this warpgroup's 64 rows x 256 columns (I columns c0..) of
- * dh' = dy W2 in acc, as kernels/util/swiglu.cu's swiglu_bwd_kernel computes it per value (g, u from the saved
- * gu; h rounded to bf16 as the forward stored it): dg, du into dgu, w h into hw, and the row's partial d_router
+ * dh' = dy W2 in acc, the math of kernels/util/swiglu.cu's swiglu_bwd_kernel per value (g, u from the saved gu;
+ * h rounded to bf16 as the forward stored it; unlike that kernel dh' stays fp32, not rounded to a bf16 GEMM output,
+ * and the sigmoid is the forward's ex2 / rcp form): dg, du into dgu, w h into hw, and the row's partial d_router
  * <dh', h> over these columns into dr_part[row][n] (the quad's four lanes summed in a fixed tree). A lane holds
  * column pair q = lane % 4 of every 8-column group of its two rows; per 4 groups (64 bytes of a row) each lane of
  * a quad loads one group whole (16 bytes) of g and of u and the quad transposes them into its pairs
