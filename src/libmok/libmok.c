@@ -1,7 +1,7 @@
-/* libmok: the workspace and the forward calls of include/libmok.h, on mok's kernels (kernels/comm/lsa_*.cu for routing
- * publish, schedule and the owner's sum, kernels/megakernel/forward.cu for the fused kernel). mok-bench's `megakernel`
- * implementation runs through this file only. No MPI: the only collectives are NCCL's (window registration and
- * one barrier). */
+/* libmok: the workspace and the forward calls of include/libmok.h (the training pass: backward.c), on mok's kernels
+ * (kernels/comm/lsa_*.cu for routing publish, schedule and the owner's sum, kernels/megakernel/forward.cu for the
+ * fused kernel). mok-bench's `megakernel` implementation runs through libmok only. No MPI: the only collectives are
+ * NCCL's (window registration and one barrier). */
 #include "libmok.h"
 
 #include <stdarg.h>
@@ -10,46 +10,11 @@
 #include <string.h>
 
 #include "check_call.h"
-#include "gemm_mok_bwd.h"
 #include "lsa_layout.h"
-#include "megakernel.h"
-#include "mok_kernels.h"
 #include "schedule.h"
+#include "workspace.h"
 
-/* Where the forward stands, so that a call out of order fails before it enqueues anything (a route without its
- * sum would leave the peers' flags one epoch apart; a sum without a kernel would wait for rows never sent). */
-enum step { STEP_IDLE = 0, STEP_ROUTED = 1, STEP_SENT = 2, STEP_BWD_SENT = 3 };
-
-struct mok_workspace {
-    ncclComm_t comm;
-    struct mok_layer_desc d; /* tuning defaults filled in */
-    void *win_ptr;
-    size_t win_bytes;
-    ncclWindow_t window;
-    int nchunks;
-    int32_t *barrier_word; /* device int for the NCCL barrier */
-    int created;           /* every rank finished mok_workspace_create: destroy may synchronize with the others */
-    enum step step;
-    int dispatched;        /* a full or comm-only kernel has filled the slots: compute-only may run on them */
-    struct mok_lsa_args a;
-    struct mok_mega_args mk;
-    /* train: the backward's buffers and state */
-    struct mok_mega_bwd_args bk; /* dy's slots (bk.m.lsa.xin), gu (mk.gu), dgu, hw, dr_part, done */
-    int saved;                   /* a full train forward's sum ran since the last route: its activations are saved */
-    int fwd_full;                /* the last forward kernel was MOK_VARIANT_FULL */
-    /* train with shared experts: their backward on the GEMM core over this rank's tokens (after the kernel) */
-    struct {
-        uint16_t *dhp, *dgu, *hw, *dx; /* [t_max][SI], [t_max][2 SI], [t_max][SI], [t_max][H] */
-        float *dr, *ones;              /* [t_max]: d_router scratch (no router weight), the weight 1 */
-        int32_t *offset;               /* [2]: {0, own tokens}, written by the backward's prologue */
-        struct mok_core_bwd_config cfg;
-    } sb;
-    int bwd_dispatched;          /* a full backward ran on them: compute-only may run */
-    size_t dev_bytes;            /* device memory held, the window included */
-};
-
-static int say(char *err, int err_len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int say(char *err, int err_len, int code, const char *fmt, ...)
+int say(char *err, int err_len, int code, const char *fmt, ...)
 {
     if (err && err_len > 0) {
         va_list ap;
@@ -289,7 +254,8 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->route_slot, sizeof(int32_t) * routes + 16), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->block_off, sizeof(int32_t) * (size_t)a->nranks * a->sched_blocks * EL),
               return MOK_ERR_CUDA);
-    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->chunk_target, sizeof(int32_t) * (size_t)ws->nchunks),
+              return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
@@ -310,7 +276,8 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dgu, cap * 2 * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->hw, cap * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dr_part, cap * (I / 256) * sizeof(float) + 16), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, (int)EL)),
+        MOK_CHECK(cuda,
+                  dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, (int)EL)),
                   return MOK_ERR_CUDA);
     }
     if (ws->d.train && ws->mk.shared_inter) {
@@ -411,7 +378,7 @@ uint16_t *mok_workspace_input(mok_workspace *ws, int slot)
     return (uint16_t *)((char *)ws->win_ptr + ws->a.off_x + (size_t)slot * ws->a.x_set_bytes);
 }
 
-static int out_of_order(const char *call, const char *needs, char *err, int err_len)
+int out_of_order(const char *call, const char *needs, char *err, int err_len)
 {
     return say(err, err_len, MOK_ERR_ORDER, "%s: %s", call, needs);
 }
@@ -448,7 +415,7 @@ int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const
 
 /* The weights against the description: the routed ones always, the shared ones exactly when it has shared
  * experts (a mismatch would silently drop or invent them). */
-static int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *err, int err_len)
+int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *err, int err_len)
 {
     if (!w || !w->w13 || !w->w2)
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: w13 and w2 must be device pointers");
@@ -536,156 +503,7 @@ int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *e
     return MOK_OK;
 }
 
-uint16_t *mok_workspace_grad_input(mok_workspace *ws, int slot)
-{
-    if (!ws || !ws->d.train || slot < 0 || slot >= ws->d.input_slots)
-        return NULL;
-    return (uint16_t *)((char *)ws->win_ptr + ws->a.off_x + (size_t)(ws->d.input_slots + slot) * ws->a.x_set_bytes);
-}
-
 size_t mok_workspace_bytes(const mok_workspace *ws) { return ws ? ws->dev_bytes : 0; }
-
-static int check_grads(const mok_workspace *ws, const struct mok_grads *g, char *err, int err_len)
-{
-    if (!g)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "grads is NULL");
-    int f32 = g->dw13_f32 && g->dw2_f32, b16 = g->dw13_bf16 && g->dw2_bf16;
-    int any = !!g->dw13_f32 + !!g->dw2_f32 + !!g->dw13_bf16 + !!g->dw2_bf16;
-    if (any != 2 || (!f32 && !b16))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "grads: dw13_f32 and dw2_f32 (accumulated), or dw13_bf16 and "
-                   "dw2_bf16 (written); %d of the four pointers given", any);
-    int shared = ws->d.shared_intermediate > 0;
-    if (shared != !!g->shared_dw13 || shared != !!g->shared_dw2)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "grads: shared_dw13 and shared_dw2 %s (shared_intermediate = %d)",
-                   shared ? "must both be given" : "must be NULL", ws->d.shared_intermediate);
-    return MOK_OK;
-}
-
-/* act_recompute: the forward's dispatch again (a new epoch, the ready counters from zero) and its GEMM1 tiles, which
- * store gate and up (and, with shared experts, theirs), in the forward kernel with gemm1_only; the same variant as
- * the backward kernel after it (compute only: no dispatch, on the x rows the last full one left). */
-static int recompute(mok_workspace *ws, const struct mok_weights *w, enum mok_variant variant, cudaStream_t stream,
-                     char *err, int err_len)
-{
-    struct mok_mega_args r = ws->mk;
-    r.lsa = ws->a;
-    r.w13 = w->w13, r.w2 = w->w2, r.sw13 = w->shared_w13, r.sw2 = w->shared_w2;
-    r.x_local = r.shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL;
-    r.gemm1_only = 1;
-    r.skip = (int)variant;
-    int rc = 0;
-    if (variant != MOK_VARIANT_COMPUTE_ONLY) { /* it dispatches: a new epoch, the ready counters from zero */
-        rc = mok_megakernel_next_epoch(ws->a.epoch, (mok_stream_t)stream);
-        if (!rc)
-            rc = (int)cudaMemsetAsync(ws->a.ready, 0, sizeof(int32_t) * (size_t)ws->nchunks, stream);
-    }
-    if (!rc)
-        rc = mok_megakernel_fwd(&r, (mok_stream_t)stream);
-    if (rc)
-        return say(err, err_len, MOK_ERR_CUDA, "backward's recompute: %s", cudaGetErrorString((cudaError_t)rc));
-    return MOK_OK;
-}
-
-/* The shared experts' backward over this rank's tokens on the GEMM core (stream-ordered after the kernel, whose
- * prologue wrote sb.offset = {0, tokens}): x and dy are the window's input and dy slots of the routed set. */
-static int shared_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
-                           cudaStream_t stream, char *err, int err_len)
-{
-    int b16 = g->dw13_bf16 != NULL;
-    struct mok_expert_bwd eb = {.x = mok_workspace_input(ws, ws->a.set), .dy = mok_workspace_grad_input(ws, ws->a.set),
-                                .gu = ws->mk.sgu, .w = ws->sb.ones, .w13 = w->shared_w13, .w2 = w->shared_w2,
-                                .dhp = ws->sb.dhp, .dgu = ws->sb.dgu, .hw = ws->sb.hw, .dx = ws->sb.dx,
-                                .d_router = ws->sb.dr, .dw13 = g->shared_dw13, .dw2 = g->shared_dw2, .dw_bf16 = b16,
-                                .experts = 1};
-    char why[256] = "";
-    if (mok_core_expert_backward(&ws->sb.cfg, stream, ws->sb.offset, 1, ws->a.t_max, ws->a.hidden,
-                                 ws->mk.shared_inter, &eb, why, sizeof why))
-        return say(err, err_len, MOK_ERR_CUDA, "shared experts' backward: %s", why);
-    return MOK_OK;
-}
-
-int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
-                        enum mok_variant variant, cudaStream_t stream, char *err, int err_len)
-{
-    if (!ws)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
-    if (!ws->d.train)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "the workspace was created with train = 0: no saved activations");
-    if (variant != MOK_VARIANT_FULL && variant != MOK_VARIANT_COMPUTE_ONLY && variant != MOK_VARIANT_COMM_ONLY)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "variant = %d: MOK_VARIANT_FULL (0), _COMPUTE_ONLY (1) or "
-                   "_COMM_ONLY (2)", (int)variant);
-    int rc = check_weights(ws, w, err, err_len);
-    if (rc || (rc = check_grads(ws, g, err, err_len)))
-        return rc;
-    if (ws->step != STEP_IDLE || !ws->saved)
-        return out_of_order("mok_backward_kernel", "a train forward's mok_forward_sum comes first, and no backward "
-                            "kernel may be left without its mok_backward_sum", err, err_len);
-    if (variant == MOK_VARIANT_COMPUTE_ONLY && !ws->bwd_dispatched)
-        return out_of_order("mok_backward_kernel", "variant compute_only computes on the dy rows a full backward "
-                            "dispatched: run one first", err, err_len);
-    if (ws->d.act_recompute && (rc = recompute(ws, w, variant, stream, err, err_len)))
-        return rc;
-    struct mok_mega_bwd_args b = ws->bk;
-    uint16_t *dy_slots = b.m.lsa.xin;
-    int32_t *done = b.m.done;
-    b.m = ws->mk;                       /* the forward's shapes, tuning and weights' places */
-    b.m.lsa = ws->a;                    /* its schedule */
-    b.m.lsa.set = ws->d.input_slots + ws->a.set; /* dy's slot in the window: the routed input slot's */
-    b.m.lsa.xin = dy_slots;
-    b.m.done = done;
-    b.m.w13 = w->w13, b.m.w2 = w->w2;
-    b.m.skip = (int)variant;
-    b.m.out = ws->mk.out;               /* compute only: dx rows stay here */
-    b.x = ws->a.xin, b.gu = ws->mk.gu;
-    b.dw13_f32 = g->dw13_f32, b.dw2_f32 = g->dw2_f32, b.dw13_bf16 = g->dw13_bf16, b.dw2_bf16 = g->dw2_bf16;
-    b.m.shared_inter = 0; /* the kernel runs the routed experts; the shared ones follow it (shared_backward) */
-    b.own_offset = ws->mk.shared_inter ? ws->sb.offset : NULL;
-    b.own_tokens = ws->a.my_tokens;
-    b.wgrad_mix = ws->d.wgrad_mix;
-    rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
-    if (rc) {
-        char why[256] = "";
-        if (!mok_megakernel_bwd_supports(&b, why, sizeof why))
-            return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
-        return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
-    }
-    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY &&
-        (rc = shared_backward(ws, w, g, stream, err, err_len)))
-        return rc;
-    if (variant != MOK_VARIANT_COMPUTE_ONLY) /* it sent: its sum comes next */
-        ws->step = STEP_BWD_SENT, ws->bwd_dispatched = 1;
-    return MOK_OK;
-}
-
-int mok_backward_sum(mok_workspace *ws, uint16_t *dx, float *d_router, cudaStream_t stream, char *err, int err_len)
-{
-    if (!ws)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
-    if ((!dx || !d_router) && ws->a.my_tokens)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "dx and d_router: device pointers when tokens = %d > 0",
-                   ws->a.my_tokens);
-    if (ws->step != STEP_BWD_SENT)
-        return out_of_order("mok_backward_sum", "a full mok_backward_kernel comes first", err, err_len);
-    struct mok_lsa_args r = ws->a;
-    r.y = dx;
-    r.d_router = d_router;
-    r.shared_y = ws->mk.shared_inter ? ws->sb.dx : NULL; /* the shared experts' dx, added last */
-    int rc = mok_lsa_grad_sum(&r, (mok_stream_t)stream);
-    if (rc)
-        return say(err, err_len, MOK_ERR_CUDA, "backward sum: %s", cudaGetErrorString((cudaError_t)rc));
-    ws->step = STEP_IDLE;
-    return MOK_OK;
-}
-
-int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g, uint16_t *dx,
-                 float *d_router, cudaStream_t stream, char *err, int err_len)
-{
-    if (ws && (!dx || !d_router) && ws->a.my_tokens)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "dx and d_router: device pointers when tokens = %d > 0",
-                   ws->a.my_tokens);
-    int rc = mok_backward_kernel(ws, w, g, MOK_VARIANT_FULL, stream, err, err_len);
-    return rc ? rc : mok_backward_sum(ws, dx, d_router, stream, err, err_len);
-}
 
 int mok_forward(mok_workspace *ws, const struct mok_weights *w, uint16_t *y, cudaStream_t stream, char *err,
                 int err_len)
