@@ -104,7 +104,8 @@ struct mok_mega_bwd_args {
                                 (bwd_units.cuh) */
 };
 
-size_t mok_megakernel_bwd_counters(int capacity, int local_experts);
+/* How many int32 mok_mega_bwd_args.m.done must hold for this capacity (rows). */
+size_t mok_megakernel_bwd_counters(int capacity);
 /* epoch[0] += 1 on stream: before a kernel that dispatches again on the same routing (the backward's recompute), so
  * that its flags are told apart from the forward's (every rank advances it at the same point). */
 int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream);

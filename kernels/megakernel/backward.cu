@@ -99,9 +99,8 @@ extern "C" int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream)
     return MOK_LAUNCH_RESULT();
 }
 
-extern "C" size_t mok_megakernel_bwd_counters(int capacity, int local_experts)
+extern "C" size_t mok_megakernel_bwd_counters(int capacity)
 {
-    (void)local_experts;
     return bwd_counters(capacity);
 }
 

@@ -276,8 +276,7 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dgu, cap * 2 * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->hw, cap * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dr_part, cap * (I / 256) * sizeof(float) + 16), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda,
-                  dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, (int)EL)),
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap)),
                   return MOK_ERR_CUDA);
     }
     if (ws->d.train && ws->mk.shared_inter) {
