@@ -23,20 +23,13 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # Its 64-column twin has none and measured as fast. Allow that instance 128 bytes, every other kernel none: the
   # mxfp8 instances (gemm_sm90_kernel<128, 128, 64 | 128, true>, mangled ...Lb1E) included, which ptxas fits without
   # a spill (their producer compiles out lockstep and multicast, and loads the scales with one TMA box).
-  # fp8_block's 256 x 128 and 128 x 256 instances (gemm_sm90_kernel<256, 128, 64>, <128, 256, 64>) hold 128
-  # accumulators plus a 32-register part within the 168 registers ptxas allocates for 384 threads (whatever setmaxnreg
-  # gives at run time; a 288-thread layout gets no more: 3 warps share a 16K-register SM quarter), and spill 192-304
-  # bytes (432-696 of loads). They are measured against the 128 x 128 tiles in results/h200x1/2026-12-04-fp8-tiles;
-  # allowed 720.
   # The fused backward (megakernel_bwd_kernel) spills 356 bytes at c769d37: with GEMM2-dgrad's SwiGLU-backward
   # epilogue compiled out it spills 84, so nearly all of it is that epilogue's (a row's loads, quad transposes and
   # three stores per 32 columns, with the 128 accumulators live); not yet located in the SASS (no disassembler on
   # the build machine) nor measured for cost. Allow it that much, so that more is caught; NOTES.md lists it.
   limit=0; [ "$cu" = megakernel_forward ] && limit=64; [ "$cu" = megakernel_backward ] && limit=384
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
-    /bytes spill stores/ {m = (k ~ /gemm_sm90_kernelILi128ELi128ELi128ELb0E/) ? 128 : l
-      if (k ~ /gemm_sm90_kernelILi256ELi128ELi64ELb0E/ || k ~ /gemm_sm90_kernelILi128ELi256ELi64ELb0E/) m = 720
-      if ($5 > m || $9 > m) print k ": " $0}' \
+    /bytes spill stores/ {m = (k ~ /gemm_sm90_kernelILi128ELi128ELi128ELb0E/) ? 128 : l; if ($5 > m || $9 > m) print k ": " $0}' \
     "$SCRATCH/$cu.log")
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }
   echo "$cu: $(grep -c 'Compiling entry' "$SCRATCH/$cu.log") kernels, spills at most $limit bytes"
@@ -45,11 +38,13 @@ done
   fail "no PTX"
 # setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
 # if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232). With fewer at launch the consumers'
-# setmaxnreg.inc would wait forever for registers that do not exist.
-bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {if ($5 != 168) print k ": " $5}' \
-  "$SCRATCH/gemm_sm90_grouped.log")
-[ -z "$bad" ] || fail "gemm_sm90: a kernel does not start with the 168 registers setmaxnreg 40/232 assumes: $bad"
-echo "gemm/sm90_grouped: every kernel starts with 168 registers (setmaxnreg 40/232 balances)"
+# setmaxnreg.inc would wait forever for registers that do not exist. The lean instances (fp8_block's 256 x 128 and
+# 128 x 256: gemm_sm90_kernel<256, 128, 64> and <128, 256, 64>, 288 threads, no setmaxnreg) take up to 224.
+bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {
+    lean = (k ~ /gemm_sm90_kernelILi256ELi128ELi64ELb0E/ || k ~ /gemm_sm90_kernelILi128ELi256ELi64ELb0E/)
+    if ((!lean && $5 != 168) || (lean && $5 > 224)) print k ": " $5}' "$SCRATCH/gemm_sm90_grouped.log")
+[ -z "$bad" ] || fail "gemm_sm90: a kernel starts without the registers its layout assumes (168; lean: <= 224): $bad"
+echo "gemm/sm90_grouped: every kernel starts with 168 registers (setmaxnreg 40/232 balances), the lean ones <= 224"
 bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /megakernel/ {if ($5 != 168) print k ": " $5}' \
   "$SCRATCH/megakernel_forward.log")
 [ -z "$bad" ] || fail "megakernel_fwd: does not start with the 168 registers its compute blocks' setmaxnreg assumes: $bad"

@@ -33,6 +33,16 @@ constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
+/* The lean layout: two consumer warpgroups (warps 0-7) and one producer warp (warp 8), 288 threads, no setmaxnreg.
+ * Every thread may then hold 224 registers from the start: ptxas allocates a kernel's registers for its launch bound
+ * (168 at 384 threads) whatever setmaxnreg hands the consumers at run time, so a consumer needing more than 168
+ * spills in the 384-thread layout. fp8_block's 256 x 128 and 128 x 256 tiles need them: 128 accumulators plus a
+ * product's part and its scales (their 384-thread instances spilled 196-296 bytes). */
+constexpr int kLeanThreads = 288, kLeanRegs = 224; /* 288 x 224 <= 65536 */
+__host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
+{
+    return fp8 && !mx && tile_m * tile_n > 128 * 128;
+}
 
 /* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
 __host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }

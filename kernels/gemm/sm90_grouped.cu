@@ -68,7 +68,7 @@ void say(char *why, int why_len, const char *fmt, ...)
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
- * or 128 columns, and fp8_block's 256 x 128 and 128 x 256 with products of 64 (they spill: tests/kernel_resources.sh). */
+ * or 128 columns, and fp8_block's 256 x 128 and 128 x 256 (the lean layout) with products of 64. */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false)
 {
     if (bt)
@@ -189,7 +189,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
             return cudaErrorInvalidValue;
         }
         if (c->tile_m * c->tile_n > 128 * 128 && c->fp8_n != 64) {
-            /* 128 accumulators and a 64-register part: too many for the consumers' registers */
+            /* 128 accumulators and a 64-register part spill even at 224 registers */
             say(why, why_len, "fp8_block's %d x %d tiles run products of 64 columns (fp8_n %d: 64)", c->tile_m,
                 c->tile_n, c->fp8_n);
             return cudaErrorInvalidValue;
@@ -221,8 +221,10 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorNotSupported;
     }
     /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232); the pool balances only if
-     * every warp starts with 168 (tests/kernel_resources.sh checks the build; this checks the image loaded) */
-    if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
+     * every warp starts with 168 (tests/kernel_resources.sh checks the build; this checks the image loaded). The
+     * lean layout has no setmaxnreg. */
+    const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx);
+    if (!lean && fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
         say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
         return cudaErrorNotSupported;
     }
@@ -533,7 +535,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
-    lc.blockDim = dim3(kThreads);
+    lc.blockDim = dim3(lean_layout(c->tile_m, c->tile_n, fp8, mx) ? kLeanThreads : kThreads);
     lc.dynamicSmemBytes = smem;
     lc.stream = s;
     if (cm > 1) {

@@ -77,8 +77,12 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 /* kBT (bf16, 128-row tiles, no SwiGLU or clusters): the dgrad policy. B[g] is the forward's weight read transposed,
  * row-major [k][n_out] (C = A W[g], W's columns contiguous): its slot is TILE_N / 64 boxes of 64 K rows x 64
  * columns (map_b over [groups k][n_out] in boxes of 64 x 64), read by the consumers as MnMajor. */
+/* Roles: 384 threads of 168 registers (producer warpgroup 0, consumer warpgroups 1 and 2, setmaxnreg 40 / 232), or
+ * the lean layout (sm90_core.cuh, lean_layout: consumer warps 0-7, producer warp 8, 288 threads of 224 registers).
+ * The register count is set as __maxnreg__, not through __launch_bounds__(288, 1): for that ptxas still allocated
+ * 168 (it appears to round a wgmma kernel's threads up to whole warpgroups), and the 256 x 128 instances spilled. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLeanRegs : kStartRegs)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
@@ -162,13 +166,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncthreads();
     const int total_tiles = tile_start[groups]; /* units */
 
-    if (warp < 4) {
-        /* ---------------- producer warpgroup ---------------- */
-        mok_setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x != 0) {
+    constexpr bool kLean = lean_layout(TILE_M, TILE_N, kFp8, kMx);
+    if (kLean ? warp == 8 : warp < 4) {
+        /* ---------------- producer warpgroup (lean: warp) ---------------- */
+        if constexpr (!kLean)
+            mok_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != (kLean ? 256 : 0)) {
             if (cm > 1)
                 mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
-            return; /* nothing else for the other 127 threads */
+            return; /* nothing else for the other 127 (lean: 31) threads */
         }
         RingPos ring = {0, 0};
         /* waves in which every CTA has a unit: the lockstep barrier applies to those (the last, partial wave
@@ -236,10 +242,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             mok_cluster_sync(); /* stay until the peer is done with our shared memory */
     } else {
         /* ---------------- consumer warpgroups ---------------- */
-        mok_setmaxnreg_inc<kConsumerRegs>();
+        if constexpr (!kLean)
+            mok_setmaxnreg_inc<kConsumerRegs>();
         /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the column halves [0, TILE_N/2),
          * [TILE_N/2, TILE_N) of the 64 rows) */
-        const int cwg = warp / 4 - 1;
+        const int cwg = kLean ? warp / 4 : warp / 4 - 1;
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSub][kAcc];
