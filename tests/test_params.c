@@ -227,22 +227,6 @@ int main(void)
     gp.tile_n = 128, gp.kernel = 1;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mxfp8 portable: %s", why);
-    /* fp8_block: mok-gemm's 128 x 128, 256 x 128 and 128 x 256 tiles; not the 64-row one */
-    s.dtype = MOK_DTYPE_FP8_BLOCK;
-    const int fp8_tiles[4][3] = {{128, 128, 1}, {256, 128, 1}, {128, 256, 1}, {64, 256, 0}};
-    for (int i = 0; i < 4; i++) {
-        defaults("mok-gemm", v);
-        gp = mok_params_mok_gemm(v);
-        gp.tile_m = fp8_tiles[i][0], gp.tile_n = fp8_tiles[i][1], gp.fp8_n = 64;
-        mok_params_mok_gemm_values(&gp, v);
-        CHECK(supports("mok-gemm", &s, 1, v, why) == fp8_tiles[i][2], "mok-gemm fp8_block %d x %d: %s", gp.tile_m,
-              gp.tile_n, why);
-    }
-    gp.tile_m = 256, gp.tile_n = 128, gp.fp8_n = 128;
-    mok_params_mok_gemm_values(&gp, v);
-    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "products of 64"), "fp8_block 256 x 128 fp8_n 128: %s",
-          why);
-    s.dtype = MOK_DTYPE_MXFP8;
     struct mok_problem_spec odd_mx = spec_of(192, 128, 8, 2, 64, 0);
     odd_mx.mode = MOK_MODE_GEMM, odd_mx.dtype = MOK_DTYPE_MXFP8;
     defaults("mok-gemm", v);

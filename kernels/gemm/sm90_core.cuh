@@ -33,16 +33,6 @@ constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
-/* The lean layout: two consumer warpgroups (warps 0-7) and one producer warp (warp 8), 288 threads, no setmaxnreg.
- * Every thread may then hold 224 registers from the start: ptxas allocates a kernel's registers for its launch bound
- * (168 at 384 threads) whatever setmaxnreg hands the consumers at run time, so a consumer needing more than 168
- * spills in the 384-thread layout. fp8_block's 256 x 128 and 128 x 256 tiles need them: 128 accumulators plus a
- * product's part and its scales (their 384-thread instances spilled 196-296 bytes). */
-constexpr int kLeanThreads = 288, kLeanRegs = 224; /* 288 x 224 <= 65536 */
-__host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
-{
-    return fp8 && !mx && tile_m * tile_n > 128 * 128;
-}
 
 /* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
 __host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }
@@ -321,20 +311,16 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
 
 /* The fp8_block precision policy (DeepSeek-V3's recipe: e4m3 A rows with one fp32 scale per row per 128 K, e4m3 B
  * with one per 128 x 128 block). A k block is 128 e4m3 = 128 bytes per row: the same boxes, slots and swizzle as
- * bf16's 64. A warpgroup's accumulator tile is kSub 64-row sub-tiles of kCols columns (128 x 128 tiles: 1 x 128;
- * 256 x 128: 2 x 128; 128 x 256: 1 x 256), each computed as kParts products of N = kCols / kParts columns: a product
+ * bf16's 64. The tile's 128 accumulator columns are computed as kParts products of N = 128 / kParts columns: each
  * runs its four wgmma m64nNk32 into `part` (the first with scale-d false, so nothing zeroes it), and once they are
  * done part is promoted into the fp32 accumulators with the block's scales, acc += part * a_scale(row) * b_scale
  * (DeepGEMM's promotion per 128 K: the tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed
  * there loses accuracy); after the last product the slot goes back. While one warpgroup promotes, the other's wgmmas
- * keep the tensor cores busy. One `part` serves every product in turn, so a consumer thread holds its kSub x kCols / 2
- * accumulators (at most 128) plus N / 2: the larger tiles fit the consumers' 232 registers, and they read fewer L2
- * bytes per FLOP (a 128 x 128 tile's k block moves 32 KiB for 4.2 MFLOP, the larger ones 48 KiB for 8.4), which is
- * what bounds the 128 x 128 tiles (results/h200x1/2026-12-02-fp8-gemm section 4).
- * Scales, one float per k block: sa[u] points at this thread's row la's in sub-tile u, sa[u] + sa_hi[u] at row
- * la + 8's; sb at the B block of the accumulator columns' first half, sb + sb_hi at that of the second half (SwiGLU's
- * gate and up blocks, or the tile's column halves: the same block where the tile is 128 columns, sb_hi 0). Loaded
- * before the slot wait, so their latency hides under it. */
+ * keep the tensor cores busy. kParts 1: one m64n128 product (64 more registers live across the wgmmas); kParts 2:
+ * two m64n64 halves, 32 (a consumer's code is allocated within the kernel's 168 registers: which one fits without
+ * spilling, and which is faster, is measured). Scales, one float per k block: sa points at this thread's row la's,
+ * sa + sa_hi at row la + 8's; sb at the B block of columns [0, 64), sb + sb_hi at that of [64, 128) (SwiGLU's gate
+ * and up blocks, or one block: sb_hi 0). Loaded before the slot wait, so their latency hides under it. */
 template <int kN> __device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[kN / 2], uint64_t da, uint64_t db, int acc);
 template <> __device__ __forceinline__ void wgmma_e4m3_k32<64>(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
@@ -345,65 +331,49 @@ template <> __device__ __forceinline__ void wgmma_e4m3_k32<128>(float (&d)[64], 
     mok_wgmma_m64n128k32_e4m3(d, da, db, acc);
 }
 
-template <int kSub, int kCols, int kParts>
+template <int kParts>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
-                                                       float (&acc)[kSub][kCols / 2], int k_blocks, uint8_t *smem_a,
-                                                       int a_offset, int slot_a_bytes, uint8_t *smem_b,
-                                                       int slot_b_bytes, int cm, int lane, int crank,
-                                                       struct mok_sm90_diag *diag, int role, int tile,
-                                                       const float *const (&sa)[kSub], const int (&sa_hi)[kSub],
-                                                       const float *sb, int sb_hi)
+                                                       float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
+                                                       int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int cm,
+                                                       int lane, int crank, struct mok_sm90_diag *diag, int role,
+                                                       int tile, const float *sa, int sa_hi, const float *sb,
+                                                       int sb_hi)
 {
-    constexpr int kN = kCols / kParts, kPart = kN / 2; /* columns and accumulators of one product */
-    constexpr int kHalf = kCols / 4;                   /* accumulators of the first column half */
-    static_assert(kSub * kCols / 2 <= 128, "a consumer thread holds at most 128 accumulators");
-    static_assert(kN == 64 || kN == 128, "products of 64 or 128 columns");
+    constexpr int kN = 128 / kParts, kPart = kN / 2; /* columns and accumulators of one product */
     float part[kPart];
 #pragma unroll
-    for (int u = 0; u < kSub; u++)
-#pragma unroll
-        for (int i = 0; i < kCols / 2; i++)
-            acc[u][i] = 0.0f;
+    for (int i = 0; i < 64; i++)
+        acc[i] = 0.0f;
     for (int kb = 0; kb < k_blocks; kb++) {
-        float a_lo[kSub], a_hi[kSub];
-#pragma unroll
-        for (int u = 0; u < kSub; u++) {
-            a_lo[u] = __ldg(sa[u] + kb);
-            a_hi[u] = __ldg(sa[u] + sa_hi[u] + kb);
-        }
+        const float a_lo = __ldg(sa + kb), a_hi = __ldg(sa + sa_hi + kb);
         const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
         const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
 #pragma unroll
-        for (int u = 0; u < kSub; u++) {
+        for (int h = 0; h < kParts; h++) {
 #pragma unroll
-            for (int h = 0; h < kParts; h++) {
+            for (int i = 0; i < kPart; i++)
+                mok_reg_fence(part[i]);
+            mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmmas overwrite it */
+            /* B rows [kN h, +kN) of the slot: kN x 128 bytes on (>> 4 in the descriptor's address field) */
 #pragma unroll
-                for (int i = 0; i < kPart; i++)
-                    mok_reg_fence(part[i]);
-                mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmmas overwrite it */
-                /* A rows [64 u, +64) of this warpgroup's; B rows [kN h, +kN) of the slot (>> 4: the descriptor's
-                 * address field counts 16 bytes) */
+            for (int kk = 0; kk < kFp8BlockK / 32; kk++)
+                wgmma_e4m3_k32<kN>(part, da + 2 * kk, db + 2 * kk + h * (kN * kRowBytes >> 4), kk > 0);
+            mok_wgmma_commit();
+            mok_wgmma_wait<0>();
 #pragma unroll
-                for (int kk = 0; kk < kFp8BlockK / 32; kk++)
-                    wgmma_e4m3_k32<kN>(part, da + u * (64 * kRowBytes >> 4) + 2 * kk,
-                                       db + 2 * kk + h * (kN * kRowBytes >> 4), kk > 0);
-                mok_wgmma_commit();
-                mok_wgmma_wait<0>();
+            for (int i = 0; i < kPart; i++)
+                mok_reg_fence(part[i]); /* no read of part may move above the wait */
+            if (h == kParts - 1)
+                release_slot(&empty[r.slot], cm, lane, crank); /* cm, crank: the cluster (1, 0 without) */
+            /* part register 4c + j: columns 8c.. of this product, row la (j < 2) or la + 8; the tile's register
+             * kPart h + 4c + j, in column half (kPart h + 4c) / 32 */
 #pragma unroll
-                for (int i = 0; i < kPart; i++)
-                    mok_reg_fence(part[i]); /* no read of part may move above the wait */
-                if (u == kSub - 1 && h == kParts - 1)
-                    release_slot(&empty[r.slot], cm, lane, crank); /* cm, crank: the cluster (1, 0 without) */
-                /* part register 4c + j: columns 8c.. of this product, row la (j < 2) or la + 8; the sub-tile's
-                 * register kPart h + 4c + j, in column half (kPart h + 4c) / kHalf */
-#pragma unroll
-                for (int i = 0; i < kPart; i++) {
-                    const int t = kPart * h + i;
-                    const float s = ((i % 4) >= 2 ? a_hi[u] : a_lo[u]) * (t >= kHalf ? b_hi : b_lo);
-                    acc[u][t] = fmaf(part[i], s, acc[u][t]);
-                }
+            for (int i = 0; i < kPart; i++) {
+                const int t = kPart * h + i;
+                const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= 32 ? b_hi : b_lo);
+                acc[t] = fmaf(part[i], s, acc[t]);
             }
         }
         r.advance(stages);

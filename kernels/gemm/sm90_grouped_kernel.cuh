@@ -68,8 +68,8 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 
 /* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
  * kFp8N columns (64 or 128): A and B e4m3 with their scales a_scale [rows_capacity][k / 128] and b_scale
- * [B rows / 128][k / 128], on 128 x 128, 256 x 128 or 128 x 256 tiles (a consumer thread holds its 64 or 128
- * accumulators and one product's part). Without it the scales are unused.
+ * [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds its 64 accumulators and a k block's partial
+ * product). Without it the scales are unused.
  * kMx (with kFp8N): the mxfp8 policy instead (consume_tile_mxfp8): A and B e4m3 with e8m0 scales, a_mx_scale
  * [rows_capacity][k / 32] (the quantizer's layout, read by the consumers from global memory) and B's in the GEMM's
  * tile layout [B rows / 64][k / 128][256] (mok_scale_mx_tiles), loaded by the producer into each slot through
@@ -77,12 +77,8 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
 /* kBT (bf16, 128-row tiles, no SwiGLU or clusters): the dgrad policy. B[g] is the forward's weight read transposed,
  * row-major [k][n_out] (C = A W[g], W's columns contiguous): its slot is TILE_N / 64 boxes of 64 K rows x 64
  * columns (map_b over [groups k][n_out] in boxes of 64 x 64), read by the consumers as MnMajor. */
-/* Roles: 384 threads of 168 registers (producer warpgroup 0, consumer warpgroups 1 and 2, setmaxnreg 40 / 232), or
- * the lean layout (sm90_core.cuh, lean_layout: consumer warps 0-7, producer warp 8, 288 threads of 224 registers).
- * The register count is set as __maxnreg__, not through __launch_bounds__(288, 1): for that ptxas still allocated
- * 168 (it appears to round a wgmma kernel's threads up to whole warpgroups), and the 256 x 128 instances spilled. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false>
-__global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLeanRegs : kStartRegs)
+__global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
@@ -105,9 +101,7 @@ __global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLean
     constexpr bool kSplitN = TILE_M == 64;
     static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
     constexpr bool kFp8 = kFp8N != 0;
-    static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128) || (!kMx && TILE_M == 256 && TILE_N == 128) ||
-                      (!kMx && TILE_M == 128 && TILE_N == 256),
-                  "fp8_block runs 128 x 128, 256 x 128 or 128 x 256 tiles, mxfp8 128 x 128");
+    static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
@@ -166,15 +160,13 @@ __global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLean
         __syncthreads();
     const int total_tiles = tile_start[groups]; /* units */
 
-    constexpr bool kLean = lean_layout(TILE_M, TILE_N, kFp8, kMx);
-    if (kLean ? warp == 8 : warp < 4) {
-        /* ---------------- producer warpgroup (lean: warp) ---------------- */
-        if constexpr (!kLean)
-            mok_setmaxnreg_dec<kProducerRegs>();
-        if (threadIdx.x != (kLean ? 256 : 0)) {
+    if (warp < 4) {
+        /* ---------------- producer warpgroup ---------------- */
+        mok_setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x != 0) {
             if (cm > 1)
                 mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
-            return; /* nothing else for the other 127 (lean: 31) threads */
+            return; /* nothing else for the other 127 threads */
         }
         RingPos ring = {0, 0};
         /* waves in which every CTA has a unit: the lockstep barrier applies to those (the last, partial wave
@@ -242,11 +234,9 @@ __global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLean
             mok_cluster_sync(); /* stay until the peer is done with our shared memory */
     } else {
         /* ---------------- consumer warpgroups ---------------- */
-        if constexpr (!kLean)
-            mok_setmaxnreg_inc<kConsumerRegs>();
-        /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the column halves [0, TILE_N/2),
-         * [TILE_N/2, TILE_N) of the 64 rows) */
-        const int cwg = kLean ? warp / 4 : warp / 4 - 1;
+        mok_setmaxnreg_inc<kConsumerRegs>();
+        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the
+                                            column halves [0, TILE_N/2), [TILE_N/2, TILE_N) of the 64 rows) */
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSub][kAcc];
@@ -263,28 +253,21 @@ __global__ void __maxnreg__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLean
                                                 lane, diag, role, t, a_mx_scale + (size_t)ra * (k / 32),
                                                 (rb - ra) * (k / 32));
             } else if constexpr (kFp8) {
-                /* this thread's two rows' scales in each 64-row sub-tile, k_blocks per row (rows past the allocation
-                 * read the last row's: never stored) */
-                const float *sa[kSub];
-                int sa_hi[kSub];
-#pragma unroll
-                for (int u = 0; u < kSub; u++) {
-                    const int ra = min(p.row0 + cwg * (TILE_M / 2) + u * 64 + wq * 16 + lane / 4, rows_capacity - 1);
-                    const int rb = min(ra + 8, rows_capacity - 1);
-                    sa[u] = a_scale + (size_t)ra * k_blocks;
-                    sa_hi[u] = (rb - ra) * k_blocks;
-                }
-                /* B scale rows: the 128-row blocks of the accumulator columns' two halves: with SwiGLU the gate
-                 * block and the up block (TILE_N / 2 rows of each, inside one block as n_out % 128 == 0), without
-                 * it the tile's column halves (one block where TILE_N is 128). (Written here, not as a lambda
-                 * shared with anything: a lambda capturing by reference made ptxas spill in every instance of this
-                 * kernel.) */
-                const int b_first = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
-                const int b_second = swiglu ? b_first + n_out : b_first + TILE_N / 2;
-                consume_tile_fp8_block<kSub, kAcc * 2, kAcc * 2 / (kFp8 ? kFp8N : 64)>(
-                    ring, stages, full, empty, acc, k_blocks, smem_a, cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b,
-                    kSlotBBytes, cm, lane, crank, diag, role, t, sa, sa_hi,
-                    b_scale + (size_t)(b_first / 128) * k_blocks, (b_second / 128 - b_first / 128) * k_blocks);
+                /* this thread's two rows' scales, k_blocks per row (rows past the allocation read the last row's: never
+                 * stored) */
+                const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);
+                const int rb = min(ra + 8, rows_capacity - 1);
+                /* B scale rows: the 128-row blocks of accumulator columns [0, 64) and [64, 128): with SwiGLU the
+                 * gate block and the up block (64 rows of each, inside one block as n_out % 128 == 0), without it
+                 * the tile's one block. (Written here, not as a lambda shared with anything: a lambda capturing by
+                 * reference made ptxas spill in every instance of this kernel.) */
+                const int b_first = swiglu ? p.group * 2 * n_out + p.n * 64 : p.group * n_out + p.n * TILE_N;
+                const int b_second = swiglu ? b_first + n_out : b_first;
+                consume_tile_fp8_block<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
+                                       cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, cm, lane, crank,
+                                       diag, role, t, a_scale + (size_t)ra * k_blocks, (rb - ra) * k_blocks,
+                                       b_scale + (size_t)(b_first / 128) * k_blocks,
+                                       (b_second / 128 - b_first / 128) * k_blocks);
             } else {
                 /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
                  * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the
