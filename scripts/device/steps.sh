@@ -97,6 +97,8 @@ mok_step() {
       done;;
     h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json # one GPU: the fused backward (bwd, fwd_bwd; act save, recompute) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-layer-mega-zipf.json;;
+    h1bwdlsa) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-lsa-layer.json # one GPU: lsa-layer's backward beside nccl (gemm=mok) and the fused backward (act=save, breakdown), then mok-gemm's backward GEMMs alone at the same shapes (the fused kernel's GEMM rate)
+      $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-gemm-mok-best.json;;
     h1bwdmix) $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-mega-mix.json;; # one GPU: the fused backward's weight-gradient tiles after GEMM1 dgrad or interleaved with it (wgrad_mix 0 / 1), beside nccl gemm=mok
     h2bwd) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/h200x2-bwd-layer.json;; # two GPUs (issue 23): the training pass of every layer implementation (nccl, nccl-overlap, lsa-layer, the fused backward) at Qwen3-235B and DeepSeek-V3 shapes
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
