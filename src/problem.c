@@ -72,7 +72,8 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
         if (with_reference)
             bytes += rows * (h * 4 + 4) + e * 3 * h * i * 4 + rows * 6 * i * 4;
     }
-    if (s->dtype == MOK_DTYPE_FP8_BLOCK) /* gemm mode: problem_fp8.c's quantized copies and reference scratch */
+    if (s->dtype == MOK_DTYPE_FP8_BLOCK) /* problem_fp8.c's quantized copies and reference scratch (gemm mode's rows &
+                                            * their h; the layer reference's are about as many) */
         bytes += mok_plan_fp8_block_bytes(m->experts / nranks, (int)(t * k), m->hidden, m->intermediate, sets,
                                        with_reference);
     if (s->dtype == MOK_DTYPE_MXFP8) /* gemm mode: problem_mxfp8.c's */
@@ -123,7 +124,8 @@ void mok_problem_destroy(struct mok_problem *p)
 
 /* The reference: for every global expert e, regenerate its weights from the seed, gather this rank's tokens
  * routed to e, run GEMM1 -> bf16 -> SwiGLU -> bf16 -> GEMM2 in fp32 SIMT, write each route's row; then the
- * shared MLP; then the fixed-order weighted sum. Shares no code with any implementation but the seeded fill. */
+ * shared MLP; then the fixed-order weighted sum. Shares no code with any implementation but the seeded fill (and,
+ * for dtype fp8_block, the quantizers that define the format: problem_fp8.c's expert step). */
 static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
     int T = p->tokens, H = p->hidden, I = p->inter, K = p->topk, E = p->experts;
@@ -135,6 +137,8 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
     float *g = NULL, *route_out = NULL, *shared_out = NULL;
     int rc = -1;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
+    const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK;
+    struct mok_fp8_ref fr = {0};
     if (!h_token || !h_route || !first) {
         snprintf(err, (size_t)err_len, "reference: out of host memory");
         goto fail;
@@ -177,6 +181,8 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
     MOK_CHECK(cuda, cudaMemcpyAsync(d_token, h_token, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto fail);
     MOK_CHECK(cuda, cudaMemcpyAsync(d_route, h_route, routes * sizeof(int32_t), cudaMemcpyHostToDevice, st), goto fail);
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail); /* the host arrays are freed below */
+    if (fp8 && mok_fp8_ref_begin(&fr, p, max_rows, st, err, err_len))
+        goto fail;
     for (int e = 0; e < E; e++) {
         int n = first[e + 1] - first[e];
         if (n == 0)
@@ -185,12 +191,20 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
                                     mok_weight_scale(H), st), goto fail);
         MOK_CHECK(cuda, mok_problem_fill(&p->spec, w2, (size_t)H * I, mok_tensor_id(MOK_T_W2, (uint64_t)e), mok_weight_scale(I), st),
                   goto fail);
+        if (fp8) {
+            if (mok_fp8_ref_expert(&fr, p, w13, w2, d_token + first[e], d_route + first[e], n, g, hbuf, route_out,
+                                   st, err, err_len))
+                goto fail;
+            continue;
+        }
         MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st),
                   goto fail);
         MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st), goto fail);
         MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st),
                   goto fail);
     }
+    if (fp8 && mok_problem_quant_status(p->fp8.status, st, "fp8_block", "the reference's weights or h", err, err_len))
+        goto fail;
     if (p->shared) {
         MOK_CHECK(cuda, cudaMalloc((void **)&shared_out, (size_t)T * H * 4), goto fail);
         MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], NULL, T, H, p->shared_w13[0], 2 * SI, g, NULL, (mok_stream_t)st),
@@ -209,6 +223,7 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
     }
     rc = 0;
 fail:
+    mok_fp8_ref_end(&fr);
     if (ev0)
         cudaEventDestroy(ev0);
     if (ev1)
@@ -317,6 +332,9 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
         }
     }
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
+    if (spec->mode == MOK_MODE_LAYER && spec->dtype == MOK_DTYPE_FP8_BLOCK &&
+        mok_problem_fp8_layer_setup(p, st, err, err_len))
+        goto fail;
     if (spec->mode == MOK_MODE_GEMM) {
         if (mok_problem_gemm_setup(p, st, with_reference, err, err_len))
             goto fail;

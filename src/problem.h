@@ -150,6 +150,22 @@ int mok_problem_gemm_max_rows(const struct mok_problem *p);
  * through the same quantization (plan.h: mok_plan_fp8_block_bytes, the bytes that takes). */
 int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_fp8_destroy(struct mok_problem *p);
+/* Layer mode, dtype fp8_block (problem_fp8.c): every set's local expert weights quantized into p->fp8 (w13, w2 and
+ * their scales; what the implementations read). */
+int mok_problem_fp8_layer_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+/* The layer reference's fp8_block expert step (problem_fp8.c says what it computes): begin quantizes this rank's x
+ * and sizes the scratch for max_rows rows; expert runs one expert's n routes (its bf16 weights w13, w2 as the
+ * reference regenerated them; token, route: device indices) into route_out's rows; end frees the scratch. */
+struct mok_fp8_ref {
+    uint8_t *xq, *aq, *hq, *wq13, *wq2;
+    float *xs, *as, *hs, *ws13, *ws2, *o;
+};
+int mok_fp8_ref_begin(struct mok_fp8_ref *r, const struct mok_problem *p, int max_rows, cudaStream_t st, char *err,
+                      int err_len);
+int mok_fp8_ref_expert(struct mok_fp8_ref *r, const struct mok_problem *p, const uint16_t *w13, const uint16_t *w2,
+                       const int32_t *token, const int32_t *route, int n, float *g, uint16_t *h, float *route_out,
+                       cudaStream_t st, char *err, int err_len);
+void mok_fp8_ref_end(struct mok_fp8_ref *r);
 /* After a quantizer ran on st: -1 with "<format>: non-finite values in <what>" in err if it flagged its input. */
 int mok_problem_quant_status(const int32_t *status, cudaStream_t st, const char *format, const char *what, char *err,
                              int err_len);

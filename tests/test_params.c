@@ -185,6 +185,27 @@ int main(void)
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "act=recompute applies to the backward"),
           "megakernel fwd act=recompute: %s", why);
     s.model.intermediate = inter;
+    /* fp8_block in layer mode: the NCCL baselines' forward on cuBLASLt per expert or mok's core, not cuBLAS grouped;
+     * the LSA layers and the megakernel refuse it */
+    s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_FP8_BLOCK;
+    defaults("nccl", v);
+    struct mok_params_nccl fnp = mok_params_nccl(v);
+    const int fp8_gemm[3][2] = {{0, 0}, {1, 1}, {2, 1}}; /* grouped, per_expert, mok: supported? */
+    for (int i = 0; i < 3; i++) {
+        fnp.gemm = fp8_gemm[i][0], fnp.gemm_streams = 1;
+        mok_params_nccl_values(&fnp, v);
+        CHECK(supports("nccl", &s, 2, v, why) == fp8_gemm[i][1] && (fp8_gemm[i][1] || strstr(why, "no grouped")),
+              "nccl fp8_block gemm %d: %s", fnp.gemm, why);
+    }
+    s.pass = MOK_PASS_FWD_BWD;
+    CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "the forward only"), "nccl fp8_block fwd_bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
+    for (int i = 2; i < 4; i++) {
+        const char *other[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
+        defaults(other[i], v);
+        CHECK(!supports(other[i], &s, 2, v, why) && strstr(why, "the NCCL baselines only"), "%s fp8_block: %s",
+              other[i], why);
+    }
     /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
      * every layer implementation refuses it */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;

@@ -29,12 +29,20 @@ int mok_fp8_experts_init(struct mok_fp8_experts *f, const struct mok_expert_gemm
                          const struct mok_gemm_group *groups, int ngroups, cudaStream_t stream, char *err,
                          int err_len)
 {
-    memset(f, 0, sizeof(*f));
-    const int H = p->hidden, I = p->inter, E = p->experts;
-    const size_t R = (size_t)p->gemm_rows;
     int max_rows = 1;
     for (int i = 0; i < ngroups; i++)
         max_rows = groups[i].rows > max_rows ? groups[i].rows : max_rows;
+    return mok_fp8_experts_init_rows(f, g, p, p->gemm_rows, max_rows, stream, err, err_len);
+}
+
+int mok_fp8_experts_init_rows(struct mok_fp8_experts *f, const struct mok_expert_gemms *g,
+                              const struct mok_problem *p, int rows_capacity, int max_rows, cudaStream_t stream,
+                              char *err, int err_len)
+{
+    memset(f, 0, sizeof(*f));
+    const int H = p->hidden, I = p->inter, E = p->local_experts;
+    const size_t R = (size_t)rows_capacity;
+    max_rows = max_rows < 1 ? 1 : max_rows;
     f->nlt = g->nstreams > 1 ? g->nstreams : 1;
     for (int i = 0; i < f->nlt; i++)
         if (mok_lt_fp8_create(&f->lt[i], LT_WORKSPACE, err, err_len) ||
@@ -97,18 +105,29 @@ int mok_fp8_experts_run(struct mok_fp8_experts *f, struct mok_expert_gemms *g, c
                         const struct mok_problem *p, int set, const struct mok_gemm_group *groups, int ngroups,
                         uint16_t *h, uint16_t *y, char *err, int err_len)
 {
+    return mok_fp8_experts_run_rows(f, g, stream, part, p, set, groups, ngroups, p->fp8.a[set], p->fp8.a_scale[set],
+                                    0, p->gemm_rows, h, y, err, err_len);
+}
+
+int mok_fp8_experts_run_rows(struct mok_fp8_experts *f, struct mok_expert_gemms *g, cudaStream_t stream, int part,
+                             const struct mok_problem *p, int set, const struct mok_gemm_group *groups, int ngroups,
+                             const uint8_t *a, const float *a_scale, int row0, int rows, uint16_t *h, uint16_t *y,
+                             char *err, int err_len)
+{
     if (!h)
         h = f->h;
     const struct mok_fp8_block_operands *q = &p->fp8;
-    const int H = p->hidden, I = p->inter, R = p->gemm_rows;
+    const int H = p->hidden, I = p->inter, R = rows;
+    const size_t r0 = (size_t)row0;
     if (part == 1) {
-        if (per_expert(f, g, stream, groups, ngroups, 2 * I, H, q->a[set], q->a_scale[set], q->w13[set],
-                       f->w13_scale[set], f->g1, err, err_len))
+        if (per_expert(f, g, stream, groups, ngroups, 2 * I, H, a, a_scale, q->w13[set], f->w13_scale[set], f->g1,
+                       err, err_len))
             return -1;
-        /* SwiGLU and h's 1 x 128 quantization over all rows at once, after every expert's GEMM1 */
-        int e = R ? mok_swiglu_bf16(f->g1, R, I, h, (mok_stream_t)stream) : 0;
+        /* SwiGLU and h's 1 x 128 quantization over the rows at once, after every expert's GEMM1 */
+        int e = R ? mok_swiglu_bf16(f->g1 + r0 * 2 * I, R, I, h + r0 * I, (mok_stream_t)stream) : 0;
         if (!e && R)
-            e = mok_quant_fp8_block_bf16(h, R, I, f->h_fp8, f->h_scale, q->status, (mok_stream_t)stream);
+            e = mok_quant_fp8_block_bf16(h + r0 * I, R, I, f->h_fp8 + r0 * I, f->h_scale + r0 * (I / 128), q->status,
+                                         (mok_stream_t)stream);
         if (e) {
             snprintf(err, (size_t)err_len, "fp8_block experts: SwiGLU or h quantization: %s",
                      cudaGetErrorString((cudaError_t)e));

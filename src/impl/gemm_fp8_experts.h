@@ -23,11 +23,22 @@ struct mok_fp8_experts {
 int mok_fp8_experts_init(struct mok_fp8_experts *f, const struct mok_expert_gemms *g, const struct mok_problem *p,
                          const struct mok_gemm_group *groups, int ngroups, cudaStream_t stream, char *err,
                          int err_len);
+/* The same for rows_capacity expert-major rows whose largest group has max_rows (a layer's receive capacity). */
+int mok_fp8_experts_init_rows(struct mok_fp8_experts *f, const struct mok_expert_gemms *g,
+                              const struct mok_problem *p, int rows_capacity, int max_rows, cudaStream_t stream,
+                              char *err, int err_len);
 void mok_fp8_experts_destroy(struct mok_fp8_experts *f);
 /* part 1: GEMM1 + SwiGLU into h [rows][I] (NULL: f's own) + h's quantization; part 2: GEMM2 into y [rows][H];
  * input set `set`, on stream. */
 int mok_fp8_experts_run(struct mok_fp8_experts *f, struct mok_expert_gemms *g, cudaStream_t stream, int part,
                         const struct mok_problem *p, int set, const struct mok_gemm_group *groups, int ngroups,
                         uint16_t *h, uint16_t *y, char *err, int err_len);
+
+/* The same on given quantized rows (a [rows][H] e4m3, a_scale [rows][H / 128], indexed by the groups' absolute rows,
+ * as f's buffers and y are), SwiGLU and h's quantization over rows [row0, row0 + rows) (a layer's stage). */
+int mok_fp8_experts_run_rows(struct mok_fp8_experts *f, struct mok_expert_gemms *g, cudaStream_t stream, int part,
+                             const struct mok_problem *p, int set, const struct mok_gemm_group *groups, int ngroups,
+                             const uint8_t *a, const float *a_scale, int row0, int rows, uint16_t *h, uint16_t *y,
+                             char *err, int err_len);
 
 #endif

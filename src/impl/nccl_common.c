@@ -10,6 +10,7 @@
 #include "fail.h"
 #include "mok_kernels.h"
 #include "nccl_backward.h"
+#include "nccl_fp8.h"
 #include "stats.h"
 #include "timing.h"
 
@@ -147,6 +148,8 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming), return -1);
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK && !s->no_compute && mok_nccl_fp8_setup(s, err, err_len))
+        return -1;
     if (mok_pass_has_bwd(p->spec.pass) && !s->no_compute)
         return mok_nccl_bwd_setup(s, err, err_len);
     return 0;
@@ -170,7 +173,7 @@ int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void
 {
     const struct mok_splits *sp = &s->splits;
     int P = sp->nranks;
-    const size_t H = width, esize = type == ncclBfloat16 ? 2 : 4;
+    const size_t H = width, esize = type == ncclBfloat16 ? 2 : type == ncclUint8 ? 1 : 4;
     const char *src = src_buf;
     char *dst = dst_buf;
     const int *src_off = dispatch ? sp->send_offset : sp->recv_offset;
@@ -222,6 +225,9 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
     /* without compute the experts "return" their input: combine sends the received rows straight back */
     uint16_t *back = s->no_compute ? s->recv.ptr : s->ret.ptr;
+    if (dispatch && s->fp8) /* fp8_block: wire rows of e4m3 values and their scales (nccl_fp8.h) */
+        return mok_nccl_p2p_stage(s, c, true, s->send.ptr, s->recv.ptr, (size_t)s->fp8->wire_bytes, ncclUint8, err,
+                                  err_len);
     return mok_nccl_p2p_stage(s, c, dispatch, dispatch ? s->send.ptr : back, dispatch ? s->recv.ptr : s->comb.ptr,
                               (size_t)s->p->hidden, ncclBfloat16, err, err_len);
 }
@@ -252,6 +258,11 @@ int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_clu
     const uint16_t *any = (const uint16_t *)(uintptr_t)256;
     struct mok_gemm_args g1 = {.a = any, .b = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,
                                .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) { /* nccl_fp8.c's GEMMs */
+        c = mok_nccl_fp8_mok_config(&c);
+        g1.dtype = MOK_GEMM_FP8_BLOCK, g1.a = NULL, g1.b = NULL;
+        g1.a_fp8 = g1.b_fp8 = (const uint8_t *)(uintptr_t)256, g1.a_scale = g1.b_scale = (const float *)(uintptr_t)256;
+    }
     struct mok_gemm_args g2 = g1;
     g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
     if (!mok_gemm_sm90_supports(&g1, &c, why, why_len) || !mok_gemm_sm90_supports(&g2, &c, why, why_len))
@@ -328,6 +339,8 @@ static int upload_mok_offsets(struct mok_nccl_pipe *s, cudaStream_t st, char *er
 static int run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
+    if (s->fp8)
+        return mok_nccl_fp8_gemms(s, set, st, err, err_len);
     if (s->mok_gemm)
         return run_mok_gemms(s, set, st, err, err_len);
     MOK_CHECK(cuda_or_cublas,
@@ -372,8 +385,13 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
         }
     if (s->mok_gemm && upload_mok_offsets(s, st, err, err_len))
         return -1;
-    MOK_CHECK(cuda, mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk, s->send.ptr,
-                                       (mok_stream_t)st), return -1);
+    if (s->fp8) {
+        if (mok_nccl_fp8_dispatch_rows(s, set, st, err, err_len))
+            return -1;
+    } else {
+        MOK_CHECK(cuda, mok_scatter_tokens(p->x[set], p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk,
+                                           s->send.ptr, (mok_stream_t)st), return -1);
+    }
     MOK_CHECK(cuda, mok_nccl_fork(s, st), return -1);
     if (p->shared) {
         MOK_CHECK(cuda_or_cublas,
@@ -396,8 +414,11 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
             MOK_CHECK(cuda, cudaStreamWaitEvent(s->compute, s->dispatched[c], 0), return -1);
             int base = sp->stage_base[c], rows = sp->stage_base[c + 1] - base;
             if (!s->no_compute) { /* comm mode skips the experts: combine sends the received rows back */
-                MOK_CHECK(cuda, mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
-                                                s->em_in + (size_t)base * H, (mok_stream_t)s->compute), return -1);
+                if (s->fp8 && mok_nccl_fp8_gather(s, base, rows, err, err_len))
+                    return -1;
+                if (!s->fp8)
+                    MOK_CHECK(cuda, mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
+                                                    s->em_in + (size_t)base * H, (mok_stream_t)s->compute), return -1);
                 MOK_CHECK(cuda, mark(s, slot, c, 2, s->compute), return -1);
                 if (run_gemms(s, set, c, err, err_len))
                     return -1;
@@ -526,7 +547,9 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
         for (int peer = 0; peer < P; peer++)
             if (peer != sp->rank && sp->send_count[st * P + peer] > rows)
                 rows = sp->send_count[st * P + peer];
-        count[st] = (size_t)mok_allreduce_max_ll(rows) * s->p->hidden;
+        /* in bf16 elements of the dispatch's rows (fp8_block: a wire row's bytes / 2) */
+        size_t row_elems = s->fp8 ? (size_t)s->fp8->wire_bytes / 2 : (size_t)s->p->hidden;
+        count[st] = (size_t)mok_allreduce_max_ll(rows) * row_elems;
         most = count[st] > most ? count[st] : most;
         bytes += (double)count[st] * 2 * (P - 1);
     }
@@ -552,8 +575,8 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
 
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len)
 {
-    double hb = (double)row_bytes(s);
-    row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * hb;
+    double hb = (double)row_bytes(s), wire = s->fp8 ? (double)s->fp8->wire_bytes : hb; /* rows out, rows back */
+    row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * wire;
     row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
     double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
     if (!s->no_compute && mok_time_alone(s->compute, iters, gemms_once, s, &gemm_ms, err, err_len))
@@ -578,6 +601,7 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
         return;
     cudaDeviceSynchronize();
     mok_nccl_bwd_teardown(s); /* first: it gives the forward's buffers back to the pipeline */
+    mok_nccl_fp8_teardown(s);
     if (s->ev)
         for (size_t i = 0; i < (size_t)s->max_slots * s->stages * 6; i++)
             if (s->ev[i])

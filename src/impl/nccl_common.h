@@ -54,6 +54,7 @@ struct mok_nccl_pipe {
     cudaEvent_t fork, shared_done, comm_done, compute_done;
     cudaEvent_t *dispatched, *gemmed; /* [stages] */
     struct mok_nccl_bwd *bwd;         /* pass bwd or fwd_bwd (nccl_backward.h); NULL for the forward alone */
+    struct mok_nccl_fp8 *fp8;         /* dtype fp8_block (nccl_fp8.h); NULL for bf16 */
 };
 
 struct mok_nccl_opts {

@@ -1,0 +1,74 @@
+/* fp8_rows: fp8_block token rows on the wire. A wire row is a row's k e4m3 bytes followed by its k / 128 fp32
+ * scales (1 x 128 blocks, src/fp8.h), padded to 16 bytes, so one NCCL message carries both and a row never needs a
+ * second transfer for its scales. The NCCL baselines quantize x once (mok_quant_fp8_block_bf16), scatter the rows
+ * into the send layout as wire rows, and gather the received wire rows into the expert-major operands the GEMMs read
+ * (values [rows][k], scales [rows][k / 128]). One warp per row: 16-byte vectors for the values, a float per lane
+ * for the scales. */
+#include "common/common.cuh"
+
+__global__ void fp8_rows_scatter_kernel(const uint4 *q, const float *scale, int k, int topk, const int32_t *send_pos,
+                                        int route_begin, int route_end, uint8_t *dst, int wire_bytes)
+{
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    int r = route_begin + warp;
+    if (r >= route_end)
+        return;
+    const int t = r / topk, vecs = k / 16, kb = k / 128;
+    uint8_t *row = dst + (size_t)send_pos[r] * wire_bytes;
+    const uint4 *src = q + (size_t)t * vecs;
+    uint4 *out = reinterpret_cast<uint4 *>(row);
+    for (int v = lane; v < vecs; v += 32)
+        out[v] = src[v];
+    float *out_s = reinterpret_cast<float *>(row + k);
+    for (int b = lane; b < kb; b += 32)
+        out_s[b] = scale[(size_t)t * kb + b];
+}
+
+__global__ void fp8_rows_gather_kernel(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows, int k,
+                                       uint4 *q, float *scale)
+{
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (warp >= rows)
+        return;
+    const int vecs = k / 16, kb = k / 128;
+    const uint8_t *row = src + (size_t)src_row[warp] * wire_bytes;
+    const uint4 *in = reinterpret_cast<const uint4 *>(row);
+    uint4 *out = q + (size_t)warp * vecs;
+    for (int v = lane; v < vecs; v += 32)
+        out[v] = in[v];
+    const float *in_s = reinterpret_cast<const float *>(row + k);
+    for (int b = lane; b < kb; b += 32)
+        scale[(size_t)warp * kb + b] = in_s[b];
+}
+
+static bool bad_shape(int k, int wire_bytes, const void *a, const void *b)
+{
+    return k % 128 || wire_bytes % 16 || wire_bytes < k + k / 32 || ((uintptr_t)a | (uintptr_t)b) % 16;
+}
+
+extern "C" int mok_fp8_rows_scatter(const uint8_t *q, const float *scale, int k, int topk, const int32_t *send_pos,
+                                    int route_begin, int route_end, uint8_t *dst, int wire_bytes, mok_stream_t stream)
+{
+    int rows = route_end - route_begin;
+    if (rows <= 0)
+        return 0;
+    if (bad_shape(k, wire_bytes, q, dst))
+        return (int)cudaErrorInvalidValue;
+    unsigned blocks = (unsigned)(((size_t)rows * 32 + 255) / 256);
+    fp8_rows_scatter_kernel<<<blocks, 256, 0, mok_cuda_stream(stream)>>>(
+        reinterpret_cast<const uint4 *>(q), scale, k, topk, send_pos, route_begin, route_end, dst, wire_bytes);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_fp8_rows_gather(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows, int k,
+                                   uint8_t *q, float *scale, mok_stream_t stream)
+{
+    if (rows <= 0)
+        return 0;
+    if (bad_shape(k, wire_bytes, src, q))
+        return (int)cudaErrorInvalidValue;
+    unsigned blocks = (unsigned)(((size_t)rows * 32 + 255) / 256);
+    fp8_rows_gather_kernel<<<blocks, 256, 0, mok_cuda_stream(stream)>>>(src, wire_bytes, src_row, rows, k,
+                                                                       reinterpret_cast<uint4 *>(q), scale);
+    return MOK_LAUNCH_RESULT();
+}
