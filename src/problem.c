@@ -333,7 +333,7 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     }
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
     if (spec->mode == MOK_MODE_LAYER && spec->dtype == MOK_DTYPE_FP8_BLOCK &&
-        mok_problem_fp8_layer_setup(p, st, err, err_len))
+        mok_problem_fp8_weights_setup(p, st, err, err_len))
         goto fail;
     if (spec->mode == MOK_MODE_GEMM) {
         if (mok_problem_gemm_setup(p, st, with_reference, err, err_len))

@@ -150,9 +150,9 @@ int mok_problem_gemm_max_rows(const struct mok_problem *p);
  * through the same quantization (plan.h: mok_plan_fp8_block_bytes, the bytes that takes). */
 int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len);
 void mok_problem_fp8_destroy(struct mok_problem *p);
-/* Layer mode, dtype fp8_block (problem_fp8.c): every set's local expert weights quantized into p->fp8 (w13, w2 and
- * their scales; what the implementations read). */
-int mok_problem_fp8_layer_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+/* dtype fp8_block (problem_fp8.c): every set's local expert weights quantized into p->fp8 (w13, w2 and their
+ * scales; what the implementations read), and gemm mode's rows (none in layer mode). */
+int mok_problem_fp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
 /* The layer reference's fp8_block expert step (problem_fp8.c says what it computes): begin quantizes this rank's x
  * and sizes the scratch for max_rows rows; expert runs one expert's n routes (its bf16 weights w13, w2 as the
  * reference regenerated them; token, route: device indices) into route_out's rows; end frees the scratch. */

@@ -136,14 +136,7 @@ int mok_problem_fp8_refresh(struct mok_problem *p, cudaStream_t st, char *err, i
 
 int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
 {
-    if (p->hidden % 128 || p->inter % 128) {
-        snprintf(err, (size_t)err_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128 (the "
-                 "scale blocks)", p->hidden, p->inter);
-        return -1;
-    }
-    MOK_CHECK(cuda, cudaMalloc((void **)&p->fp8.status, sizeof(int32_t)), return -1);
-    MOK_CHECK(cuda, cudaMemsetAsync(p->fp8.status, 0, sizeof(int32_t), st), return -1);
-    if (quantize_sets(p, st, err, err_len))
+    if (mok_problem_fp8_weights_setup(p, st, err, err_len)) /* the weights, and here the gemm rows */
         return -1;
     const size_t R = (size_t)p->gemm_rows, I = (size_t)p->inter;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->fp8.h, R * I * 2 + 16), return -1); /* the output h */
@@ -155,14 +148,15 @@ int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_refe
     return reference_h(p, st, err, err_len);
 }
 
-/* ---- layer mode: the weights every set's implementations read, and the reference's per-expert step ---------------
+/* ---- layer mode (and gemm mode's first step): the weights every set's implementations read (quantize_sets: in gemm
+ * mode the rows too); the layer reference's per-expert step ---------------------------------------------------------
  * The layer reference (problem.c) runs, for each expert with routes here, this instead of its bf16 GEMMs: x rows
  * quantized 1 x 128 (all tokens once, then gathered), the expert's regenerated weights quantized 128 x 128, GEMM1 in
  * fp32 on the dequantized operands, its output rounded to bf16 and SwiGLU'd as the bf16 reference does, h quantized
  * 1 x 128, GEMM2 in fp32; the routed outputs then go through the same fixed-order weighted sum (shared experts stay
  * bf16 in the layer and in its reference). The quantizers are the format's definition, shared with the
  * implementations and matched byte for byte against src/fp8.c (tests/test_gpu_quant.c). */
-int mok_problem_fp8_layer_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
+int mok_problem_fp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
     if (p->hidden % 128 || p->inter % 128) {
         snprintf(err, (size_t)err_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128 (the "
