@@ -248,6 +248,19 @@ int main(void)
     gp.tile_n = 128, gp.kernel = 1;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mxfp8 portable: %s", why);
+    /* fp8_block: mok-gemm's 128 x 128 tiles, and 128 x 256 without clusters (the lean layout); not 64 or 256 rows */
+    s.dtype = MOK_DTYPE_FP8_BLOCK;
+    const int fp8_tiles[5][4] = {{128, 128, 1, 1}, {128, 256, 1, 1}, {128, 256, 2, 0}, {256, 128, 1, 0},
+                                 {64, 256, 1, 0}}; /* tile_m, tile_n, cluster, supported */
+    for (int i = 0; i < 5; i++) {
+        defaults("mok-gemm", v);
+        gp = mok_params_mok_gemm(v);
+        gp.tile_m = fp8_tiles[i][0], gp.tile_n = fp8_tiles[i][1], gp.cluster = fp8_tiles[i][2];
+        mok_params_mok_gemm_values(&gp, v);
+        CHECK(supports("mok-gemm", &s, 1, v, why) == fp8_tiles[i][3], "mok-gemm fp8_block %d x %d cluster %d: %s",
+              gp.tile_m, gp.tile_n, gp.cluster, why);
+    }
+    s.dtype = MOK_DTYPE_MXFP8;
     struct mok_problem_spec odd_mx = spec_of(192, 128, 8, 2, 64, 0);
     odd_mx.mode = MOK_MODE_GEMM, odd_mx.dtype = MOK_DTYPE_MXFP8;
     defaults("mok-gemm", v);

@@ -40,6 +40,21 @@ __device__ __forceinline__ bool mok_mbar_try_wait(uint32_t bar, uint32_t parity)
 }
 
 /* Spins until the barrier's phase with this parity completed. */
+/* The same probe without any suspension: answers at once (an inline producer polls a slot between its own work). */
+__device__ __forceinline__ bool mok_mbar_test_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 " .reg .pred p;\n"
+                 " mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
 __device__ __forceinline__ void mok_mbar_wait(uint64_t *bar, uint32_t parity)
 {
     asm volatile("{\n"

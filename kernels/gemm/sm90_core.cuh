@@ -33,6 +33,17 @@ constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
+/* The lean layout: the two consumer warpgroups only (256 threads, no setmaxnreg), one of their threads issuing the
+ * loads between its own k blocks (InlineProducer, sm90_grouped_kernel.cuh). ptxas allocates a kernel's registers for
+ * its launch bound whatever setmaxnreg hands out at run time: 168 at 384 threads, and no more at 288 either (three
+ * warps share one SM quarter's 16K registers); at 256 threads a thread may hold 255. fp8_block's 128 x 256 tiles need
+ * them: 128 accumulators plus a product's part (in the 384-thread layout they spilled and ran 1.24-1.74x slower,
+ * results/h200x1/2026-12-04-fp8-tiles). */
+constexpr int kLeanThreads = 256;
+__host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
+{
+    return fp8 && !mx && tile_m == 128 && tile_n == 256;
+}
 
 /* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */
 __host__ __device__ constexpr int tile_cols(int tile_n, int swiglu) { return swiglu ? tile_n / 2 : tile_n; }
@@ -311,16 +322,20 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
 
 /* The fp8_block precision policy (DeepSeek-V3's recipe: e4m3 A rows with one fp32 scale per row per 128 K, e4m3 B
  * with one per 128 x 128 block). A k block is 128 e4m3 = 128 bytes per row: the same boxes, slots and swizzle as
- * bf16's 64. The tile's 128 accumulator columns are computed as kParts products of N = 128 / kParts columns: each
- * runs its four wgmma m64nNk32 into `part` (the first with scale-d false, so nothing zeroes it), and once they are
- * done part is promoted into the fp32 accumulators with the block's scales, acc += part * a_scale(row) * b_scale
- * (DeepGEMM's promotion per 128 K: the tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed
- * there loses accuracy); after the last product the slot goes back. While one warpgroup promotes, the other's wgmmas
- * keep the tensor cores busy. kParts 1: one m64n128 product (64 more registers live across the wgmmas); kParts 2:
- * two m64n64 halves, 32 (a consumer's code is allocated within the kernel's 168 registers: which one fits without
- * spilling, and which is faster, is measured). Scales, one float per k block: sa points at this thread's row la's,
- * sa + sa_hi at row la + 8's; sb at the B block of columns [0, 64), sb + sb_hi at that of [64, 128) (SwiGLU's gate
- * and up blocks, or one block: sb_hi 0). Loaded before the slot wait, so their latency hides under it. */
+ * bf16's 64. A warpgroup's accumulator tile is 64 rows of kCols columns (128 x 128 tiles: 128; 128 x 256: 256),
+ * computed as kParts products of N = kCols / kParts columns: a product runs its four wgmma m64nNk32 into `part` (the
+ * first with scale-d false, so nothing zeroes it), and once they are done part is promoted into the fp32
+ * accumulators with the block's scales, acc += part * a_scale(row) * b_scale (DeepGEMM's promotion per 128 K: the
+ * tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed there loses accuracy); after the
+ * last product the slot goes back. While one warpgroup promotes, the other's wgmmas keep the tensor cores busy.
+ * One `part` serves the products in turn: a consumer thread holds kCols / 2 accumulators plus N / 2. kCols 256 needs
+ * more than the 168 registers of the 384-thread layout (ptxas allocates for the launch bound, whatever setmaxnreg
+ * gives at run time): its kernel runs the lean layout (lean_layout below). Scales, one float per k block: sa points
+ * at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block of the accumulator columns' first half,
+ * sb + sb_hi at that of the second half (SwiGLU's gate and up blocks, or the tile's column halves; the same block in
+ * a 128-column tile without SwiGLU: sb_hi 0). Loaded before the slot wait, so their latency hides under it.
+ * pump.step() runs before each slot wait and pump.drain() after the tile's last release: the lean layout's inline
+ * producer (InlineProducer), nothing in the 384-thread layout (NoPump). */
 template <int kN> __device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[kN / 2], uint64_t da, uint64_t db, int acc);
 template <> __device__ __forceinline__ void wgmma_e4m3_k32<64>(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
@@ -331,22 +346,31 @@ template <> __device__ __forceinline__ void wgmma_e4m3_k32<128>(float (&d)[64], 
     mok_wgmma_m64n128k32_e4m3(d, da, db, acc);
 }
 
-template <int kParts>
+struct NoPump {
+    __device__ __forceinline__ void step() {}
+    __device__ __forceinline__ void drain() {}
+};
+
+template <int kCols, int kParts, class Pump>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
-                                                       float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
-                                                       int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes, int cm,
-                                                       int lane, int crank, struct mok_sm90_diag *diag, int role,
-                                                       int tile, const float *sa, int sa_hi, const float *sb,
-                                                       int sb_hi)
+                                                       float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
+                                                       int a_offset, int slot_a_bytes, uint8_t *smem_b,
+                                                       int slot_b_bytes, int cm, int lane, int crank,
+                                                       struct mok_sm90_diag *diag, int role, int tile,
+                                                       const float *sa, int sa_hi, const float *sb, int sb_hi,
+                                                       Pump &pump)
 {
-    constexpr int kN = 128 / kParts, kPart = kN / 2; /* columns and accumulators of one product */
+    constexpr int kN = kCols / kParts, kPart = kN / 2; /* columns and accumulators of one product */
+    constexpr int kHalf = kCols / 4;                   /* accumulators of the first column half */
+    static_assert(kN == 64 || kN == 128, "products of 64 or 128 columns");
     float part[kPart];
 #pragma unroll
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < kCols / 2; i++)
         acc[i] = 0.0f;
     for (int kb = 0; kb < k_blocks; kb++) {
         const float a_lo = __ldg(sa + kb), a_hi = __ldg(sa + sa_hi + kb);
         const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
+        pump.step();
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
         const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
@@ -368,16 +392,17 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
             if (h == kParts - 1)
                 release_slot(&empty[r.slot], cm, lane, crank); /* cm, crank: the cluster (1, 0 without) */
             /* part register 4c + j: columns 8c.. of this product, row la (j < 2) or la + 8; the tile's register
-             * kPart h + 4c + j, in column half (kPart h + 4c) / 32 */
+             * kPart h + 4c + j, in column half (kPart h + 4c) / kHalf */
 #pragma unroll
             for (int i = 0; i < kPart; i++) {
                 const int t = kPart * h + i;
-                const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= 32 ? b_hi : b_lo);
+                const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= kHalf ? b_hi : b_lo);
                 acc[t] = fmaf(part[i], s, acc[t]);
             }
         }
         r.advance(stages);
     }
+    pump.drain();
 }
 
 /* The mxfp8 precision policy (OCP MX v1.0, src/fp8.h: e4m3 A rows and B rows, each with one e8m0 scale per 32 K;

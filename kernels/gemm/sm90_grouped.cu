@@ -68,7 +68,7 @@ void say(char *why, int why_len, const char *fmt, ...)
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
- * or 128 columns. */
+ * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout). */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false)
 {
     if (bt)
@@ -77,6 +77,9 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
     if (mx)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64, true>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128, true>);
+    if (fp8 && tile_n == 256) /* the lean layout */
+        return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 64>)
+                           : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 128>);
     if (fp8)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128>);
@@ -175,9 +178,13 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
             return cudaErrorInvalidValue;
         }
     } else if (fp8) {
-        if (c->tile_m != 128 || c->tile_n != 128 || c->lockstep) {
-            say(why, why_len, "fp8_block runs 128 x 128 tiles without lockstep (tile %d x %d, lockstep %d)",
-                c->tile_m, c->tile_n, c->lockstep);
+        if (c->tile_m != 128 || c->lockstep) {
+            say(why, why_len, "fp8_block runs 128 x 128 or 128 x 256 tiles without lockstep (tile %d x %d, lockstep "
+                "%d)", c->tile_m, c->tile_n, c->lockstep);
+            return cudaErrorInvalidValue;
+        }
+        if (c->tile_n == 256 && cluster_of(c) != 1) { /* the lean layout's inline producer loads no multicast */
+            say(why, why_len, "fp8_block's 128 x 256 tiles run without clusters (cluster_m %d)", c->cluster_m);
             return cudaErrorInvalidValue;
         }
         if (c->fp8_n != 0 && c->fp8_n != 64 && c->fp8_n != 128) {
@@ -212,7 +219,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232); the pool balances only if
      * every warp starts with 168 (tests/kernel_resources.sh checks the build; this checks the image loaded) */
-    if (fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
+    const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx); /* no setmaxnreg there */
+    if (!lean && fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
         say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
         return cudaErrorNotSupported;
     }
@@ -523,7 +531,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
-    lc.blockDim = dim3(kThreads);
+    lc.blockDim = dim3(lean_layout(c->tile_m, c->tile_n, fp8, mx) ? kLeanThreads : kThreads);
     lc.dynamicSmemBytes = smem;
     lc.stream = s;
     if (cm > 1) {
@@ -554,6 +562,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         e = MOK_LAUNCH_SM90(128, 128, 64, true, false);
     else if (mx)
         e = MOK_LAUNCH_SM90(128, 128, 128, true, false);
+    else if (fp8 && c->tile_n == 256)
+        e = c->fp8_n == 64 ? MOK_LAUNCH_SM90(128, 256, 64, false, false) : MOK_LAUNCH_SM90(128, 256, 128, false, false);
     else if (fp8 && c->fp8_n == 64)
         e = MOK_LAUNCH_SM90(128, 128, 64, false, false);
     else if (fp8)

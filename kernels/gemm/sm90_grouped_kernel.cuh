@@ -64,12 +64,85 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     return p;
 }
 
+/* The lean layout's producer (sm90_core.cuh, lean_layout): one consumer thread (thread 0, in the first warpgroup)
+ * issues the loads of this CTA's (tile, k block) sequence between its own k blocks. step(), before the thread's wait
+ * for the k block it consumes next: load every next k block whose slot is free (a non-blocking probe of the slot's
+ * empty barrier), up to `stages` ahead; block on the slot only where the k block about to be consumed is not loaded
+ * yet (its slot's previous k block was loaded earlier, so the other warpgroup can always give it back: no
+ * deadlock). drain(), after a tile's last release: the same without the blocking case. The simple loads only: no
+ * clusters, lockstep, ready counters, mxfp8 scales or transposed weights (the host refuses them with this layout). */
+struct InlineProducer {
+    const CUtensorMap *map_a, *map_b;
+    uint8_t *smem_a, *smem_b;
+    uint64_t *full, *empty;
+    const int *tile_start;
+    const int32_t *offset;
+    struct mok_sm90_diag *diag;
+    int groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit_step, total_tiles, slot_bytes_a, slot_bytes_b;
+    int tile_m, tile_n, elems_k;
+    RingPos ring;
+    int t, kb, row0, b_row;
+    int issued, consumed; /* k blocks loaded and consumed by this warpgroup, counted over the whole sequence */
+    bool active;          /* the one thread that loads */
+
+    __device__ __forceinline__ void load_one()
+    {
+        if (kb == 0) {
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, 1, 0, n_major, tile_m);
+            row0 = p.row0;
+            b_row = swiglu ? p.group * 2 * n_out + p.n * (tile_n / 2) : p.group * n_out + p.n * tile_n;
+        }
+        producer_acquire(ring, empty, diag, t, kb);
+        uint64_t *bar = producer_arm(ring, full, (uint32_t)(slot_bytes_a + slot_bytes_b));
+        uint8_t *a_dst = smem_a + (size_t)ring.slot * slot_bytes_a;
+        uint8_t *b_dst = smem_b + (size_t)ring.slot * slot_bytes_b;
+        const int kc = kb * elems_k;
+        mok_tma_load_2d(a_dst, map_a, kc, row0, bar);
+        if (swiglu) { /* gate half then up half, adjacent, as the 384-thread producer loads them */
+            mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+            mok_tma_load_2d(b_dst + (tile_n / 2) * kRowBytes, map_b, kc, b_row + n_out, bar);
+        } else {
+            mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+        }
+        ring.advance(stages);
+        issued++;
+        if (++kb == k_blocks) {
+            kb = 0;
+            t += unit_step;
+        }
+    }
+
+    /* load while slots are free; block only for the k block the caller consumes next (must) */
+    __device__ __forceinline__ void pump(bool must_cover_next)
+    {
+        while (t < total_tiles && issued < consumed + stages) {
+            const bool must = must_cover_next && issued <= consumed;
+            if (!must && !mok_mbar_test_wait(mok_smem_addr(&empty[ring.slot]), ring.phase ^ 1))
+                break;
+            load_one();
+        }
+    }
+
+    __device__ __forceinline__ void step()
+    {
+        if (active)
+            pump(true);
+        consumed++;
+    }
+
+    __device__ __forceinline__ void drain()
+    {
+        if (active)
+            pump(false);
+    }
+};
 #endif
 
 /* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
  * kFp8N columns (64 or 128): A and B e4m3 with their scales a_scale [rows_capacity][k / 128] and b_scale
- * [B rows / 128][k / 128], 128 x 128 tiles only (a consumer thread holds its 64 accumulators and a k block's partial
- * product). Without it the scales are unused.
+ * [B rows / 128][k / 128], on 128 x 128 tiles (a consumer thread holds 64 accumulators and a product's part) or
+ * 128 x 256 (128 accumulators: the lean layout, 256 threads, the loads issued by InlineProducer). Without it the
+ * scales are unused.
  * kMx (with kFp8N): the mxfp8 policy instead (consume_tile_mxfp8): A and B e4m3 with e8m0 scales, a_mx_scale
  * [rows_capacity][k / 32] (the quantizer's layout, read by the consumers from global memory) and B's in the GEMM's
  * tile layout [B rows / 64][k / 128][256] (mok_scale_mx_tiles), loaded by the producer into each slot through
@@ -78,7 +151,7 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
  * row-major [k][n_out] (C = A W[g], W's columns contiguous): its slot is TILE_N / 64 boxes of 64 K rows x 64
  * columns (map_b over [groups k][n_out] in boxes of 64 x 64), read by the consumers as MnMajor. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
@@ -101,7 +174,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr bool kSplitN = TILE_M == 64;
     static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
     constexpr bool kFp8 = kFp8N != 0;
-    static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128), "fp8_block runs 128 x 128 tiles");
+    static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128) || (!kMx && TILE_M == 128 && TILE_N == 256),
+                  "fp8_block runs 128 x 128 or 128 x 256 tiles (the lean layout), mxfp8 128 x 128");
+    constexpr bool kLean = lean_layout(TILE_M, TILE_N, kFp8, kMx);
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
@@ -160,8 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncthreads();
     const int total_tiles = tile_start[groups]; /* units */
 
-    if (warp < 4) {
-        /* ---------------- producer warpgroup ---------------- */
+    if (!kLean && warp < 4) {
+        /* ---------------- producer warpgroup (the lean layout has none: InlineProducer) ---------------- */
         mok_setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x != 0) {
             if (cm > 1)
@@ -234,13 +309,26 @@ __global__ void __launch_bounds__(kThreads, 1)
             mok_cluster_sync(); /* stay until the peer is done with our shared memory */
     } else {
         /* ---------------- consumer warpgroups ---------------- */
-        mok_setmaxnreg_inc<kConsumerRegs>();
-        const int cwg = warp / 4 - 1;    /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the
-                                            column halves [0, TILE_N/2), [TILE_N/2, TILE_N) of the 64 rows) */
+        if constexpr (!kLean)
+            mok_setmaxnreg_inc<kConsumerRegs>();
+        /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the column halves [0, TILE_N/2),
+         * [TILE_N/2, TILE_N) of the 64 rows) */
+        const int cwg = kLean ? warp / 4 : warp / 4 - 1;
         const int wq = warp % 4;         /* warp within the warpgroup: rows wq*16 .. +15 of each 64-row sub-tile */
         const int role = MOK_SM90_DIAG_CONSUMER + cwg;
         float acc[kSub][kAcc];
         RingPos ring = {0, 0};
+        std::conditional_t<kLean, InlineProducer, NoPump> pump{};
+        if constexpr (kLean) {
+            pump.map_a = &map_a, pump.map_b = &map_b, pump.smem_a = smem_a, pump.smem_b = smem_b;
+            pump.full = full, pump.empty = empty, pump.tile_start = tile_start, pump.offset = offset, pump.diag = diag;
+            pump.groups = groups, pump.n_tiles = n_tiles, pump.n_major = n_major, pump.n_out = n_out;
+            pump.swiglu = swiglu, pump.stages = stages, pump.k_blocks = k_blocks, pump.unit_step = unit_step;
+            pump.total_tiles = total_tiles, pump.slot_bytes_a = kSlotA, pump.slot_bytes_b = kSlotBBytes;
+            pump.tile_m = TILE_M, pump.tile_n = TILE_N, pump.elems_k = kElemsK;
+            pump.ring = {0, 0}, pump.t = unit0, pump.kb = 0, pump.issued = 0, pump.consumed = 0;
+            pump.active = threadIdx.x == 0;
+        }
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
             if constexpr (kMx) {
@@ -257,17 +345,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                  * stored) */
                 const int ra = min(p.row0 + cwg * 64 + wq * 16 + lane / 4, rows_capacity - 1);
                 const int rb = min(ra + 8, rows_capacity - 1);
-                /* B scale rows: the 128-row blocks of accumulator columns [0, 64) and [64, 128): with SwiGLU the
-                 * gate block and the up block (64 rows of each, inside one block as n_out % 128 == 0), without it
-                 * the tile's one block. (Written here, not as a lambda shared with anything: a lambda capturing by
-                 * reference made ptxas spill in every instance of this kernel.) */
-                const int b_first = swiglu ? p.group * 2 * n_out + p.n * 64 : p.group * n_out + p.n * TILE_N;
-                const int b_second = swiglu ? b_first + n_out : b_first;
-                consume_tile_fp8_block<kFp8 ? 128 / kFp8N : 1>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
-                                       cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, cm, lane, crank,
-                                       diag, role, t, a_scale + (size_t)ra * k_blocks, (rb - ra) * k_blocks,
-                                       b_scale + (size_t)(b_first / 128) * k_blocks,
-                                       (b_second / 128 - b_first / 128) * k_blocks);
+                /* B scale rows: the 128-row blocks of the accumulator columns' two halves: with SwiGLU the gate
+                 * block and the up block (TILE_N / 2 rows of each, inside one block as n_out % 128 == 0), without
+                 * it the tile's column halves (one block where TILE_N is 128). (Written here, not as a lambda shared
+                 * with anything: a lambda capturing by reference made ptxas spill in every instance of this
+                 * kernel.) */
+                const int b_first = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+                const int b_second = swiglu ? b_first + n_out : TILE_N == 128 ? b_first : b_first + TILE_N / 2;
+                consume_tile_fp8_block<kWgN, kWgN / (kFp8 ? kFp8N : 64)>(
+                    ring, stages, full, empty, acc[0], k_blocks, smem_a, cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b,
+                    kSlotBBytes, cm, lane, crank, diag, role, t, a_scale + (size_t)ra * k_blocks, (rb - ra) * k_blocks,
+                    b_scale + (size_t)(b_first / 128) * k_blocks, (b_second / 128 - b_first / 128) * k_blocks, pump);
             } else {
                 /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
                  * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the

@@ -183,9 +183,11 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
         if (spec->model.hidden % 128 || spec->model.intermediate % 128)
             return no(why, why_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128",
                       spec->model.hidden, spec->model.intermediate);
-        if (p.tile_m != 128 || p.tile_n != 128 || p.lockstep_k != 0)
-            return no(why, why_len, "fp8_block runs 128 x 128 tiles without lockstep (tile_m %d, tile_n %d, "
-                      "lockstep_k %d)", p.tile_m, p.tile_n, p.lockstep_k);
+        if (p.tile_m != 128 || p.lockstep_k != 0)
+            return no(why, why_len, "fp8_block runs 128 x 128 or 128 x 256 tiles without lockstep (tile_m %d, tile_n "
+                      "%d, lockstep_k %d)", p.tile_m, p.tile_n, p.lockstep_k);
+        if (p.tile_n == 256 && p.cluster != 1) /* the lean layout (kernels/gemm/sm90_core.cuh) */
+            return no(why, why_len, "fp8_block's 128 x 256 tiles run without clusters (cluster %d)", p.cluster);
         return 1;
     }
     if (spec->dtype == MOK_DTYPE_MXFP8) {
