@@ -13,8 +13,8 @@ report has none), so that a script tests and converts values one way whatever th
   `mode`: v2's column; in v1, the JSON config's mode, else told from the rows (below);
   JSON rows get the environment columns (gpu, ranks, sm_count, ...) that JSON keeps once in its `env`.
 
-A v2 to v5 CSV is told by its `speedup` column (the CSV has no version line; v3 adds `wgrad`, v4 `h_check`
-and `h_max_rel_err`, v5 `roofline_grad_bytes`), a JSON by its `schema_version`.
+A v2 to v6 CSV is told by its `speedup` column (the CSV has no version line; v3 adds `wgrad`, v4 `h_check`
+and `h_max_rel_err`, v5 `roofline_grad_bytes`, v6 `y_bf16_ref_err`), a JSON by its `schema_version`.
 
   scripts/mok_report.py --kind FILE...   prints "KIND<TAB>FILE" per file: report, summary, config, tunedb,
                                          tune-check, clocks, ncu-source or unknown (what tests/test_scripts_reports.sh walks)
@@ -26,7 +26,7 @@ import json
 import math
 import sys
 
-SCHEMAS = (1, 2, 3, 4, 5)
+SCHEMAS = (1, 2, 3, 4, 5, 6)
 REQUIRED = ("problem", "model", "impl", "params", "tokens_per_rank", "time_med_us")
 OK = ("passed", "not_verified")  # dispositions whose times count (failed candidates never do)
 BASELINE_V1 = {"layer": "nccl", "gemm": "cublas-gemm", "comm": "nccl-p2p"}  # what v1's speedup_vs_nccl was over

@@ -89,6 +89,8 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
                  + max_rows * 2 * si * 4   /* g */
                  + max_rows * si * 2       /* h */
                  + (m->shared_experts ? t * h * 4 : 0) + t * k * 8;
+        if (s->dtype == MOK_DTYPE_FP8_BLOCK && s->mode == MOK_MODE_LAYER)
+            bytes += t * h * 4; /* y_ref_bf16 */
     }
     return bytes;
 }
@@ -117,6 +119,7 @@ void mok_problem_destroy(struct mok_problem *p)
     cudaFree(p->w);
     cudaFree(p->y);
     cudaFree(p->y_ref);
+    cudaFree(p->y_ref_bf16);
     free(p->h_ids);
     free(p->h_w);
     memset(p, 0, sizeof(*p));
@@ -183,28 +186,6 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail); /* the host arrays are freed below */
     if (fp8 && mok_fp8_ref_begin(&fr, p, max_rows, st, err, err_len))
         goto fail;
-    for (int e = 0; e < E; e++) {
-        int n = first[e + 1] - first[e];
-        if (n == 0)
-            continue;
-        MOK_CHECK(cuda, mok_problem_fill(&p->spec, w13, (size_t)2 * I * H, mok_tensor_id(MOK_T_W13, (uint64_t)e),
-                                    mok_weight_scale(H), st), goto fail);
-        MOK_CHECK(cuda, mok_problem_fill(&p->spec, w2, (size_t)H * I, mok_tensor_id(MOK_T_W2, (uint64_t)e), mok_weight_scale(I), st),
-                  goto fail);
-        if (fp8) {
-            if (mok_fp8_ref_expert(&fr, p, w13, w2, d_token + first[e], d_route + first[e], n, g, hbuf, route_out,
-                                   st, err, err_len))
-                goto fail;
-            continue;
-        }
-        MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st),
-                  goto fail);
-        MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st), goto fail);
-        MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st),
-                  goto fail);
-    }
-    if (fp8 && mok_problem_quant_status(p->fp8.status, st, "fp8_block", "the reference's weights or h", err, err_len))
-        goto fail;
     if (p->shared) {
         MOK_CHECK(cuda, cudaMalloc((void **)&shared_out, (size_t)T * H * 4), goto fail);
         MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], NULL, T, H, p->shared_w13[0], 2 * SI, g, NULL, (mok_stream_t)st),
@@ -213,7 +194,38 @@ static int build_reference(struct mok_problem *p, cudaStream_t st, char *err, in
         MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, T, SI, p->shared_w2[0], H, shared_out, NULL, (mok_stream_t)st),
                   goto fail);
     }
-    MOK_CHECK(cuda, mok_ref_sum_routes(route_out, p->w, T, K, H, shared_out, p->y_ref, (mok_stream_t)st), goto fail);
+    /* fp8_block: the reference with the same quantization (the verdict's, y_ref), then the bf16 one (y_ref_bf16:
+     * the format's own error, reported as information) */
+    if (fp8)
+        MOK_CHECK(cuda, cudaMalloc((void **)&p->y_ref_bf16, (size_t)T * H * 4), goto fail);
+    for (int pass = 0; pass < (fp8 ? 2 : 1); pass++) {
+        const bool quantized = fp8 && pass == 0;
+        for (int e = 0; e < E; e++) {
+            int n = first[e + 1] - first[e];
+            if (n == 0)
+                continue;
+            MOK_CHECK(cuda, mok_problem_fill(&p->spec, w13, (size_t)2 * I * H, mok_tensor_id(MOK_T_W13, (uint64_t)e),
+                                             mok_weight_scale(H), st), goto fail);
+            MOK_CHECK(cuda, mok_problem_fill(&p->spec, w2, (size_t)H * I, mok_tensor_id(MOK_T_W2, (uint64_t)e),
+                                             mok_weight_scale(I), st), goto fail);
+            if (quantized) {
+                if (mok_fp8_ref_expert(&fr, p, w13, w2, d_token + first[e], d_route + first[e], n, g, hbuf,
+                                       route_out, st, err, err_len))
+                    goto fail;
+                continue;
+            }
+            MOK_CHECK(cuda, mok_ref_gemm_f32(p->x[0], d_token + first[e], n, H, w13, 2 * I, g, NULL, (mok_stream_t)st),
+                      goto fail);
+            MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, hbuf, (mok_stream_t)st), goto fail);
+            MOK_CHECK(cuda, mok_ref_gemm_f32(hbuf, NULL, n, I, w2, H, route_out, d_route + first[e], (mok_stream_t)st),
+                      goto fail);
+        }
+        if (quantized &&
+            mok_problem_quant_status(p->fp8.status, st, "fp8_block", "the reference's weights or h", err, err_len))
+            goto fail;
+        MOK_CHECK(cuda, mok_ref_sum_routes(route_out, p->w, T, K, H, shared_out, pass ? p->y_ref_bf16 : p->y_ref,
+                                           (mok_stream_t)st), goto fail);
+    }
     MOK_CHECK(cuda, cudaEventRecord(ev1, st), goto fail);
     MOK_CHECK(cuda, cudaStreamSynchronize(st), goto fail);
     {

@@ -101,6 +101,7 @@ struct mok_problem {
     uint16_t *shared_w2[MOK_MAX_SETS];  /* [hidden][shared*inter] */
     uint16_t *y;                       /* [tokens][hidden], written by the implementation under test */
     float *y_ref;                      /* [tokens][hidden], NULL when checks are off */
+    float *y_ref_bf16;                 /* layer mode, fp8_block: the bf16 reference beside y_ref (information) */
 
     /* gemm mode: this rank's routes over all experts in expert-major order (local_experts == experts) */
     int gemm_rows;

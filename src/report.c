@@ -48,6 +48,8 @@ const struct field mok_report_fields[] = {
     FS(h_check), FD(h_max_rel_err),
     /* schema 5 */
     FD(roofline_grad_bytes),
+    /* schema 6 */
+    FD(y_bf16_ref_err),
 };
 const int mok_report_nfields = (int)(sizeof mok_report_fields / sizeof mok_report_fields[0]);
 

@@ -12,8 +12,8 @@
 /* 2: speedup_vs_nccl became speedup (+ speedup_baseline), power_capped became power_capped_share, and
  * exposed_comm_us, mode, capacity_factor, warmup, warmup_ms, seed, run_start were added
  * (docs/report-columns.md); 3 added wgrad, 4 h_check and h_max_rel_err, 5 roofline_grad_bytes (and the summary's
- * step). The readers take 1 to 5 (columns a file lacks read as empty). */
-#define MOK_REPORT_SCHEMA_VERSION 5
+ * step), 6 y_bf16_ref_err. The readers take 1 to 6 (columns a file lacks read as empty). */
+#define MOK_REPORT_SCHEMA_VERSION 6
 #define MOK_MAX_RANKS 64
 
 struct mok_rank_info {
@@ -139,6 +139,8 @@ struct mok_row {
     double h_max_rel_err;
     /* schema 5 */
     double roofline_grad_bytes; /* of roofline_bytes, the weight gradients' DRAM traffic (0 for the forward) */
+    /* schema 6: an FP8 layer forward's y against the bf16 reference (the format's own error), as information */
+    double y_bf16_ref_err;
 };
 
 /* The outputs the report has columns for, in column order: the forward's y, the backward's dx (bf16, tokens x

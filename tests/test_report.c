@@ -313,7 +313,8 @@ static void test_round_trip(const char *dir)
                        "y_check,y_max_rel_err,dx_check,dx_max_rel_err,dw13_check,dw13_max_rel_err,dw2_check,"
                        "dw2_max_rel_err,d_router_check,d_router_max_rel_err,roofline_bytes,roofline_mem_us,"
                        "roofline_gemm_us,roofline_us,time_over_roofline,wgrad,h_check,h_max_rel_err,"
-                       "roofline_grad_bytes,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,mok_version,commit\n";
+                       "roofline_grad_bytes,y_bf16_ref_err,gpu,sm_count,ranks,lsa_size,cuda_runtime,cuda_driver,nccl,mpi,"
+                       "mok_version,commit\n";
     CHECK(text && strncmp(text, head, strlen(head)) == 0, "CSV header differs:\n%.600s", text ? text : "(none)");
     CHECK(text && strstr(text, "\"chunks=4,gemm=\"\"grouped\"\",x=\"\"\"\"\""), "params not RFC 4180 quoted");
     /* times to 0.1 us or 4 significant digits (123.456 us: 123.5; -0 stays -0.0), other
@@ -683,9 +684,11 @@ static void test_schema1(const char *src, const char *dir)
     n = mok_report_read_json(path, rows, 4, err, sizeof err);
     CHECK(n == 1 && isnan(rows[0].speedup) && isnan(rows[0].power_capped_share),
           "schema 1 names in a schema 2 file are not read: %d [%s]", n, err);
-    write_text(path, "{\"schema_version\": 6, \"rows\": []}");
+    char newer[64];
+    snprintf(newer, sizeof newer, "{\"schema_version\": %d, \"rows\": []}", MOK_REPORT_SCHEMA_VERSION + 1);
+    write_text(path, newer);
     n = mok_report_read_json(path, rows, 4, err, sizeof err);
-    CHECK(n == -1 && strstr(err, "newer"), "schema 6: %d [%s]", n, err);
+    CHECK(n == -1 && strstr(err, "newer"), "a newer schema: %d [%s]", n, err);
     unlink(path);
     join(path, sizeof path, dir, "/v1.csv");
     unlink(path);
