@@ -12,8 +12,9 @@
 
 int mok_nccl_fp8_wire_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
 
-/* gemm=mok's fp8_block configuration: 128 x 128 tiles (the policy's only shape), products of 64 columns (1-4% faster
- * than 128 at these shapes: results/h200x1/2026-12-02-fp8-gemm), the deepest ring, the bf16 configuration's CTAs. */
+/* gemm=mok's fp8_block configuration: 128 x 128 tiles (the 128 x 256 lean layout is not measured yet), products of 64
+ * columns (1-4% faster than 128 at these shapes: results/h200x1/2026-12-02-fp8-gemm), the deepest ring, the bf16
+ * configuration's CTAs. */
 struct mok_gemm_sm90_config mok_nccl_fp8_mok_config(const struct mok_gemm_sm90_config *bf16)
 {
     return (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = 128, .stages = 0, .sms = bf16->sms, .cluster_m = 1,
