@@ -23,38 +23,35 @@ __device__ __forceinline__ void mok_mbar_expect_tx(uint64_t *bar, uint32_t bytes
                  : "memory");
 }
 
-/* One probe of the phase with this parity: true once it has completed. (try_wait may itself suspend the
- * thread for a short, hardware-chosen time before answering false, so a loop of these is not a hot spin.) */
+/* One probe of the phase with this parity: true once it has completed. try_wait may itself suspend the thread for a
+ * short, hardware-chosen time before answering false, so a loop of these is not a hot spin; test_wait answers at once
+ * (an inline producer polls a slot between its own work). One asm text, the instruction named by OP. */
+#define MOK_MBAR_PROBE(OP, bar, parity, done)                                                                          \
+    asm volatile("{\n"                                                                                                \
+                 " .reg .pred p;\n"                                                                                   \
+                 " mbarrier." OP ".parity.shared::cta.b64 p, [%1], %2;\n"                                             \
+                 " selp.u32 %0, 1, 0, p;\n"                                                                           \
+                 "}\n"                                                                                                \
+                 : "=r"(done)                                                                                         \
+                 : "r"(bar), "r"(parity)                                                                              \
+                 : "memory")
+
 __device__ __forceinline__ bool mok_mbar_try_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t done;
-    asm volatile("{\n"
-                 " .reg .pred p;\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n"
-                 "}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+    MOK_MBAR_PROBE("try_wait", bar, parity, done);
     return done != 0;
 }
 
-/* Spins until the barrier's phase with this parity completed. */
-/* The same probe without any suspension: answers at once (an inline producer polls a slot between its own work). */
 __device__ __forceinline__ bool mok_mbar_test_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t done;
-    asm volatile("{\n"
-                 " .reg .pred p;\n"
-                 " mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n"
-                 "}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+    MOK_MBAR_PROBE("test_wait", bar, parity, done);
     return done != 0;
 }
+#undef MOK_MBAR_PROBE
 
+/* Spins until the barrier's phase with this parity completed. */
 __device__ __forceinline__ void mok_mbar_wait(uint64_t *bar, uint32_t parity)
 {
     asm volatile("{\n"
