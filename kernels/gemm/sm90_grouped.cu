@@ -224,6 +224,14 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
         return cudaErrorNotSupported;
     }
+    /* a block the image cannot hold fails at launch ("too many resources requested"): say so here instead, where a
+     * candidate is refused, not the run aborted (a 288-thread layout of 224 registers once launched that way) */
+    const int threads = lean ? kLeanThreads : kThreads;
+    if (fa.maxThreadsPerBlock < threads) {
+        say(why, why_len, "the kernel's image holds %d threads a block at %d registers each, its layout launches %d",
+            fa.maxThreadsPerBlock, fa.numRegs, threads);
+        return cudaErrorNotSupported;
+    }
     if (c->stages != 0 && (c->stages < 2 || c->stages > kMaxStages)) {
         say(why, why_len, "stages %d: 0 (as many as fit) or 2..%d", c->stages, kMaxStages);
         return cudaErrorInvalidValue;
