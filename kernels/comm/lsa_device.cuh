@@ -1,5 +1,6 @@
 /* lsa_device: the device-side pieces of the LSA transfers that more than one kernel file uses: row and item
- * lookups, the per-rank combine and the done signal (kernels/comm/lsa_transfer.cu, kernels/megakernel/forward.cu).
+ * lookups, the per-rank combine, the done signal and its wait, the owner's stores of y (kernels/comm/lsa_transfer.cu,
+ * lsa_route_sum.cu, kernels/megakernel/forward.cu).
  * Everything is inline device code: no printf and no calls, so a kernel that also issues wgmma can include it
  * without ptxas serializing its wgmmas. */
 #pragma once
@@ -375,3 +376,38 @@ template <int U> __device__ __forceinline__ void push_rows(const mok_lsa_args &a
     }
 }
 
+/* ---- the owner's sums (kernels/comm/lsa_transfer.cu per rank, kernels/comm/lsa_route_sum.cu per route) ---- */
+
+/* Every rank's rows of this epoch are in my window (their done flags). */
+__device__ __forceinline__ void wait_all_done(const mok_lsa_args &a)
+{
+    if (threadIdx.x < a.nranks) {
+        const uint64_t *flag = (const uint64_t *)ncclGetLsaPointer(
+            (ncclWindow_t)a.window, a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t),
+            a.rank);
+        mok_wait_geq_sys(flag, a.epoch[0], a.rank, "combine", "done", threadIdx.x, a.timeout_cycles);
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void store_y(const mok_lsa_args &a, int t, int v, int vecs, const float (&acc)[8])
+{
+    vec8 out;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        out.h[i] = mok_f32_to_bf16(acc[i]);
+    ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
+}
+
+/* y[t], vector v, of the owner's sum in acc plus the shared experts' output, added last as the reference adds it. */
+__device__ __forceinline__ void store_y_with_shared(const mok_lsa_args &a, int t, int v, int vecs, float (&acc)[8])
+{
+    if (a.shared_y) {
+        vec8 sh;
+        sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += mok_bf16_to_f32(sh.h[i]);
+    }
+    store_y(a, t, v, vecs, acc);
+}

@@ -7,7 +7,9 @@
  * warps with 16-byte vectors and several loads in flight per lane (copy=warp) or by the bulk copy engine through
  * shared memory (copy=bulk).
  *
- * Why one file of ~900 lines: the launchers choose among the kernels at run time (mok_lsa_combine picks the ring,
+ * The owner's per-route sums (forward and backward) are in kernels/comm/lsa_route_sum.cu.
+ *
+ * Why one file of ~850 lines: the launchers choose among the kernels at run time (mok_lsa_combine picks the ring,
  * the per-rank, the per-route, the fused small and the reduce=overlap kernels from the parameters), and the kernels
  * share file-local pipeline helpers and constants (the bulk-copy pipeline, ring_config, the thread counts); split
  * into files, those would become a cross-file interface that only this file uses. */
@@ -18,6 +20,7 @@
 #include "common/bulk.cuh"
 #include "comm/lsa_bulk_ring.cuh"
 #include "comm/lsa_device.cuh"
+#include "comm/lsa_route_sum.cuh"
 #include "common/lsa_sync.cuh"
 
 /* ---- bulk-copy pipeline -----------------------------------------------------------------------------------
@@ -249,17 +252,6 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32) lsa_combine_route_kernel(mok_
     signal_done(a);
 }
 
-/* Every rank's rows of this epoch are in my window (their done flags). */
-__device__ __forceinline__ void wait_all_done(const mok_lsa_args &a)
-{
-    if (threadIdx.x < a.nranks) {
-        const uint64_t *flag = (const uint64_t *)ncclGetLsaPointer(
-            (ncclWindow_t)a.window, a.off_flags + ((size_t)MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t),
-            a.rank);
-        mok_wait_geq_sys(flag, a.epoch[0], a.rank, "combine", "done", threadIdx.x, a.timeout_cycles);
-    }
-    __syncthreads();
-}
 
 /* What the owner's per-rank sum needs of token t besides the rows, read once per token by one warp into shared
  * memory: the ranks it touches and its routes into my experts (own partial: weights and slots, ascending j,
@@ -360,27 +352,6 @@ __device__ __forceinline__ void add_rank_partials(const mok_lsa_args &a, const u
         }
 }
 
-__device__ __forceinline__ void store_y(const mok_lsa_args &a, int t, int v, int vecs, const float (&acc)[8])
-{
-    vec8 out;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        out.h[i] = mok_f32_to_bf16(acc[i]);
-    ((uint4 *)a.y)[(size_t)t * vecs + v] = out.v;
-}
-
-/* y[t], vector v, of the owner's sum in acc plus the shared experts' output, added last as the reference adds it. */
-__device__ __forceinline__ void store_y_with_shared(const mok_lsa_args &a, int t, int v, int vecs, float (&acc)[8])
-{
-    if (a.shared_y) {
-        vec8 sh;
-        sh.v = ((const uint4 *)a.shared_y)[(size_t)t * vecs + v];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc[i] += mok_bf16_to_f32(sh.h[i]);
-    }
-    store_y(a, t, v, vecs, acc);
-}
 
 /* y[t], vector v, of a per-rank sum whose own partial is already at hand. */
 __device__ __forceinline__ void store_rank_sum(const mok_lsa_args &a, const uint4 *comb, int t, int v, int vecs,
@@ -405,7 +376,7 @@ __device__ __forceinline__ void store_rank_sums(const mok_lsa_args &a, const uin
     }
 }
 
-/* The owner's fixed-order per-rank sum: one block per token (grid-stride). (Per route: lsa_reduce_routes_kernel.) */
+/* The owner's fixed-order per-rank sum: one block per token (grid-stride). (Per route: kernels/comm/lsa_route_sum.cu.) */
 __device__ __forceinline__ void reduce_tokens(const mok_lsa_args &a)
 {
     int vecs = a.hidden / 8;
@@ -432,60 +403,6 @@ __global__ void __launch_bounds__(256) lsa_reduce_kernel(mok_lsa_args a)
     reduce_tokens(a);
 }
 
-/* The per-route owner's sum (the megakernel's), one thread per (token, 16-byte vector), grid-stride. Every route's
- * row vector (up to ROUTE_BATCH of them) is loaded before the first is added, so a thread has 8 loads in flight
- * instead of one: the loop it replaced loaded, waited and added route by route, with a block of 256 threads per
- * token (DeepSeek-V3: 896 vectors, 3.5 per thread); 0.4-0.6% of the layer at 8192 tokens
- * (results/h200x2/2026-11-30-megakernel-v5). The adds go in the fixed order j = 0..topk-1, then the shared
- * experts' (as the reference), so y is bitwise the same from run to run. A warp's 32 vectors belong to one token
- * when hidden / 8 is a multiple of 32 (every supported model), so its weight loads are one broadcast each. */
-#define ROUTE_BATCH 8
-/* kWeighted: the forward's sum, y = sum_j w_j row_j; without, the backward's dx = sum_j row_j (its rows already
- * carry the router weight). */
-template <bool kWeighted> __device__ __forceinline__ void reduce_routes(const mok_lsa_args &a)
-{
-    int vecs = a.hidden / 8, topk = a.topk;
-    const uint4 *comb = (const uint4 *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_comb, a.rank);
-    size_t total = (size_t)a.my_tokens * vecs, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        int t = (int)(i / vecs), v = (int)(i % vecs);
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int j0 = 0; j0 < topk; j0 += ROUTE_BATCH) {
-            vec8 in[ROUTE_BATCH];
-            float w[ROUTE_BATCH];
-#pragma unroll
-            for (int j = 0; j < ROUTE_BATCH; j++)
-                if (j0 + j < topk) {
-                    in[j].v = comb[((size_t)t * topk + j0 + j) * vecs + v];
-                    w[j] = kWeighted ? a.my_w[(size_t)t * topk + j0 + j] : 1.0f;
-                }
-#pragma unroll
-            for (int j = 0; j < ROUTE_BATCH; j++)
-                if (j0 + j < topk)
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        acc[e] += kWeighted ? w[j] * mok_bf16_to_f32(in[j].h[e]) : mok_bf16_to_f32(in[j].h[e]);
-        }
-        store_y_with_shared(a, t, v, vecs, acc);
-    }
-}
-
-__global__ void __launch_bounds__(256) lsa_reduce_routes_kernel(mok_lsa_args a)
-{
-    wait_all_done(a);
-    reduce_routes<true>(a);
-}
-
-/* The fused backward's owner sum: dx over k, and each route's d_router from the window (mok_lsa_grad_sum). */
-__global__ void __launch_bounds__(256) lsa_grad_sum_kernel(mok_lsa_args a)
-{
-    wait_all_done(a);
-    const float *dr = (const float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, a.rank);
-    const size_t routes = (size_t)a.my_tokens * a.topk, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < routes; i += stride)
-        a.d_router[i] = dr[i];
-    reduce_routes<false>(a);
-}
 
 /* Small problems, per rank: combine, done signal and the owner's sum in one launch. Every block waits for every
  * rank's done flag, which the last block of each rank's combine sets, so all blocks must be resident at once:
@@ -640,24 +557,10 @@ extern "C" int mok_lsa_combine_routes(const struct mok_lsa_args *a, int blocks, 
     return MOK_LAUNCH_RESULT();
 }
 
-extern "C" int mok_lsa_grad_sum(const struct mok_lsa_args *a, mok_stream_t stream)
-{
-    if (a->combine_per_rank || !a->d_router)
-        return (int)cudaErrorInvalidValue; /* per route only, with somewhere to put d_router */
-    int sms = mok_sm_count();
-    unsigned grid = mok_blocks_for((size_t)a->my_tokens * (size_t)(a->hidden / 8), 256, 8u * (sms > 0 ? sms : 132));
-    lsa_grad_sum_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
-    return MOK_LAUNCH_RESULT();
-}
-
 extern "C" int mok_lsa_reduce(const struct mok_lsa_args *a, mok_stream_t stream)
 {
-    if (!a->combine_per_rank) { /* one thread per vector, at most 8 blocks of 256 per SM (grid-stride beyond) */
-        int sms = mok_sm_count();
-        unsigned grid = mok_blocks_for((size_t)a->my_tokens * (size_t)(a->hidden / 8), 256, 8u * (sms > 0 ? sms : 132));
-        lsa_reduce_routes_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
-        return MOK_LAUNCH_RESULT();
-    }
+    if (!a->combine_per_rank)
+        return mok_lsa_route_sum(a, false, stream);
     int grid = a->my_tokens < 1 ? 1 : a->my_tokens > 4096 ? 4096 : a->my_tokens;
     lsa_reduce_kernel<<<grid, 256, 0, mok_cuda_stream(stream)>>>(*a);
     return MOK_LAUNCH_RESULT();
