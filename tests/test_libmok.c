@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "libmok.h"
+#include "libmok_test.h"
 
 #define H 256
 #define I 128
@@ -21,33 +22,10 @@
 #define K 2
 #define SI 128 /* the shared experts' intermediate, where a variant has them */
 
-static uint32_t lcg(uint32_t *s)
-{
-    *s = *s * 1664525u + 1013904223u;
-    return *s >> 8;
-}
-static float uniform(uint32_t *s) { return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f; }
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN inputs here) */
-    return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static float round_bf16(float f) { return from_bf16(to_bf16(f)); }
-
 static void fill_bf16(uint16_t *v, size_t n, float scale, uint32_t *s)
 {
     for (size_t i = 0; i < n; i++)
-        v[i] = to_bf16(uniform(s) * scale);
+        v[i] = f32_to_bf16(uniform(s) * scale);
 }
 
 /* Expert e's weights, the same on every rank (each rank's reference needs every expert), and the shared ones. */
@@ -64,7 +42,7 @@ static void make_tokens(int rank, int T, uint16_t *x, int32_t *ids, float *w)
 {
     uint32_t s = 777u + 31u * (uint32_t)rank;
     for (size_t i = 0; i < (size_t)T * H; i++)
-        x[i] = to_bf16(uniform(&s));
+        x[i] = f32_to_bf16(uniform(&s));
     for (int t = 0; t < T; t++) {
         int a = (int)(lcg(&s) % E), b = (int)(lcg(&s) % (E - 1));
         ids[t * K] = a;
@@ -82,7 +60,7 @@ static void mlp(const uint16_t *x, const uint16_t *w13, const uint16_t *w2, int 
     for (int n = 0; n < 2 * inter; n++) {
         float a = 0;
         for (int c = 0; c < H; c++)
-            a += from_bf16(x[c]) * from_bf16(w13[(size_t)n * H + c]);
+            a += bf16_to_f32(x[c]) * bf16_to_f32(w13[(size_t)n * H + c]);
         g[n] = round_bf16(a);
     }
     for (int n = 0; n < inter; n++)
@@ -90,7 +68,7 @@ static void mlp(const uint16_t *x, const uint16_t *w13, const uint16_t *w2, int 
     for (int n = 0; n < H; n++) {
         float a = 0;
         for (int c = 0; c < inter; c++)
-            a += h[c] * from_bf16(w2[(size_t)n * inter + c]);
+            a += h[c] * bf16_to_f32(w2[(size_t)n * inter + c]);
         out[n] = round_bf16(a);
     }
 }
@@ -230,7 +208,7 @@ static int check_output(const struct test *t, const float *ref, double *rel)
     double maxref = 0, maxerr = 0;
     for (size_t i = 0; i < (size_t)t->T * H; i++) {
         maxref = fmax(maxref, fabs(ref[i]));
-        float got = from_bf16(t->y[i]);
+        float got = bf16_to_f32(t->y[i]);
         maxerr = isnan(got) ? INFINITY : fmax(maxerr, fabs(got - ref[i]));
     }
     *rel = maxerr / maxref;
@@ -291,36 +269,11 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct test t = {0};
-    int ngpu = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &t.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &t.nranks);
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-        if (t.rank == 0)
-            printf("SKIP: no GPU\n");
-        MPI_Finalize();
-        return 77;
-    }
-    cudaSetDevice(t.rank % ngpu);
-    struct cudaDeviceProp prop;
-    cudaGetDeviceProperties(&prop, t.rank % ngpu);
-    if (prop.major != 9 || E % t.nranks) {
-        if (t.rank == 0)
-            printf("SKIP: libmok runs on sm_90 with the experts divisible by the ranks (sm_%d%d, %d ranks)\n",
-                   prop.major, prop.minor, t.nranks);
-        MPI_Finalize();
-        return 77;
-    }
-    ncclUniqueId id;
-    if (t.rank == 0)
-        ncclGetUniqueId(&id);
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, t.nranks, id, t.rank) != ncclSuccess) {
-        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", t.rank);
-        return 1;
-    }
+    int rc0 = libmok_start(&argc, &argv, E, &t.rank, &t.nranks, &comm);
+    if (rc0)
+        return rc0;
     cudaStreamCreate(&t.st);
     make_test(&t);
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "libmok.h"
+#include "libmok_test.h"
 
 #define H 256
 #define I 256 /* the backward's GEMM2-dgrad tiles are 256 columns of the intermediate */
@@ -40,29 +41,6 @@
 #define T_MAX 300
 #define TOL_Y 1e-2    /* y: as test_libmok */
 #define TOL_GRAD 2e-2 /* dx, d_router and the weight gradients, of max |ref| */
-
-static uint32_t lcg(uint32_t *s)
-{
-    *s = *s * 1664525u + 1013904223u;
-    return *s >> 8;
-}
-static float uniform(uint32_t *s) { return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f; }
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN inputs here) */
-    return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static float round_bf16(float f) { return from_bf16(to_bf16(f)); }
 
 /* A train variant: tuning fields, the input slot it routes (of input_slots), the token counts (rank 0; the other
  * ranks `t1` less 7 per rank) and whether 3 in 4 tokens' first expert is expert 0 (several row blocks there). */
@@ -131,7 +109,7 @@ static void report(struct test *t, int ok, const char *fmt, ...)
 static void fill_bf16(uint16_t *v, size_t n, float scale, uint32_t *s)
 {
     for (size_t i = 0; i < n; i++)
-        v[i] = to_bf16(uniform(s) * scale);
+        v[i] = f32_to_bf16(uniform(s) * scale);
 }
 
 static void make_weights(uint16_t *w13, uint16_t *w2)
@@ -178,7 +156,7 @@ static void route_reference(const uint16_t *x, const uint16_t *dy, const uint16_
     for (int n = 0; n < 2 * I; n++) {
         double a = 0;
         for (int c = 0; c < H; c++)
-            a += (double)from_bf16(x[c]) * from_bf16(w13[(size_t)n * H + c]);
+            a += (double)bf16_to_f32(x[c]) * bf16_to_f32(w13[(size_t)n * H + c]);
         gu[n] = round_bf16((float)a);
     }
     for (int i = 0; i < I; i++) {
@@ -188,15 +166,15 @@ static void route_reference(const uint16_t *x, const uint16_t *dy, const uint16_
     for (int c = 0; c < H; c++) {
         double a = 0;
         for (int i = 0; i < I; i++)
-            a += (double)h[i] * from_bf16(w2[(size_t)c * I + i]);
+            a += (double)h[i] * bf16_to_f32(w2[(size_t)c * I + i]);
         r->o[c] = round_bf16((float)a);
     }
     /* dh' = dy W2 (W2 [H][I]: dh'[i] = sum_c dy[c] W2[c][i]) */
     double acc[I] = {0};
     for (int c = 0; c < H; c++) {
-        double d = from_bf16(dy[c]);
+        double d = bf16_to_f32(dy[c]);
         for (int i = 0; i < I; i++)
-            acc[i] += d * from_bf16(w2[(size_t)c * I + i]);
+            acc[i] += d * bf16_to_f32(w2[(size_t)c * I + i]);
     }
     double dot = 0;
     for (int i = 0; i < I; i++) {
@@ -215,7 +193,7 @@ static void route_reference(const uint16_t *x, const uint16_t *dy, const uint16_
     for (int n = 0; n < 2 * I; n++) {
         double d = r->dgu[n];
         for (int c = 0; c < H; c++)
-            dx[c] += d * from_bf16(w13[(size_t)n * H + c]);
+            dx[c] += d * bf16_to_f32(w13[(size_t)n * H + c]);
     }
     for (int c = 0; c < H; c++)
         r->dxr[c] = round_bf16((float)dx[c]);
@@ -264,14 +242,14 @@ static int make_problem(const struct test *t, const struct variant *v, int vi, s
                     double *d13 = P->dw13 + (size_t)el * 2 * I * H, *d2 = P->dw2 + (size_t)el * H * I;
                     P->rows[el]++;
                     for (int c = 0; c < H; c++) {
-                        double d = from_bf16(dyt[c]);
+                        double d = bf16_to_f32(dyt[c]);
                         for (int i = 0; i < I; i++)
                             d2[(size_t)c * I + i] += d * r->hw[i];
                     }
                     for (int n = 0; n < 2 * I; n++) {
                         double d = r->dgu[n];
                         for (int c = 0; c < H; c++)
-                            d13[(size_t)n * H + c] += d * from_bf16(xt[c]);
+                            d13[(size_t)n * H + c] += d * bf16_to_f32(xt[c]);
                     }
                 }
             }
@@ -309,7 +287,7 @@ static struct err compare_bf16(const uint16_t *got, const float *ref, size_t n)
 {
     struct err e = {0, 0};
     for (size_t i = 0; i < n; i++)
-        err_add(&e, from_bf16(got[i]), ref[i]);
+        err_add(&e, bf16_to_f32(got[i]), ref[i]);
     return e;
 }
 
@@ -408,7 +386,7 @@ static void check_wgrads(struct test *t, const char *tag, const char *run, const
             struct err *e = m ? &e2 : &e13;
             for (size_t i = 0; i < n; i++) {
                 double got = f32 ? (double)(m ? o->dw2f : o->dw13f)[base + i]
-                                 : (double)from_bf16((m ? o->dw2b : o->dw13b)[base + i]);
+                                 : (double)bf16_to_f32((m ? o->dw2b : o->dw13b)[base + i]);
                 double s = f32 ? (double)(m ? seed2 : seed13)[base + i] : 0.0;
                 /* the error of got - seed against the sum (the seed's own fp32 addition is exact enough) */
                 err_add(e, isnan(got) ? got : got - s, ref[i]);
@@ -641,36 +619,11 @@ static size_t check_train_fields(struct test *t, ncclComm_t comm, const struct m
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct test t = {0};
-    int ngpu = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &t.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &t.nranks);
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-        if (t.rank == 0)
-            printf("SKIP: no GPU\n");
-        MPI_Finalize();
-        return 77;
-    }
-    cudaSetDevice(t.rank % ngpu);
-    struct cudaDeviceProp prop;
-    cudaGetDeviceProperties(&prop, t.rank % ngpu);
-    if (prop.major != 9 || E % t.nranks) {
-        if (t.rank == 0)
-            printf("SKIP: libmok runs on sm_90 with the experts divisible by the ranks (sm_%d%d, %d ranks)\n",
-                   prop.major, prop.minor, t.nranks);
-        MPI_Finalize();
-        return 77;
-    }
-    ncclUniqueId id;
-    if (t.rank == 0)
-        ncclGetUniqueId(&id);
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, t.nranks, id, t.rank) != ncclSuccess) {
-        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", t.rank);
-        return 1;
-    }
+    int rc0 = libmok_start(&argc, &argv, E, &t.rank, &t.nranks, &comm);
+    if (rc0)
+        return rc0;
     cudaStreamCreate(&t.st);
 
     /* tuning: comm SMs 2 and 16, raster 0 and 1, chunk rows 7, 64 and the default, the dy slot of input slot 1 of 2,
