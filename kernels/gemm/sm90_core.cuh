@@ -37,7 +37,7 @@ constexpr int kStartRegs = 168;                         /* what every thread sta
  * loads between its own k blocks (InlineProducer, sm90_grouped_kernel.cuh). ptxas allocates a kernel's registers for
  * its launch bound whatever setmaxnreg hands out at run time: 168 at 384 threads, and no more at 288 either (three
  * warps share one SM quarter's 16K registers); at 256 threads a thread may hold 255. fp8_block's 128 x 256 tiles need
- * them: 128 accumulators plus a product's part (in the 384-thread layout they spilled and ran 1.24-1.74x slower,
+ * them: 128 accumulators plus a product's part (in the 384-thread layout they spilled and ran 1.25-1.78x slower,
  * results/h200x1/2026-12-04-fp8-tiles). */
 constexpr int kLeanThreads = 256;
 __host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
