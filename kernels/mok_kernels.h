@@ -92,10 +92,11 @@ int mok_ref_gemm_fp8_block(const uint8_t *a, const float *a_scale, int m, int k,
  * the quantizer's layout); k a multiple of 32. Its own e4m3 and e8m0 decoders. */
 int mok_ref_gemm_mxfp8(const uint8_t *a, const uint8_t *a_scale, int m, int k, const uint8_t *w,
                        const uint8_t *w_scale, int n, float *c, mok_stream_t stream);
-/* The fp8_block layer reference's row moves (reference_fp8.cu): gather q_out[i] = q[idx[i]] (k e4m3 bytes) and
- * s_out[i] = scale[idx[i]] (k / 128 floats), i in [0, n); scatter dst[idx[i]] = src[i], rows of width floats. */
-int mok_ref_fp8_block_gather(const uint8_t *q, const float *scale, int k, const int32_t *idx, int n, uint8_t *q_out,
-                             float *s_out, mok_stream_t stream);
+/* The FP8 layer reference's row moves (reference_fp8.cu): gather q_out[i] = q[idx[i]] (k e4m3 bytes) and
+ * s_out[i] = scale[idx[i]] (k / 32 bytes of scales, either format's: fp8_block k / 128 fp32, mxfp8 k / 32 e8m0),
+ * i in [0, n), k a multiple of 128; scatter dst[idx[i]] = src[i], rows of width floats. */
+int mok_ref_fp8_gather(const uint8_t *q, const void *scale, int k, const int32_t *idx, int n, uint8_t *q_out,
+                       void *s_out, mok_stream_t stream);
 int mok_ref_scatter_rows_f32(const float *src, int n, int width, const int32_t *idx, float *dst, mok_stream_t stream);
 /* out[i] = in[i] as fp32 (a bf16 reference tensor as the checks read references). */
 int mok_ref_widen_bf16(const uint16_t *in, size_t n, float *out, mok_stream_t stream);
@@ -276,15 +277,15 @@ int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows
 int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
                            mok_stream_t stream);
 
-/* ---- fp8_block rows on the wire (kernels/util/fp8_rows.cu): a wire row is a token row's k e4m3 bytes, then its
- * k / 128 fp32 scales, padded to wire_bytes (a multiple of 16, >= k + k / 32); k a multiple of 128, the values and
- * the wire buffer 16-byte aligned. scatter: route r in [route_begin, route_end) (token r / topk of q [tokens][k] and
- * scale [tokens][k / 128]) to wire row send_pos[r] of dst; gather: wire row src_row[i] of src to row i of q [rows][k]
- * and scale [rows][k / 128]. */
-int mok_fp8_rows_scatter(const uint8_t *q, const float *scale, int k, int topk, const int32_t *send_pos,
+/* ---- FP8 rows on the wire (kernels/util/fp8_rows.cu): a wire row is a token row's k e4m3 bytes, then its k / 32
+ * bytes of scales (fp8_block: k / 128 fp32; mxfp8: k / 32 e8m0), padded to wire_bytes (a multiple of 16, >= k + k /
+ * 32); k a multiple of 128, the values and the wire buffer 16-byte aligned, the scales 4-byte aligned. scatter:
+ * route r in [route_begin, route_end) (token r / topk of q [tokens][k] and scale [tokens][k / 32 bytes]) to wire row
+ * send_pos[r] of dst; gather: wire row src_row[i] of src to row i of q [rows][k] and scale [rows][k / 32 bytes]. */
+int mok_fp8_rows_scatter(const uint8_t *q, const void *scale, int k, int topk, const int32_t *send_pos,
                          int route_begin, int route_end, uint8_t *dst, int wire_bytes, mok_stream_t stream);
 int mok_fp8_rows_gather(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows, int k, uint8_t *q,
-                        float *scale, mok_stream_t stream);
+                        void *scale, mok_stream_t stream);
 
 /* ---- fp8_block scale layouts for cuBLASLt (kernels/util/scale_layout.cu; src/impl/gemm_cublaslt_fp8.c calls them)
  * From the layouts above (rows [rows][K / 128], weights [N / 128][K / 128]) into what cuBLASLt's block-scaled FP8

@@ -154,6 +154,22 @@ static int poison_outputs(const struct mok_problem *p, cudaStream_t st)
     return 0;
 }
 
+/* The outputs an implementation keeps in its own buffers until asked (impl.h), written and waited for. */
+static int export_outputs(const struct mok_impl_ops *ops, void *state, const struct mok_problem *p,
+                          const struct mok_cluster *cl, char *err, int err_len)
+{
+    if (!ops->export_outputs)
+        return 0;
+    if (ops->export_outputs(state, &p->out, err, err_len))
+        return -1;
+    cudaError_t e = cudaStreamSynchronize(cl->stream);
+    if (e != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "exporting the outputs: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
 /* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
 static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
                          struct mok_checker *checker, const struct mok_impl_ops *ops, const int *params,
@@ -187,7 +203,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
         cudaStreamSynchronize(cl->stream) != cudaSuccess)
         die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
     if (cfg->check_enabled) {
-        if (mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
+        if (export_outputs(ops, state, p, cl, err, sizeof(err)) ||
+            mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
             die(cl, "check", err);
         verdict = mok_check_outputs(checker, p, cfg->rtol, false, cl->stream, row, err, sizeof(err));
         if (verdict < 0)
@@ -211,7 +228,8 @@ static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, s
      * caught (the accumulated ones have added every iteration's gradient: their check is the first run's) */
     if (cfg->check_enabled && verdict == 1) {
         struct mok_row again = *row;
-        if (mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
+        if (export_outputs(ops, state, p, cl, err, sizeof(err)) ||
+            mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
             die(cl, "check", err);
         int v2 = mok_check_outputs(checker, p, cfg->rtol, true, cl->stream, &again, err, sizeof(err));
         if (v2 < 0)

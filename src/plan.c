@@ -37,14 +37,17 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
                t * k * (h * 2 + 4 + 2 * i * 2 + h * 2 + 4) + grads + t * k * (h * 4 + 4) + grads + rows * 6 * i * 4 +
                fwd_ref;
     }
-    double fp8 = gemm && s->dtype == MOK_DTYPE_FP8_BLOCK
-                     ? (double)mok_plan_fp8_block_bytes(m->experts, (int)(t * k), m->hidden, m->intermediate, sets, true)
-                 : gemm && s->dtype == MOK_DTYPE_MXFP8
-                     ? (double)mok_plan_mxfp8_bytes(m->experts, (int)(t * k), m->hidden, m->intermediate, sets, true)
+    const int fp8_experts = (int)el, fp8_rows = gemm ? (int)(t * k) : 0;
+    double fp8 = s->dtype == MOK_DTYPE_FP8_BLOCK
+                     ? (double)mok_plan_fp8_block_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, true)
+                 : s->dtype == MOK_DTYPE_MXFP8
+                     ? (double)mok_plan_mxfp8_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, true)
                      : 0;
+    if (fp8 > 0 && s->mode == MOK_MODE_LAYER && s->pass == MOK_PASS_FWD)
+        fp8 += (double)mok_plan_fp8_layer_bytes((int)t, (int)k, m->hidden, m->intermediate, true);
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
-    return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref);
+    return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref) + fp8 + (fp8 > 0 ? t * h * 4 : 0);
 }
 
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)
@@ -69,6 +72,18 @@ size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, in
      * (bounded by all rows) */
     size_t ref = with_reference ? R * (I * 4 + I + (I / 128) * 4) + R * (2 * I * 4 + I * 2) : 0;
     return (size_t)sets * per_set + R * I * 2 + ref + 64;
+}
+
+size_t mok_plan_fp8_layer_bytes(int tokens, int topk, int hidden, int inter, bool with_reference)
+{
+    const size_t T = (size_t)tokens, H = (size_t)hidden, I = (size_t)inter, R = T * (size_t)topk;
+    const size_t wide = H > I ? H : I;
+    size_t bytes = R * I * 2; /* the output h */
+    if (with_reference) /* h_ref, token and route, route_out, x and h quantized, one expert's rows (up to R), its
+                         * weights quantized (mxfp8's scales, the larger) and W2 in bf16, GEMM2's output, h widened */
+        bytes += R * I * 4 + R * 8 + R * H * 4 + T * (H + H / 32) + R * (I + I / 32) + R * (wide + wide / 32) +
+                 3 * H * I + 3 * H * I / 32 + H * I * 2 + R * H * 4 + R * I * 4;
+    return bytes + 64;
 }
 
 size_t mok_plan_mxfp8_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
@@ -102,7 +117,18 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
                   (mok_pass_has_fwd(spec->pass) ? 0
                                                 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2 + t * k * 4));
         }
-        return sym + work + shared + a2a + bwd;
+        /* nccl_fp8.c: x quantized, the expert-major rows and h quantized (scales: 1/32 of the values), and for
+         * the mxfp8 emulation every set's local weights dequantized to bf16 and h dequantized; the output h's
+         * export buffers (layer mode's FP8 check) */
+        double fp8 = 0;
+        if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) {
+            int gemm = !strcmp(impl, "nccl") ? mok_params_nccl(params).gemm : mok_params_nccl_overlap(params).gemm;
+            double el = (double)m->experts / nranks;
+            fp8 = (t * h + cap * (h + i)) * (1 + 1.0 / 32) + (cap + t * k) * i * 2;
+            if (spec->dtype == MOK_DTYPE_MXFP8 && gemm != 2)
+                fp8 += sets * el * 3 * h * i * 2 + cap * i * 2;
+        }
+        return sym + work + shared + a2a + bwd + fp8;
     }
     if (!strcmp(impl, "nccl-p2p")) /* the same buffers, no GEMM work space used */
         return 2 * t * k * h * 2 + 2 * 1.25 * t * k * h * 2 + 4 * t * k * h * 2 * (nranks > 1);

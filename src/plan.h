@@ -11,15 +11,19 @@
 /* L2 assumed for input rotation when no GPU can be asked (an H200 has 60 MiB). */
 #define MOK_PLAN_ASSUMED_L2_BYTES (60ll << 20)
 
-/* dtype fp8_block in gemm mode: the quantized copies of every set's weights and rows (src/problem_fp8.c) and, with
- * the reference, its scratch for one expert's rows (bounded by all rows). */
+/* dtype fp8_block: the quantized copies of every set's weights and (gemm mode) rows (src/problem_fp8.c) and, with
+ * the reference, gemm mode's scratch for one expert's rows (bounded by all rows; layer mode passes rows 0). */
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);
 /* The layers' backward problem (src/problem_bwd.c): dy per set, dx, d_router, the weight gradients (fp32 or bf16)
  * and, with the reference, theirs in fp32 and its scratch (per-route dx, one expert's work, other ranks' inputs). */
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference);
-/* dtype mxfp8 in gemm mode: the same for src/problem_mxfp8.c (the weights' scales twice: the quantizer's layout and
- * mok's tile layout). */
+/* dtype mxfp8: the same for src/problem_mxfp8.c (the weights' scales twice: the quantizer's layout and mok's tile
+ * layout). */
 size_t mok_plan_mxfp8_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);
+/* Layer mode's FP8 forward (src/problem_fp8_layer.c): the output h in route order and, with the reference, its fp32
+ * reference and the state each refresh reads (routes, per-route outputs, x and h quantized, one expert's rows and
+ * weights; an expert's rows bounded by all routes). */
+size_t mok_plan_fp8_layer_bytes(int tokens, int topk, int hidden, int inter, bool with_reference);
 /* Device bytes one rank needs for one candidate of impl on a problem (its own buffers, estimated from the
  * uniform-routing receive size with a 25% margin); sets: the problem's input sets (per-set copies an implementation
  * keeps, as cublas-gemm's mxfp8 weights in bf16). */

@@ -80,6 +80,27 @@ struct mok_mxfp8_operands {
     uint8_t *ref_hs;                               /* and its scales [gemm_rows][I / 32] */
 };
 
+/* Layer mode, dtype fp8_block or mxfp8 (src/problem_fp8_layer.c): the output h and the reference's state for its
+ * check. Scales are k / 32 bytes per row in both formats (fp8_block k / 128 fp32, mxfp8 k / 32 e8m0). */
+struct mok_fp8_layer {
+    bool mx;                 /* mxfp8; else fp8_block */
+    int32_t *status;         /* the format's quantizer flag (p->fp8.status or p->mx.status) */
+    uint16_t *h;             /* output h: [tokens x topk][inter] bf16, route order */
+    float *h_ref;            /* its reference (checks on) */
+    /* the reference's state (checks on), kept for every refresh */
+    int *first;              /* host [experts + 1]: global expert e's routes are route[first[e] .. first[e + 1]) */
+    int32_t *token, *route;  /* device [tokens x topk]: the routes sorted by expert, and each one's token */
+    float *shared_out;       /* [tokens][hidden]: the shared MLP's output (NULL without shared experts) */
+    float *route_out;        /* [tokens x topk][hidden]: each route's expert output */
+    uint8_t *xq, *hq;        /* x quantized [tokens][hidden]; the output h quantized [tokens x topk][inter] */
+    void *xs, *hs;           /* their scales */
+    uint8_t *aq, *wq13, *wq2; /* one expert's rows (x or h) and weights, quantized */
+    void *as, *ws13, *ws2;
+    uint16_t *w2;            /* one expert's regenerated bf16 W2 */
+    float *o, *hf;           /* one expert's GEMM2 output [rows][hidden], its h widened [rows][inter] */
+    int max_rows;
+};
+
 struct mok_problem {
     struct mok_problem_spec spec;
     int rank, nranks;
@@ -101,7 +122,7 @@ struct mok_problem {
     uint16_t *shared_w2[MOK_MAX_SETS];  /* [hidden][shared*inter] */
     uint16_t *y;                       /* [tokens][hidden], written by the implementation under test */
     float *y_ref;                      /* [tokens][hidden], NULL when checks are off */
-    float *y_ref_bf16;                 /* layer mode, fp8_block: the bf16 reference beside y_ref (information) */
+    float *y_ref_bf16;                 /* layer mode, FP8 dtypes: the bf16 reference beside y_ref (information) */
 
     /* gemm mode: this rank's routes over all experts in expert-major order (local_experts == experts) */
     int gemm_rows;
@@ -114,6 +135,7 @@ struct mok_problem {
     struct mok_layer_bwd lbwd;   /* layer mode, pass bwd or fwd_bwd */
     struct mok_fp8_block_operands fp8; /* dtype fp8_block only */
     struct mok_mxfp8_operands mx;      /* dtype mxfp8 only */
+    struct mok_fp8_layer fl;           /* layer mode, dtype fp8_block or mxfp8: output h and its check */
     size_t y_elems;              /* elements of y and y_ref: tokens x hidden, or gemm_rows x hidden */
 
     struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
@@ -154,19 +176,23 @@ void mok_problem_fp8_destroy(struct mok_problem *p);
 /* dtype fp8_block (problem_fp8.c): every set's local expert weights quantized into p->fp8 (w13, w2 and their
  * scales; what the implementations read), and gemm mode's rows (none in layer mode). */
 int mok_problem_fp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
-/* The layer reference's fp8_block expert step (problem_fp8.c says what it computes): begin quantizes this rank's x
- * and sizes the scratch for max_rows rows; expert runs one expert's n routes (its bf16 weights w13, w2 as the
- * reference regenerated them; token, route: device indices) into route_out's rows; end frees the scratch. */
-struct mok_fp8_ref {
-    uint8_t *xq, *aq, *hq, *wq13, *wq2;
-    float *xs, *as, *hs, *ws13, *ws2, *o;
-};
-int mok_fp8_ref_begin(struct mok_fp8_ref *r, const struct mok_problem *p, int max_rows, cudaStream_t st, char *err,
-                      int err_len);
-int mok_fp8_ref_expert(struct mok_fp8_ref *r, const struct mok_problem *p, const uint16_t *w13, const uint16_t *w2,
-                       const int32_t *token, const int32_t *route, int n, float *g, uint16_t *h, float *route_out,
-                       cudaStream_t st, char *err, int err_len);
-void mok_fp8_ref_end(struct mok_fp8_ref *r);
+/* The same for dtype mxfp8 (problem_mxfp8.c): into p->mx, the weights' scales also in mok's tile layout. */
+int mok_problem_mxfp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+/* Layer mode's FP8 check, both formats (src/problem_fp8_layer.c says what it checks and how). setup: the output h
+ * (always, with the problem); begin (build_reference, checks on): the reference's state from its routes sorted by
+ * global expert (first [experts + 1] on the host, token and route on the device: copied), x quantized, scratch for
+ * max_rows rows; expert: global expert e's GEMM1 + SwiGLU reference (its regenerated bf16 w13; g and h: the
+ * caller's scratch of max_rows rows) into h_ref; keep_shared: the reference's shared-MLP output (fp32 [T][H], or
+ * NULL), owned from then on; refresh: y_ref from the output h (after every checked run); destroy frees it all. */
+bool mok_fp8_layer_on(const struct mok_problem_spec *s); /* layer mode, pass fwd, dtype fp8_block or mxfp8 */
+int mok_fp8_layer_setup(struct mok_problem *p, char *err, int err_len);
+int mok_fp8_layer_begin(struct mok_problem *p, const int *first, const int32_t *token, const int32_t *route,
+                        int max_rows, cudaStream_t st, char *err, int err_len);
+int mok_fp8_layer_expert(struct mok_problem *p, int e, const uint16_t *w13, float *g, uint16_t *h, cudaStream_t st,
+                         char *err, int err_len);
+void mok_fp8_layer_keep_shared(struct mok_problem *p, float *shared_out);
+int mok_fp8_layer_refresh(struct mok_problem *p, cudaStream_t st, char *err, int err_len);
+void mok_fp8_layer_destroy(struct mok_problem *p);
 /* After a quantizer ran on st: -1 with "<format>: non-finite values in <what>" in err if it flagged its input. */
 int mok_problem_quant_status(const int32_t *status, cudaStream_t st, const char *format, const char *what, char *err,
                              int err_len);

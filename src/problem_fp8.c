@@ -149,13 +149,7 @@ int mok_problem_fp8_setup(struct mok_problem *p, cudaStream_t st, bool with_refe
 }
 
 /* ---- layer mode (and gemm mode's first step): the weights every set's implementations read (quantize_sets: in gemm
- * mode the rows too); the layer reference's per-expert step ---------------------------------------------------------
- * The layer reference (problem.c) runs, for each expert with routes here, this instead of its bf16 GEMMs: x rows
- * quantized 1 x 128 (all tokens once, then gathered), the expert's regenerated weights quantized 128 x 128, GEMM1 in
- * fp32 on the dequantized operands, its output rounded to bf16 and SwiGLU'd as the bf16 reference does, h quantized
- * 1 x 128, GEMM2 in fp32; the routed outputs then go through the same fixed-order weighted sum (shared experts stay
- * bf16 in the layer and in its reference). The quantizers are the format's definition, shared with the
- * implementations and matched byte for byte against src/fp8.c (tests/test_gpu_quant.c). */
+ * mode the rows too). The layer's reference and check: src/problem_fp8_layer.c. */
 int mok_problem_fp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
     if (p->hidden % 128 || p->inter % 128) {
@@ -166,50 +160,4 @@ int mok_problem_fp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *
     MOK_CHECK(cuda, cudaMalloc((void **)&p->fp8.status, sizeof(int32_t)), return -1);
     MOK_CHECK(cuda, cudaMemsetAsync(p->fp8.status, 0, sizeof(int32_t), st), return -1);
     return quantize_sets(p, st, err, err_len);
-}
-
-int mok_fp8_ref_begin(struct mok_fp8_ref *r, const struct mok_problem *p, int max_rows, cudaStream_t st, char *err,
-                      int err_len)
-{
-    memset(r, 0, sizeof(*r));
-    const size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, M = (size_t)max_rows;
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->xq, T * H + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->xs, T * (H / 128) * 4 + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->aq, M * H + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->as, M * (H / 128) * 4 + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->hq, M * I + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->hs, M * (I / 128) * 4 + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->o, M * H * 4 + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->wq13, 2 * I * H + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->ws13, (2 * I / 128) * (H / 128) * 4 + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->wq2, H * I + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&r->ws2, (H / 128) * (I / 128) * 4 + 16), return -1);
-    MOK_CHECK(cuda, mok_quant_fp8_block_bf16(p->x[0], (int)T, (int)H, r->xq, r->xs, p->fp8.status, (mok_stream_t)st),
-              return -1);
-    return mok_problem_quant_status(p->fp8.status, st, "fp8_block", "x", err, err_len);
-}
-
-int mok_fp8_ref_expert(struct mok_fp8_ref *r, const struct mok_problem *p, const uint16_t *w13, const uint16_t *w2,
-                       const int32_t *token, const int32_t *route, int n, float *g, uint16_t *h, float *route_out,
-                       cudaStream_t st, char *err, int err_len)
-{
-    const int H = p->hidden, I = p->inter;
-    const mok_stream_t s = (mok_stream_t)st;
-    MOK_CHECK(cuda, mok_quant_fp8_block_weights_bf16(w13, 1, 2 * I, H, r->wq13, r->ws13, p->fp8.status, s), return -1);
-    MOK_CHECK(cuda, mok_quant_fp8_block_weights_bf16(w2, 1, H, I, r->wq2, r->ws2, p->fp8.status, s), return -1);
-    MOK_CHECK(cuda, mok_ref_fp8_block_gather(r->xq, r->xs, H, token, n, r->aq, r->as, s), return -1);
-    MOK_CHECK(cuda, mok_ref_gemm_fp8_block(r->aq, r->as, n, H, r->wq13, r->ws13, 2 * I, g, s), return -1);
-    MOK_CHECK(cuda, mok_ref_swiglu(g, n, I, h, s), return -1);
-    MOK_CHECK(cuda, mok_quant_fp8_block_bf16(h, n, I, r->hq, r->hs, p->fp8.status, s), return -1);
-    MOK_CHECK(cuda, mok_ref_gemm_fp8_block(r->hq, r->hs, n, I, r->wq2, r->ws2, H, r->o, s), return -1);
-    MOK_CHECK(cuda, mok_ref_scatter_rows_f32(r->o, n, H, route, route_out, s), return -1);
-    return 0;
-}
-
-void mok_fp8_ref_end(struct mok_fp8_ref *r)
-{
-    void *bufs[] = {r->xq, r->xs, r->aq, r->as, r->hq, r->hs, r->o, r->wq13, r->ws13, r->wq2, r->ws2};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        cudaFree(bufs[i]);
-    memset(r, 0, sizeof(*r));
 }

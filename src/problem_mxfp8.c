@@ -40,10 +40,11 @@ void mok_problem_mxfp8_destroy(struct mok_problem *p)
     memset(f, 0, sizeof(*f));
 }
 
+/* Every set's local expert weights (and, in gemm mode, its rows) quantized; layer mode has no gemm rows (R 0). */
 static int quantize_sets(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
     struct mok_mxfp8_operands *f = &p->mx;
-    const size_t E = (size_t)p->experts, H = (size_t)p->hidden, I = (size_t)p->inter, R = (size_t)p->gemm_rows;
+    const size_t E = (size_t)p->local_experts, H = (size_t)p->hidden, I = (size_t)p->inter, R = (size_t)p->gemm_rows;
     for (int s = 0; s < p->sets; s++) {
         MOK_CHECK(cuda, cudaMalloc((void **)&f->w13[s], E * 2 * I * H + 16), return -1);
         MOK_CHECK(cuda, cudaMalloc((void **)&f->w13_scale[s], E * 2 * I * (H / 32) + 16), return -1);
@@ -123,10 +124,12 @@ int mok_problem_mxfp8_refresh(struct mok_problem *p, cudaStream_t st, char *err,
     return 0;
 }
 
-int mok_problem_mxfp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
+/* The weights every set's implementations read (in gemm mode the rows too): layer mode's whole setup here; its
+ * reference and check are src/problem_fp8_layer.c's. The format needs multiples of 32; mok's kernel multiples of
+ * 128 (its k blocks and 64-row scale blocks of 128-column tiles), and one rule for every implementation keeps their
+ * problems the same. */
+int mok_problem_mxfp8_weights_setup(struct mok_problem *p, cudaStream_t st, char *err, int err_len)
 {
-    /* the format needs multiples of 32; mok's kernel multiples of 128 (its k blocks and 64-row scale blocks of
-     * 128-column tiles), and one rule for every implementation keeps their problems the same */
     if (p->hidden % 128 || p->inter % 128) {
         snprintf(err, (size_t)err_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128 (mok's GEMM "
                  "tiles and scale blocks)", p->hidden, p->inter);
@@ -134,7 +137,12 @@ int mok_problem_mxfp8_setup(struct mok_problem *p, cudaStream_t st, bool with_re
     }
     MOK_CHECK(cuda, cudaMalloc((void **)&p->mx.status, sizeof(int32_t)), return -1);
     MOK_CHECK(cuda, cudaMemsetAsync(p->mx.status, 0, sizeof(int32_t), st), return -1);
-    if (quantize_sets(p, st, err, err_len))
+    return quantize_sets(p, st, err, err_len);
+}
+
+int mok_problem_mxfp8_setup(struct mok_problem *p, cudaStream_t st, bool with_reference, char *err, int err_len)
+{
+    if (mok_problem_mxfp8_weights_setup(p, st, err, err_len))
         return -1;
     const size_t R = (size_t)p->gemm_rows, I = (size_t)p->inter;
     MOK_CHECK(cuda, cudaMalloc((void **)&p->mx.h, R * I * 2 + 16), return -1); /* the output h */

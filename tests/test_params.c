@@ -207,13 +207,30 @@ int main(void)
               other[i], why);
     }
     /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
-     * every layer implementation refuses it */
+     * in layer mode the NCCL baselines, on mok's core or emulated on any cuBLAS mode, the forward only */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;
-    const char *layers[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
-    for (int i = 0; i < 4; i++) {
-        defaults(layers[i], v);
-        CHECK(!supports(layers[i], &s, 2, v, why) && strstr(why, "mxfp8: gemm mode only so far"), "%s mxfp8: %s",
-              layers[i], why);
+    defaults("nccl", v);
+    fnp = mok_params_nccl(v);
+    for (int g = 0; g < 3; g++) { /* grouped, per_expert, mok */
+        fnp.gemm = g, fnp.gemm_streams = 1;
+        mok_params_nccl_values(&fnp, v);
+        CHECK(supports("nccl", &s, 2, v, why), "nccl mxfp8 gemm %d: %s", g, why);
+    }
+    defaults("nccl-overlap", v);
+    CHECK(supports("nccl-overlap", &s, 2, v, why), "nccl-overlap mxfp8 defaults: %s", why);
+    s.pass = MOK_PASS_BWD;
+    CHECK(!supports("nccl-overlap", &s, 2, v, why) && strstr(why, "mxfp8: the forward only"), "nccl-overlap mxfp8 "
+          "bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
+    s.model.intermediate = 192;
+    defaults("nccl", v);
+    CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "multiples of 128"), "nccl mxfp8 inter 192: %s", why);
+    s.model.intermediate = 512;
+    for (int i = 2; i < 4; i++) {
+        const char *other[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
+        defaults(other[i], v);
+        CHECK(!supports(other[i], &s, 2, v, why) && strstr(why, "mxfp8: in layer mode the NCCL baselines only"),
+              "%s mxfp8: %s", other[i], why);
     }
     s.mode = MOK_MODE_GEMM;
     defaults("cublas-gemm", v);

@@ -114,15 +114,15 @@ extern "C" int mok_ref_widen_bf16(const uint16_t *in, size_t n, float *out, mok_
 /* The fp8_block layer reference's row moves: plain per-element copies (a reference need not be fast, and shares
  * no code with the implementations' wire-row kernels). */
 namespace {
-__global__ void fp8_block_gather_kernel(const uint8_t *q, const float *scale, int k, const int32_t *idx, int n,
-                                        uint8_t *q_out, float *s_out)
+__global__ void fp8_gather_kernel(const uint8_t *q, const uint8_t *scale, int k, const int32_t *idx, int n,
+                                  uint8_t *q_out, uint8_t *s_out)
 {
     const size_t total = (size_t)n * k;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const size_t row = i / k, col = i % k, src = (size_t)idx[row];
         q_out[i] = q[src * k + col];
-        if (col % 128 == 0)
-            s_out[row * (k / 128) + col / 128] = scale[src * (k / 128) + col / 128];
+        if (col % 32 == 0) /* a scale byte per 32 values, in either format */
+            s_out[row * (k / 32) + col / 32] = scale[src * (k / 32) + col / 32];
     }
 }
 
@@ -134,16 +134,16 @@ __global__ void scatter_rows_f32_kernel(const float *src, int n, int width, cons
 }
 } // namespace
 
-extern "C" int mok_ref_fp8_block_gather(const uint8_t *q, const float *scale, int k, const int32_t *idx, int n,
-                                        uint8_t *q_out, float *s_out, mok_stream_t stream)
+extern "C" int mok_ref_fp8_gather(const uint8_t *q, const void *scale, int k, const int32_t *idx, int n,
+                                  uint8_t *q_out, void *s_out, mok_stream_t stream)
 {
     if (n <= 0)
         return 0;
     if (k % 128)
         return (int)cudaErrorInvalidValue;
     const size_t total = (size_t)n * k;
-    fp8_block_gather_kernel<<<mok_blocks_for(total, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(q, scale, k, idx,
-                                                                                                   n, q_out, s_out);
+    fp8_gather_kernel<<<mok_blocks_for(total, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
+        q, static_cast<const uint8_t *>(scale), k, idx, n, q_out, static_cast<uint8_t *>(s_out));
     return MOK_LAUNCH_RESULT();
 }
 

@@ -21,10 +21,9 @@ static int no(char *why, int why_len, const char *fmt, ...)
 /* What every layer and gemm implementation shares today: one cell of dtype x pass, experts spread evenly. */
 static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int why_len)
 {
-    if (s->dtype == MOK_DTYPE_MXFP8)
-        return no(why, why_len, "mxfp8: gemm mode only so far (mok-gemm and cublas-gemm)");
-    if (s->dtype == MOK_DTYPE_FP8_BLOCK)
-        return no(why, why_len, "fp8_block: in layer mode the NCCL baselines only so far (nccl, nccl-overlap)");
+    if (s->dtype == MOK_DTYPE_FP8_BLOCK || s->dtype == MOK_DTYPE_MXFP8)
+        return no(why, why_len, "%s: in layer mode the NCCL baselines only so far (nccl, nccl-overlap)",
+                  mok_dtype_name(s->dtype));
     if (s->dtype != MOK_DTYPE_BF16 || s->pass != MOK_PASS_FWD)
         return no(why, why_len, "bf16 forward only (this problem: %s %s)", mok_dtype_name(s->dtype),
                   mok_pass_name(s->pass));
@@ -35,22 +34,22 @@ static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int
 
 /* The NCCL baselines: the bf16 forward with any GEMM choice; the backward (bwd, fwd_bwd) on per-expert cuBLAS or
  * mok's GEMM core (gemm_mok_bwd.h; its forward then keeps GEMM1's gate/up output, unfused), not cuBLAS grouped;
- * the fp8_block forward (nccl_fp8.h) on cuBLASLt's block-scaled GEMMs per expert or mok's core. */
+ * the FP8 forwards (nccl_fp8.h): fp8_block on cuBLASLt's block-scaled GEMMs per expert or mok's core, mxfp8 on
+ * mok's core or emulated (dequantize + bf16 cuBLAS, grouped or per expert). */
 static int nccl_cell(const struct mok_problem_spec *s, int nranks, int gemm, char *why, int why_len)
 {
-    if (s->dtype == MOK_DTYPE_MXFP8)
-        return no(why, why_len, "mxfp8: gemm mode only so far (mok-gemm and cublas-gemm)");
-    if (s->dtype == MOK_DTYPE_FP8_BLOCK) {
+    if (s->dtype == MOK_DTYPE_FP8_BLOCK || s->dtype == MOK_DTYPE_MXFP8) {
+        const char *d = mok_dtype_name(s->dtype);
         if (s->pass != MOK_PASS_FWD)
-            return no(why, why_len, "fp8_block: the forward only (pass %s)", mok_pass_name(s->pass));
-        if (gemm == 0)
+            return no(why, why_len, "%s: the forward only (pass %s)", d, mok_pass_name(s->pass));
+        if (gemm == 0 && s->dtype == MOK_DTYPE_FP8_BLOCK)
             return no(why, why_len, "fp8_block: per-expert cuBLASLt (gemm=per_expert) or mok's core (gemm=mok); "
                       "cuBLAS has no grouped block-scaled GEMM");
         if (s->model.hidden % 128 || s->model.intermediate % 128)
-            return no(why, why_len, "fp8_block: hidden %d and intermediate %d must be multiples of 128",
+            return no(why, why_len, "%s: hidden %d and intermediate %d must be multiples of 128", d,
                       s->model.hidden, s->model.intermediate);
     } else if (s->dtype != MOK_DTYPE_BF16) {
-        return no(why, why_len, "bf16 or fp8_block only (this problem: %s)", mok_dtype_name(s->dtype));
+        return no(why, why_len, "bf16, fp8_block or mxfp8 only (this problem: %s)", mok_dtype_name(s->dtype));
     }
     if (mok_pass_has_bwd(s->pass) && gemm == 0)
         return no(why, why_len, "pass %s: the backward runs per expert or on mok's core (gemm=per_expert or mok), "

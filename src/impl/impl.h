@@ -34,6 +34,11 @@ struct mok_impl_ops {
      * forward writes "y") on cl->stream. slot >= 0 asks the implementation to keep that iteration's phase times;
      * -1 for untimed runs. */
     int (*run)(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
+    /* After a checked run (untimed; collective): the outputs that live in the implementation's own buffers until
+     * then, written into out on cl->stream. Layer mode's FP8 forward has one: "h", each route's SwiGLU output in
+     * route order (src/problem_fp8_layer.c), which sits expert-major at the expert's rank during the run. NULL when
+     * run writes every output itself. */
+    int (*export_outputs)(void *state, const struct mok_outputs *out, char *err, int err_len);
     /* Phase times (ms) of a slot after the stream synchronized; NaN for phases it does not have. NULL ok. */
     void (*phase_ms)(void *state, int slot, double out[MOK_NPHASES]);
     /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes). NULL ok. */

@@ -122,7 +122,7 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     } else {
         MOK_CHECK(cuda_or_cublas,
                   mok_expert_gemms_init(&s->gemms, mode, gemm_streams, reserve_sms > 0 ? sms - reserve_sms : 0,
-                                        p->local_experts, s->stages),
+                                        p->local_experts, s->stages * mok_nccl_fp8_batches_per_stage(p, false)),
                   return -1);
     }
     if (p->shared) {
@@ -148,8 +148,13 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->shared_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming), return -1);
     MOK_CHECK(cuda, cudaEventCreateWithFlags(&s->compute_done, cudaEventDisableTiming), return -1);
-    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK && !s->no_compute && mok_nccl_fp8_setup(s, err, err_len))
+    const bool fp8 = p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8;
+    if (fp8 && !s->no_compute && mok_nccl_fp8_setup(s, err, err_len))
         return -1;
+    if (mok_output_find(&p->out, "h") && !s->no_compute) { /* mok_nccl_pipe_export_h's buffers */
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->h_recv, cap * I * 2 + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&s->h_back, (size_t)send_rows * I * 2 + 16), return -1);
+    }
     if (mok_pass_has_bwd(p->spec.pass) && !s->no_compute)
         return mok_nccl_bwd_setup(s, err, err_len);
     return 0;
@@ -225,7 +230,7 @@ static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, i
     /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
     /* without compute the experts "return" their input: combine sends the received rows straight back */
     uint16_t *back = s->no_compute ? s->recv.ptr : s->ret.ptr;
-    if (dispatch && s->fp8) /* fp8_block: wire rows of e4m3 values and their scales (nccl_fp8.h) */
+    if (dispatch && s->fp8) /* FP8: wire rows of e4m3 values and their scales (nccl_fp8.h) */
         return mok_nccl_p2p_stage(s, c, true, s->send.ptr, s->recv.ptr, (size_t)s->fp8->wire_bytes, ncclUint8, err,
                                   err_len);
     return mok_nccl_p2p_stage(s, c, dispatch, dispatch ? s->send.ptr : back, dispatch ? s->recv.ptr : s->comb.ptr,
@@ -258,10 +263,14 @@ int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_clu
     const uint16_t *any = (const uint16_t *)(uintptr_t)256;
     struct mok_gemm_args g1 = {.a = any, .b = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,
                                .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
-    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK) { /* nccl_fp8.c's GEMMs */
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) { /* nccl_fp8.c's GEMMs */
         c = mok_nccl_fp8_mok_config(&c);
-        g1.dtype = MOK_GEMM_FP8_BLOCK, g1.a = NULL, g1.b = NULL;
-        g1.a_fp8 = g1.b_fp8 = (const uint8_t *)(uintptr_t)256, g1.a_scale = g1.b_scale = (const float *)(uintptr_t)256;
+        g1.a = NULL, g1.b = NULL;
+        g1.a_fp8 = g1.b_fp8 = (const uint8_t *)(uintptr_t)256;
+        if (p->spec.dtype == MOK_DTYPE_MXFP8)
+            g1.dtype = MOK_GEMM_MXFP8, g1.a_mx_scale = g1.b_mx_scale = (const uint8_t *)(uintptr_t)256;
+        else
+            g1.dtype = MOK_GEMM_FP8_BLOCK, g1.a_scale = g1.b_scale = (const float *)(uintptr_t)256;
     }
     struct mok_gemm_args g2 = g1;
     g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
@@ -478,6 +487,28 @@ static void pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHA
     mok_nccl_bwd_phase_ms(s, slot, out); /* no-op for the forward alone */
 }
 
+int mok_nccl_pipe_export_h(struct mok_nccl_pipe *s, const struct mok_outputs *out, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    uint16_t *h = mok_output_bf16(out, "h");
+    if (!h || s->no_compute)
+        return 0;
+    if (!s->h_recv)
+        FAIL("the problem's output h has no export buffers (set up without it)");
+    const int I = p->inter;
+    cudaStream_t st = s->cl->stream;
+    /* h_recv[i] = hbuf[recv_from_em[i]]: as the forward's em_out -> ret, over every stage's rows at once */
+    MOK_CHECK(cuda, mok_gather_rows(s->hbuf, s->recv_from_em, s->splits.recv_total, I, s->h_recv, (mok_stream_t)st),
+              return -1);
+    MOK_CHECK(cuda, mok_nccl_fork(s, st), return -1);
+    for (int c = 0; c < s->stages; c++)
+        if (mok_nccl_p2p_stage(s, c, false, s->h_recv, s->h_back, (size_t)I, ncclBfloat16, err, err_len))
+            return -1;
+    MOK_CHECK(cuda, mok_nccl_join(s, st), return -1);
+    MOK_CHECK(cuda, mok_gather_rows(s->h_back, s->send_pos, p->tokens * p->topk, I, h, (mok_stream_t)st), return -1);
+    return 0;
+}
+
 /* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
  * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
 static int dispatch_once(void *ctx, int iter, char *err, int err_len)
@@ -547,7 +578,7 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
         for (int peer = 0; peer < P; peer++)
             if (peer != sp->rank && sp->send_count[st * P + peer] > rows)
                 rows = sp->send_count[st * P + peer];
-        /* in bf16 elements of the dispatch's rows (fp8_block: a wire row's bytes / 2) */
+        /* in bf16 elements of the dispatch's rows (FP8: a wire row's bytes / 2) */
         size_t row_elems = s->fp8 ? (size_t)s->fp8->wire_bytes / 2 : (size_t)s->p->hidden;
         count[st] = (size_t)mok_allreduce_max_ll(rows) * row_elems;
         most = count[st] > most ? count[st] : most;
@@ -590,8 +621,9 @@ int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters
         return -1;
     row->a2a_ref_us = a2a_ms * 1e3;
     row->a2a_ref_gbps = a2a_bytes / (a2a_ms * 1e-3) / 1e9;
-    snprintf(row->note, sizeof(row->note), "stages=%dx%d recv_cap=%d a2a_pad_bytes=%.0f", s->chunks, s->expert_groups,
-             s->cap_rows, a2a_bytes);
+    snprintf(row->note, sizeof(row->note), "stages=%dx%d recv_cap=%d a2a_pad_bytes=%.0f%s%s", s->chunks,
+             s->expert_groups, s->cap_rows, a2a_bytes, s->fp8 && s->fp8->emulated ? "; " : "",
+             s->fp8 && s->fp8->emulated ? MOK_NCCL_MX_EMULATED_NOTE : "");
     return 0;
 }
 
@@ -626,8 +658,9 @@ void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s)
     mok_symmem_free(s->cl, &s->comb);
     mok_symmem_free(s->cl, &s->recv);
     mok_symmem_free(s->cl, &s->ret);
-    void *dev[] = {s->counts, s->allcounts, s->offsets, s->cursor, s->send_pos, s->em_in, s->g1, s->hbuf,
-                   s->em_out, s->em_from_recv, s->recv_from_em, s->shared_g1, s->shared_h, s->shared_out};
+    void *dev[] = {s->counts,       s->allcounts,   s->offsets,   s->cursor,   s->send_pos,   s->em_in,
+                   s->g1,           s->hbuf,        s->em_out,    s->em_from_recv, s->recv_from_em, s->shared_g1,
+                   s->shared_h,     s->shared_out,  s->h_recv,    s->h_back};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     cudaFreeHost(s->h_allcounts);
@@ -668,6 +701,11 @@ int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int s
 }
 
 void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]) { pipe_phase_ms(state, slot, out); }
+
+int mok_nccl_impl_export(void *state, const struct mok_outputs *out, char *err, int err_len)
+{
+    return mok_nccl_pipe_export_h(state, out, err, err_len);
+}
 
 int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {

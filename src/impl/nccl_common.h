@@ -54,7 +54,9 @@ struct mok_nccl_pipe {
     cudaEvent_t fork, shared_done, comm_done, compute_done;
     cudaEvent_t *dispatched, *gemmed; /* [stages] */
     struct mok_nccl_bwd *bwd;         /* pass bwd or fwd_bwd (nccl_backward.h); NULL for the forward alone */
-    struct mok_nccl_fp8 *fp8;         /* dtype fp8_block (nccl_fp8.h); NULL for bf16 */
+    struct mok_nccl_fp8 *fp8;         /* dtype fp8_block or mxfp8 (nccl_fp8.h); NULL for bf16 */
+    uint16_t *h_recv, *h_back;        /* the problem has an output h: [cap rows][I] recv layout, [T k][I] send
+                                       * layout (mok_nccl_pipe_export_h) */
 };
 
 struct mok_nccl_opts {
@@ -78,6 +80,10 @@ cudaError_t mok_nccl_join(struct mok_nccl_pipe *s, cudaStream_t st);
 int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void *src, void *dst, size_t width,
                        ncclDataType_t type, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
+/* The last run's h (hbuf, expert-major at the expert's rank) to the token's rank in route order: into out's "h"
+ * [tokens x topk][inter] (impl.h: export_outputs), on cl->stream: rows to the recv layout, the combine's messages
+ * with rows of inter elements, then each route's row from its send position. 0 without an output h. */
+int mok_nccl_pipe_export_h(struct mok_nccl_pipe *s, const struct mok_outputs *out, char *err, int err_len);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote
  * bytes, padded to the largest per-peer split, on symmetric buffers. */
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
@@ -102,6 +108,7 @@ int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster 
 int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
 void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
 int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
+int mok_nccl_impl_export(void *state, const struct mok_outputs *out, char *err, int err_len);
 void mok_nccl_impl_teardown(void *state);
 
 #endif

@@ -1,4 +1,4 @@
-/* nccl_fp8: the NCCL baselines' fp8_block forward (see nccl_fp8.h). */
+/* nccl_fp8: the NCCL baselines' FP8 forward (see nccl_fp8.h). */
 #include "nccl_fp8.h"
 
 #include <stdio.h>
@@ -12,13 +12,39 @@
 
 int mok_nccl_fp8_wire_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
 
-/* gemm=mok's fp8_block configuration: 128 x 128 tiles (the 128 x 256 lean layout is not measured yet), products of 64
- * columns (1-4% faster than 128 at these shapes: results/h200x1/2026-12-02-fp8-gemm), the deepest ring, the bf16
- * configuration's CTAs. */
+/* gemm=mok's FP8 configuration: 128 x 128 tiles (the 128 x 256 lean layout is not measured yet), products of 64
+ * columns (1-4% faster than 128 for fp8_block at these shapes: results/h200x1/2026-12-02-fp8-gemm; mxfp8's policy
+ * takes the same), the deepest ring, the bf16 configuration's CTAs. */
 struct mok_gemm_sm90_config mok_nccl_fp8_mok_config(const struct mok_gemm_sm90_config *bf16)
 {
     return (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = 128, .stages = 0, .sms = bf16->sms, .cluster_m = 1,
                                          .lockstep = 0, .raster = 0, .fp8_n = 64};
+}
+
+int mok_nccl_fp8_batches_per_stage(const struct mok_problem *p, bool mok_gemm)
+{
+    return p->spec.dtype == MOK_DTYPE_MXFP8 && !mok_gemm ? 2 : 1;
+}
+
+/* The emulation's weights: every set's local experts dequantized to bf16 (exact), once. */
+static int emulated_setup(struct mok_nccl_pipe *s, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_nccl_fp8 *f = s->fp8;
+    const struct mok_mxfp8_operands *q = &p->mx;
+    const size_t EL = (size_t)p->local_experts, H = (size_t)p->hidden, I = (size_t)p->inter;
+    f->emulated = true;
+    MOK_CHECK(cuda, cudaMalloc((void **)&f->h_deq, (size_t)s->cap_rows * I * 2 + 16), return -1);
+    for (int set = 0; set < p->sets; set++) {
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w13_deq[set], EL * 2 * I * H * 2 + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&f->w2_deq[set], EL * H * I * 2 + 16), return -1);
+        MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(q->w13[set], q->w13_scale[set], (long long)(EL * 2 * I), p->hidden,
+                                               f->w13_deq[set], (mok_stream_t)s->cl->stream), return -1);
+        MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(q->w2[set], q->w2_scale[set], (long long)(EL * H), p->inter,
+                                               f->w2_deq[set], (mok_stream_t)s->cl->stream), return -1);
+    }
+    MOK_CHECK(cuda, cudaStreamSynchronize(s->cl->stream), return -1);
+    return 0;
 }
 
 int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
@@ -28,20 +54,25 @@ int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     if (!f)
         FAIL("out of host memory");
     s->fp8 = f;
+    f->mx = p->spec.dtype == MOK_DTYPE_MXFP8;
     const size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, cap = (size_t)s->cap_rows;
     f->wire_bytes = mok_nccl_fp8_wire_bytes(p->hidden);
     if ((size_t)f->wire_bytes > H * 2) /* the send and receive buffers hold bf16 rows */
-        FAIL("fp8_block: a wire row of %d bytes exceeds a bf16 row of hidden %d", f->wire_bytes, p->hidden);
+        FAIL("%s: a wire row of %d bytes exceeds a bf16 row of hidden %d", mok_dtype_name(p->spec.dtype),
+             f->wire_bytes, p->hidden);
+    /* scales: k / 32 bytes per row in either format */
     MOK_CHECK(cuda, cudaMalloc((void **)&f->xq, T * H + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&f->xs, T * (H / 128) * 4 + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc(&f->xs, T * (H / 32) + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc((void **)&f->aq, cap * H + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&f->as, cap * (H / 128) * 4 + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc(&f->as, cap * (H / 32) + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc((void **)&f->hq, cap * I + 16), return -1);
-    MOK_CHECK(cuda, cudaMalloc((void **)&f->hs, cap * (I / 128) * 4 + 16), return -1);
+    MOK_CHECK(cuda, cudaMalloc(&f->hs, cap * (I / 32) + 16), return -1);
     if (s->mok_gemm) {
         s->mok_cfg = mok_nccl_fp8_mok_config(&s->mok_cfg);
         return 0;
     }
+    if (f->mx)
+        return emulated_setup(s, err, err_len);
     int max_rows = 1;
     const int EL = p->local_experts;
     for (int i = 0; i < s->chunks * EL; i++)
@@ -57,20 +88,32 @@ void mok_nccl_fp8_teardown(struct mok_nccl_pipe *s)
         return;
     if (f->lt)
         mok_fp8_experts_destroy(&f->experts);
-    void *bufs[] = {f->xq, f->xs, f->aq, f->as, f->hq, f->hs};
+    void *bufs[] = {f->xq, f->xs, f->aq, f->as, f->hq, f->hs, f->h_deq};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
+    for (int set = 0; set < MOK_MAX_SETS; set++) {
+        cudaFree(f->w13_deq[set]);
+        cudaFree(f->w2_deq[set]);
+    }
     free(f);
     s->fp8 = NULL;
+}
+
+/* Rows [rows][k] into e4m3 and the format's scales. The status flag is the problem's: the inputs are finite by
+ * construction and checked where the problem's own quantizers run; a timed run does not read it. */
+static int quant_rows(const struct mok_nccl_pipe *s, const uint16_t *x, int rows, int k, uint8_t *q, void *scale,
+                      cudaStream_t st)
+{
+    const struct mok_problem *p = s->p;
+    return s->fp8->mx ? mok_quant_mxfp8_bf16(x, rows, k, q, scale, p->mx.status, (mok_stream_t)st)
+                      : mok_quant_fp8_block_bf16(x, rows, k, q, scale, p->fp8.status, (mok_stream_t)st);
 }
 
 int mok_nccl_fp8_dispatch_rows(struct mok_nccl_pipe *s, int set, cudaStream_t st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
     struct mok_nccl_fp8 *f = s->fp8;
-    /* x is finite by construction: the status flag is the problem's, checked where its own quantizers run */
-    MOK_CHECK(cuda, mok_quant_fp8_block_bf16(p->x[set], p->tokens, p->hidden, f->xq, f->xs, p->fp8.status,
-                                             (mok_stream_t)st), return -1);
+    MOK_CHECK(cuda, quant_rows(s, p->x[set], p->tokens, p->hidden, f->xq, f->xs, st), return -1);
     MOK_CHECK(cuda, mok_fp8_rows_scatter(f->xq, f->xs, p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk,
                                          (uint8_t *)s->send.ptr, f->wire_bytes, (mok_stream_t)st), return -1);
     return 0;
@@ -81,7 +124,7 @@ int mok_nccl_fp8_gather(struct mok_nccl_pipe *s, int base, int rows, char *err, 
     struct mok_nccl_fp8 *f = s->fp8;
     const size_t H = (size_t)s->p->hidden;
     MOK_CHECK(cuda, mok_fp8_rows_gather((const uint8_t *)s->recv.ptr, f->wire_bytes, s->em_from_recv + base, rows,
-                                        (int)H, f->aq + (size_t)base * H, f->as + (size_t)base * (H / 128),
+                                        (int)H, f->aq + (size_t)base * H, (uint8_t *)f->as + (size_t)base * (H / 32),
                                         (mok_stream_t)s->compute), return -1);
     return 0;
 }
@@ -92,28 +135,69 @@ static int mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int er
 {
     struct mok_problem *p = s->p;
     struct mok_nccl_fp8 *f = s->fp8;
-    const struct mok_fp8_block_operands *w = &p->fp8;
     const size_t H = (size_t)p->hidden, I = (size_t)p->inter, row0 = (size_t)s->stage_row0[st];
     const size_t e0 = (size_t)s->stage_expert0[st];
     const int rows = s->stage_rows[st];
     if (rows == 0)
         return 0;
     const int32_t *offset = s->mok_offsets + (size_t)st * (p->local_experts + 1);
-    struct mok_gemm_args g1 = {.dtype = MOK_GEMM_FP8_BLOCK, .a_fp8 = f->aq + row0 * H,
-                               .a_scale = f->as + row0 * (H / 128), .b_fp8 = w->w13[set] + e0 * 2 * I * H,
-                               .b_scale = w->w13_scale[set] + e0 * (2 * I / 128) * (H / 128), .c = s->hbuf + row0 * I,
-                               .offset = offset, .groups = s->stage_experts[st], .rows_capacity = rows,
-                               .n_out = (int)I, .k = (int)H, .swiglu = 1};
-    struct mok_gemm_args g2 = {.dtype = MOK_GEMM_FP8_BLOCK, .a_fp8 = f->hq + row0 * I,
-                               .a_scale = f->hs + row0 * (I / 128), .b_fp8 = w->w2[set] + e0 * H * I,
-                               .b_scale = w->w2_scale[set] + e0 * (H / 128) * (I / 128), .c = s->em_out + row0 * H,
-                               .offset = offset, .groups = s->stage_experts[st], .rows_capacity = rows,
-                               .n_out = (int)H, .k = (int)I, .swiglu = 0};
+    uint8_t *as = (uint8_t *)f->as + row0 * (H / 32), *hs = (uint8_t *)f->hs + row0 * (I / 32);
+    struct mok_gemm_args g1 = {.a_fp8 = f->aq + row0 * H, .c = s->hbuf + row0 * I, .offset = offset,
+                               .groups = s->stage_experts[st], .rows_capacity = rows, .n_out = (int)I, .k = (int)H,
+                               .swiglu = 1};
+    struct mok_gemm_args g2 = {.a_fp8 = f->hq + row0 * I, .c = s->em_out + row0 * H, .offset = offset,
+                               .groups = s->stage_experts[st], .rows_capacity = rows, .n_out = (int)H, .k = (int)I,
+                               .swiglu = 0};
+    if (f->mx) { /* the weights' scales in the kernel's tile layout: an expert's [rows][k / 32] bytes each */
+        const struct mok_mxfp8_operands *w = &p->mx;
+        g1.dtype = g2.dtype = MOK_GEMM_MXFP8;
+        g1.a_mx_scale = as, g1.b_fp8 = w->w13[set] + e0 * 2 * I * H;
+        g1.b_mx_scale = w->w13_tiles[set] + e0 * 2 * I * (H / 32);
+        g2.a_mx_scale = hs, g2.b_fp8 = w->w2[set] + e0 * H * I, g2.b_mx_scale = w->w2_tiles[set] + e0 * H * (I / 32);
+    } else {
+        const struct mok_fp8_block_operands *w = &p->fp8;
+        g1.dtype = g2.dtype = MOK_GEMM_FP8_BLOCK;
+        g1.a_scale = (const float *)as, g1.b_fp8 = w->w13[set] + e0 * 2 * I * H;
+        g1.b_scale = w->w13_scale[set] + e0 * (2 * I / 128) * (H / 128);
+        g2.a_scale = (const float *)hs, g2.b_fp8 = w->w2[set] + e0 * H * I;
+        g2.b_scale = w->w2_scale[set] + e0 * (H / 128) * (I / 128);
+    }
     const mok_stream_t cs = (mok_stream_t)s->compute;
     MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, cs), return -1);
-    MOK_CHECK(cuda, mok_quant_fp8_block_bf16(s->hbuf + row0 * I, rows, (int)I, f->hq + row0 * I,
-                                             f->hs + row0 * (I / 128), p->fp8.status, cs), return -1);
+    MOK_CHECK(cuda, quant_rows(s, s->hbuf + row0 * I, rows, (int)I, f->hq + row0 * I, hs, s->compute), return -1);
     MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->mok_cfg, cs), return -1);
+    return 0;
+}
+
+/* mxfp8 emulated: the stage's rows dequantized (aq -> em_in), GEMM1 + SwiGLU in bf16 (-> hbuf), h quantized and
+ * dequantized (hbuf -> hq -> h_deq), GEMM2 in bf16 (-> em_out); the GEMMs on the bf16 path's cuBLAS calls (grouped
+ * or per expert), each part with its own pointer-array batch. */
+static int emulated_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
+{
+    struct mok_problem *p = s->p;
+    struct mok_nccl_fp8 *f = s->fp8;
+    const size_t H = (size_t)p->hidden, I = (size_t)p->inter;
+    const struct mok_gemm_group *groups = s->gemm_groups + (size_t)st * p->local_experts;
+    const int n = s->ngemm_groups[st];
+    const size_t row0 = (size_t)s->splits.stage_base[st];
+    const int rows = s->splits.stage_base[st + 1] - (int)row0;
+    if (rows == 0)
+        return 0;
+    uint8_t *hs = (uint8_t *)f->hs + row0 * (I / 32);
+    const mok_stream_t cs = (mok_stream_t)s->compute;
+    MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(f->aq + row0 * H, (const uint8_t *)f->as + row0 * (H / 32), rows, (int)H,
+                                           s->em_in + row0 * H, cs), return -1);
+    s->gemms.parts = 1;
+    MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(&s->gemms, s->compute, 2 * st, groups, n, f->w13_deq[set],
+                                                   f->w2_deq[set], (int)H, (int)I, s->em_in, s->g1, s->hbuf,
+                                                   s->em_out), return -1);
+    MOK_CHECK(cuda, quant_rows(s, s->hbuf + row0 * I, rows, (int)I, f->hq + row0 * I, hs, s->compute), return -1);
+    MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(f->hq + row0 * I, hs, rows, (int)I, f->h_deq + row0 * I, cs), return -1);
+    s->gemms.parts = 2;
+    MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(&s->gemms, s->compute, 2 * st + 1, groups, n, f->w13_deq[set],
+                                                   f->w2_deq[set], (int)H, (int)I, s->em_in, s->g1, f->h_deq,
+                                                   s->em_out), return -1);
+    s->gemms.parts = 3;
     return 0;
 }
 
@@ -121,6 +205,8 @@ int mok_nccl_fp8_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int 
 {
     if (s->mok_gemm)
         return mok_gemms(s, set, st, err, err_len);
+    if (s->fp8->emulated)
+        return emulated_gemms(s, set, st, err, err_len);
     struct mok_problem *p = s->p;
     struct mok_nccl_fp8 *f = s->fp8;
     const struct mok_gemm_group *groups = s->gemm_groups + (size_t)st * p->local_experts;
@@ -129,8 +215,8 @@ int mok_nccl_fp8_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int 
     if (rows == 0)
         return 0;
     if (mok_fp8_experts_run_rows(&f->experts, &s->gemms, s->compute, 1, p, set, groups, n, f->aq, f->as, row0, rows,
-                                 NULL, NULL, err, err_len))
+                                 s->hbuf, NULL, err, err_len))
         return -1;
     return mok_fp8_experts_run_rows(&f->experts, &s->gemms, s->compute, 2, p, set, groups, n, f->aq, f->as, row0,
-                                    rows, NULL, s->em_out, err, err_len);
+                                    rows, s->hbuf, s->em_out, err, err_len);
 }

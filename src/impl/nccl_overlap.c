@@ -35,6 +35,7 @@ const struct mok_impl_ops mok_impl_nccl_overlap = {
     .supports = overlap_supports,
     .setup = overlap_setup,
     .run = mok_nccl_impl_run,
+    .export_outputs = mok_nccl_impl_export,
     .phase_ms = mok_nccl_impl_phase_ms,
     .extras = mok_nccl_impl_extras,
     .teardown = mok_nccl_impl_teardown,
