@@ -80,6 +80,10 @@ struct mok_layer_desc {
                                  GEMM1 first, in a persistent kernel of its own, then runs the backward kernel) */
     int wgrad_mix;            /* with train: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved
                                  with them (DRAM-bound fp32 gradient tiles beside tensor-bound dgrad tiles) */
+    int shared_sms;           /* with train and shared experts: 0, their backward runs after the backward kernel on
+                                 every SM; k > 0, on a stream of its own beside the kernel, on k SMs (persistent CTAs
+                                 of mok's GEMM core), the kernel on the others (at least comm_sms + 1). Not yet run
+                                 on a GPU */
 };
 
 /* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */

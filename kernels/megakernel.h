@@ -102,6 +102,9 @@ struct mok_mega_bwd_args {
     int own_tokens;
     int wgrad_mix;           /* 0: the weight-gradient tiles after every GEMM1-dgrad tile; 1: interleaved with them
                                 (bwd_units.cuh) */
+    int ctas;                /* persistent CTAs: 0, one per SM; fewer (more than m.comm_blocks) leave SMs to work
+                                that runs beside the kernel (libmok's shared experts' backward on a side stream).
+                                The same on every rank */
 };
 
 /* How many int32 mok_mega_bwd_args.m.done must hold for this capacity (rows). */
@@ -110,6 +113,9 @@ size_t mok_megakernel_bwd_counters(int capacity);
  * that its flags are told apart from the forward's (every rank advances it at the same point). */
 int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream);
 int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, char *why, int why_len);
+/* own_offset[0..1] := {0, own_tokens} on stream (what the prologue writes with own_offset set): for a caller that
+ * starts the shared experts' backward on another stream before the kernel. */
+int mok_megakernel_bwd_own_offset(int32_t *own_offset, int own_tokens, mok_stream_t stream);
 /* The backward's prologue (epoch, counters) and kernel on stream; mok_lsa_grad_sum after it. */
 int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream);
 

@@ -184,6 +184,22 @@ int main(void)
     mok_params_megakernel_values(&mb, v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "act=recompute applies to the backward"),
           "megakernel fwd act=recompute: %s", why);
+    /* shared_sms: the shared experts' backward beside the kernel; a backward with shared experts only */
+    mb.act = 0, mb.shared_sms = 8;
+    mok_params_megakernel_values(&mb, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "shared_sms applies to the backward"),
+          "megakernel fwd shared_sms: %s", why);
+    s.pass = MOK_PASS_FWD_BWD;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "shared experts (this model has none)"),
+          "megakernel fwd_bwd shared_sms, no shared experts: %s", why);
+    s.model.shared_experts = 1;
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel fwd_bwd shared_sms 8: %s", why);
+    mb.shared_sms = 120;
+    mok_params_megakernel_values(&mb, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "exceed"), "megakernel shared_sms 120: %s", why);
+    mb.shared_sms = 0;
+    mok_params_megakernel_values(&mb, v);
+    s.model.shared_experts = 0, s.pass = MOK_PASS_FWD;
     s.model.intermediate = inter;
     /* fp8_block in layer mode: the NCCL baselines' forward on cuBLASLt per expert or mok's core, not cuBLAS grouped;
      * the LSA layers and the megakernel refuse it */

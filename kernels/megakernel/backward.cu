@@ -99,6 +99,12 @@ extern "C" int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream)
     return MOK_LAUNCH_RESULT();
 }
 
+extern "C" int mok_megakernel_bwd_own_offset(int32_t *own_offset, int own_tokens, mok_stream_t stream)
+{
+    megakernel_bwd_prologue_kernel<<<1, 1, 0, mok_cuda_stream(stream)>>>(nullptr, own_offset, own_tokens);
+    return MOK_LAUNCH_RESULT();
+}
+
 extern "C" size_t mok_megakernel_bwd_counters(int capacity)
 {
     return bwd_counters(capacity);
@@ -137,6 +143,9 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
         return say(why, why_len, "x, gu, dgu, hw, dr_part and lsa.xin (dy's slots) must be device pointers%.0lld", 0);
     if (!!b->dw13_f32 + !!b->dw13_bf16 != 1 || !!b->dw2_f32 != !!b->dw13_f32 || !!b->dw2_bf16 != !!b->dw13_bf16)
         return say(why, why_len, "weight gradients: dw13_f32 and dw2_f32, or dw13_bf16 and dw2_bf16%.0lld", 0);
+    if (b->ctas < 0 || b->ctas > mok_sm_count() || (b->ctas && b->ctas <= m->comm_blocks))
+        return say(why, why_len, "ctas %lld: 0 (one per SM) or more than the comm blocks and at most the GPU's SMs",
+                   b->ctas);
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;
@@ -184,6 +193,7 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
                            : cudaMemsetAsync(a.ready, 0, sizeof(int32_t) * (size_t)chunks, s);
     if (e != cudaSuccess)
         return (int)e;
-    e = mok_launch_cooperative(megakernel_bwd_kernel, (unsigned)sms, kThreads, smem, s, maps, args, diag_record(s));
+    const unsigned grid = (unsigned)(b->ctas ? b->ctas : sms);
+    e = mok_launch_cooperative(megakernel_bwd_kernel, grid, kThreads, smem, s, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -97,6 +97,7 @@ mok_step() {
       done;;
     h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json # one GPU: the fused backward (bwd, fwd_bwd; act save, recompute) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-layer-mega-zipf.json;;
+    h1bwdshared) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-mega-shared.json;; # one GPU: the fused backward with DeepSeek-V3's shared expert after the kernel (shared_sms 0) or beside it on 8 / 16 / 24 SMs, with the breakdown, beside nccl (gemm=mok)
     fp8layer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-layer" tests/gpu_fp8_layer_small.json;; # FP8 layers (nccl, nccl-overlap; fp8_block on cuBLASLt per expert or mok's core, mxfp8 on mok's core or emulated) on small ragged problems, h and y checked apart against the quantized reference
     fp8layersan) for tool in memcheck racecheck; do # the FP8 layer baselines under compute-sanitizer
         timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \

@@ -261,11 +261,16 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.split_half)
             return no(why, why_len, "pass %s: split_half 0 (the forward that saves gate and up runs whole tiles)",
                       mok_pass_name(spec->pass));
+        if (p.shared_sms && !m->shared_experts)
+            return no(why, why_len, "shared_sms %d applies to shared experts (this model has none)", p.shared_sms);
+        if (p.shared_sms && p.comm_sms + 1 + p.shared_sms > 132)
+            return no(why, why_len, "shared_sms %d + comm_sms %d + 1 compute SM exceed an H200's 132 SMs",
+                      p.shared_sms, p.comm_sms);
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
-    } else if (p.act || p.wgrad_mix) {
+    } else if (p.act || p.wgrad_mix || p.shared_sms) {
         return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
-                  p.act ? "act=recompute" : "wgrad_mix=1");
+                  p.act ? "act=recompute" : p.wgrad_mix ? "wgrad_mix=1" : "shared_sms");
     }
     /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
     if (m->hidden % 256 || m->intermediate % 128)

@@ -50,7 +50,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix};
+                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,

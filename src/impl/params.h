@@ -173,7 +173,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "backward; recompute, the backward dispatches x again and recomputes GEMM1 (a kernel before it)")       \
     X(wgrad_mix, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "pass bwd / fwd_bwd: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved with them " \
-      "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")
+      "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")                                   \
+    X(shared_sms, MOK_NUMERIC, 0, 130, 0,                                                                        \
+      "pass bwd / fwd_bwd with shared experts: 0, their backward after the backward kernel on every SM; k, on a " \
+      "stream of its own beside the kernel on k SMs (the kernel on the others)")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

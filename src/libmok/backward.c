@@ -56,8 +56,8 @@ static int recompute(mok_workspace *ws, const struct mok_weights *w, enum mok_va
     return MOK_OK;
 }
 
-/* The shared experts' backward over this rank's tokens on the GEMM core (stream-ordered after the kernel, whose
- * prologue wrote sb.offset = {0, tokens}): x and dy are the window's input and dy slots of the routed set. */
+/* The shared experts' backward over this rank's tokens on the GEMM core (on `stream` after sb.offset = {0, tokens}
+ * was written): x and dy are the window's input and dy slots of the routed set. */
 static int shared_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g,
                            cudaStream_t stream, char *err, int err_len)
 {
@@ -95,6 +95,24 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
                             "dispatched: run one first", err, err_len);
     if (ws->d.act_recompute && (rc = recompute(ws, w, variant, stream, err, err_len)))
         return rc;
+    /* d.shared_sms: the shared experts' backward forks onto the side stream here (it reads x, dy and the saved
+     * gate/up, all written before this call on `stream`) and runs on sb.cfg.sms CTAs beside the kernel, which
+     * keeps the other SMs; `stream` joins it before returning, so the call stays stream-ordered (and capturable) */
+    const int beside = ws->mk.shared_inter && ws->d.shared_sms && variant != MOK_VARIANT_COMM_ONLY;
+    if (beside) {
+        cudaError_t e = (cudaError_t)mok_megakernel_bwd_own_offset(ws->sb.offset, ws->a.my_tokens,
+                                                                   (mok_stream_t)stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ws->sb.fork, stream);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(ws->sb.side, ws->sb.fork, 0);
+        if (e != cudaSuccess)
+            return say(err, err_len, MOK_ERR_CUDA, "shared experts' fork: %s", cudaGetErrorString(e));
+        if ((rc = shared_backward(ws, w, g, ws->sb.side, err, err_len)))
+            return rc;
+        if ((e = cudaEventRecord(ws->sb.join, ws->sb.side)) != cudaSuccess)
+            return say(err, err_len, MOK_ERR_CUDA, "shared experts' join: %s", cudaGetErrorString(e));
+    }
     struct mok_mega_bwd_args b = ws->bk;
     uint16_t *dy_slots = b.m.lsa.xin;
     int32_t *done = b.m.done;
@@ -109,17 +127,20 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.x = ws->a.xin, b.gu = ws->mk.gu;
     b.dw13_f32 = g->dw13_f32, b.dw2_f32 = g->dw2_f32, b.dw13_bf16 = g->dw13_bf16, b.dw2_bf16 = g->dw2_bf16;
     b.m.shared_inter = 0; /* the kernel runs the routed experts; the shared ones follow it (shared_backward) */
-    b.own_offset = ws->mk.shared_inter ? ws->sb.offset : NULL;
+    b.own_offset = ws->mk.shared_inter && !beside ? ws->sb.offset : NULL;
     b.own_tokens = ws->a.my_tokens;
     b.wgrad_mix = ws->d.wgrad_mix;
+    b.ctas = beside ? ws->gpu_sms - ws->d.shared_sms : 0;
     rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
+    if (beside && !rc) /* the caller's stream goes on once the shared experts' backward is done too */
+        rc = (int)cudaStreamWaitEvent(stream, ws->sb.join, 0);
     if (rc) {
         char why[256] = "";
         if (!mok_megakernel_bwd_supports(&b, why, sizeof why))
             return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
         return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
-    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY &&
+    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY && !beside &&
         (rc = shared_backward(ws, w, g, stream, err, err_len)))
         return rc;
     if (variant != MOK_VARIANT_COMPUTE_ONLY) /* it sent: its sum comes next */

@@ -99,6 +99,12 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->act_recompute && !d->train)
         return say(err, err_len, MOK_ERR_ARGUMENT, "act_recompute = 1 with train = 0: there is no backward to "
                    "recompute for");
+    const int comm = d->comm_sms ? d->comm_sms : 16;
+    if (d->shared_sms < 0 || (d->shared_sms && (!d->train || !d->shared_intermediate)) ||
+        d->shared_sms > gpu_sms - comm - 1)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "shared_sms = %d: 0, or with train and shared experts 1..%d (the "
+                   "backward kernel keeps comm_sms %d + 1 of the GPU's %d SMs)", d->shared_sms, gpu_sms - comm - 1,
+                   comm, gpu_sms);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -299,7 +305,12 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, e, return MOK_ERR_CUDA);
         /* the core's dgrad and wgrad in 128 x 256 tiles, the weight tile order n-major (raster 1: the faster dgrad
          * on one H200, results/h200x1/2026-12-04-mok-gemm-backward section 5) */
-        ws->sb.cfg = mok_core_bwd_config(256, 0, 0, 1);
+        ws->sb.cfg = mok_core_bwd_config(256, 0, ws->d.shared_sms, 1);
+        if (ws->d.shared_sms) { /* backward.c: the shared experts' backward beside the kernel */
+            MOK_CHECK(cuda, cudaStreamCreateWithFlags(&ws->sb.side, cudaStreamNonBlocking), return MOK_ERR_CUDA);
+            MOK_CHECK(cuda, cudaEventCreateWithFlags(&ws->sb.fork, cudaEventDisableTiming), return MOK_ERR_CUDA);
+            MOK_CHECK(cuda, cudaEventCreateWithFlags(&ws->sb.join, cudaEventDisableTiming), return MOK_ERR_CUDA);
+        }
     }
     ws->dev_bytes += ws->win_bytes;
     MOK_CHECK(cuda, cudaMemset(ws->barrier_word, 0, sizeof(int32_t)), return MOK_ERR_CUDA);
@@ -323,6 +334,12 @@ int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cud
         return say(err, err_len, MOK_ERR_MEMORY, "out of host memory");
     ws->comm = comm;
     ws->d = d;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&ws->gpu_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        free(ws);
+        return say(err, err_len, MOK_ERR_CUDA, "cannot query the current CUDA device");
+    }
     init_args(&ws->d, rank, nranks, &ws->a, &ws->mk, err, err_len); /* layer_check ran it on the same input */
     ws->nchunks = (ws->a.capacity + ws->a.chunk_rows - 1) / ws->a.chunk_rows;
     if ((rc = alloc_window(ws, err, err_len)) || (rc = alloc_device(ws, err, err_len))) {
@@ -363,6 +380,12 @@ void mok_workspace_destroy(mok_workspace *ws)
                    ws->sb.ones, ws->sb.offset};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
+    if (ws->sb.fork)
+        cudaEventDestroy(ws->sb.fork);
+    if (ws->sb.join)
+        cudaEventDestroy(ws->sb.join);
+    if (ws->sb.side)
+        cudaStreamDestroy(ws->sb.side);
     if (ws->window)
         ncclCommWindowDeregister(ws->comm, ws->window);
     if (ws->win_ptr)

@@ -22,6 +22,7 @@ struct mok_workspace {
     int nchunks;
     int32_t *barrier_word; /* device int for the NCCL barrier */
     int created;           /* every rank finished mok_workspace_create: destroy may synchronize with the others */
+    int gpu_sms;           /* the device's SMs (the backward kernel's grid with d.shared_sms) */
     enum step step;
     int dispatched;        /* a full or comm-only kernel has filled the slots: compute-only may run on them */
     struct mok_lsa_args a;
@@ -30,12 +31,15 @@ struct mok_workspace {
     struct mok_mega_bwd_args bk; /* dy's slots (bk.m.lsa.xin), gu (mk.gu), dgu, hw, dr_part, done */
     int saved;                   /* a full train forward's sum ran since the last route: its activations are saved */
     int fwd_full;                /* the last forward kernel was MOK_VARIANT_FULL */
-    /* train with shared experts: their backward on the GEMM core over this rank's tokens (after the kernel) */
+    /* train with shared experts: their backward on the GEMM core over this rank's tokens (after the kernel, or with
+     * d.shared_sms beside it on the side stream, cfg.sms = d.shared_sms) */
     struct {
         uint16_t *dhp, *dgu, *hw, *dx; /* [t_max][SI], [t_max][2 SI], [t_max][SI], [t_max][H] */
         float *dr, *ones;              /* [t_max]: d_router scratch (no router weight), the weight 1 */
-        int32_t *offset;               /* [2]: {0, own tokens}, written by the backward's prologue */
+        int32_t *offset;               /* [2]: {0, own tokens}, written before the backward (prologue or side path) */
         struct mok_core_bwd_config cfg;
+        cudaStream_t side;             /* d.shared_sms: its stream, and the events that fork it from the caller's */
+        cudaEvent_t fork, join;        /* stream and join it back */
     } sb;
     int bwd_dispatched;          /* a full backward ran on them: compute-only may run */
     size_t dev_bytes;            /* device memory held, the window included */
