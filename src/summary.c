@@ -73,6 +73,43 @@ static bool forward_of(const struct mok_row *f, const struct mok_row *b)
            !strcmp(f->mode, b->mode) && seeds;
 }
 
+/* Whether row t is the bf16 twin of FP8 row r: the same problem (and pass, and weight-gradient mode) in bf16 */
+static bool bf16_twin(const struct mok_row *t, const struct mok_row *r)
+{
+    const bool seeds = t->seed == r->seed || (isnan(t->seed) && isnan(r->seed));
+    return !strcmp(t->dtype, "bf16") && strcmp(r->dtype, "bf16") != 0 && !strcmp(t->model, r->model) &&
+           t->hidden == r->hidden && t->intermediate == r->intermediate && t->experts == r->experts &&
+           t->topk == r->topk && t->shared_experts == r->shared_experts && t->tokens_per_rank == r->tokens_per_rank &&
+           !strcmp(t->routing, r->routing) && !strcmp(t->inputs, r->inputs) && !strcmp(t->pass, r->pass) &&
+           !strcmp(t->wgrad, r->wgrad) && !strcmp(t->mode, r->mode) && seeds;
+}
+
+/* Item k's speedups over its bf16 twin problem's items, where the run has one. */
+static void against_bf16(struct mok_summary_item *out, int n, int k, const char *mode)
+{
+    const struct mok_row *r = out[k].best;
+    out[k].speedup_vs_bf16 = out[k].speedup_vs_bf16_baseline = NAN;
+    out[k].bf16_baseline[0] = '\0';
+    int twin = -1;
+    for (int m = 0; m < n && twin < 0; m++)
+        if (bf16_twin(out[m].best, r))
+            twin = out[m].problem;
+    if (twin < 0)
+        return;
+    struct mok_baseline base;
+    mok_baseline_init(&base, mode);
+    for (int m = 0; m < n; m++) {
+        if (out[m].problem != twin)
+            continue;
+        mok_baseline_offer(&base, out[m].best);
+        if (!strcmp(out[m].best->impl, r->impl))
+            out[k].speedup_vs_bf16 = out[m].best->time_med_us / r->time_med_us;
+    }
+    out[k].speedup_vs_bf16_baseline = base.time_us / r->time_med_us;
+    if (!isnan(out[k].speedup_vs_bf16_baseline))
+        snprintf(out[k].bf16_baseline, sizeof out[k].bf16_baseline, "%s", base.impl);
+}
+
 int mok_summary_build(const struct mok_row *rows, int nrows, const char *mode, int moe_layers,
                       struct mok_summary_item *out, int max)
 {
@@ -120,6 +157,8 @@ int mok_summary_build(const struct mok_row *rows, int nrows, const char *mode, i
                 break;
             }
     }
+    for (int k = 0; k < n; k++)
+        against_bf16(out, n, k, mode);
     return n;
 }
 
@@ -144,10 +183,12 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
     fprintf(out, "# summary: best passed candidate per problem and implementation; step = %d MoE layer%s of the "
                  "`step` column's passes (the problem's pass, forward unless the routing column names bwd or "
                  "fwd_bwd; fwd+bwd: a backward row plus its problem's forward measured in this run; bf16: bf16 weight "
-                 "gradients)\n",
+                 "gradients); x bf16 = an FP8 row against the same implementation on its problem in bf16, x bf16 "
+                 "base against that problem's baseline\n",
             moe_layers, moe_layers == 1 ? "" : "s");
-    fprintf(out, "# %4s %-16s %7s %-14s %-13s %10s %8s %-13s %14s %10s %-7s %9s  %s\n", "prob", "model", "tokens",
-            "routing", "impl", "ms/layer", "speedup", "vs", "tokens/s/GPU", "ms/step", "step", "J/step", "params");
+    fprintf(out, "# %4s %-16s %7s %-14s %-9s %-13s %10s %8s %-13s %8s %11s %14s %10s %-7s %9s  %s\n", "prob", "model",
+            "tokens", "routing", "dtype", "impl", "ms/layer", "speedup", "vs", "x bf16", "x bf16 base", "tokens/s/GPU",
+            "ms/step", "step", "J/step", "params");
     for (int k = 0; k < n; k++) {
         const struct mok_row *b = items[k].best;
         char routing[128]; /* the inputs too when not the default, so rows of a multi-inputs config differ; the
@@ -160,14 +201,16 @@ void mok_summary_print(FILE *out, const struct mok_summary_item *items, int n, i
             snprintf(routing, sizeof routing, "%s,%s%s", b->routing, b->inputs, pass);
         else
             snprintf(routing, sizeof routing, "%s%s", b->routing, pass);
-        char layer[48], step[48], sp[48], tps[48], j[48];
+        char layer[48], step[48], sp[48], tps[48], j[48], xb[48], xbb[48];
         /* speedups to three decimals: a 1.396x must not read as 1.40x against a 1.4x goal */
         const char *vs = items[k].speedup_baseline[0] ? items[k].speedup_baseline : "-";
-        fprintf(out, "# %4d %-16s %7d %-14s %-13s %10s %8s %-13s %14s %10s %-7s %9s  %s\n", items[k].problem, b->model,
-                b->tokens_per_rank, routing, b->impl, ms_text(layer, sizeof layer, items[k].ms_per_layer),
-                fixed(sp, sizeof sp, 3, items[k].speedup), vs, fixed(tps, sizeof tps, 0, items[k].tokens_per_s_per_gpu),
-                ms_text(step, sizeof step, items[k].ms_per_step), items[k].step,
-                fixed(j, sizeof j, 1, items[k].j_per_step), b->params);
+        fprintf(out, "# %4d %-16s %7d %-14s %-9s %-13s %10s %8s %-13s %8s %11s %14s %10s %-7s %9s  %s\n",
+                items[k].problem, b->model, b->tokens_per_rank, routing, b->dtype[0] ? b->dtype : "bf16", b->impl,
+                ms_text(layer, sizeof layer, items[k].ms_per_layer), fixed(sp, sizeof sp, 3, items[k].speedup), vs,
+                fixed(xb, sizeof xb, 3, items[k].speedup_vs_bf16),
+                fixed(xbb, sizeof xbb, 3, items[k].speedup_vs_bf16_baseline),
+                fixed(tps, sizeof tps, 0, items[k].tokens_per_s_per_gpu), ms_text(step, sizeof step, items[k].ms_per_step),
+                items[k].step, fixed(j, sizeof j, 1, items[k].j_per_step), b->params);
     }
     fflush(out);
 }
@@ -200,6 +243,9 @@ char *mok_summary_json(const struct mok_summary_item *items, int n, int moe_laye
         cJSON_AddItemToObject(o, "j_per_step", num_or_null(items[k].j_per_step));
         cJSON_AddStringToObject(o, "wgrad", b->wgrad);
         cJSON_AddStringToObject(o, "step", items[k].step);
+        cJSON_AddItemToObject(o, "speedup_vs_bf16", num_or_null(items[k].speedup_vs_bf16));
+        cJSON_AddItemToObject(o, "speedup_vs_bf16_baseline", num_or_null(items[k].speedup_vs_bf16_baseline));
+        cJSON_AddStringToObject(o, "bf16_baseline", items[k].bf16_baseline);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_PrintUnformatted(root);
@@ -214,7 +260,8 @@ const char *const mok_summary_csv_columns[] = {
     "problem",         "model",           "tokens_per_rank",      "routing",      "inputs",   "dtype",
     "pass",            "mode",            "impl",                 "params",       "time_med_us",
     "speedup_vs_baseline", "speedup_baseline", "tokens_per_s_per_gpu", "ms_per_layer", "moe_layers",
-    "ms_per_step",     "j_per_step",      "wgrad",                "step",         NULL};
+    "ms_per_step",     "j_per_step",      "wgrad",                "step",         "speedup_vs_bf16",
+    "speedup_vs_bf16_baseline", "bf16_baseline", NULL};
 
 static void put_exact(FILE *f, double v)
 {
@@ -264,6 +311,9 @@ char *mok_summary_csv(const struct mok_summary_item *items, int n, int moe_layer
         put_exact(f, items[k].j_per_step);
         put_str(f, b->wgrad);
         put_str(f, items[k].step);
+        put_exact(f, items[k].speedup_vs_bf16);
+        put_exact(f, items[k].speedup_vs_bf16_baseline);
+        put_str(f, items[k].bf16_baseline);
         fputc('\n', f);
     }
     if (fclose(f) != 0) {

@@ -45,6 +45,12 @@ struct mok_summary_item {
      * (same problem but the pass, same implementation) this run also measured: the training step is then their sum,
      * each at its own best candidate */
     char step[12];
+    /* An FP8 item against its problem's bf16 twin (the same problem in bf16, same run; NaN and "" without one, and
+     * on bf16 items): the same implementation's best bf16 time / this time, and the bf16 problem's baseline time /
+     * this time, with that baseline's implementation */
+    double speedup_vs_bf16;
+    double speedup_vs_bf16_baseline;
+    char bf16_baseline[32];
 };
 
 /* Fills out (at most max items, problem order then implementation order of first appearance); returns the

@@ -131,6 +131,40 @@ static void test_summary(void)
         fclose(f);
     }
     CHECK(strstr(text, " uniform,normal(bits=3) ") && !strstr(text, "uniform,uniform"), "summary table:\n%s", text);
+    CHECK(isnan(items[0].speedup_vs_bf16) && isnan(items[0].speedup_vs_bf16_baseline) && !items[0].bf16_baseline[0],
+          "a bf16 item has no bf16 twin figures");
+
+    /* an FP8 problem against its bf16 twin (same model, tokens, routing, inputs, pass): problem 2 is problem 0 in
+     * fp8_block; problem 3 is fp8_block on other tokens (no twin) */
+    struct mok_row fr[] = {
+        make_row(0, "nccl", "gemm=per_expert", 1000, "passed"),
+        make_row(0, "megakernel", "send=1", 700, "passed"),
+        make_row(2, "nccl", "gemm=mok", 800, "passed"),
+        make_row(2, "megakernel", "send=1", 500, "passed"),
+        make_row(3, "nccl", "gemm=mok", 900, "passed"),
+    };
+    for (int i = 2; i < 5; i++)
+        snprintf(fr[i].dtype, sizeof fr[i].dtype, "fp8_block");
+    fr[2].tokens_per_rank = fr[3].tokens_per_rank = fr[0].tokens_per_rank;
+    struct mok_summary_item fi[8];
+    n = mok_summary_build(fr, 5, "layer", 1, fi, 8);
+    CHECK(n == 5, "fp8 items %d", n);
+    CHECK(fabs(fi[3].speedup_vs_bf16 - 1.4) < 1e-12 && fabs(fi[3].speedup_vs_bf16_baseline - 2.0) < 1e-12 &&
+              !strcmp(fi[3].bf16_baseline, "nccl"),
+          "fp8 megakernel: %g x its bf16, %g x the bf16 baseline [%s]", fi[3].speedup_vs_bf16,
+          fi[3].speedup_vs_bf16_baseline, fi[3].bf16_baseline);
+    CHECK(fabs(fi[2].speedup_vs_bf16 - 1.25) < 1e-12 && fabs(fi[2].speedup - 1.0) < 1e-12,
+          "fp8 nccl: %g x bf16, %g x its own problem's baseline", fi[2].speedup_vs_bf16, fi[2].speedup);
+    CHECK(isnan(fi[4].speedup_vs_bf16) && isnan(fi[4].speedup_vs_bf16_baseline), "no twin: %g",
+          fi[4].speedup_vs_bf16);
+    json = mok_summary_json(fi, n, 1);
+    CHECK(json && strstr(json, "\"speedup_vs_bf16\":1.4") && strstr(json, "\"bf16_baseline\":\"nccl\""), "json %s",
+          json ? json : "(null)");
+    free(json);
+    char *csv = mok_summary_csv(fi, n, 1);
+    CHECK(csv && strstr(csv, ",speedup_vs_bf16,speedup_vs_bf16_baseline,bf16_baseline\n") && strstr(csv, ",1.4,2,nccl\n"),
+          "csv %s", csv ? csv : "(null)");
+    free(csv);
 }
 
 int main(int argc, char **argv)

@@ -797,7 +797,7 @@ static void test_summary_csv(const char *dir)
     snprintf(want, sizeof want, "\n0,\"a,b\",1000,,,,,layer,megakernel,\"sms=16,combine=per_route\",800.1,%s,"
                                 "nccl-overlap,",
              exact);
-    CHECK(text && strstr(text, want) && strstr(text, ",0.8001,61,48.8075,152.5,,fwd\n"), "summary CSV line, want "
+    CHECK(text && strstr(text, want) && strstr(text, ",0.8001,61,48.8075,152.5,,fwd,,,\n"), "summary CSV line, want "
           "[%s]:\n%s", want, text ? text : "");
     char path[PATH_MAX], err[512] = "";
     join(path, sizeof path, dir, "/s.summary.csv");
