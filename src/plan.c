@@ -38,16 +38,18 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
                fwd_ref;
     }
     const int fp8_experts = (int)el, fp8_rows = gemm ? (int)(t * k) : 0;
-    double fp8 = s->dtype == MOK_DTYPE_FP8_BLOCK
+    double fp8 = comm ? 0
+                 : s->dtype == MOK_DTYPE_FP8_BLOCK
                      ? (double)mok_plan_fp8_block_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, true)
                  : s->dtype == MOK_DTYPE_MXFP8
                      ? (double)mok_plan_mxfp8_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, true)
                      : 0;
-    if (fp8 > 0 && s->mode == MOK_MODE_LAYER && s->pass == MOK_PASS_FWD)
-        fp8 += (double)mok_plan_fp8_layer_bytes((int)t, (int)k, m->hidden, m->intermediate, true);
+    const bool layer_fp8 = fp8 > 0 && s->mode == MOK_MODE_LAYER && s->pass == MOK_PASS_FWD;
+    if (layer_fp8) /* problem_fp8_layer.c's h and check, and the bf16 reference's y beside y_ref */
+        fp8 += (double)mok_plan_fp8_layer_bytes((int)t, (int)k, m->hidden, m->intermediate, true) + t * h * 4;
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
-    return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref) + fp8 + (fp8 > 0 ? t * h * 4 : 0);
+    return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref) + fp8;
 }
 
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)
