@@ -129,6 +129,9 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
             fp8 = (t * h + cap * (h + i)) * (1 + 1.0 / 32) + (cap + t * k) * i * 2;
             if (spec->dtype == MOK_DTYPE_MXFP8 && gemm != 2)
                 fp8 += sets * el * 3 * h * i * 2 + cap * i * 2;
+            if (spec->dtype == MOK_DTYPE_FP8_BLOCK && gemm == 1) /* gemm_fp8_experts.c: g1, h, h quantized, and
+                                                                   * every set's weight scales in cuBLASLt's layout */
+                fp8 += cap * (2 * i * 2 + i * 2 + i * (1 + 1.0 / 32)) + sets * el * 3 * h * i / (128.0 * 128) * 4 * 2;
         }
         return sym + work + shared + a2a + bwd + fp8;
     }

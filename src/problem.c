@@ -76,9 +76,9 @@ size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets,
      * forward: the output h and its check (problem_fp8_layer.c) */
     const bool gemm = s->mode == MOK_MODE_GEMM;
     const int fp8_experts = gemm ? m->experts : m->experts / nranks, fp8_rows = gemm ? (int)(t * k) : 0;
-    if (s->dtype == MOK_DTYPE_FP8_BLOCK)
+    if (s->mode != MOK_MODE_COMM && s->dtype == MOK_DTYPE_FP8_BLOCK) /* comm mode has no weights */
         bytes += mok_plan_fp8_block_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, with_reference);
-    if (s->dtype == MOK_DTYPE_MXFP8)
+    if (s->mode != MOK_MODE_COMM && s->dtype == MOK_DTYPE_MXFP8)
         bytes += mok_plan_mxfp8_bytes(fp8_experts, fp8_rows, m->hidden, m->intermediate, sets, with_reference);
     if (mok_fp8_layer_on(s))
         bytes += mok_plan_fp8_layer_bytes((int)t, (int)k, m->hidden, m->intermediate, with_reference);

@@ -73,11 +73,14 @@ static bool forward_of(const struct mok_row *f, const struct mok_row *b)
            !strcmp(f->mode, b->mode) && seeds;
 }
 
+/* bf16, or no dtype (a row read from a report older than the dtype column) */
+static bool is_bf16(const char *dtype) { return !dtype[0] || !strcmp(dtype, "bf16"); }
+
 /* Whether row t is the bf16 twin of FP8 row r: the same problem (and pass, and weight-gradient mode) in bf16 */
 static bool bf16_twin(const struct mok_row *t, const struct mok_row *r)
 {
     const bool seeds = t->seed == r->seed || (isnan(t->seed) && isnan(r->seed));
-    return !strcmp(t->dtype, "bf16") && strcmp(r->dtype, "bf16") != 0 && !strcmp(t->model, r->model) &&
+    return is_bf16(t->dtype) && !is_bf16(r->dtype) && !strcmp(t->model, r->model) &&
            t->hidden == r->hidden && t->intermediate == r->intermediate && t->experts == r->experts &&
            t->topk == r->topk && t->shared_experts == r->shared_experts && t->tokens_per_rank == r->tokens_per_rank &&
            !strcmp(t->routing, r->routing) && !strcmp(t->inputs, r->inputs) && !strcmp(t->pass, r->pass) &&

@@ -95,24 +95,11 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
                             "dispatched: run one first", err, err_len);
     if (ws->d.act_recompute && (rc = recompute(ws, w, variant, stream, err, err_len)))
         return rc;
-    /* d.shared_sms: the shared experts' backward forks onto the side stream here (it reads x, dy and the saved
-     * gate/up, all written before this call on `stream`) and runs on sb.cfg.sms CTAs beside the kernel, which
-     * keeps the other SMs; `stream` joins it before returning, so the call stays stream-ordered (and capturable) */
+    /* d.shared_sms: the shared experts' backward forks onto the side stream (it reads x, dy and the saved gate/up,
+     * all written before this call on `stream`) and runs on sb.cfg.sms CTAs beside the kernel, which keeps the
+     * other SMs; `stream` joins it before returning, on every path once forked, so the call stays stream-ordered
+     * and a capture never ends with the side stream unjoined */
     const int beside = ws->mk.shared_inter && ws->d.shared_sms && variant != MOK_VARIANT_COMM_ONLY;
-    if (beside) {
-        cudaError_t e = (cudaError_t)mok_megakernel_bwd_own_offset(ws->sb.offset, ws->a.my_tokens,
-                                                                   (mok_stream_t)stream);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ws->sb.fork, stream);
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent(ws->sb.side, ws->sb.fork, 0);
-        if (e != cudaSuccess)
-            return say(err, err_len, MOK_ERR_CUDA, "shared experts' fork: %s", cudaGetErrorString(e));
-        if ((rc = shared_backward(ws, w, g, ws->sb.side, err, err_len)))
-            return rc;
-        if ((e = cudaEventRecord(ws->sb.join, ws->sb.side)) != cudaSuccess)
-            return say(err, err_len, MOK_ERR_CUDA, "shared experts' join: %s", cudaGetErrorString(e));
-    }
     struct mok_mega_bwd_args b = ws->bk;
     uint16_t *dy_slots = b.m.lsa.xin;
     int32_t *done = b.m.done;
@@ -131,12 +118,37 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.own_tokens = ws->a.my_tokens;
     b.wgrad_mix = ws->d.wgrad_mix;
     b.ctas = beside ? ws->gpu_sms - ws->d.shared_sms : 0;
+    char why[256] = "";
+    if (beside && !mok_megakernel_bwd_supports(&b, why, sizeof why)) /* before the fork: no refusal after it */
+        return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
+    if (beside) {
+        cudaError_t e = (cudaError_t)mok_megakernel_bwd_own_offset(ws->sb.offset, ws->a.my_tokens,
+                                                                   (mok_stream_t)stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ws->sb.fork, stream);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(ws->sb.side, ws->sb.fork, 0);
+        if (e != cudaSuccess)
+            return say(err, err_len, MOK_ERR_CUDA, "shared experts' fork: %s", cudaGetErrorString(e));
+        rc = shared_backward(ws, w, g, ws->sb.side, err, err_len);
+        /* joined whatever happened: the side stream's recorded work ends before `stream` goes on */
+        e = cudaEventRecord(ws->sb.join, ws->sb.side);
+        if (e != cudaSuccess && !rc)
+            rc = say(err, err_len, MOK_ERR_CUDA, "shared experts' join: %s", cudaGetErrorString(e));
+        if (rc) {
+            if (e == cudaSuccess)
+                cudaStreamWaitEvent(stream, ws->sb.join, 0);
+            return rc;
+        }
+    }
     rc = mok_megakernel_bwd(&b, (mok_stream_t)stream);
-    if (beside && !rc) /* the caller's stream goes on once the shared experts' backward is done too */
-        rc = (int)cudaStreamWaitEvent(stream, ws->sb.join, 0);
+    if (beside) { /* the caller's stream goes on once the shared experts' backward is done too */
+        cudaError_t e = cudaStreamWaitEvent(stream, ws->sb.join, 0);
+        if (!rc)
+            rc = (int)e;
+    }
     if (rc) {
-        char why[256] = "";
-        if (!mok_megakernel_bwd_supports(&b, why, sizeof why))
+        if (!beside && !mok_megakernel_bwd_supports(&b, why, sizeof why))
             return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
         return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
