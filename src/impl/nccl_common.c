@@ -11,8 +11,6 @@
 #include "mok_kernels.h"
 #include "nccl_backward.h"
 #include "nccl_fp8.h"
-#include "stats.h"
-#include "timing.h"
 
 
 static size_t row_bytes(const struct mok_nccl_pipe *s) { return (size_t)s->p->hidden * 2; }
@@ -225,7 +223,7 @@ cudaError_t mok_nccl_join(struct mok_nccl_pipe *s, cudaStream_t st)
     return ce == cudaSuccess ? cudaStreamWaitEvent(st, s->compute_done, 0) : ce;
 }
 
-static int p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
+int mok_nccl_p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len)
 {
     /* dispatch: send buffer -> peers' recv buffers; combine: ret -> peers' comb, the exact reverse */
     /* without compute the experts "return" their input: combine sends the received rows straight back */
@@ -345,7 +343,7 @@ static int upload_mok_offsets(struct mok_nccl_pipe *s, cudaStream_t st, char *er
     return 0;
 }
 
-static int run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
+int mok_nccl_run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
     if (s->fp8)
@@ -416,7 +414,7 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
         if (step < s->stages) {
             int c = step;
             MOK_CHECK(cuda, mark(s, slot, c, 0, s->comm), return -1);
-            if (p2p_chunk(s, c, true, err, err_len))
+            if (mok_nccl_p2p_chunk(s, c, true, err, err_len))
                 return -1;
             MOK_CHECK(cuda, mark(s, slot, c, 1, s->comm), return -1);
             MOK_CHECK(cuda, cudaEventRecord(s->dispatched[c], s->comm), return -1);
@@ -429,7 +427,7 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
                     MOK_CHECK(cuda, mok_gather_rows(s->recv.ptr, s->em_from_recv + base, rows, p->hidden,
                                                     s->em_in + (size_t)base * H, (mok_stream_t)s->compute), return -1);
                 MOK_CHECK(cuda, mark(s, slot, c, 2, s->compute), return -1);
-                if (run_gemms(s, set, c, err, err_len))
+                if (mok_nccl_run_gemms(s, set, c, err, err_len))
                     return -1;
                 MOK_CHECK(cuda, mark(s, slot, c, 3, s->compute), return -1);
                 MOK_CHECK(cuda,
@@ -443,7 +441,7 @@ int mok_nccl_pipe_run(struct mok_nccl_pipe *s, int set, uint16_t *y, int slot, c
             int c = step - 1;
             MOK_CHECK(cuda, cudaStreamWaitEvent(s->comm, s->gemmed[c], 0), return -1);
             MOK_CHECK(cuda, mark(s, slot, c, 4, s->comm), return -1);
-            if (p2p_chunk(s, c, false, err, err_len))
+            if (mok_nccl_p2p_chunk(s, c, false, err, err_len))
                 return -1;
             MOK_CHECK(cuda, mark(s, slot, c, 5, s->comm), return -1);
             if (c % s->expert_groups != s->expert_groups - 1)
@@ -506,124 +504,6 @@ int mok_nccl_pipe_export_h(struct mok_nccl_pipe *s, const struct mok_outputs *ou
             return -1;
     MOK_CHECK(cuda, mok_nccl_join(s, st), return -1);
     MOK_CHECK(cuda, mok_gather_rows(s->h_back, s->send_pos, p->tokens * p->topk, I, h, (mok_stream_t)st), return -1);
-    return 0;
-}
-
-/* The dispatch of the last run (every stage's grouped send/recv, same messages) with nothing beside it: how
- * fast this baseline's transfers are on their own, apart from what overlapping GEMMs cost them. */
-static int dispatch_once(void *ctx, int iter, char *err, int err_len)
-{
-    struct mok_nccl_pipe *s = ctx;
-    (void)iter;
-    if (s->bwd && mok_nccl_bwd_dispatch(s, err, err_len))
-        return -1;
-    if (!mok_pass_has_fwd(s->p->spec.pass))
-        return 0;
-    for (int st = 0; st < s->stages; st++)
-        if (p2p_chunk(s, st, true, err, err_len))
-            return -1; /* a peer may now wait in NCCL: the caller aborts the job */
-    return 0;
-}
-
-/* Every stage's expert GEMMs on the input set of this iteration, nothing beside them. */
-static int gemms_once(void *ctx, int iter, char *err, int err_len)
-{
-    struct mok_nccl_pipe *s = ctx;
-    int set = (iter + 2) % s->p->sets;
-    if (s->bwd)
-        mok_nccl_bwd_select(s, set);
-    for (int st = 0; st < s->stages && mok_pass_has_fwd(s->p->spec.pass); st++)
-        if (run_gemms(s, set, st, err, err_len))
-            return -1;
-    return s->bwd ? mok_nccl_bwd_gemms(s, set, err, err_len) : 0;
-}
-
-struct a2a_run {
-    struct mok_nccl_pipe *s;
-    const size_t *count; /* elements per peer block, by stage */
-    void *in, *out;
-};
-
-static int a2a_once(void *ctx, int iter, char *err, int err_len)
-{
-    struct a2a_run *r = ctx;
-    (void)iter;
-    /* comm mode compares with dispatch + combine: the same rows there and back */
-    for (int way = 0; way < (r->s->no_compute ? 2 : 1); way++)
-        for (int stage = 0; stage < r->s->stages; stage++)
-            if (r->count[stage])
-                MOK_CHECK(nccl, ncclAlltoAll(way ? r->out : r->in, way ? r->in : r->out, r->count[stage], ncclBfloat16,
-                                             r->s->cl->nccl, r->s->cl->stream), return -1);
-    return 0;
-}
-
-/* ncclAlltoAll moving what the dispatch moves, stage by stage: each stage pads every peer's block to that
- * stage's largest block over all ranks, so the reference moves at least the dispatch's remote bytes in
- * messages of the same size. */
-static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, double *remote_bytes, char *err,
-                         int err_len)
-{
-    const struct mok_splits *sp = &s->splits;
-    int P = sp->nranks;
-    *out_ms = NAN;
-    *remote_bytes = NAN;
-    if (P < 2)
-        return 0;
-    size_t *count = calloc((size_t)s->stages, sizeof(size_t)), most = 0;
-    double bytes = 0;
-    if (!count)
-        FAIL("out of host memory");
-    for (int st = 0; st < s->stages; st++) {
-        long long rows = 0;
-        for (int peer = 0; peer < P; peer++)
-            if (peer != sp->rank && sp->send_count[st * P + peer] > rows)
-                rows = sp->send_count[st * P + peer];
-        /* in bf16 elements of the dispatch's rows (FP8: a wire row's bytes / 2) */
-        size_t row_elems = s->fp8 ? (size_t)s->fp8->wire_bytes / 2 : (size_t)s->p->hidden;
-        count[st] = (size_t)mok_allreduce_max_ll(rows) * row_elems;
-        most = count[st] > most ? count[st] : most;
-        bytes += (double)count[st] * 2 * (P - 1);
-    }
-    struct mok_symmem in, out;
-    if (mok_symmem_alloc(s->cl, most * 2 * P + 16, &in, err, err_len)) {
-        free(count);
-        return -1;
-    }
-    if (mok_symmem_alloc(s->cl, most * 2 * P + 16, &out, err, err_len)) {
-        mok_symmem_free(s->cl, &in);
-        free(count);
-        return -1;
-    }
-    struct a2a_run run = {s, count, in.ptr, out.ptr};
-    int rc = mok_time_alone(s->cl->stream, iters, a2a_once, &run, out_ms, err, err_len);
-    if (!rc)
-        *remote_bytes = bytes * (s->no_compute ? 2 : 1);
-    free(count);
-    mok_symmem_free(s->cl, &in);
-    mok_symmem_free(s->cl, &out);
-    return rc;
-}
-
-int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len)
-{
-    double hb = (double)row_bytes(s), wire = s->fp8 ? (double)s->fp8->wire_bytes : hb; /* rows out, rows back */
-    row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * wire;
-    row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
-    double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
-    if (!s->no_compute && mok_time_alone(s->compute, iters, gemms_once, s, &gemm_ms, err, err_len))
-        return -1;
-    row->gemm_alone_us = gemm_ms * 1e3;
-    double dispatch_ms = NAN;
-    if (mok_time_alone(s->comm, iters, dispatch_once, s, &dispatch_ms, err, err_len))
-        return -1;
-    row->dispatch_alone_us = dispatch_ms * 1e3;
-    if (time_alltoall(s, iters, &a2a_ms, &a2a_bytes, err, err_len))
-        return -1;
-    row->a2a_ref_us = a2a_ms * 1e3;
-    row->a2a_ref_gbps = a2a_bytes / (a2a_ms * 1e-3) / 1e9;
-    snprintf(row->note, sizeof(row->note), "stages=%dx%d recv_cap=%d a2a_pad_bytes=%.0f%s%s", s->chunks,
-             s->expert_groups, s->cap_rows, a2a_bytes, s->fp8 && s->fp8->emulated ? "; " : "",
-             s->fp8 && s->fp8->emulated ? MOK_NCCL_MX_EMULATED_NOTE : "");
     return 0;
 }
 

@@ -79,13 +79,17 @@ cudaError_t mok_nccl_join(struct mok_nccl_pipe *s, cudaStream_t st);
  * layout to the peers' recv layout, or the combine's exact reverse (the forward's and the backward's messages). */
 int mok_nccl_p2p_stage(struct mok_nccl_pipe *s, int c, bool dispatch, const void *src, void *dst, size_t width,
                        ncclDataType_t type, char *err, int err_len);
+/* Stage c's messages of the forward (dispatch: wire rows for FP8) or its combine, on the comm stream. */
+int mok_nccl_p2p_chunk(struct mok_nccl_pipe *s, int c, bool dispatch, char *err, int err_len);
+/* Stage st's expert GEMMs of input set `set` (the pipeline's GEMM choice and dtype), on the compute stream. */
+int mok_nccl_run_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len);
 void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPHASES]);
 /* The last run's h (hbuf, expert-major at the expert's rank) to the token's rank in route order: into out's "h"
  * [tokens x topk][inter] (impl.h: export_outputs), on cl->stream: rows to the recv layout, the combine's messages
  * with rows of inter elements, then each route's row from its send position. 0 without an output h. */
 int mok_nccl_pipe_export_h(struct mok_nccl_pipe *s, const struct mok_outputs *out, char *err, int err_len);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote
- * bytes, padded to the largest per-peer split, on symmetric buffers. */
+ * bytes, padded to the largest per-peer split, on symmetric buffers (nccl_extras.c). */
 int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
 void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 
