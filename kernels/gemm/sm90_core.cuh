@@ -335,7 +335,9 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
  * sb + sb_hi at that of the second half (SwiGLU's gate and up blocks, or the tile's column halves; the same block in
  * a 128-column tile without SwiGLU: sb_hi 0). Loaded before the slot wait, so their latency hides under it.
  * pump.step() runs before each slot wait and pump.drain() after the tile's last release: the lean layout's inline
- * producer (InlineProducer), nothing in the 384-thread layout (NoPump). */
+ * producer (InlineProducer), nothing in the 384-thread layout (NoPump). kLiveA: A's scales are written during the
+ * kernel (the megakernel's dispatch and GEMM1 epilogue), so they are read through L2 (ld.global.cg), not the
+ * read-only path that __ldg takes (valid only for data no one writes while the kernel runs). */
 template <int kN> __device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[kN / 2], uint64_t da, uint64_t db, int acc);
 template <> __device__ __forceinline__ void wgmma_e4m3_k32<64>(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
@@ -351,7 +353,7 @@ struct NoPump {
     __device__ __forceinline__ void drain() {}
 };
 
-template <int kCols, int kParts, class Pump>
+template <int kCols, int kParts, class Pump, bool kLiveA = false>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
                                                        int a_offset, int slot_a_bytes, uint8_t *smem_b,
@@ -368,7 +370,8 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
     for (int i = 0; i < kCols / 2; i++)
         acc[i] = 0.0f;
     for (int kb = 0; kb < k_blocks; kb++) {
-        const float a_lo = __ldg(sa + kb), a_hi = __ldg(sa + sa_hi + kb);
+        const float a_lo = kLiveA ? __ldcg(sa + kb) : __ldg(sa + kb);
+        const float a_hi = kLiveA ? __ldcg(sa + sa_hi + kb) : __ldg(sa + sa_hi + kb);
         const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
         pump.step();
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
@@ -565,5 +568,9 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
  * [rows][k] read or written in boxes of box_rows x 64. */
 struct mok_sm90_diag *diag_record(cudaStream_t s);
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
+/* The same over e4m3 bytes [rows][k]: boxes of box_rows x 128 bytes (128 K), the fp8 policies' operands; rows
+ * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). */
+bool encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
+                          uint64_t row_bytes = 0);
 
 } // namespace mok_sm90

@@ -326,7 +326,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
 
 /* A row-major bf16 matrix [rows][k] read in boxes of box_rows x 64 (128 bytes of K), 128B swizzle: the layout
  * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. */
-bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows, bool e4m3 = false)
+bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows, bool e4m3 = false,
+                uint64_t row_bytes = 0)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (!encode)
@@ -334,7 +335,7 @@ bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, u
     /* e4m3: one byte per element, so a 128-byte box row is 128 of them (the tensor map has no fp8 type; bytes) */
     const uint64_t elem = e4m3 ? 1 : 2;
     cuuint64_t dims[2] = {k, rows};
-    cuuint64_t strides[1] = {k * elem}; /* bytes between rows; the innermost stride is implied */
+    cuuint64_t strides[1] = {row_bytes ? row_bytes : k * elem}; /* bytes between rows; the innermost is implied */
     cuuint32_t box[2] = {(cuuint32_t)(kRowBytes / elem), box_rows};
     cuuint32_t elem_strides[2] = {1, 1};
     CUresult r = encode(map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
@@ -469,6 +470,12 @@ struct mok_sm90_diag *mok_sm90::diag_record(cudaStream_t s) { return diag_buffer
 bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
 {
     return encode_map(map, base, rows, k, box_rows);
+}
+
+bool mok_sm90::encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
+                                    uint64_t row_bytes)
+{
+    return encode_map(map, base, rows, k, box_rows, true, row_bytes);
 }
 
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)

@@ -31,6 +31,7 @@ using namespace mok_sm90;
 #include "megakernel/layout.cuh"
 #include "megakernel/sync.cuh"
 #include "megakernel/units.cuh"
+#include "megakernel/fp8_comm.cuh"
 #include "megakernel/comm.cuh"
 #include "megakernel/compute.cuh"
 #include "megakernel/bwd_units.cuh"
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     const mok_mega_args &m = b.m;
     if ((int)blockIdx.x < m.comm_blocks) {
-        comm_dispatch(m);
+        comm_dispatch<false>(m);
         if (m.lsa.push && m.skip != 1)
             scatter_landed(m.lsa, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
                            kScatterAll, diag);

@@ -50,6 +50,24 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
     }
 }
 
+/* The scatter of either precision (the kernel's kFp8): bf16 rows copied as they are, or wire rows unpacked
+ * (fp8_comm.cuh; own_first is refused with fp8, so `which` is always kScatterAll there). */
+template <bool kFp8>
+__device__ __forceinline__ void scatter_rows(const mok_mega_args &m, int c0, int c1, int part, int parts, int which,
+                                             struct mok_sm90_diag *diag)
+{
+    if constexpr (kFp8)
+        scatter_landed_fp8(m, c0, c1, part, parts, diag);
+    else
+        scatter_landed(m.lsa, c0, c1, part, parts, which, diag);
+}
+
+/* GEMM2's column tiles per row block: 256 columns each in bf16, 128 in fp8 (layout.cuh) */
+template <bool kFp8> __device__ __forceinline__ int gemm2_tiles(int hidden)
+{
+    return hidden / (kFp8 ? kFp8OutCols : kTileN);
+}
+
 /* send_from_gemm: the done flag goes out after this many contributions, one per consumer warpgroup of every block
  * that computes (all of them: the comm blocks join after the dispatch; with compute skipped, the compute blocks
  * count both of theirs after sending their row blocks). */
@@ -100,8 +118,9 @@ __device__ __forceinline__ int combine_blocks(const mok_mega_args &m)
 }
 
 /* The dispatch: every routed row to the expert slots that need it (pull), or to the landing rows of the ranks
- * whose experts need it, once per rank (push; the compute blocks scatter them). */
-__device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
+ * whose experts need it, once per rank (push; the compute blocks scatter them); kFp8: quantized as it goes
+ * (push only, fp8_comm.cuh). */
+template <bool kFp8> __device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
 {
     const mok_lsa_args &a = m.lsa;
     if (m.skip == 1)
@@ -109,7 +128,10 @@ __device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
     if (a.push) {
-        push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+        if constexpr (kFp8)
+            push_rows_fp8(a, warp, nwarps, lane);
+        else
+            push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
         signal_done(a, 2, m.comm_blocks); /* "landed", in every window */
     } else {
         dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);
@@ -119,14 +141,14 @@ __device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
 /* The combine sends, by the first combine_blocks(m) comm blocks: per route, each slot's row to its owner as soon
  * as GEMM2 has stored the slot's row block; per rank, the partial sums once every row block is stored (a token's
  * routes here span all experts). Then the done flag to every owner. */
-__device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_sm90_diag *diag)
+template <bool kFp8> __device__ __forceinline__ void comm_combine(const mok_mega_args &m, struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
     if (m.skip == 1)
         return;
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = combine_blocks(m) * kWarps;
-    const int n2 = a.hidden / kTileN, target = 2 * n2;
+    const int target = 2 * gemm2_tiles<kFp8>(a.hidden);
     const int32_t *done2 = row_counters(m.done, 1, a.capacity);
     const int used = min(a.offset[a.local_experts], a.capacity);
 

@@ -48,8 +48,8 @@ __device__ __forceinline__ uint4 quad_transpose(uint32_t w0, uint32_t w1, uint32
  * barrier, warp 0 loading the 64 rows' entries and issuing one bulk copy per row) took ~4.5k cycles while the
  * warpgroup's tensor cores idled, about a fifth of a GEMM2 tile over the two rounds. The stores are posted; the end
  * of the consumer loop fences them at system scope before the done flag counts them. */
-template <int kRound>
-__device__ __forceinline__ void send_plain(const float (&acc)[kTileN / 2], uint8_t *dst_a, uint8_t *dst_b, int lane)
+template <int kRound, int N>
+__device__ __forceinline__ void send_plain(const float (&acc)[N], uint8_t *dst_a, uint8_t *dst_b, int lane)
 {
     constexpr int kBase = kRound == 4 ? kStageCols / 8 : 0;
     const int q = lane & 3;
@@ -187,8 +187,35 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  * producer of each block finishes one unit's loads before taking the next (no cycle).
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
- * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that). */
-template <bool kSend, bool kSplit, bool kSave>
+ * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that).
+ * kFp8: the fp8_block forward (mok_mega_args.fp8): the same prologue and unit list over 128 x 128 tiles, the
+ * producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu includes it last). */
+template <bool kFp8>
+__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m, const volatile UnitList &L,
+                                  const int *mstart, OwnBlocks own, uint8_t *smem_a, uint8_t *smem_b, uint64_t *full,
+                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
+template <bool kSend>
+__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full, uint64_t *empty,
+                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, const int *slot_unit,
+                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
+                                  struct mok_sm90_diag *diag, int role);
+
+/* A consumer warpgroup's end: its leader's TMA stores complete (their staging read) before the block ends; with
+ * `signal`, its sends are all in place: one of the done flag's contributions. */
+__device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_mega_args &m, bool signal, int cwg,
+                                             int wq, bool leader)
+{
+    if (wq == 0)
+        mok_bulk_wait(0);
+    if (signal) {
+        __threadfence_system(); /* each lane's posted stores, some to the peer, before the leader counts them */
+        mok_named_barrier(1 + cwg, 128);
+        if (leader)
+            count_and_signal(a, 1, send_contributions(m));
+    }
+}
+
+template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -209,7 +236,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
      * (at their register limit) no register */
     __shared__ int slot_unit[kMaxStages];
 
-    const int n1 = inter / (kTileN / 2), n2 = hidden / kTileN; /* column tiles of GEMM1 (h) and GEMM2 (out) */
+    /* column tiles of GEMM1 (h) and GEMM2 (out) */
+    const int n1 = inter / (kFp8 ? kFp8HCols : kTileN / 2), n2 = gemm2_tiles<kFp8>(hidden);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     if (threadIdx.x == 0) {
@@ -262,9 +290,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     if (!joiner) {
         if (a.push && m.skip != 1) { /* skip 1: the slots still hold the last full forward's rows */
             if (own_first) /* the own rows of the first experts' chunks (the comm blocks copy the rest) */
-                scatter_landed(a, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
+                scatter_rows<kFp8>(m, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
             else /* one chunk each (the comm blocks copy the rest) */
-                scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
+                scatter_rows<kFp8>(m, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
         }
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
             if (kSend) { /* ... which is here: the whole block sends its row blocks from out */
@@ -287,6 +315,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     if (warp < 4) {
         /* ---- producer: one thread takes the units and issues every TMA load ---- */
         mok_setmaxnreg_dec<kProducerRegs>();
+        if constexpr (kFp8) {
+            if (threadIdx.x == 0)
+                produce_units_fp8<kFp8>(maps, m, L, mstart, own, smem_a, smem_b, full, empty, slot_unit, diag);
+            return;
+        }
         if (threadIdx.x == 0) {
             RingPos ring = {0, 0};
             for (;;) {
@@ -356,6 +389,12 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const bool leader = wq == 0 && lane == 0;
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
+    if constexpr (kFp8) {
+        consume_units_fp8<kSend>(maps, m, full, empty, smem_a, smem_b, smem_c + (size_t)cwg * (kStageBytes / 2),
+                                 slot_unit, comb_base, cwg, wq, lane, leader, diag, role);
+        consumer_end(a, m, signal, cwg, wq, leader);
+        return;
+    }
     float acc[1][kAcc];
     RingPos ring = {0, 0};
     for (;;) {
@@ -432,14 +471,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             epilogue_store(maps, m, p, leader, cwg, stage, p.n * kTileN + kStageCols, true);
         }
     }
-    if (wq == 0)
-        mok_bulk_wait(0); /* the leader's TMA stores complete (their staging read) before the block ends */
-    if (signal) { /* this warpgroup's sends are all in place: one of the done flag's contributions */
-        __threadfence_system(); /* each lane's posted stores, some to the peer, before the leader counts them */
-        mok_named_barrier(1 + cwg, 128);
-        if (leader)
-            count_and_signal(a, 1, send_contributions(m));
-    }
+    consumer_end(a, m, signal, cwg, wq, leader);
 }
 #endif
 

@@ -56,8 +56,10 @@ using namespace mok_sm90;
 #include "megakernel/layout.cuh"
 #include "megakernel/sync.cuh"
 #include "megakernel/units.cuh"
+#include "megakernel/fp8_comm.cuh"
 #include "megakernel/comm.cuh"
 #include "megakernel/compute.cuh"
+#include "megakernel/fp8_compute.cuh"
 
 namespace {
 
@@ -66,17 +68,20 @@ namespace {
  * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
-template <bool kSend, bool kSplit, bool kSave = false>
+template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
-        comm_dispatch(m);
+        comm_dispatch<kFp8>(m);
         if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
                                             * of the others; else the chunks past the first round */
-            if (m.own_first) {
+            if (kFp8) {
+                scatter_rows<kFp8>(m, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
+                                   kScatterAll, diag);
+            } else if (m.own_first) {
                 const int own = own_chunks(m.lsa, m);
                 scatter_landed(m.lsa, 0, own, (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);
                 scatter_landed(m.lsa, own, slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks, kScatterAll, diag);
@@ -85,14 +90,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                kScatterAll, diag);
         }
         if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
-            comm_combine(m, diag);
+            comm_combine<kFp8>(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave>(maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks,
-                                           false, diag);
+        compute_role<kSend, kSplit, kSave, kFp8>(maps, m, (int)blockIdx.x - m.comm_blocks,
+                                                 (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -101,9 +106,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
 
-/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave). */
+/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: kFp8). */
 MegaKernel kernel_for(const mok_mega_args *m)
 {
+    if (m->fp8)
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true>
+                                 : megakernel_fwd_kernel<false, false, false, true>;
     if (m->gu)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, true> : megakernel_fwd_kernel<false, false, true>;
     if (m->split_half)
@@ -118,7 +126,11 @@ int say(char *why, int why_len, const char *msg, long long v)
     return 0;
 }
 
-size_t done_counters(const mok_mega_args *m) { return counters(m->lsa.capacity, m->lsa.t_max, m->shared_inter); }
+size_t done_counters(const mok_mega_args *m)
+{
+    return counters(m->lsa.capacity, m->lsa.t_max, m->shared_inter) +
+           (m->fp8 ? fp8_pair_counters(m->lsa.capacity, m->inter) : 0);
+}
 
 /* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. */
 int resolve_stages(const mok_mega_args *m, size_t limit)
@@ -197,6 +209,17 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->gu && m->split_half)
         return say(why, why_len, "gu (the backward's saved activations) with split_half %lld: not implemented (the "
                    "split unit's epilogue stores h only)", m->split_half);
+    if (m->fp8 < 0 || m->fp8 > 1)
+        return say(why, why_len, "fp8 %lld: 0 (bf16) or 1 (fp8_block)", m->fp8);
+    if (m->fp8 && (!a.push || m->shared_inter || m->gu || m->gemm1_only || m->split_half || m->own_first))
+        return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without shared "
+                   "experts (shared_inter %lld), saved activations, split_half or own_first (not implemented)",
+                   m->shared_inter);
+    if (m->fp8 && (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || !m->w13s || !m->w2s))
+        return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q, w13s and w2s%.0lld", 0);
+    if (m->fp8 && m->inter / kFp8HCols > 255)
+        return say(why, why_len, "fp8: intermediate %lld too large for the unit packing (at most 255 column tiles of "
+                   "64)", m->inter);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
@@ -212,6 +235,10 @@ extern "C" size_t mok_megakernel_counters(int capacity, int t_max, int shared_in
 {
     return counters(capacity, t_max, shared_inter);
 }
+
+extern "C" size_t mok_megakernel_fp8_counters(int capacity, int inter) { return fp8_pair_counters(capacity, inter); }
+
+extern "C" int mok_megakernel_fp8_row_bytes(int hidden) { return fp8_row_bytes(hidden); }
 
 extern "C" void mok_megakernel_prepare(mok_stream_t stream) { diag_record(mok_cuda_stream(stream)); }
 
@@ -234,11 +261,19 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                !encode_tile_map(&maps.sw2, m->sw2, (uint64_t)H, (uint64_t)SI, kTileN) ||
                !encode_tile_map(&maps.syc, m->sy, (uint64_t)a.t_max, (uint64_t)H, 64)))
         return (int)cudaErrorInvalidValue;
-    if (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
-        !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
+    /* fp8: the operands' maps over e4m3 bytes, 128 bytes (K) per box row as bf16's; w13 in 64-row boxes (a gate or
+     * an up half of a tile), w2 in 128-row ones (fp8_compute.cuh) */
+    if (m->fp8 && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
+                                         (uint64_t)fp8_row_bytes(H)) ||
+                   !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kFp8HCols) ||
+                   !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
+                   !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kFp8OutCols)))
+        return (int)cudaErrorInvalidValue;
+    if ((!m->fp8 && (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
+                     !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
+                     !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
+                     !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN))) ||
         !encode_tile_map(&maps.hc, m->h, (uint64_t)a.capacity, (uint64_t)I, 64) ||
-        !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
-        !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN) ||
         !encode_tile_map(&maps.oc, m->out, (uint64_t)a.capacity, (uint64_t)H, 64) ||
         (m->gu && !encode_tile_map(&maps.guc, m->gu, (uint64_t)a.capacity, (uint64_t)2 * I, 64)) ||
         (m->gu && SI && !encode_tile_map(&maps.sguc, m->sgu, (uint64_t)a.t_max, (uint64_t)2 * SI, 64)))

@@ -28,9 +28,22 @@ size_t smem_bytes(int stages, int groups, int own_first)
  * counters over the slots, then the shared GEMM1's over the own tokens (row_counters). The ticket first: its
  * address is then the kernel parameter itself, which costs the producer (beside consumers at their register
  * limit) no register to keep. */
-size_t counters(int capacity, int t_max, int shared_inter)
+__host__ __device__ size_t counters(int capacity, int t_max, int shared_inter)
 {
     return 2 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
+}
+
+/* fp8 (mok_mega_args.fp8): the tiles are 128 x 128, whose 64 accumulators plus one 64-column product fit the
+ * 384-thread layout's registers (128 x 256 ones spill there: results/h200x1/2026-12-04-fp8-tiles). A GEMM1 tile
+ * is 64 gate + 64 up columns, so 64 h columns; a GEMM2 tile 128 output columns. h's scales cover 128 columns, two
+ * GEMM1 tiles: after done[] come their pair counters, [row block][consumer warpgroup][inter / 128], each counting
+ * the two tiles' 64-row halves (fp8_compute.cuh: the second to finish quantizes the pair's 64 x 128 block). */
+constexpr int kFp8HCols = 64, kFp8OutCols = 128;
+/* A wire row (fp8_comm.cuh), and an fp8 expert slot: hidden e4m3 bytes, hidden / 128 fp32 scales, padded to 16 */
+__host__ __device__ constexpr int fp8_row_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
+__host__ __device__ size_t fp8_pair_counters(int capacity, int inter)
+{
+    return (size_t)(capacity / kTileM) * 2 * (size_t)(inter / 128);
 }
 
 /* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */

@@ -8,15 +8,12 @@
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
+#include "util/fp8_block_quant.cuh"
 
 namespace {
 
-constexpr float kE4m3Max = 448.0f;
-
-__device__ __forceinline__ uint8_t e4m3(float v)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); /* nearest even, saturating */
-}
+using mok_fp8::e4m3;
+using mok_fp8::kE4m3Max;
 
 /* mok_e8m0_scale_for's rule, with the same exact corrections (log2f's last bit may differ from the host's; the loops
  * land on the one power of two either way) */
@@ -69,29 +66,17 @@ __global__ void quant_fp8_block_kernel(const uint16_t *x, long long blocks, uint
         /* both half warps stay in the loop while either has a block, so the shuffles see all 32 lanes */
         const bool mine = b < blocks;
         uint4 v = mine ? *reinterpret_cast<const uint4 *>(x + b * 128 + hl * 8) : make_uint4(0, 0, 0, 0);
-        uint32_t m2 = __vmaxu2(__vmaxu2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
-                               __vmaxu2(v.z & 0x7FFF7FFFu, v.w & 0x7FFF7FFFu));
-        uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
-#pragma unroll
-        for (int off = 8; off; off >>= 1) /* within the half warp */
-            m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+        float s;
+        uint32_t m;
+        const uint2 out = mok_fp8::quant_block128(v, &s, &m);
         if (!mine)
             continue;
-        const float amax = mok_bf16_to_f32((uint16_t)m);
-        const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
         if (hl == 0) {
             scale[b] = s;
             if (m >= 0x7F80u)
                 atomicExch(status, 1);
         }
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        uint32_t out[2] = {0, 0};
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16)); /* little endian: the lower half first */
-            out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
-        }
-        *reinterpret_cast<uint2 *>(q + b * 128 + hl * 8) = make_uint2(out[0], out[1]);
+        *reinterpret_cast<uint2 *>(q + b * 128 + hl * 8) = out;
     }
 }
 

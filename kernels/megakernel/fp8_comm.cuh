@@ -1,0 +1,113 @@
+/* megakernel/fp8_comm.cuh: the fp8_block forward's dispatch (mok_mega_args.fp8): the push quantizes each token row
+ * 1 x 128 as it sends it, so e4m3 values and their scales cross NVLink (about half a bf16 row's bytes), and the
+ * scatter unpacks the landed rows into the expert slots' e4m3 rows and scales that GEMM1 reads.
+ * A wire row sits in the first hidden + hidden / 32 bytes of a (bf16-sized) landing row: the token's hidden e4m3
+ * bytes, then its hidden / 128 fp32 scales (the NCCL baselines' wire format, kernels/util/fp8_rows.cu). Unlike the
+ * bf16 push, a token routed to this rank's own experts is quantized into its own landing row too, so every slot
+ * row comes from a wire row and each token is quantized once (the bf16 path reads own rows where they are).
+ * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it before comm.cuh, whose
+ * roles call it); its names live in that file's anonymous namespace. */
+#pragma once
+
+#include "util/fp8_block_quant.cuh"
+
+namespace {
+
+#if MOK_SM90_DEVICE
+constexpr int kFp8Unroll = 4; /* 256-value passes per warp in flight (loads issued before the first quantizes) */
+
+/* Rank p's wire row of token t in this rank's window, or (remote) at peer q's: the landing rows [p][t]. */
+__device__ __forceinline__ size_t wire_row_off(const mok_lsa_args &a, int p, int t)
+{
+    return a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2;
+}
+
+/* The bf16 row src (hidden values, a multiple of 256) quantized by one warp, 256 values per pass (two 1 x 128
+ * blocks, a half warp each, 8 values per lane): store(byte, q, block, scale) gets each lane's 8 e4m3 bytes at byte
+ * offset `byte` of the row and, on the first lane of each half warp, its block's index and scale (block -1 on the
+ * other lanes). Every lane runs every pass: vecs is a multiple of 32, so the bound is the same for the whole warp
+ * (the quantizer's shuffles need all 32 lanes). The inputs are finite by the problem's construction: the amax bits
+ * that would flag inf or NaN are not read (the separate quantize kernel reports them). */
+template <typename Store>
+__device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int lane, Store store)
+{
+    const int vecs = hidden / 8;
+    for (int v0 = lane; v0 < vecs; v0 += 32 * kFp8Unroll) {
+        uint4 val[kFp8Unroll];
+#pragma unroll
+        for (int u = 0; u < kFp8Unroll; u++)
+            if (v0 + 32 * u < vecs)
+                val[u] = src[v0 + 32 * u];
+#pragma unroll
+        for (int u = 0; u < kFp8Unroll; u++)
+            if (v0 + 32 * u < vecs) {
+                float s;
+                uint32_t amax_bits;
+                const uint2 q = mok_fp8::quant_block128(val[u], &s, &amax_bits);
+                const int v = v0 + 32 * u; /* values [8 v, 8 v + 8): block v / 16 */
+                store(8 * v, q, lane % 16 == 0 ? v / 16 : -1, s);
+            }
+    }
+}
+
+/* The fp8 push, one warp per own token: its row quantized once and stored as a wire row into the landing row
+ * [my rank][t] of every rank one of its experts lives on, this one included. The caller then flags "landed" (in
+ * every window, mine too: the scatter waits for all of them). */
+__device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
+{
+    const int H = a.hidden;
+    for (int t = warp; t < a.my_tokens; t += nwarps) {
+        const unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
+        const unsigned ranks = __reduce_or_sync(0xffffffffu, bit);
+        if (!ranks)
+            continue;
+        const size_t off = wire_row_off(a, a.rank, t);
+        quantize_row(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, float s) {
+            for (unsigned r = ranks; r; r &= r - 1) {
+                uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
+                *reinterpret_cast<uint2 *>(dst + byte) = q;
+                if (block >= 0)
+                    *reinterpret_cast<float *>(dst + H + 4 * block) = s;
+            }
+        });
+    }
+}
+
+/* scatter_landed's fp8 form: every rank's wire rows (mine included) have landed; chunks [c0, c1) of the slots, chunk
+ * c by part (c - c0) % parts, each slot's wire row copied whole into m.xq (the slots are wire rows too), each
+ * chunk's ready counter released by the rows copied (scatter_landed says how). */
+__device__ __forceinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int c1, int part, int parts,
+                                                   struct mok_sm90_diag *diag)
+{
+    const mok_lsa_args &a = m.lsa;
+    if ((int)threadIdx.x < a.nranks)
+        wait_flag((const uint64_t *)ncclGetLsaPointer(
+                      (ncclWindow_t)a.window,
+                      a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
+                  a.epoch[0], diag, (int)threadIdx.x);
+    __syncthreads();
+    const int used = min(a.offset[a.local_experts], a.capacity), row_bytes = fp8_row_bytes(a.hidden);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int c = c0 + part; c < c1; c += parts) {
+        int s1 = min((c + 1) * a.chunk_rows, used), copied = 0;
+        for (int s = c * a.chunk_rows + warp; s < s1; s += kWarps) {
+            const int32_t e = a.entry[s];
+            if (e < 0)
+                continue; /* padding: GEMM1 computes it, nothing reads it */
+            const uint8_t *src = (const uint8_t *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, wire_row_off(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF), a.rank);
+            copy_row<kDispatchUnroll>((const uint4 *)src, (uint4 *)(m.xq + (size_t)s * row_bytes), row_bytes / 16,
+                                      lane);
+            copied++;
+        }
+        __syncwarp(); /* the warp's rows are written; lane 0's fence orders them all before its count */
+        if (lane == 0 && copied) {
+            __threadfence();
+            atomicAdd(&a.ready[c], copied);
+        }
+    }
+}
+
+#endif
+
+} // namespace

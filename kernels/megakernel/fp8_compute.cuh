@@ -1,0 +1,201 @@
+/* megakernel/fp8_compute.cuh: the compute blocks' producer and consumers in the fp8_block forward
+ * (mok_mega_args.fp8; compute.cuh's compute_role runs the same prologue and unit list, then these loops).
+ *
+ * Tiles are 128 x 128 (layout.cuh says why), on the same ring as bf16: a k block is 128 e4m3 per row, the same
+ * 128-byte box rows and 128B swizzle, so an A slot holds its 16 KiB and a B slot the first 16 of its 32.
+ *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching up rows of the
+ *     expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two 64-column products
+ *     per k block, promotion per 128 K with the row's scale x the 128 x 128 block's) into 64 gate + 64 up columns;
+ *     the epilogue stores SwiGLU's 64 h columns (bf16, TMA) and then the pair step below.
+ *   h's quantization: a scale covers 128 columns of a row, two GEMM1 tiles (n = 2b, 2b + 1). Each consumer warpgroup
+ *     counts its 64-row half in the pair's counter once its h store is complete; the second of the two reads the
+ *     pair's 64 x 128 bf16 block back from L2 and writes its e4m3 values (m.hq) and scales (m.hs), then counts the
+ *     block in done1[rb]. So done1 reaches 2 x inter / 128 (both halves of every block) exactly when the row
+ *     block's h is quantized: the same target as bf16's 2 x inter / 128 GEMM1 tiles. An all-padding half counts
+ *     once per pair (the odd tile), with no work. The bf16 h stays in m.h: the check's export reads it.
+ *   GEMM2 unit (rb, n): A m.hq, B the expert's w2 rows [128 n, +128); the same policy into 128 output columns,
+ *     sent from the registers (kSend) or staged and stored as bf16 (epilogue_store counts done2: 2 x hidden / 128).
+ * The weights' block-scale row of a unit comes with it beside the slot (slot_bscale): the consumers know no group.
+ * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh); its
+ * names live in that file's anonymous namespace. */
+#pragma once
+
+#include "util/fp8_block_quant.cuh"
+
+namespace {
+
+#if MOK_SM90_DEVICE
+/* The weights' scale block row of each slot's unit (its B rows / 128), written by the producer beside slot_unit
+ * before the slot's arrive. A function-scope __shared__ array: one per kernel, shared by both roles. */
+__device__ __forceinline__ int *slot_bscale()
+{
+    __shared__ int s[kMaxStages];
+    return s;
+}
+
+/* Per consumer warpgroup: whether its leader's count made it the second of a GEMM1 pair (handed to the warpgroup
+ * through shared memory across the epilogue's named barrier). */
+__device__ __forceinline__ volatile int *pair_second()
+{
+    __shared__ int s[2];
+    return s;
+}
+
+template <bool kFp8>
+__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m, const volatile UnitList &L,
+                                  const int *mstart, OwnBlocks own, uint8_t *smem_a, uint8_t *smem_b, uint64_t *full,
+                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
+{
+    static_assert(kFp8, "the fp8 producer");
+    const mok_lsa_args &a = m.lsa;
+    const int stages = m.stages, hidden = a.hidden, inter = m.inter;
+    int *slot_bs = slot_bscale();
+    RingPos ring = {0, 0};
+    for (;;) {
+        const int u = atomicAdd(m.done, 1); /* the ticket */
+        if (u >= L.units)
+            break;
+        const Unit p = unit_at(u, L, mstart, a.local_experts, m.raster, own);
+        const int row0 = p.rb * kTileM;
+        const bool g1 = p.job == 0;
+        const int k_blocks = (g1 ? hidden : inter) / kFp8BlockK;
+        const CUtensorMap *ma = g1 ? &maps.x : &maps.ha, *mb = g1 ? &maps.w13 : &maps.w2;
+        /* GEMM1: the gate rows [64 n, +64) of the expert's 2 inter rows and the up rows inter further on; GEMM2:
+         * rows [128 n, +128) of its hidden */
+        const int b_row = g1 ? p.group * 2 * inter + p.n * kFp8HCols : p.group * hidden + p.n * kFp8OutCols;
+        const int wave_units = (int)gridDim.x - m.comm_blocks; /* lockstep: as the bf16 producer (compute.cuh) */
+        if (m.lockstep && u >= wave_units)
+            wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
+        if (g1) {
+            mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
+        } else { /* every 128-column block of the row block's h quantized, both halves */
+            wait_count(row_counters(m.done, 0, a.capacity) + p.rb, 2 * (inter / 128), diag, 0, p.rb);
+            mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
+        }
+        for (int kb = 0; kb < k_blocks; kb++) {
+            producer_acquire(ring, empty, diag, u, kb);
+            if (kb == 0) { /* published by the arrive below (release) */
+                slot_unit[ring.slot] = pack_unit(p);
+                slot_bs[ring.slot] = b_row / 128;
+            }
+            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes);
+            uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
+            const int kc = kb * kFp8BlockK; /* bytes: the maps' elements are bytes */
+            mok_tma_load_2d(smem_a + (size_t)ring.slot * kSlotABytes, ma, kc, row0, bar);
+            mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
+            if (g1)
+                mok_tma_load_2d(b_dst + kFp8HCols * kRowBytes, mb, kc, b_row + inter, bar);
+            if (kb == 0 && m.lockstep)
+                atomicAdd(m.done + 1, 1); /* this unit has started */
+            ring.advance(stages);
+        }
+    }
+    /* the end: the next slot carries no unit, only the -1 that stops the consumers */
+    producer_acquire(ring, empty, diag, -1, 0);
+    slot_unit[ring.slot] = -1;
+    mok_mbar_arrive(&full[ring.slot]);
+}
+
+/* The pair step after a GEMM1 tile's h store (all 128 threads of the consumer warpgroup; see the file's comment).
+ * row0: this warpgroup's first row. The leader's count publishes this tile's half (its bulk store complete, then a
+ * release) and, when it is the second, acquires the first's; the warpgroup then quantizes rows [row0, +64) x
+ * columns [128 b, +128): a half warp per row, 8 columns per lane (mok_fp8::quant_block128, the separate quantize
+ * kernel's arithmetic, so the check's reference quantizes the exported h to the same bytes). */
+__device__ __forceinline__ void quantize_h_pair(const mok_mega_args &m, const Unit &p, int row0, int cwg, int wq,
+                                                int lane, bool leader)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int I = m.inter, b = p.n / 2;
+    volatile int *second = pair_second();
+    if (leader) {
+        mok_bulk_wait(0);               /* this tile's h in global memory */
+        mok_fence_proxy_async_global(); /* ... and visible to generic loads */
+        __threadfence();
+        int32_t *pair = m.done + counters(a.capacity, a.t_max, m.shared_inter) +
+                        ((size_t)p.rb * 2 + cwg) * (I / 128) + b;
+        const int before = atomicAdd(pair, 1);
+        __threadfence(); /* the first's fence before its count, this one after mine: its h is seen below */
+        second[cwg] = before == 1;
+    }
+    mok_named_barrier(1 + cwg, 128);
+    if (!second[cwg])
+        return;
+    const int hl = lane % 16;
+    for (int i = 0; i < 8; i++) { /* warp wq's 16 rows, two per step */
+        const size_t row = (size_t)row0 + wq * 16 + 2 * i + lane / 16, col = (size_t)b * 128 + hl * 8;
+        /* through L2: the other tile's half was written by another SM during this kernel */
+        const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(m.h + row * I + col));
+        float s;
+        uint32_t amax_bits;
+        const uint2 q = mok_fp8::quant_block128(v, &s, &amax_bits);
+        *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
+        if (hl == 0)
+            m.hs[row * (I / 128) + b] = s;
+    }
+    mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
+    if (leader) {
+        __threadfence();
+        atomicAdd(row_counters(m.done, 0, a.capacity) + p.rb, 1); /* done1: one block of one half quantized */
+    }
+}
+
+template <bool kSend>
+__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full, uint64_t *empty,
+                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, const int *slot_unit,
+                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
+                                  struct mok_sm90_diag *diag, int role)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int stages = m.stages, hidden = a.hidden, inter = m.inter;
+    const int *slot_bs = slot_bscale();
+    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+    float acc[kFp8OutCols / 2]; /* 64 rows x 128 columns per warpgroup */
+    NoPump pump;
+    RingPos ring = {0, 0};
+    for (;;) {
+        mok_sm90_wait(&full[ring.slot], ring.phase, diag, role, ring.slot, -1, 0); /* the unit's first k block */
+        /* lane 0 reads the slot's unit (compute.cuh says why lane 0) */
+        const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[ring.slot] : 0, 0);
+        if (u < 0)
+            break;
+        const int b_block = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_bs[ring.slot] : 0, 0);
+        const Unit p = unpack_unit(u);
+        const bool g1 = p.job == 0;
+        const int kb128 = (g1 ? hidden : inter) / kFp8BlockK; /* k blocks, and scales per row */
+        const int row0 = p.rb * kTileM + cwg * 64;
+        if (a.entry[row0] < 0) { /* an all-padding half (compute.cuh says why it is skipped) */
+            skip_tile(ring, stages, full, empty, kb128, lane, diag, role, u);
+            if (leader && (g1 ? p.n % 2 == 1 : !kSend)) /* a pair's one count (done1), or done2 */
+                atomicAdd(row_counters(m.done, p.job, a.capacity) + p.rb, 1);
+            continue;
+        }
+        /* scales: A's rows la and la + 8 (written in this kernel: kLiveA; GEMM1's behind each slot's e4m3 values,
+         * a_stride floats per row); B's block row, and for GEMM1 the up columns' block inter / 128 block rows on */
+        const int a_stride = g1 ? fp8_row_bytes(hidden) / 4 : kb128;
+        const float *sa = (g1 ? reinterpret_cast<const float *>(m.xq + hidden) : m.hs) + (size_t)(row0 + la) * a_stride;
+        const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
+        const int sb_hi = g1 ? inter / 128 * kb128 : 0;
+        consume_tile_fp8_block<kFp8OutCols, kFp8OutCols / 64, NoPump, true>(
+            ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, kSlotBBytes, 1,
+            lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+        if (g1) { /* 64 h columns: gate accumulators [0, 32) with up [32, 64), one staged box */
+            epilogue_begin(leader, cwg);
+            stage_swiglu(acc, stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                store_staged(&maps.hc, p.n * kFp8HCols, row0, stage, 1);
+            quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
+        } else if (kSend) { /* the 128 columns straight to the owners' combine rows */
+            uint8_t *da = send_row_dst(m, 1, row0 + la, comb_base), *db = send_row_dst(m, 1, row0 + lb, comb_base);
+            const int c0 = p.n * kFp8OutCols * 2;
+            send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+        } else {
+            epilogue_begin(leader, cwg);
+            stage_bf16<0, kFp8OutCols / 8>(acc, stage, la, lb, cq);
+            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kFp8OutCols, true);
+        }
+    }
+}
+#endif
+
+} // namespace
