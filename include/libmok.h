@@ -13,6 +13,10 @@
  * Everything is enqueued on the caller's stream; nothing waits on the host and nothing is allocated after
  * mok_workspace_create, so one forward's calls can be captured into a CUDA graph and replayed (capture a graph
  * per input slot, weights and y: the pointers are fixed at capture). Hopper (sm_90a) only for now.
+ * Precision (desc.dtype): bf16, or fp8_block (DeepSeek-V3's recipe, as mok-bench's README defines it): the token
+ * rows stay bf16 in the input slots and are quantized 1 x 128 by the kernel's dispatch as it sends them (e4m3 values
+ * and fp32 scales cross NVLink), the routed weights are given quantized (e4m3 with a scale per 128 x 128 block:
+ * mok_quantize_weights_fp8_block makes them), GEMM1's epilogue quantizes h for GEMM2, y stays bf16.
  * Functions return MOK_OK or an error code, with a message (naming the field, its value and what is allowed) in
  * err when err_len > 0. */
 #ifndef LIBMOK_H
@@ -25,6 +29,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* struct mok_layer_desc.dtype */
+enum mok_layer_dtype {
+    MOK_LAYER_BF16 = 0,
+    MOK_LAYER_FP8_BLOCK = 1 /* forward only; dispatch_push 1, no shared experts, own_first 0, split_half 0 */
+};
 
 enum mok_status {
     MOK_OK = 0,
@@ -84,14 +94,22 @@ struct mok_layer_desc {
                                  every SM; k > 0, on a stream of its own beside the kernel, on k SMs (persistent CTAs
                                  of mok's GEMM core), the kernel on the others (at least comm_sms + 1). Not yet run
                                  on a GPU */
+    int dtype;                /* enum mok_layer_dtype: MOK_LAYER_BF16 (0) or MOK_LAYER_FP8_BLOCK (1; the forward only,
+                                 with dispatch_push 1 and no shared experts, own_first or split_half). Not yet run on
+                                 a GPU */
 };
 
-/* Weights of one forward, bf16, device memory, this rank's part; valid until the forward's work is done. */
+/* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones
+ * in the description's dtype: bf16 (w13, w2; the e4m3 fields NULL) or fp8_block (the e4m3 fields; w13, w2 NULL). */
 struct mok_weights {
     const uint16_t *w13;        /* [experts / ranks][2 * intermediate][hidden]: gate rows, then up rows */
     const uint16_t *w2;         /* [experts / ranks][hidden][intermediate] */
     const uint16_t *shared_w13; /* [2 * shared_intermediate][hidden] (gate, then up); NULL without shared experts */
     const uint16_t *shared_w2;  /* [hidden][shared_intermediate]; NULL without shared experts */
+    const uint8_t *w13_e4m3;    /* fp8_block: w13's shape, e4m3 values */
+    const float *w13_scale;     /* fp8_block: [experts / ranks][2 * intermediate / 128][hidden / 128] */
+    const uint8_t *w2_e4m3;     /* fp8_block: w2's shape, e4m3 values */
+    const float *w2_scale;      /* fp8_block: [experts / ranks][hidden / 128][intermediate / 128] */
 };
 
 /* Weight gradients of one backward, device memory, this rank's experts: fp32 accumulated (+=, as training
@@ -189,6 +207,18 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
 int mok_backward_sum(mok_workspace *ws, uint16_t *dx, float *d_router, cudaStream_t stream, char *err, int err_len);
 int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mok_grads *g, uint16_t *dx,
                  float *d_router, cudaStream_t stream, char *err, int err_len);
+/* fp8_block weights from bf16: `matrices` stacked row-major [rows][k] matrices (rows and k multiples of 128), e4m3
+ * values q (the same shape) and one fp32 scale per 128 x 128 block, scale[matrices][rows / 128][k / 128] (the
+ * layout struct mok_weights takes: w13 is EL matrices of 2 x intermediate rows, w2 EL of hidden rows). Scale =
+ * amax / 448 (1 for a block of zeros), values x / scale rounded to nearest even. Synchronizes stream;
+ * MOK_ERR_ARGUMENT when w holds inf or NaN. */
+int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, int k, uint8_t *q, float *scale,
+                                   cudaStream_t stream, char *err, int err_len);
+/* For checks, collective: the last full forward's SwiGLU output h per route of this rank's tokens, bf16
+ * [tokens][topk][intermediate] (route (t, k) at row t x topk + k), as the experts' ranks computed it (fp8_block:
+ * before its quantization for GEMM2). Between that forward's mok_forward_sum and the next mok_route; it moves the
+ * rows through the window's combine area and synchronizes stream (two NCCL barriers). */
+int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, char *err, int err_len);
 /* Bytes of device memory the workspace holds on this rank (the window included): what desc.train adds is the
  * difference to the same description without it. */
 size_t mok_workspace_bytes(const mok_workspace *ws);

@@ -244,6 +244,11 @@ int mok_lsa_slot_weights(const struct mok_lsa_args *a, float *w, mok_stream_t st
 /* Each slot's v[slot] into its route owner's window at off_dr + t * k + j (the backward's d_router), before the
  * combine whose done flag orders it for the owner. */
 int mok_lsa_send_route_values(const struct mok_lsa_args *a, const float *v, mok_stream_t stream);
+/* Columns [col0, col0 + cols) of each slot's row of rows [capacity][row_elems] (bf16) into its route owner's window
+ * at off_comb, packed [t][k][cols] (cols <= hidden: the combine area holds t_max x topk rows of hidden). No flag:
+ * the caller orders it with the owners (outside any timed run: the FP8 layers' export of h for the check). */
+int mok_lsa_send_route_rows(const struct mok_lsa_args *a, const uint16_t *rows, int row_elems, int col0, int cols,
+                            mok_stream_t stream);
 /* The fused backward's owner sum (per route): waits for every rank's done flag, then dx (a.y) = the fixed-order
  * sum over k of the combine rows (unweighted: the router weight is in them) plus a.shared_y, and a.d_router = the
  * window's off_dr values. */

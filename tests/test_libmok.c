@@ -262,6 +262,18 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
     d.own_first = -1;
     rc = mok_layer_check(comm, &d, err, sizeof err);
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "own_first = -1"), "own_first -1: %s (%s)", mok_status_string(rc), err);
+    d = *good;
+    d.dtype = 2;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "dtype = 2"), "dtype 2: %s (%s)", mok_status_string(rc), err);
+    d = *good;
+    d.dtype = MOK_LAYER_FP8_BLOCK, d.dispatch_push = 0;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "dispatch_push 1 (0"), "fp8_block with pull: %s (%s)",
+       mok_status_string(rc), err);
+    d.dispatch_push = 1;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_OK, "fp8_block with push: %s (%s)", mok_status_string(rc), err);
     rc = mok_layer_check(comm, good, err, sizeof err);
     CK(rc == MOK_OK, "a good description: %s (%s)", mok_status_string(rc), err);
     return 0;

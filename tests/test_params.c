@@ -202,7 +202,7 @@ int main(void)
     s.model.shared_experts = 0, s.pass = MOK_PASS_FWD;
     s.model.intermediate = inter;
     /* fp8_block in layer mode: the NCCL baselines' forward on cuBLASLt per expert or mok's core, not cuBLAS grouped;
-     * the LSA layers and the megakernel refuse it */
+     * the megakernel's forward with dispatch=push and no shared experts; lsa-layer refuses it */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_FP8_BLOCK;
     defaults("nccl", v);
     struct mok_params_nccl fnp = mok_params_nccl(v);
@@ -216,12 +216,20 @@ int main(void)
     s.pass = MOK_PASS_FWD_BWD;
     CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "the forward only"), "nccl fp8_block fwd_bwd: %s", why);
     s.pass = MOK_PASS_FWD;
-    for (int i = 2; i < 4; i++) {
-        const char *other[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
-        defaults(other[i], v);
-        CHECK(!supports(other[i], &s, 2, v, why) && strstr(why, "the NCCL baselines only"), "%s fp8_block: %s",
-              other[i], why);
-    }
+    defaults("lsa-layer", v);
+    CHECK(!supports("lsa-layer", &s, 2, v, why) && strstr(why, "the NCCL baselines only"), "lsa-layer fp8_block: %s",
+          why);
+    defaults("megakernel", v);
+    struct mok_params_megakernel fmp = mok_params_megakernel(v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push"), "megakernel fp8_block pull: %s",
+          why);
+    fmp.dispatch = 1;
+    mok_params_megakernel_values(&fmp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel fp8_block push: %s", why);
+    s.model.shared_experts = 1;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "no shared experts"), "megakernel fp8_block shared: "
+          "%s", why);
+    s.model.shared_experts = 0;
     /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
      * in layer mode the NCCL baselines, on mok's core or emulated on any cuBLAS mode, the forward only */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;
@@ -242,12 +250,12 @@ int main(void)
     defaults("nccl", v);
     CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "multiples of 128"), "nccl mxfp8 inter 192: %s", why);
     s.model.intermediate = 512;
-    for (int i = 2; i < 4; i++) {
-        const char *other[] = {"nccl", "nccl-overlap", "lsa-layer", "megakernel"};
-        defaults(other[i], v);
-        CHECK(!supports(other[i], &s, 2, v, why) && strstr(why, "mxfp8: in layer mode the NCCL baselines only"),
-              "%s mxfp8: %s", other[i], why);
-    }
+    defaults("lsa-layer", v);
+    CHECK(!supports("lsa-layer", &s, 2, v, why) && strstr(why, "mxfp8: in layer mode the NCCL baselines only"),
+          "lsa-layer mxfp8: %s", why);
+    defaults("megakernel", v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mxfp8: not in the megakernel"), "megakernel mxfp8: "
+          "%s", why);
     s.mode = MOK_MODE_GEMM;
     defaults("cublas-gemm", v);
     CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 defaults: %s", why);

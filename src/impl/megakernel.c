@@ -50,7 +50,8 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms};
+                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms,
+                                   .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK : MOK_LAYER_BF16};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -66,10 +67,14 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
     return mok_layer_check(cl->nccl, &d, why, why_len) == MOK_OK;
 }
 
-/* This set's weights, the shared experts' only where the model has them. */
+/* This set's weights in the problem's dtype (fp8_block: quantized once at setup, src/problem_fp8.c), the shared
+ * experts' only where the model has them. */
 static struct mok_weights set_weights(const struct mok_problem *p, int set)
 {
     struct mok_weights w = {.w13 = p->w13[set], .w2 = p->w2[set]};
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
+        w = (struct mok_weights){.w13_e4m3 = p->fp8.w13[set], .w13_scale = p->fp8.w13_scale[set],
+                                 .w2_e4m3 = p->fp8.w2[set], .w2_scale = p->fp8.w2_scale[set]};
     if (p->shared)
         w.shared_w13 = p->shared_w13[set], w.shared_w2 = p->shared_w2[set];
     return w;
@@ -202,6 +207,19 @@ static int mega_run(void *state, int set, const struct mok_outputs *out, int slo
     return y ? phased_run(&s->run, set, y, slot, s->cl->stream, err, err_len) : -1;
 }
 
+/* Layer mode's FP8 check reads h per route (src/problem_fp8_layer.c): libmok brings it from the experts' ranks. */
+static int mega_export(void *state, const struct mok_outputs *out, char *err, int err_len)
+{
+    struct mega_state *s = state;
+    if (!mok_output_find(out, "h"))
+        return 0;
+    uint16_t *h = mok_output_bf16(out, "h");
+    if (!h)
+        FAIL("output h: bf16 expected");
+    return lib_fail(mok_workspace_export_h(s->ws, h, s->cl->stream, err, err_len), "mok_workspace_export_h", err,
+                    err_len);
+}
+
 static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 {
     phased_run_ms(&((struct mega_state *)state)->run, slot, true, out);
@@ -295,6 +313,13 @@ static void train_note(const struct mega_state *s, char *note, size_t len)
     snprintf(note + n, len - n, "; workspace %.2f GB per rank", (double)mok_workspace_bytes(s->ws) / 1e9);
 }
 
+static const char *fp8_note(const struct mega_state *s)
+{
+    return s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
+                                                  "128 x 128 tiles"
+                                                : "";
+}
+
 static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
 {
     struct mega_state *s = state;
@@ -305,7 +330,7 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
             train_note(s, row->note, sizeof row->note);
         else
             snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                     " fused (phases: schedule | kernel | owner's sum)");
+                     " fused (phases: schedule | kernel | owner's sum)%s", fp8_note(s));
         return 0;
     }
     double compute_ms = 0, comm_ms = 0;
@@ -336,8 +361,8 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
     row->dispatch_alone_us = comm_ms * 1e3;  /* the forward with compute skipped */
     double exposed = row->time_med_us - row->gemm_alone_us;
     snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-             " fused (phases: schedule | kernel | owner's sum); compute alone %.0f us, comm alone %.0f us, exposed "
-             "comm %.0f us (%.0f%%)",
+             " fused (phases: schedule | kernel | owner's sum)%s; compute alone %.0f us, comm alone %.0f us, exposed "
+             "comm %.0f us (%.0f%%)", fp8_note(s),
              row->gemm_alone_us, row->dispatch_alone_us, exposed,
              row->time_med_us > 0 ? 100.0 * exposed / row->time_med_us : 0.0);
     return 0;
@@ -361,6 +386,7 @@ const struct mok_impl_ops mok_impl_megakernel = {
     .supports = mega_supports,
     .setup = mega_setup,
     .run = mega_run,
+    .export_outputs = mega_export,
     .phase_ms = mega_phase_ms,
     .extras = mega_extras,
     .teardown = mega_teardown,

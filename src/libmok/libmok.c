@@ -105,6 +105,15 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         return say(err, err_len, MOK_ERR_ARGUMENT, "shared_sms = %d: 0, or with train and shared experts 1..%d (the "
                    "backward kernel keeps comm_sms %d + 1 of the GPU's %d SMs)", d->shared_sms, gpu_sms - comm - 1,
                    comm, gpu_sms);
+    if (d->dtype != MOK_LAYER_BF16 && d->dtype != MOK_LAYER_FP8_BLOCK)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %d: MOK_LAYER_BF16 (0) or MOK_LAYER_FP8_BLOCK (1)",
+                   d->dtype);
+    if (d->dtype == MOK_LAYER_FP8_BLOCK && (!d->dispatch_push || d->shared_intermediate || d->train ||
+                                            d->own_first || d->split_half))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = MOK_LAYER_FP8_BLOCK needs dispatch_push 1 (%d: the push "
+                   "quantizes the rows it sends) and has no shared experts (shared_intermediate %d), train (%d), "
+                   "own_first (%d) or split_half (%d) yet", d->dispatch_push, d->shared_intermediate, d->train,
+                   d->own_first, d->split_half);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -148,7 +157,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
                                  .own_first = d->own_first, .split_half = d->split_half,
-                                 .shared_inter = d->shared_intermediate};
+                                 .shared_inter = d->shared_intermediate, .fp8 = d->dtype == MOK_LAYER_FP8_BLOCK};
     return MOK_OK;
 }
 
@@ -181,6 +190,9 @@ static int layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, int *
     if ((rc = init_args(resolved, *rank, *nranks, &a, &mk, err, err_len)))
         return rc;
     mk.shared_inter = 0; /* the shared buffers and weights do not exist yet: check_shape covered its value */
+    if (mk.fp8) /* nor do the fp8 buffers: stand-ins for the pointer checks (the kernel is not launched here) */
+        mk.xq = mk.hq = (uint8_t *)(uintptr_t)256, mk.hs = (float *)(uintptr_t)256, mk.w13q = mk.w2q = mk.xq,
+        mk.w13s = mk.w2s = mk.hs;
     char why[256];
     if (!mok_megakernel_supports(&mk, why, sizeof why))
         return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
@@ -198,8 +210,7 @@ int mok_layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, char *er
     return layer_check(comm, desc, &rank, &nranks, &resolved, err, err_len);
 }
 
-/* Every rank has reached this point of its stream (a one-int all-reduce), and the host waits for it. */
-static int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len)
+int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len)
 {
     ncclResult_t r = ncclAllReduce(ws->barrier_word, ws->barrier_word, 1, ncclInt32, ncclSum, ws->comm, s);
     if (r != ncclSuccess)
@@ -265,14 +276,23 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->ready, sizeof(int32_t) * (size_t)ws->nchunks), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
-    /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here) */
-    MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here):
+     * bf16 rows, or fp8_block wire rows (e4m3 values and their scales), and then h quantized for GEMM2 */
+    if (ws->mk.fp8) {
+        const size_t I = (size_t)ws->mk.inter;
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.xq, cap * (size_t)mok_megakernel_fp8_row_bytes(a->hidden) + 16),
+                  return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hq, cap * I + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hs, cap * (I / 128) * sizeof(float) + 16),
+                  return MOK_ERR_CUDA);
+    } else {
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
+    }
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
-    MOK_CHECK(cuda,
-              dev_alloc(ws, (void **)&ws->mk.done,
-                         sizeof(int32_t) * mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter)),
-              return MOK_ERR_CUDA);
+    const size_t counters = mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter) +
+                            (ws->mk.fp8 ? mok_megakernel_fp8_counters((int)cap, ws->mk.inter) : 0);
+    MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.done, sizeof(int32_t) * counters), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->barrier_word, sizeof(int32_t)), return MOK_ERR_CUDA);
     if (ws->d.train) { /* what the forward saves and the backward's intermediates (struct mok_mega_bwd_args) */
         size_t I = (size_t)ws->mk.inter, H = (size_t)a->hidden;
@@ -377,7 +397,7 @@ void mok_workspace_destroy(mok_workspace *ws)
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin, ws->mk.h, ws->mk.out, ws->mk.done,
                    ws->mk.sh, ws->mk.sy, ws->barrier_word, ws->mk.gu, ws->bk.m.lsa.xin, ws->bk.dgu, ws->bk.hw,
                    ws->bk.dr_part, ws->bk.m.done, ws->mk.sgu, ws->sb.dhp, ws->sb.dgu, ws->sb.hw, ws->sb.dx, ws->sb.dr,
-                   ws->sb.ones, ws->sb.offset};
+                   ws->sb.ones, ws->sb.offset, ws->mk.xq, ws->mk.hq, ws->mk.hs};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     if (ws->sb.fork)
@@ -435,12 +455,19 @@ int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const
     return MOK_OK;
 }
 
-/* The weights against the description: the routed ones always, the shared ones exactly when it has shared
- * experts (a mismatch would silently drop or invent them). */
+/* The weights against the description: the routed ones in its dtype (and not the other's), the shared ones
+ * exactly when it has shared experts (a mismatch would silently drop or invent them). */
 int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *err, int err_len)
 {
-    if (!w || !w->w13 || !w->w2)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: w13 and w2 must be device pointers");
+    if (!w)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: NULL");
+    const int fp8 = ws->d.dtype == MOK_LAYER_FP8_BLOCK;
+    if (fp8 && (!w->w13_e4m3 || !w->w13_scale || !w->w2_e4m3 || !w->w2_scale || w->w13 || w->w2))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_FP8_BLOCK takes w13_e4m3, w13_scale, "
+                   "w2_e4m3 and w2_scale (device pointers) and w13 = w2 = NULL");
+    if (!fp8 && (!w->w13 || !w->w2 || w->w13_e4m3 || w->w13_scale || w->w2_e4m3 || w->w2_scale))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_BF16 takes w13 and w2 (device pointers) "
+                   "and no e4m3 weights or scales");
     int shared = ws->d.shared_intermediate > 0;
     if (shared && (!w->shared_w13 || !w->shared_w2))
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: shared_w13 and shared_w2 must be given "
@@ -485,6 +512,7 @@ int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_
     struct mok_mega_args *mk = &ws->mk;
     mk->lsa = ws->a;
     mk->w13 = w->w13, mk->w2 = w->w2;
+    mk->w13q = w->w13_e4m3, mk->w2q = w->w2_e4m3, mk->w13s = w->w13_scale, mk->w2s = w->w2_scale;
     mk->sw13 = w->shared_w13, mk->sw2 = w->shared_w2;
     mk->x_local = mk->shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL; /* the shared experts' tokens */
     _Static_assert(MOK_VARIANT_COMPUTE_ONLY == 1 && MOK_VARIANT_COMM_ONLY == 2, "mok_mega_args.skip values");

@@ -50,11 +50,14 @@ struct mok_workspace {
 #define say libmok_say
 #define out_of_order libmok_out_of_order
 #define check_weights libmok_check_weights
+#define barrier libmok_barrier
 /* err := the formatted message (when err_len > 0); returns code. */
 int say(char *err, int err_len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* MOK_ERR_ORDER with "call: needs". */
 int out_of_order(const char *call, const char *needs, char *err, int err_len);
 /* The weights against the description (the shared ones exactly when it has shared experts). */
 int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *err, int err_len);
+/* Every rank has reached this point of its stream (a one-int all-reduce), and the host waits for it. */
+int barrier(mok_workspace *ws, cudaStream_t s, char *err, int err_len);
 
 #endif

@@ -1,0 +1,66 @@
+/* libmok's calls outside a forward's order (include/libmok.h): fp8_block weights quantized from bf16 (setup), and
+ * the last forward's h per route for checks. */
+#include <stdint.h>
+
+#include "check_call.h"
+#include "workspace.h"
+
+int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, int k, uint8_t *q, float *scale,
+                                   cudaStream_t stream, char *err, int err_len)
+{
+    if (!w || !q || !scale)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "w, q and scale: device pointers");
+    if (matrices < 1 || rows < 128 || rows % 128 || k < 128 || k % 128)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices = %d, rows = %d, k = %d: matrices >= 1, rows and k "
+                   "positive multiples of 128 (128 x 128 blocks)", matrices, rows, k);
+    if ((uintptr_t)w % 16 || (uintptr_t)q % 8)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "w 16-byte and q 8-byte aligned (vector loads and stores)");
+    int32_t *status = NULL, bad = 0;
+    MOK_CHECK(cuda, cudaMalloc((void **)&status, sizeof(int32_t)), return MOK_ERR_CUDA);
+    cudaError_t e = cudaMemsetAsync(status, 0, sizeof(int32_t), stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)mok_quant_fp8_block_weights_bf16(w, matrices, rows, k, q, scale, status,
+                                                          (mok_stream_t)stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&bad, status, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    cudaFree(status);
+    if (e != cudaSuccess)
+        return say(err, err_len, MOK_ERR_CUDA, "fp8_block weights: %s", cudaGetErrorString(e));
+    if (bad)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_block weights: w holds inf or NaN");
+    return MOK_OK;
+}
+
+/* In passes of at most hidden columns (the combine area's row): every rank done with its combine area (barrier),
+ * each slot's h columns into its route owner's area, every rank's rows in (barrier), the area copied into h. */
+int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    const struct mok_lsa_args *a = &ws->a;
+    if (!h && a->my_tokens)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "h: a device pointer when tokens = %d > 0", a->my_tokens);
+    if (ws->step != STEP_IDLE || !ws->fwd_full)
+        return out_of_order("mok_workspace_export_h", "a full forward's mok_forward_sum comes first (and no route "
+                            "after it)", err, err_len);
+    const int I = ws->mk.inter, H = a->hidden;
+    const size_t routes = (size_t)a->my_tokens * a->topk;
+    const char *area = (const char *)ws->win_ptr + a->off_comb;
+    for (int c0 = 0; c0 < I; c0 += H) {
+        const int cols = I - c0 < H ? I - c0 : H;
+        int rc = barrier(ws, stream, err, err_len);
+        if (rc)
+            return rc;
+        MOK_CHECK(cuda, mok_lsa_send_route_rows(a, ws->mk.h, I, c0, cols, (mok_stream_t)stream),
+                  return MOK_ERR_CUDA);
+        if ((rc = barrier(ws, stream, err, err_len)))
+            return rc;
+        if (routes)
+            MOK_CHECK(cuda, cudaMemcpy2DAsync(h + c0, (size_t)I * 2, area, (size_t)cols * 2, (size_t)cols * 2, routes,
+                                              cudaMemcpyDeviceToDevice, stream), return MOK_ERR_CUDA);
+    }
+    MOK_CHECK(cuda, cudaStreamSynchronize(stream), return MOK_ERR_CUDA);
+    return MOK_OK;
+}
