@@ -191,14 +191,15 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  * kFp8: the fp8_block forward (mok_mega_args.fp8): the same prologue and unit list over 128 x 128 tiles, the
  * producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu includes it last). */
 template <bool kFp8>
-__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m, const volatile UnitList &L,
-                                  const int *mstart, OwnBlocks own, uint8_t *smem_a, uint8_t *smem_b, uint64_t *full,
-                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
+__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
+                                                  const volatile UnitList &L, const int *mstart, OwnBlocks own,
+                                                  uint8_t *smem_a, uint8_t *smem_b, uint64_t *full, uint64_t *empty,
+                                                  int *slot_unit, struct mok_sm90_diag *diag);
 template <bool kSend>
-__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full, uint64_t *empty,
-                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, const int *slot_unit,
-                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
-                                  struct mok_sm90_diag *diag, int role);
+__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
+                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage,
+                                                  const int *slot_unit, uint8_t *const *comb_base, int cwg, int wq,
+                                                  int lane, bool leader, struct mok_sm90_diag *diag, int role);
 
 /* A consumer warpgroup's end: its leader's TMA stores complete (their staging read) before the block ends; with
  * `signal`, its sends are all in place: one of the done flag's contributions. */

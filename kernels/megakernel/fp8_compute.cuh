@@ -3,10 +3,10 @@
  *
  * Tiles are 128 x 128 (layout.cuh says why), on the same ring as bf16: a k block is 128 e4m3 per row, the same
  * 128-byte box rows and 128B swizzle, so an A slot holds its 16 KiB and a B slot the first 16 of its 32.
- *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching up rows of the
- *     expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two 64-column products
- *     per k block, promotion per 128 K with the row's scale x the 128 x 128 block's) into 64 gate + 64 up columns;
- *     the epilogue stores SwiGLU's 64 h columns (bf16, TMA) and then the pair step below.
+ *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching
+ *     up rows of the expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two
+ *     64-column products per k block, promotion per 128 K with the row's scale x the 128 x 128 block's) into 64
+ *     gate + 64 up columns; the epilogue stores SwiGLU's 64 h columns (bf16, TMA), then the pair step below.
  *   h's quantization: a scale covers 128 columns of a row, two GEMM1 tiles (n = 2b, 2b + 1). Each consumer warpgroup
  *     counts its 64-row half in the pair's counter once its h store is complete; the second of the two reads the
  *     pair's 64 x 128 bf16 block back from L2 and writes its e4m3 values (m.hq) and scales (m.hs), then counts the
@@ -42,9 +42,10 @@ __device__ __forceinline__ volatile int *pair_second()
 }
 
 template <bool kFp8>
-__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m, const volatile UnitList &L,
-                                  const int *mstart, OwnBlocks own, uint8_t *smem_a, uint8_t *smem_b, uint64_t *full,
-                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
+__device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
+                                                  const volatile UnitList &L, const int *mstart, OwnBlocks own,
+                                                  uint8_t *smem_a, uint8_t *smem_b, uint64_t *full, uint64_t *empty,
+                                                  int *slot_unit, struct mok_sm90_diag *diag)
 {
     static_assert(kFp8, "the fp8 producer");
     const mok_lsa_args &a = m.lsa;
@@ -140,10 +141,10 @@ __device__ __forceinline__ void quantize_h_pair(const mok_mega_args &m, const Un
 }
 
 template <bool kSend>
-__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full, uint64_t *empty,
-                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, const int *slot_unit,
-                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
-                                  struct mok_sm90_diag *diag, int role)
+__device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
+                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage,
+                                                  const int *slot_unit, uint8_t *const *comb_base, int cwg, int wq,
+                                                  int lane, bool leader, struct mok_sm90_diag *diag, int role)
 {
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;

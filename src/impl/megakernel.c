@@ -51,7 +51,8 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
                                    .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms,
-                                   .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK : MOK_LAYER_BF16};
+                                   .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
+                                                                                 : MOK_LAYER_BF16};
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
