@@ -13,7 +13,7 @@ DEV=${MOK_DEV:-.dev}
 BINS=${STAGE_BINS:-"build/mok-bench build/tests/test_gpu_symmem build/tests/test_gpu_lsa build/tests/test_gpu_gemm
   build/tests/test_gpu_fill build/tests/test_gpu_quant build/tests/test_gpu_ref_bwd build/tests/test_gpu_ref_fp8 build/tests/test_gpu_mxfp8
   build/tests/test_gpu_cublaslt_fp8 build/tests/test_libmok build/tests/test_gpu_gemm_bwd
-  build/tests/test_libmok_bwd"}
+  build/tests/test_libmok_bwd build/tests/test_libmok_fp8"}
 LIBS=${STAGE_LIBS:-libcjson.so.1}
 # rebuild first so the commit label baked into the binary (vcs_tag) is the tree's current state. Meson does
 # not track the headers nvcc includes (no depfiles for CUDA here): recompile every .cu when a kernel header is
