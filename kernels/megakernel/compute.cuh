@@ -227,7 +227,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
-    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;
+    uint8_t *smem_c = smem_b + (size_t)stages * slot_b_bytes(kFp8);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */

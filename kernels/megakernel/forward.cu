@@ -138,7 +138,7 @@ int resolve_stages(const mok_mega_args *m, size_t limit)
     if (m->stages)
         return m->stages;
     int s = 8;
-    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first) > limit)
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8) > limit)
         s--;
     return s;
 }
@@ -223,7 +223,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
-    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first) > limit)
+    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first, m->fp8) > limit)
         return say(why, why_len, "shared memory: %lld stages of 48 KiB + 32 KiB staging do not fit",
                    resolve_stages(m, limit));
     if (why && why_len > 0)
@@ -281,7 +281,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
-    size_t smem = smem_bytes(args.stages, el, m->own_first);
+    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8);
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

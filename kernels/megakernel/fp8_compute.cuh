@@ -1,8 +1,8 @@
 /* megakernel/fp8_compute.cuh: the compute blocks' producer and consumers in the fp8_block forward
  * (mok_mega_args.fp8; compute.cuh's compute_role runs the same prologue and unit list, then these loops).
  *
- * Tiles are 128 x 128 (layout.cuh says why), on the same ring as bf16: a k block is 128 e4m3 per row, the same
- * 128-byte box rows and 128B swizzle, so an A slot holds its 16 KiB and a B slot the first 16 of its 32.
+ * Tiles are 128 x 128 (layout.cuh says why), on a ring like bf16's: a k block is 128 e4m3 per row, the same
+ * 128-byte box rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit.
  *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching
  *     up rows of the expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two
  *     64-column products per k block, promotion per 128 K with the row's scale x the 128 x 128 block's) into 64
@@ -80,7 +80,7 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
                 slot_bs[ring.slot] = b_row / 128;
             }
             uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes);
-            uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
+            uint8_t *b_dst = smem_b + (size_t)ring.slot * slot_b_bytes(true);
             const int kc = kb * kFp8BlockK; /* bytes: the maps' elements are bytes */
             mok_tma_load_2d(smem_a + (size_t)ring.slot * kSlotABytes, ma, kc, row0, bar);
             mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
@@ -177,8 +177,8 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
         const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
         const int sb_hi = g1 ? inter / 128 * kb128 : 0;
         consume_tile_fp8_block<kFp8OutCols, kFp8OutCols / 64, NoPump, true>(
-            ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, kSlotBBytes, 1,
-            lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+            ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b,
+            slot_b_bytes(true), 1, lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
         if (g1) { /* 64 h columns: gate accumulators [0, 32) with up [32, 64), one staged box */
             epilogue_begin(leader, cwg);
             stage_swiglu(acc, stage, la, lb, cq);

@@ -16,11 +16,15 @@ constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
 
+/* A ring slot's B bytes: 256 rows of 128 bytes in bf16; fp8's tiles read 128 (mok_mega_args.fp8, below), so its
+ * ring fits five or six stages beside the staging (by the expert count) where bf16's fits four. */
+__host__ __device__ constexpr int slot_b_bytes(bool fp8) { return fp8 ? kTileM * kRowBytes : kSlotBBytes; }
+
 /* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
  * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
-size_t smem_bytes(int stages, int groups, int own_first)
+size_t smem_bytes(int stages, int groups, int own_first, bool fp8 = false)
 {
-    return 1024 + (size_t)stages * (kSlotABytes + kSlotBBytes) + kStageBytes + 2 * (size_t)stages * 8 +
+    return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(fp8)) + kStageBytes + 2 * (size_t)stages * 8 +
            (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
 }
 
