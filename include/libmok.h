@@ -13,10 +13,10 @@
  * Everything is enqueued on the caller's stream; nothing waits on the host and nothing is allocated after
  * mok_workspace_create, so one forward's calls can be captured into a CUDA graph and replayed (capture a graph
  * per input slot, weights and y: the pointers are fixed at capture). Hopper (sm_90a) only for now.
- * Precision (desc.dtype): bf16, or fp8_block (DeepSeek-V3's recipe, as mok-bench's README defines it): the token
- * rows stay bf16 in the input slots and are quantized 1 x 128 by the kernel's dispatch as it sends them (e4m3 values
- * and fp32 scales cross NVLink), the routed weights are given quantized (e4m3 with a scale per 128 x 128 block:
- * mok_quantize_weights_fp8_block makes them), GEMM1's epilogue quantizes h for GEMM2, y stays bf16.
+ * Precision (desc.dtype): bf16, fp8_block (DeepSeek-V3's recipe) or mxfp8 (OCP MX), as mok-bench's README defines
+ * them: the token rows stay bf16 in the input slots and are quantized (1 x 128, or per 32) by the kernel's dispatch
+ * as it sends them (e4m3 values and scales cross NVLink), the routed weights are given quantized
+ * (mok_quantize_weights_fp8_block / _mxfp8 make them), GEMM1's epilogue quantizes h for GEMM2, y stays bf16.
  * Functions return MOK_OK or an error code, with a message (naming the field, its value and what is allowed) in
  * err when err_len > 0. */
 #ifndef LIBMOK_H
@@ -33,7 +33,8 @@ extern "C" {
 /* struct mok_layer_desc.dtype */
 enum mok_layer_dtype {
     MOK_LAYER_BF16 = 0,
-    MOK_LAYER_FP8_BLOCK = 1 /* forward only; dispatch_push 1, no shared experts, own_first 0, split_half 0 */
+    MOK_LAYER_FP8_BLOCK = 1, /* forward only; dispatch_push 1, no shared experts, own_first 0, split_half 0 */
+    MOK_LAYER_MXFP8 = 2      /* the same; the GEMMs promote per 32 K (exact; about half the fp8_block rate) */
 };
 
 enum mok_status {
@@ -94,13 +95,14 @@ struct mok_layer_desc {
                                  every SM; k > 0, on a stream of its own beside the kernel, on k SMs (persistent CTAs
                                  of mok's GEMM core), the kernel on the others (at least comm_sms + 1). Not yet run
                                  on a GPU */
-    int dtype;                /* enum mok_layer_dtype: MOK_LAYER_BF16 (0) or MOK_LAYER_FP8_BLOCK (1; the forward only,
-                                 with dispatch_push 1 and no shared experts, own_first or split_half). Not yet run on
-                                 a GPU */
+    int dtype;                /* enum mok_layer_dtype: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or MOK_LAYER_MXFP8
+                                 (2); the FP8 ones the forward only, with dispatch_push 1 and no shared experts,
+                                 own_first or split_half. Not yet run on a GPU */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones
- * in the description's dtype: bf16 (w13, w2; the e4m3 fields NULL) or fp8_block (the e4m3 fields; w13, w2 NULL). */
+ * in the description's dtype: bf16 (w13, w2; the e4m3 fields NULL), fp8_block (w13_e4m3, w13_scale, w2_e4m3,
+ * w2_scale) or mxfp8 (w13_e4m3, w13_mx, w2_e4m3, w2_mx); the fields of the other dtypes NULL. */
 struct mok_weights {
     const uint16_t *w13;        /* [experts / ranks][2 * intermediate][hidden]: gate rows, then up rows */
     const uint16_t *w2;         /* [experts / ranks][hidden][intermediate] */
@@ -110,6 +112,9 @@ struct mok_weights {
     const float *w13_scale;     /* fp8_block: [experts / ranks][2 * intermediate / 128][hidden / 128] */
     const uint8_t *w2_e4m3;     /* fp8_block: w2's shape, e4m3 values */
     const float *w2_scale;      /* fp8_block: [experts / ranks][hidden / 128][intermediate / 128] */
+    const uint8_t *w13_mx;      /* mxfp8: w13's e8m0 scales (one per 32 K) in mok's GEMM tile layout, as
+                                   mok_quantize_weights_mxfp8 writes them (gate_up 1) */
+    const uint8_t *w2_mx;       /* mxfp8: w2's (gate_up 0) */
 };
 
 /* Weight gradients of one backward, device memory, this rank's experts: fp32 accumulated (+=, as training
@@ -214,6 +219,13 @@ int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mo
  * MOK_ERR_ARGUMENT when w holds inf or NaN. */
 int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, int k, uint8_t *q, float *scale,
                                    cudaStream_t stream, char *err, int err_len);
+/* mxfp8 weights from bf16: `matrices` stacked [rows][k] matrices (rows multiples of 64, 128 with gate_up; k of
+ * 128) into e4m3 q (the same shape) and their e8m0 scales, one per 32 K of a row (scale 2^ceil(log2(amax / 448))),
+ * written in the tile layout the kernel reads: `scale_tiles` of matrices x rows x k / 32 bytes (16-byte aligned).
+ * gate_up 1 for w13 (its gate and up rows' blocks interleaved as a GEMM1 tile reads them), 0 for w2. Synchronizes
+ * stream; MOK_ERR_ARGUMENT when w holds inf or NaN. */
+int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, int gate_up, uint8_t *q,
+                               uint8_t *scale_tiles, cudaStream_t stream, char *err, int err_len);
 /* For checks, collective: the last full forward's SwiGLU output h per route of this rank's tokens, bf16
  * [tokens][topk][intermediate] (route (t, k) at row t x topk + k), as the experts' ranks computed it (fp8_block:
  * before its quantization for GEMM2). Between that forward's mok_forward_sum and the next mok_route; it moves the

@@ -69,21 +69,27 @@ struct mok_mega_args {
     int gemm1_only;          /* 1: the backward's recompute (activations `recompute`): the dispatch and the GEMM1
                                 tiles (routed and shared; with gu: storing gate and up) only, no routed GEMM2 and no
                                 sends (send_from_gemm 1: every comm block joins the GEMMs) */
-    /* fp8: 1 runs the forward in fp8_block (src/fp8.h; kernels/megakernel/fp8_comm.cuh and fp8_compute.cuh): the push
-     * quantizes each token row 1 x 128 as it sends it (e4m3 values and fp32 scales cross NVLink in the landing rows),
-     * GEMM1 and GEMM2 run the GEMM core's fp8_block policy on 128 x 128 tiles, GEMM1's epilogue quantizes h per 128
-     * columns for GEMM2, whose output and the combine stay bf16. h (bf16) is still written: the export for the check
-     * and the pair exchange of the quantization read it. dispatch=push, no shared experts, forward only. */
+    /* fp8: the forward in an FP8 format (src/fp8.h; kernels/megakernel/fp8_comm.cuh and fp8_compute.cuh), 1
+     * fp8_block or 2 mxfp8 (0: bf16): the push quantizes each token row (1 x 128, or per 32) as it sends it (e4m3
+     * values and scales cross NVLink in the landing rows), GEMM1 and GEMM2 run the GEMM core's policy of the format
+     * on 128 x 128 tiles, GEMM1's epilogue quantizes h for GEMM2, whose output and the combine stay bf16. h (bf16) is
+     * still written: the export for the check and the quantization read it. dispatch=push, no shared experts,
+     * forward only. */
     int fp8;
     uint8_t *xq;             /* fp8: the expert slots (instead of lsa.xin) as the wire rows that land, [capacity]
                                 [mok_megakernel_fp8_row_bytes(hidden)]: a row's hidden e4m3 values, then its hidden /
-                                128 fp32 scales (so the scatter copies whole rows) */
+                                32 bytes of scales (fp8_block: fp32 per 128; mxfp8: e8m0 per 32), so the scatter copies
+                                whole rows */
     uint8_t *hq;             /* fp8: h quantized [capacity][inter], GEMM2's A */
-    float *hs;               /* fp8: its scales [capacity][inter / 128] */
+    void *hs;                /* fp8: its scales [capacity][inter / 32 bytes] (fp8_block: fp32 per 128 columns;
+                                mxfp8: e8m0 per 32) */
     const uint8_t *w13q;     /* fp8: e4m3 [local experts][2 * inter][hidden] (instead of w13) */
     const uint8_t *w2q;      /* fp8: e4m3 [local experts][hidden][inter] (instead of w2) */
     const float *w13s;       /* fp8: the 128 x 128 block scales [local experts][2 inter / 128][hidden / 128] */
     const float *w2s;        /* fp8: [local experts][hidden / 128][inter / 128] */
+    const uint8_t *w13mx;    /* mxfp8 (instead of w13s): w13's e8m0 scales in the GEMM core's tile layout
+                                (mok_scale_mx_tiles with the gate and up blocks paired) */
+    const uint8_t *w2mx;     /* mxfp8 (instead of w2s): w2's, in the tile layout */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots
@@ -141,7 +147,8 @@ int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream);
  * fp8, mok_megakernel_fp8_counters(capacity, inter) more (GEMM1's pairs of tiles that quantize h together). */
 size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter);
 size_t mok_megakernel_fp8_counters(int capacity, int inter);
-/* Bytes of an fp8 wire row (mok_mega_args.xq) for this hidden size: hidden + hidden / 32, padded to 16. */
+/* Bytes of an fp8 wire row (mok_mega_args.xq) for this hidden size, either format: hidden + hidden / 32, padded to
+ * 16. */
 int mok_megakernel_fp8_row_bytes(int hidden);
 /* 1 if the shapes and configuration fit (sm_90a, divisibility, shared memory, resident grid), else 0 and why. */
 int mok_megakernel_supports(const struct mok_mega_args *m, char *why, int why_len);

@@ -163,7 +163,7 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         if (mega)
             bytes += (mok_params_megakernel(params).dispatch ? nranks * t * h * 2 : 0) +
                      (m->shared_experts ? t * (m->shared_experts * i + h) * 2 : 0);
-        if (mega && spec->dtype == MOK_DTYPE_FP8_BLOCK) /* the slots as wire rows (e4m3 + scales), h quantized */
+        if (mega && (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8)) /* wire-row slots, hq */
             bytes += cap * (h + h / 32 - h * 2) + cap * i * (1 + 4.0 / 128);
         /* the fused backward (libmok's train workspace): a dy slot per input set in the window, d_router per route,
          * gate and up, dy's slots, dgu, w h and the d_router partials at the capacity; with shared experts their

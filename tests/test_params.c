@@ -254,8 +254,11 @@ int main(void)
     CHECK(!supports("lsa-layer", &s, 2, v, why) && strstr(why, "mxfp8: in layer mode the NCCL baselines only"),
           "lsa-layer mxfp8: %s", why);
     defaults("megakernel", v);
-    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mxfp8: not in the megakernel"), "megakernel mxfp8: "
-          "%s", why);
+    fmp = mok_params_megakernel(v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push"), "megakernel mxfp8 pull: %s", why);
+    fmp.dispatch = 1;
+    mok_params_megakernel_values(&fmp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel mxfp8 push: %s", why);
     s.mode = MOK_MODE_GEMM;
     defaults("cublas-gemm", v);
     CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 defaults: %s", why);

@@ -427,8 +427,9 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
  * 0..247 (src/fp8.c), and products below 2^-126 (both blocks' amax under ~2^-54) would need subnormal scales;
  * such blocks flush their contribution to zero here (an fp32 accumulator could not hold most of it anyway).
  * The B scales of a product are read into registers before its wgmma wait, so the slot can go back before the last
- * promotion. Registers: 64 accumulators, N / 2 of part, N / 4 of B scale words (kParts 2: 32 + 4). */
-template <int kParts>
+ * promotion. Registers: 64 accumulators, N / 2 of part, N / 4 of B scale words (kParts 2: 32 + 4). kLiveA: as
+ * consume_tile_fp8_block's (A's scales written during the kernel: read through L2). */
+template <int kParts, bool kLiveA = false>
 __device__ __forceinline__ void consume_tile_mxfp8(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                    float (&acc)[64], int k_blocks, uint8_t *smem_a, int a_offset,
                                                    int slot_a_bytes, uint8_t *smem_b, int slot_b_bytes,
@@ -444,8 +445,9 @@ __device__ __forceinline__ void consume_tile_mxfp8(RingPos &r, int stages, uint6
     const int q = lane % 4;
     for (int kb = 0; kb < k_blocks; kb++) {
         /* k32 steps kb*4 .. kb*4+3 of rows la and lb, a byte each (k / 32 is a multiple of 4: aligned words) */
-        const uint32_t ea_lo = __ldg(reinterpret_cast<const uint32_t *>(sa) + kb);
-        const uint32_t ea_hi = __ldg(reinterpret_cast<const uint32_t *>(sa + sa_hi) + kb);
+        const uint32_t *wa = reinterpret_cast<const uint32_t *>(sa) + kb;
+        const uint32_t *wb = reinterpret_cast<const uint32_t *>(sa + sa_hi) + kb;
+        const uint32_t ea_lo = kLiveA ? __ldcg(wa) : __ldg(wa), ea_hi = kLiveA ? __ldcg(wb) : __ldg(wb);
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
         const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
@@ -572,5 +574,8 @@ bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t
  * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). */
 bool encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
                           uint64_t row_bytes = 0);
+/* mxfp8's B scales in the tile layout (mok_scale_mx_tiles): [blocks of 64 B rows][k_blocks x 256] bytes, one k
+ * block of two adjacent blocks (a slot's kMxScaleSlot bytes) per box. */
+bool encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks);
 
 } // namespace mok_sm90

@@ -119,8 +119,8 @@ __device__ __forceinline__ int combine_blocks(const mok_mega_args &m)
 
 /* The dispatch: every routed row to the expert slots that need it (pull), or to the landing rows of the ranks
  * whose experts need it, once per rank (push; the compute blocks scatter them); kFp8: quantized as it goes
- * (push only, fp8_comm.cuh). */
-template <bool kFp8> __device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
+ * (push only, fp8_comm.cuh; kMx: mxfp8, else fp8_block). */
+template <bool kFp8, bool kMx = false> __device__ __forceinline__ void comm_dispatch(const mok_mega_args &m)
 {
     const mok_lsa_args &a = m.lsa;
     if (m.skip == 1)
@@ -129,7 +129,7 @@ template <bool kFp8> __device__ __forceinline__ void comm_dispatch(const mok_meg
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
     if (a.push) {
         if constexpr (kFp8)
-            push_rows_fp8(a, warp, nwarps, lane);
+            push_rows_fp8<kMx>(a, warp, nwarps, lane);
         else
             push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
         signal_done(a, 2, m.comm_blocks); /* "landed", in every window */

@@ -188,18 +188,20 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that).
- * kFp8: the fp8_block forward (mok_mega_args.fp8): the same prologue and unit list over 128 x 128 tiles, the
- * producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu includes it last). */
-template <bool kFp8>
+ * kFp8: an FP8 forward (mok_mega_args.fp8; kMx: mxfp8, else fp8_block): the same prologue and unit list over
+ * 128 x 128 tiles, the producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu
+ * includes it last). */
+template <bool kMx>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
-                                                  uint8_t *smem_a, uint8_t *smem_b, uint64_t *full, uint64_t *empty,
-                                                  int *slot_unit, struct mok_sm90_diag *diag);
-template <bool kSend>
+                                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
+                                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
+template <bool kSend, bool kMx>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
-                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage,
-                                                  const int *slot_unit, uint8_t *const *comb_base, int cwg, int wq,
-                                                  int lane, bool leader, struct mok_sm90_diag *diag, int role);
+                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
+                                                  const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
+                                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
+                                                  struct mok_sm90_diag *diag, int role);
 
 /* A consumer warpgroup's end: its leader's TMA stores complete (their staging read) before the block ends; with
  * `signal`, its sends are all in place: one of the done flag's contributions. */
@@ -216,7 +218,7 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
     }
 }
 
-template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false>
+template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -228,7 +230,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint8_t *smem_a = smem;
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
     uint8_t *smem_c = smem_b + (size_t)stages * slot_b_bytes(kFp8);
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
+    uint8_t *smem_bs = smem_c + kStageBytes; /* kMx: the slots' B scales (layout.cuh smem_bytes) */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0));
     uint64_t *empty = full + stages;
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
     int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks): there
@@ -318,7 +321,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         mok_setmaxnreg_dec<kProducerRegs>();
         if constexpr (kFp8) {
             if (threadIdx.x == 0)
-                produce_units_fp8<kFp8>(maps, m, L, mstart, own, smem_a, smem_b, full, empty, slot_unit, diag);
+                produce_units_fp8<kMx>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full, empty, slot_unit,
+                                       diag);
             return;
         }
         if (threadIdx.x == 0) {
@@ -391,8 +395,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
     if constexpr (kFp8) {
-        consume_units_fp8<kSend>(maps, m, full, empty, smem_a, smem_b, smem_c + (size_t)cwg * (kStageBytes / 2),
-                                 slot_unit, comb_base, cwg, wq, lane, leader, diag, role);
+        consume_units_fp8<kSend, kMx>(maps, m, full, empty, smem_a, smem_b, smem_bs,
+                                      smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit, comb_base, cwg, wq, lane,
+                                      leader, diag, role);
         consumer_end(a, m, signal, cwg, wq, leader);
         return;
     }

@@ -68,14 +68,14 @@ namespace {
  * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
-template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false>
+template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
 {
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
-        comm_dispatch<kFp8>(m);
+        comm_dispatch<kFp8, kMx>(m);
         if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
                                             * of the others; else the chunks past the first round */
             if (kFp8) {
@@ -93,11 +93,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine<kFp8>(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8>(maps, m, (int)blockIdx.x - m.comm_blocks,
-                                                 (int)gridDim.x - m.comm_blocks, false, diag);
+        compute_role<kSend, kSplit, kSave, kFp8, kMx>(maps, m, (int)blockIdx.x - m.comm_blocks,
+                                                      (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -106,9 +106,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
 
-/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: kFp8). */
+/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: kFp8, kMx). */
 MegaKernel kernel_for(const mok_mega_args *m)
 {
+    if (m->fp8 == 2)
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true>
+                                 : megakernel_fwd_kernel<false, false, false, true, true>;
     if (m->fp8)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true>
                                  : megakernel_fwd_kernel<false, false, false, true>;
@@ -129,7 +132,7 @@ int say(char *why, int why_len, const char *msg, long long v)
 size_t done_counters(const mok_mega_args *m)
 {
     return counters(m->lsa.capacity, m->lsa.t_max, m->shared_inter) +
-           (m->fp8 ? fp8_pair_counters(m->lsa.capacity, m->inter) : 0);
+           (m->fp8 == 1 ? fp8_pair_counters(m->lsa.capacity, m->inter) : 0);
 }
 
 /* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. */
@@ -209,14 +212,16 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->gu && m->split_half)
         return say(why, why_len, "gu (the backward's saved activations) with split_half %lld: not implemented (the "
                    "split unit's epilogue stores h only)", m->split_half);
-    if (m->fp8 < 0 || m->fp8 > 1)
-        return say(why, why_len, "fp8 %lld: 0 (bf16) or 1 (fp8_block)", m->fp8);
+    if (m->fp8 < 0 || m->fp8 > 2)
+        return say(why, why_len, "fp8 %lld: 0 (bf16), 1 (fp8_block) or 2 (mxfp8)", m->fp8);
     if (m->fp8 && (!a.push || m->shared_inter || m->gu || m->gemm1_only || m->split_half || m->own_first))
         return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without shared "
                    "experts (shared_inter %lld), saved activations, split_half or own_first (not implemented)",
                    m->shared_inter);
-    if (m->fp8 && (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || !m->w13s || !m->w2s))
-        return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q, w13s and w2s%.0lld", 0);
+    if (m->fp8 && (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
+                   (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
+        return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
+                   "mxfp8: w13mx, w2mx)%.0lld", 0);
     if (m->fp8 && m->inter / kFp8HCols > 255)
         return say(why, why_len, "fp8: intermediate %lld too large for the unit packing (at most 255 column tiles of "
                    "64)", m->inter);
@@ -268,6 +273,9 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                    !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kFp8HCols) ||
                    !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
                    !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kFp8OutCols)))
+        return (int)cudaErrorInvalidValue;
+    if (m->fp8 == 2 && (!encode_mx_scale_tile_map(&maps.bs13, m->w13mx, (uint64_t)el * 2 * I / 64, (uint64_t)H / 128) ||
+                        !encode_mx_scale_tile_map(&maps.bs2, m->w2mx, (uint64_t)el * H / 64, (uint64_t)I / 128)))
         return (int)cudaErrorInvalidValue;
     if ((!m->fp8 && (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
                      !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||

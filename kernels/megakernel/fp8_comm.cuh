@@ -1,15 +1,16 @@
-/* megakernel/fp8_comm.cuh: the fp8_block forward's dispatch (mok_mega_args.fp8): the push quantizes each token row
- * 1 x 128 as it sends it, so e4m3 values and their scales cross NVLink (about half a bf16 row's bytes), and the
- * scatter unpacks the landed rows into the expert slots' e4m3 rows and scales that GEMM1 reads.
+/* megakernel/fp8_comm.cuh: the FP8 forwards' dispatch (mok_mega_args.fp8): the push quantizes each token row as it
+ * sends it (fp8_block 1 x 128, mxfp8 per 32), so e4m3 values and their scales cross NVLink (about half a bf16
+ * row's bytes), and the scatter copies the landed rows into the expert slots GEMM1 reads.
  * A wire row sits in the first hidden + hidden / 32 bytes of a (bf16-sized) landing row: the token's hidden e4m3
- * bytes, then its hidden / 128 fp32 scales (the NCCL baselines' wire format, kernels/util/fp8_rows.cu). Unlike the
+ * bytes, then its scales: hidden / 128 fp32 (fp8_block) or hidden / 32 e8m0 bytes (mxfp8), the NCCL baselines' wire
+ * format (kernels/util/fp8_rows.cu). Unlike the
  * bf16 push, a token routed to this rank's own experts is quantized into its own landing row too, so every slot
  * row comes from a wire row and each token is quantized once (the bf16 path reads own rows where they are).
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it before comm.cuh, whose
  * roles call it); its names live in that file's anonymous namespace. */
 #pragma once
 
-#include "util/fp8_block_quant.cuh"
+#include "util/fp8_quant.cuh"
 
 namespace {
 
@@ -22,13 +23,14 @@ __device__ __forceinline__ size_t wire_row_off(const mok_lsa_args &a, int p, int
     return a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2;
 }
 
-/* The bf16 row src (hidden values, a multiple of 256) quantized by one warp, 256 values per pass (two 1 x 128
- * blocks, a half warp each, 8 values per lane): store(byte, q, block, scale) gets each lane's 8 e4m3 bytes at byte
- * offset `byte` of the row and, on the first lane of each half warp, its block's index and scale (block -1 on the
- * other lanes). Every lane runs every pass: vecs is a multiple of 32, so the bound is the same for the whole warp
- * (the quantizer's shuffles need all 32 lanes). The inputs are finite by the problem's construction: the amax bits
- * that would flag inf or NaN are not read (the separate quantize kernel reports them). */
-template <typename Store>
+/* The bf16 row src (hidden values, a multiple of 256) quantized by one warp, 256 values per pass, 8 per lane (two
+ * 1 x 128 blocks, a half warp each; kMx: eight blocks of 32, a quad each): store(byte, q, block, scale) gets each
+ * lane's 8 e4m3 bytes at byte offset `byte` of the row and, on the first lane of each block, its block's index and
+ * scale (fp32 bits, or the e8m0 byte; block -1 on the other lanes). Every lane runs every pass: vecs is a multiple
+ * of 32, so the bound is the same for the whole warp (the quantizers' shuffles need all 32 lanes). The inputs are
+ * finite by the problem's construction: the amax bits that would flag inf or NaN are not read (the separate
+ * quantize kernels report them). */
+template <bool kMx, typename Store>
 __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int lane, Store store)
 {
     const int vecs = hidden / 8;
@@ -41,11 +43,17 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
 #pragma unroll
         for (int u = 0; u < kFp8Unroll; u++)
             if (v0 + 32 * u < vecs) {
-                float s;
-                uint32_t amax_bits;
-                const uint2 q = mok_fp8::quant_block128(val[u], &s, &amax_bits);
-                const int v = v0 + 32 * u; /* values [8 v, 8 v + 8): block v / 16 */
-                store(8 * v, q, lane % 16 == 0 ? v / 16 : -1, s);
+                const int v = v0 + 32 * u; /* values [8 v, 8 v + 8): block v / 16 (kMx: v / 4) */
+                if constexpr (kMx) {
+                    uint8_t e;
+                    const uint2 q = mok_fp8::quant_block32(val[u], &e);
+                    store(8 * v, q, lane % 4 == 0 ? v / 4 : -1, (uint32_t)e);
+                } else {
+                    float s;
+                    uint32_t amax_bits;
+                    const uint2 q = mok_fp8::quant_block128(val[u], &s, &amax_bits);
+                    store(8 * v, q, lane % 16 == 0 ? v / 16 : -1, __float_as_uint(s));
+                }
             }
     }
 }
@@ -53,7 +61,7 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
 /* The fp8 push, one warp per own token: its row quantized once and stored as a wire row into the landing row
  * [my rank][t] of every rank one of its experts lives on, this one included. The caller then flags "landed" (in
  * every window, mine too: the scatter waits for all of them). */
-__device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
+template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     const int H = a.hidden;
     for (int t = warp; t < a.my_tokens; t += nwarps) {
@@ -62,12 +70,14 @@ __device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, i
         if (!ranks)
             continue;
         const size_t off = wire_row_off(a, a.rank, t);
-        quantize_row(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, float s) {
+        quantize_row<kMx>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
             for (unsigned r = ranks; r; r &= r - 1) {
                 uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
                 *reinterpret_cast<uint2 *>(dst + byte) = q;
-                if (block >= 0)
-                    *reinterpret_cast<float *>(dst + H + 4 * block) = s;
+                if (block >= 0 && kMx)
+                    dst[H + block] = (uint8_t)s;
+                else if (block >= 0)
+                    *reinterpret_cast<uint32_t *>(dst + H + 4 * block) = s;
             }
         });
     }

@@ -1,5 +1,5 @@
-/* megakernel/fp8_compute.cuh: the compute blocks' producer and consumers in the fp8_block forward
- * (mok_mega_args.fp8; compute.cuh's compute_role runs the same prologue and unit list, then these loops).
+/* megakernel/fp8_compute.cuh: the compute blocks' producer and consumers in the FP8 forwards (mok_mega_args.fp8:
+ * fp8_block, or mxfp8 with kMx; compute.cuh's compute_role runs the same prologue and unit list, then these loops).
  *
  * Tiles are 128 x 128 (layout.cuh says why), on a ring like bf16's: a k block is 128 e4m3 per row, the same
  * 128-byte box rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit.
@@ -15,12 +15,16 @@
  *     once per pair (the odd tile), with no work. The bf16 h stays in m.h: the check's export reads it.
  *   GEMM2 unit (rb, n): A m.hq, B the expert's w2 rows [128 n, +128); the same policy into 128 output columns,
  *     sent from the registers (kSend) or staged and stored as bf16 (epilogue_store counts done2: 2 x hidden / 128).
+ *   mxfp8 (kMx): the core's mxfp8 policy (consume_tile_mxfp8: promotion per 32 K with the row's and the column's
+ *     e8m0 scales; the B rows' scales come with each slot, a TMA box of the weights' scale tiles, 512 bytes). Its
+ *     scales cover 32 columns, so each GEMM1 tile quantizes its own 64 h columns (quantize_h_mx) and counts its half
+ *     in done1 at once, no pairs: done1 reaches 2 x inter / 64.
  * The weights' block-scale row of a unit comes with it beside the slot (slot_bscale): the consumers know no group.
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh); its
  * names live in that file's anonymous namespace. */
 #pragma once
 
-#include "util/fp8_block_quant.cuh"
+#include "util/fp8_quant.cuh"
 
 namespace {
 
@@ -41,13 +45,12 @@ __device__ __forceinline__ volatile int *pair_second()
     return s;
 }
 
-template <bool kFp8>
+template <bool kMx>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
-                                                  uint8_t *smem_a, uint8_t *smem_b, uint64_t *full, uint64_t *empty,
-                                                  int *slot_unit, struct mok_sm90_diag *diag)
+                                                  uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
+                                                  uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
 {
-    static_assert(kFp8, "the fp8 producer");
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;
     int *slot_bs = slot_bscale();
@@ -69,8 +72,9 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
             wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
         if (g1) {
             mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
-        } else { /* every 128-column block of the row block's h quantized, both halves */
-            wait_count(row_counters(m.done, 0, a.capacity) + p.rb, 2 * (inter / 128), diag, 0, p.rb);
+        } else { /* every block of the row block's h quantized, both halves (see the top) */
+            wait_count(row_counters(m.done, 0, a.capacity) + p.rb, 2 * (inter / (kMx ? kFp8HCols : 128)), diag, 0,
+                       p.rb);
             mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
         }
         for (int kb = 0; kb < k_blocks; kb++) {
@@ -79,13 +83,17 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
                 slot_unit[ring.slot] = pack_unit(p);
                 slot_bs[ring.slot] = b_row / 128;
             }
-            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes);
+            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes + (kMx ? kMxScaleSlot : 0));
             uint8_t *b_dst = smem_b + (size_t)ring.slot * slot_b_bytes(true);
             const int kc = kb * kFp8BlockK; /* bytes: the maps' elements are bytes */
             mok_tma_load_2d(smem_a + (size_t)ring.slot * kSlotABytes, ma, kc, row0, bar);
             mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
             if (g1)
                 mok_tma_load_2d(b_dst + kFp8HCols * kRowBytes, mb, kc, b_row + inter, bar);
+            if constexpr (kMx) /* the slot's B scales: 64-row blocks b_row / 64 on (GEMM1: its gate block j is block
+                                * 2 j of the expert's, paired with up block j; sm90_grouped_kernel.cuh) */
+                mok_tma_load_2d(smem_bs + (size_t)ring.slot * kMxScaleSlot, g1 ? &maps.bs13 : &maps.bs2, 2 * kc,
+                                g1 ? b_row / 64 + p.n : b_row / 64, bar);
             if (kb == 0 && m.lockstep)
                 atomicAdd(m.done + 1, 1); /* this unit has started */
             ring.advance(stages);
@@ -131,7 +139,7 @@ __device__ __forceinline__ void quantize_h_pair(const mok_mega_args &m, const Un
         const uint2 q = mok_fp8::quant_block128(v, &s, &amax_bits);
         *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
         if (hl == 0)
-            m.hs[row * (I / 128) + b] = s;
+            static_cast<float *>(m.hs)[row * (I / 128) + b] = s;
     }
     mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
     if (leader) {
@@ -140,11 +148,41 @@ __device__ __forceinline__ void quantize_h_pair(const mok_mega_args &m, const Un
     }
 }
 
-template <bool kSend>
+/* mxfp8's h step after a GEMM1 tile's store (all 128 threads of the consumer warpgroup): its own 64 rows x 64
+ * columns [64 n, +64), two scale blocks per row, read back once the leader's bulk store is complete, quantized by
+ * quads (mok_fp8::quant_block32, the separate mxfp8 kernel's arithmetic), then the half counted in done1. */
+__device__ __forceinline__ void quantize_h_mx(const mok_mega_args &m, const Unit &p, int row0, int cwg, int wq,
+                                              int lane, bool leader)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int I = m.inter;
+    if (leader) {
+        mok_bulk_wait(0);               /* this tile's h in global memory */
+        mok_fence_proxy_async_global(); /* ... and visible to generic loads */
+    }
+    mok_named_barrier(1 + cwg, 128);
+    for (int i = 0; i < 4; i++) { /* warp wq's 16 rows, four per step, 8 lanes (64 columns) per row */
+        const size_t row = (size_t)row0 + wq * 16 + 4 * i + lane / 8, col = (size_t)p.n * kFp8HCols + lane % 8 * 8;
+        const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(m.h + row * I + col));
+        uint8_t e;
+        const uint2 q = mok_fp8::quant_block32(v, &e);
+        *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
+        if (lane % 4 == 0)
+            static_cast<uint8_t *>(m.hs)[row * (I / 32) + col / 32] = e;
+    }
+    mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
+    if (leader) {
+        __threadfence();
+        atomicAdd(row_counters(m.done, 0, a.capacity) + p.rb, 1); /* done1: this tile's half quantized */
+    }
+}
+
+template <bool kSend, bool kMx>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
-                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage,
-                                                  const int *slot_unit, uint8_t *const *comb_base, int cwg, int wq,
-                                                  int lane, bool leader, struct mok_sm90_diag *diag, int role)
+                                                  uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
+                                                  const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
+                                                  uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
+                                                  struct mok_sm90_diag *diag, int role)
 {
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;
@@ -159,33 +197,50 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
         const int u = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_unit[ring.slot] : 0, 0);
         if (u < 0)
             break;
-        const int b_block = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_bs[ring.slot] : 0, 0);
         const Unit p = unpack_unit(u);
         const bool g1 = p.job == 0;
         const int kb128 = (g1 ? hidden : inter) / kFp8BlockK; /* k blocks, and scales per row */
         const int row0 = p.rb * kTileM + cwg * 64;
         if (a.entry[row0] < 0) { /* an all-padding half (compute.cuh says why it is skipped) */
             skip_tile(ring, stages, full, empty, kb128, lane, diag, role, u);
-            if (leader && (g1 ? p.n % 2 == 1 : !kSend)) /* a pair's one count (done1), or done2 */
+            /* done1: a pair's one count (kMx: every tile's), or done2 */
+            if (leader && (g1 ? kMx || p.n % 2 == 1 : !kSend))
                 atomicAdd(row_counters(m.done, p.job, a.capacity) + p.rb, 1);
             continue;
         }
-        /* scales: A's rows la and la + 8 (written in this kernel: kLiveA; GEMM1's behind each slot's e4m3 values,
-         * a_stride floats per row); B's block row, and for GEMM1 the up columns' block inter / 128 block rows on */
-        const int a_stride = g1 ? fp8_row_bytes(hidden) / 4 : kb128;
-        const float *sa = (g1 ? reinterpret_cast<const float *>(m.xq + hidden) : m.hs) + (size_t)(row0 + la) * a_stride;
-        const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
-        const int sb_hi = g1 ? inter / 128 * kb128 : 0;
-        consume_tile_fp8_block<kFp8OutCols, kFp8OutCols / 64, NoPump, true>(
-            ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b,
-            slot_b_bytes(true), 1, lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+        if constexpr (kMx) {
+            /* A's e8m0 bytes of rows la and la + 8 (written in this kernel: kLiveA; GEMM1's behind each slot's e4m3
+             * values); B's arrive with each slot */
+            const int a_stride = g1 ? fp8_row_bytes(hidden) : inter / 32;
+            const uint8_t *sa = (g1 ? m.xq + hidden : static_cast<const uint8_t *>(m.hs)) + (size_t)(row0 + la) *
+                                                                                            a_stride;
+            consume_tile_mxfp8<kFp8OutCols / 64, true>(ring, stages, full, empty, acc, kb128, smem_a,
+                                                       cwg * 64 * kRowBytes, kSlotABytes, smem_b, slot_b_bytes(true),
+                                                       smem_bs, lane, diag, role, u, sa, 8 * a_stride);
+        } else {
+            /* scales: A's rows la and la + 8 (written in this kernel: kLiveA; GEMM1's behind each slot's e4m3
+             * values, a_stride floats per row); B's block row, and for GEMM1 the up columns' block inter / 128 block
+             * rows on */
+            const int b_block = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_bs[ring.slot] : 0, 0);
+            const int a_stride = g1 ? fp8_row_bytes(hidden) / 4 : kb128;
+            const float *sa = (g1 ? reinterpret_cast<const float *>(m.xq + hidden) : static_cast<const float *>(m.hs)) +
+                              (size_t)(row0 + la) * a_stride;
+            const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
+            const int sb_hi = g1 ? inter / 128 * kb128 : 0;
+            consume_tile_fp8_block<kFp8OutCols, kFp8OutCols / 64, NoPump, true>(
+                ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b,
+                slot_b_bytes(true), 1, lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+        }
         if (g1) { /* 64 h columns: gate accumulators [0, 32) with up [32, 64), one staged box */
             epilogue_begin(leader, cwg);
             stage_swiglu(acc, stage, la, lb, cq);
             staged_ready(1 + cwg);
             if (leader)
                 store_staged(&maps.hc, p.n * kFp8HCols, row0, stage, 1);
-            quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
+            if constexpr (kMx)
+                quantize_h_mx(m, p, row0, cwg, wq, lane, leader);
+            else
+                quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
         } else if (kSend) { /* the 128 columns straight to the owners' combine rows */
             uint8_t *da = send_row_dst(m, 1, row0 + la, comb_base), *db = send_row_dst(m, 1, row0 + lb, comb_base);
             const int c0 = p.n * kFp8OutCols * 2;

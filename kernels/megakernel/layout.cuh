@@ -20,12 +20,14 @@ constexpr int kSmemLimit = 227 * 1024;
  * ring fits five or six stages beside the staging (by the expert count) where bf16's fits four. */
 __host__ __device__ constexpr int slot_b_bytes(bool fp8) { return fp8 ? kTileM * kRowBytes : kSlotBBytes; }
 
-/* [align slack][A slots][B slots][C staging][full barriers][empty barriers][row-block prefix], and with own_first
- * [own_pack][own_start] (only then: they would cost a ring stage at some expert counts) */
-size_t smem_bytes(int stages, int groups, int own_first, bool fp8 = false)
+/* [align slack][A slots][B slots][C staging][mxfp8: B scale slots][full barriers][empty barriers][row-block prefix],
+ * and with own_first [own_pack][own_start] (only then: they would cost a ring stage at some expert counts). fp8:
+ * mok_mega_args.fp8 (1 fp8_block, 2 mxfp8, whose slots carry the B rows' e8m0 scales too: kMxScaleSlot bytes). */
+size_t smem_bytes(int stages, int groups, int own_first, int fp8 = 0)
 {
-    return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(fp8)) + kStageBytes + 2 * (size_t)stages * 8 +
-           (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
+    return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(fp8 != 0) + (fp8 == 2 ? kMxScaleSlot : 0)) +
+           kStageBytes + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4 +
+           (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
 }
 
 /* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's
@@ -67,6 +69,8 @@ struct Maps {
     CUtensorMap syc;  /* sy [t_max][H] as the shared GEMM2's C: 64 x 64 store boxes */
     CUtensorMap guc;  /* gu [capacity][2I] as GEMM1's second C (kSave: the backward's saved gate and up columns) */
     CUtensorMap sguc; /* sgu [t_max][2 SI] as the shared GEMM1's second C (kSave with shared experts) */
+    CUtensorMap bs13; /* mxfp8: w13's e8m0 scale tiles, a GEMM1 tile's gate and up blocks (512 bytes) per box */
+    CUtensorMap bs2;  /* mxfp8: w2's, a GEMM2 tile's two 64-row blocks per box */
 };
 
 } // namespace

@@ -8,26 +8,13 @@
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
-#include "util/fp8_block_quant.cuh"
+#include "util/fp8_quant.cuh"
 
 namespace {
 
 using mok_fp8::e4m3;
+using mok_fp8::e8m0_exponent;
 using mok_fp8::kE4m3Max;
-
-/* mok_e8m0_scale_for's rule, with the same exact corrections (log2f's last bit may differ from the host's; the loops
- * land on the one power of two either way) */
-__device__ __forceinline__ int e8m0_exponent(float amax)
-{
-    if (!(amax > 0.0f))
-        return 0;
-    int e = (int)ceilf(log2f(amax / kE4m3Max));
-    while (e > -127 && amax / ldexpf(1.0f, e - 1) <= kE4m3Max)
-        e--;
-    while (amax / ldexpf(1.0f, e) > kE4m3Max)
-        e++;
-    return e < -127 ? -127 : e > 127 ? 127 : e;
-}
 
 template <int kBlock>
 __device__ __forceinline__ float block_amax(const uint16_t *x, int32_t *status)

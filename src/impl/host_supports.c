@@ -266,17 +266,16 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.shared_sms && p.comm_sms + 1 + p.shared_sms > 132)
             return no(why, why_len, "shared_sms %d + comm_sms %d + 1 compute SM exceed an H200's 132 SMs",
                       p.shared_sms, p.comm_sms);
-    } else if (spec->dtype == MOK_DTYPE_FP8_BLOCK) { /* kernels/megakernel/fp8_*.cuh: the forward */
+    } else if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) { /* megakernel/fp8_*.cuh */
         if (spec->model.experts % nranks)
             return no(why, why_len, "experts %d not divisible by %d ranks", spec->model.experts, nranks);
         if (p.dispatch != 1 || m->shared_experts || p.own_first || p.split_half)
-            return no(why, why_len, "fp8_block: dispatch=push (it quantizes the rows it sends), no shared experts "
-                      "(this model: %d), own_first 0 and split_half 0 (not implemented in fp8)", m->shared_experts);
+            return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), no shared experts (this "
+                      "model: %d), own_first 0 and split_half 0 (not implemented in FP8)", mok_dtype_name(spec->dtype),
+                      m->shared_experts);
         if (p.act || p.wgrad_mix || p.shared_sms)
             return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                       p.act ? "act=recompute" : p.wgrad_mix ? "wgrad_mix=1" : "shared_sms");
-    } else if (spec->dtype == MOK_DTYPE_MXFP8) {
-        return no(why, why_len, "mxfp8: not in the megakernel yet (fp8_block is; nccl and nccl-overlap run mxfp8)");
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
     } else if (p.act || p.wgrad_mix || p.shared_sms) {

@@ -52,6 +52,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
                                    .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
+                                            : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
                                                                                  : MOK_LAYER_BF16};
 }
 
@@ -68,14 +69,17 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
     return mok_layer_check(cl->nccl, &d, why, why_len) == MOK_OK;
 }
 
-/* This set's weights in the problem's dtype (fp8_block: quantized once at setup, src/problem_fp8.c), the shared
- * experts' only where the model has them. */
+/* This set's weights in the problem's dtype (FP8: quantized once at setup, src/problem_fp8.c, problem_mxfp8.c;
+ * mxfp8's scales in the GEMM tile layout), the shared experts' only where the model has them. */
 static struct mok_weights set_weights(const struct mok_problem *p, int set)
 {
     struct mok_weights w = {.w13 = p->w13[set], .w2 = p->w2[set]};
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
         w = (struct mok_weights){.w13_e4m3 = p->fp8.w13[set], .w13_scale = p->fp8.w13_scale[set],
                                  .w2_e4m3 = p->fp8.w2[set], .w2_scale = p->fp8.w2_scale[set]};
+    if (p->spec.dtype == MOK_DTYPE_MXFP8)
+        w = (struct mok_weights){.w13_e4m3 = p->mx.w13[set], .w13_mx = p->mx.w13_tiles[set],
+                                 .w2_e4m3 = p->mx.w2[set], .w2_mx = p->mx.w2_tiles[set]};
     if (p->shared)
         w.shared_w13 = p->shared_w13[set], w.shared_w2 = p->shared_w2[set];
     return w;
@@ -318,6 +322,8 @@ static const char *fp8_note(const struct mega_state *s)
 {
     return s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
                                                   "128 x 128 tiles"
+           : s->desc.dtype == MOK_LAYER_MXFP8   ? ", mxfp8: rows quantized in the push, h in GEMM1's epilogue, "
+                                                  "128 x 128 tiles promoted per 32 K"
                                                 : "";
 }
 

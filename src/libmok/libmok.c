@@ -105,15 +105,15 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         return say(err, err_len, MOK_ERR_ARGUMENT, "shared_sms = %d: 0, or with train and shared experts 1..%d (the "
                    "backward kernel keeps comm_sms %d + 1 of the GPU's %d SMs)", d->shared_sms, gpu_sms - comm - 1,
                    comm, gpu_sms);
-    if (d->dtype != MOK_LAYER_BF16 && d->dtype != MOK_LAYER_FP8_BLOCK)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %d: MOK_LAYER_BF16 (0) or MOK_LAYER_FP8_BLOCK (1)",
-                   d->dtype);
-    if (d->dtype == MOK_LAYER_FP8_BLOCK && (!d->dispatch_push || d->shared_intermediate || d->train ||
-                                            d->own_first || d->split_half))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = MOK_LAYER_FP8_BLOCK needs dispatch_push 1 (%d: the push "
-                   "quantizes the rows it sends) and has no shared experts (shared_intermediate %d), train (%d), "
-                   "own_first (%d) or split_half (%d) yet", d->dispatch_push, d->shared_intermediate, d->train,
-                   d->own_first, d->split_half);
+    if (d->dtype != MOK_LAYER_BF16 && d->dtype != MOK_LAYER_FP8_BLOCK && d->dtype != MOK_LAYER_MXFP8)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %d: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or "
+                   "MOK_LAYER_MXFP8 (2)", d->dtype);
+    if (d->dtype != MOK_LAYER_BF16 && (!d->dispatch_push || d->shared_intermediate || d->train || d->own_first ||
+                                       d->split_half))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %s needs dispatch_push 1 (%d: the push quantizes the rows "
+                   "it sends) and has no shared experts (shared_intermediate %d), train (%d), own_first (%d) or "
+                   "split_half (%d) yet", d->dtype == MOK_LAYER_MXFP8 ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK",
+                   d->dispatch_push, d->shared_intermediate, d->train, d->own_first, d->split_half);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -157,7 +157,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
                                  .own_first = d->own_first, .split_half = d->split_half,
-                                 .shared_inter = d->shared_intermediate, .fp8 = d->dtype == MOK_LAYER_FP8_BLOCK};
+                                 .shared_inter = d->shared_intermediate, .fp8 = d->dtype};
+    _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
 
@@ -191,8 +192,8 @@ static int layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, int *
         return rc;
     mk.shared_inter = 0; /* the shared buffers and weights do not exist yet: check_shape covered its value */
     if (mk.fp8) /* nor do the fp8 buffers: stand-ins for the pointer checks (the kernel is not launched here) */
-        mk.xq = mk.hq = (uint8_t *)(uintptr_t)256, mk.hs = (float *)(uintptr_t)256, mk.w13q = mk.w2q = mk.xq,
-        mk.w13s = mk.w2s = mk.hs;
+        mk.xq = mk.hq = (uint8_t *)(uintptr_t)256, mk.hs = mk.xq, mk.w13q = mk.w2q = mk.w13mx = mk.w2mx = mk.xq,
+        mk.w13s = mk.w2s = (const float *)(uintptr_t)256;
     char why[256];
     if (!mok_megakernel_supports(&mk, why, sizeof why))
         return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
@@ -283,8 +284,7 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.xq, cap * (size_t)mok_megakernel_fp8_row_bytes(a->hidden) + 16),
                   return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hq, cap * I + 16), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hs, cap * (I / 128) * sizeof(float) + 16),
-                  return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hs, cap * (I / 32) + 16), return MOK_ERR_CUDA);
     } else {
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
     }
@@ -461,11 +461,17 @@ int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *er
 {
     if (!w)
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: NULL");
-    const int fp8 = ws->d.dtype == MOK_LAYER_FP8_BLOCK;
-    if (fp8 && (!w->w13_e4m3 || !w->w13_scale || !w->w2_e4m3 || !w->w2_scale || w->w13 || w->w2))
+    const int dt = ws->d.dtype;
+    const int bf16 = w->w13 && w->w2 && !w->w13_e4m3 && !w->w2_e4m3 && !w->w13_scale && !w->w2_scale &&
+                     !w->w13_mx && !w->w2_mx;
+    const int e4m3 = !w->w13 && !w->w2 && w->w13_e4m3 && w->w2_e4m3;
+    if (dt == MOK_LAYER_FP8_BLOCK && !(e4m3 && w->w13_scale && w->w2_scale && !w->w13_mx && !w->w2_mx))
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_FP8_BLOCK takes w13_e4m3, w13_scale, "
-                   "w2_e4m3 and w2_scale (device pointers) and w13 = w2 = NULL");
-    if (!fp8 && (!w->w13 || !w->w2 || w->w13_e4m3 || w->w13_scale || w->w2_e4m3 || w->w2_scale))
+                   "w2_e4m3 and w2_scale (device pointers), the other dtypes' fields NULL");
+    if (dt == MOK_LAYER_MXFP8 && !(e4m3 && w->w13_mx && w->w2_mx && !w->w13_scale && !w->w2_scale))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_MXFP8 takes w13_e4m3, w13_mx, w2_e4m3 "
+                   "and w2_mx (device pointers), the other dtypes' fields NULL");
+    if (dt == MOK_LAYER_BF16 && !bf16)
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_BF16 takes w13 and w2 (device pointers) "
                    "and no e4m3 weights or scales");
     int shared = ws->d.shared_intermediate > 0;
@@ -513,6 +519,7 @@ int mok_forward_kernel(mok_workspace *ws, const struct mok_weights *w, enum mok_
     mk->lsa = ws->a;
     mk->w13 = w->w13, mk->w2 = w->w2;
     mk->w13q = w->w13_e4m3, mk->w2q = w->w2_e4m3, mk->w13s = w->w13_scale, mk->w2s = w->w2_scale;
+    mk->w13mx = w->w13_mx, mk->w2mx = w->w2_mx;
     mk->sw13 = w->shared_w13, mk->sw2 = w->shared_w2;
     mk->x_local = mk->shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL; /* the shared experts' tokens */
     _Static_assert(MOK_VARIANT_COMPUTE_ONLY == 1 && MOK_VARIANT_COMM_ONLY == 2, "mok_mega_args.skip values");

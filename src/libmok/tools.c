@@ -1,5 +1,5 @@
-/* libmok's calls outside a forward's order (include/libmok.h): fp8_block weights quantized from bf16 (setup), and
- * the last forward's h per route for checks. */
+/* libmok's calls outside a forward's order (include/libmok.h): fp8_block and mxfp8 weights quantized from bf16
+ * (setup), and the last forward's h per route for checks. */
 #include <stdint.h>
 
 #include "check_call.h"
@@ -30,6 +30,43 @@ int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, in
         return say(err, err_len, MOK_ERR_CUDA, "fp8_block weights: %s", cudaGetErrorString(e));
     if (bad)
         return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_block weights: w holds inf or NaN");
+    return MOK_OK;
+}
+
+int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, int gate_up, uint8_t *q,
+                               uint8_t *scale_tiles, cudaStream_t stream, char *err, int err_len)
+{
+    if (!w || !q || !scale_tiles)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "w, q and scale_tiles: device pointers");
+    const int row_step = gate_up ? 128 : 64;
+    if (matrices < 1 || rows < row_step || rows % row_step || k < 128 || k % 128 || (gate_up != 0 && gate_up != 1))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices = %d, rows = %d, k = %d, gate_up = %d: matrices >= 1, "
+                   "rows a positive multiple of %d, k of 128, gate_up 0 or 1", matrices, rows, k, gate_up, row_step);
+    if ((uintptr_t)scale_tiles % 16)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "scale_tiles 16-byte aligned (the kernel loads them by TMA)");
+    const size_t n_rows = (size_t)matrices * rows;
+    if (n_rows > (size_t)INT32_MAX)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices x rows = %zu: at most 2^31 - 1", n_rows);
+    int32_t *status = NULL, bad = 0;
+    uint8_t *plain = NULL; /* the quantizer's [rows][k / 32] scales, before the tile layout */
+    MOK_CHECK(cuda, cudaMalloc((void **)&status, sizeof(int32_t)), return MOK_ERR_CUDA);
+    cudaError_t e = cudaMalloc((void **)&plain, n_rows * (size_t)(k / 32));
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(status, 0, sizeof(int32_t), stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)mok_quant_mxfp8_bf16(w, (int)n_rows, k, q, plain, status, (mok_stream_t)stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)mok_scale_mx_tiles(plain, matrices, rows, k, gate_up, scale_tiles, (mok_stream_t)stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&bad, status, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    cudaFree(status);
+    cudaFree(plain);
+    if (e != cudaSuccess)
+        return say(err, err_len, MOK_ERR_CUDA, "mxfp8 weights: %s", cudaGetErrorString(e));
+    if (bad)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "mxfp8 weights: w holds inf or NaN");
     return MOK_OK;
 }
 
