@@ -271,6 +271,12 @@ int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t *q, uint8_t
                          mok_stream_t stream);
 int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, float *scale, int32_t *status,
                              mok_stream_t stream);
+/* The same over rows [0, min(*rows, max_rows)), rows a device int32: how many of lsa-layer's expert slots its
+ * device-built schedule filled, which the host never learns (the grid is sized for max_rows; the rest untouched). */
+int mok_quant_mxfp8_bf16_upto(const uint16_t *x, int max_rows, const int32_t *rows, int k, uint8_t *q, uint8_t *scale,
+                              int32_t *status, mok_stream_t stream);
+int mok_quant_fp8_block_bf16_upto(const uint16_t *x, int max_rows, const int32_t *rows, int k, uint8_t *q,
+                                  float *scale, int32_t *status, mok_stream_t stream);
 /* fp8_block weights: mats stacked bf16 matrices [mats][rows][k] (rows, k multiples of 128; w 16-byte and q 8-byte
  * aligned) into e4m3 q [mats][rows][k] and one fp32 scale per 128 x 128 block, scale[mats][rows / 128][k / 128]
  * (src/fp8.h's mok_quant_fp8_block_weights per matrix); status as above. */
@@ -286,10 +292,14 @@ int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long row
  * bytes of scales (fp8_block: k / 128 fp32; mxfp8: k / 32 e8m0), padded to wire_bytes (a multiple of 16, >= k + k /
  * 32); k a multiple of 128, the values and the wire buffer 16-byte aligned, the scales 4-byte aligned. scatter:
  * route r in [route_begin, route_end) (token r / topk of q [tokens][k] and scale [tokens][k / 32 bytes]) to wire row
- * send_pos[r] of dst; gather: wire row src_row[i] of src to row i of q [rows][k] and scale [rows][k / 32 bytes]. */
+ * send_pos[r] of dst (send_pos NULL: wire row r); gather: wire row src_row[i] of src to row i of q [rows][k] and
+ * scale [rows][k / 32 bytes]; unpack: wire row i to row i for i < min(*rows, max_rows), rows a device int32 (how many
+ * of lsa-layer's expert slots its device-built schedule filled; the grid is sized for max_rows). */
 int mok_fp8_rows_scatter(const uint8_t *q, const void *scale, int k, int topk, const int32_t *send_pos,
                          int route_begin, int route_end, uint8_t *dst, int wire_bytes, mok_stream_t stream);
 int mok_fp8_rows_gather(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows, int k, uint8_t *q,
+                        void *scale, mok_stream_t stream);
+int mok_fp8_rows_unpack(const uint8_t *src, int wire_bytes, int max_rows, const int32_t *rows, int k, uint8_t *q,
                         void *scale, mok_stream_t stream);
 
 /* ---- fp8_block scale layouts for cuBLASLt (kernels/util/scale_layout.cu; src/impl/gemm_cublaslt_fp8.c calls them)

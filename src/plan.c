@@ -172,6 +172,10 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
          * slots, gate and up, dh', dgu, w h, the slots' weights and d_router */
         if (!mega && mok_pass_has_bwd(spec->pass))
             bytes += sets * t * h * 2 + t * k * 4 + cap * (h * 2 + 2 * i * 2 + i * 2 + 2 * i * 2 + i * 2 + 8);
+        /* lsa-layer's FP8 forward (lsa_layer_fp8.c): x quantized, the slots' rows unpacked and h quantized (scales:
+         * 1/32 of the values), and the window's region for the h rows per route the check brings home */
+        if (!mega && (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8))
+            bytes += (t * h + cap * (h + i)) * (1 + 1.0 / 32) + t * k * i * 2;
         if (mega && mok_pass_has_bwd(spec->pass)) {
             double si = m->shared_experts * i;
             bytes += sets * t * h * 2 + t * k * 4 + cap * (2 * i * 2 + h * 2 + 2 * i * 2 + i * 2 + i / 256 * 4) +

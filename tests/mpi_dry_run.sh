@@ -17,14 +17,16 @@ echo "$out" | grep -q "identical across 2 ranks" || { echo "$out"; fail "2 ranks
 for impl in nccl nccl-overlap lsa-layer megakernel; do
   echo "$out" | grep -E "^  $impl +" | grep -qv "not supported" || { echo "$out"; fail "$impl: no candidate at 2 ranks"; }
 done
-# issue 23's FP8 config at 2 ranks: the ranks agree, and the NCCL baselines keep FP8 candidates (fp8_block and
-# mxfp8 rows that are not refused)
+# issue 23's FP8 config at 2 ranks: the ranks agree, and the NCCL baselines, lsa-layer and the megakernel keep FP8
+# candidates (fp8_block and mxfp8 rows that are not refused)
 out=$($MPIRUN -np 2 "$BIN" --dry-run "$SRC/configs/h200x2-fp8-layer.json" 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "$out"; fail "2-rank FP8 dry-run exit $rc"; }
 echo "$out" | grep -q "identical across 2 ranks" || { echo "$out"; fail "2 ranks did not agree on the FP8 plan"; }
-for d in fp8_block mxfp8; do
-  echo "$out" | awk -v d="$d" '/^problem/ { p = ($0 ~ " " d " fwd") } p && /^  nccl / && !/not supported/' | grep -q . ||
-    { echo "$out"; fail "$d: no nccl candidate at 2 ranks"; }
+for impl in nccl lsa-layer megakernel; do
+  for d in fp8_block mxfp8; do
+    echo "$out" | awk -v d="$d" -v i="$impl" '/^problem/ { p = ($0 ~ " " d " fwd") } p && $1 == i && !/not supported/' |
+      grep -q . || { echo "$out"; fail "$d: no $impl candidate at 2 ranks"; }
+  done
 done
 # the scale-out shapes (issue 7): 4 and 8 ranks read and broadcast the same config and agree on the plan
 for n in 4 8; do

@@ -50,6 +50,39 @@ static int supports(const char *impl, const struct mok_problem_spec *s, int nran
     return mok_impl_host_supports(mok_impl_desc_find(impl), s, nranks, values, why, 256);
 }
 
+/* lsa-layer's FP8 forward (s: layer mode, fp8_block or mxfp8, pass fwd, hidden and intermediate multiples of 128):
+ * its defaults run; the backward, the portable kernel, GEMM1 beside the dispatch, and tile_n / stages other than the
+ * FP8 configuration's are refused, each with its reason; hidden or intermediate off 128 too. */
+static void lsa_fp8_checks(struct mok_problem_spec *s, int *v, char *why)
+{
+    const char *d = mok_dtype_name(s->dtype);
+    defaults("lsa-layer", v);
+    CHECK(supports("lsa-layer", s, 2, v, why), "lsa-layer %s defaults: %s", d, why);
+    struct mok_params_lsa_layer lp = mok_params_lsa_layer(v);
+    const struct {
+        int kernel, overlap, tile_n, stages;
+        const char *why;
+    } no[] = {{1, 0, 128, 0, "kernel=sm90"},
+              {0, 1, 128, 0, "overlap=none only"},
+              {0, 0, 256, 0, "tile_n 128 and stages 0"},
+              {0, 0, 128, 3, "tile_n 128 and stages 0"}};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        struct mok_params_lsa_layer q = lp;
+        q.kernel = no[i].kernel, q.overlap = no[i].overlap, q.tile_n = no[i].tile_n, q.stages = no[i].stages;
+        mok_params_lsa_layer_values(&q, v);
+        CHECK(!supports("lsa-layer", s, 2, v, why) && strstr(why, no[i].why), "lsa-layer %s refusal %zu: %s", d, i,
+              why);
+    }
+    mok_params_lsa_layer_values(&lp, v);
+    s->pass = MOK_PASS_FWD_BWD;
+    CHECK(!supports("lsa-layer", s, 2, v, why) && strstr(why, "the forward only"), "lsa-layer %s fwd_bwd: %s", d, why);
+    s->pass = MOK_PASS_FWD;
+    int inter = s->model.intermediate;
+    s->model.intermediate = 192;
+    CHECK(!supports("lsa-layer", s, 2, v, why) && strstr(why, "multiples of 128"), "lsa-layer %s I 192: %s", d, why);
+    s->model.intermediate = inter;
+}
+
 int main(void)
 {
     CHECK_IMPL("nccl", nccl, MOK_PARAMS_NCCL);
@@ -202,7 +235,7 @@ int main(void)
     s.model.shared_experts = 0, s.pass = MOK_PASS_FWD;
     s.model.intermediate = inter;
     /* fp8_block in layer mode: the NCCL baselines' forward on cuBLASLt per expert or mok's core, not cuBLAS grouped;
-     * the megakernel's forward with dispatch=push and no shared experts; lsa-layer refuses it */
+     * the megakernel's forward with dispatch=push and no shared experts; lsa-layer's on mok's core (lsa_fp8_checks) */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_FP8_BLOCK;
     defaults("nccl", v);
     struct mok_params_nccl fnp = mok_params_nccl(v);
@@ -216,9 +249,6 @@ int main(void)
     s.pass = MOK_PASS_FWD_BWD;
     CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "the forward only"), "nccl fp8_block fwd_bwd: %s", why);
     s.pass = MOK_PASS_FWD;
-    defaults("lsa-layer", v);
-    CHECK(!supports("lsa-layer", &s, 2, v, why) && strstr(why, "the NCCL baselines only"), "lsa-layer fp8_block: %s",
-          why);
     defaults("megakernel", v);
     struct mok_params_megakernel fmp = mok_params_megakernel(v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push"), "megakernel fp8_block pull: %s",
@@ -230,6 +260,7 @@ int main(void)
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "no shared experts"), "megakernel fp8_block shared: "
           "%s", why);
     s.model.shared_experts = 0;
+    lsa_fp8_checks(&s, v, why);
     /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
      * in layer mode the NCCL baselines, on mok's core or emulated on any cuBLAS mode, the forward only */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;
@@ -250,15 +281,13 @@ int main(void)
     defaults("nccl", v);
     CHECK(!supports("nccl", &s, 2, v, why) && strstr(why, "multiples of 128"), "nccl mxfp8 inter 192: %s", why);
     s.model.intermediate = 512;
-    defaults("lsa-layer", v);
-    CHECK(!supports("lsa-layer", &s, 2, v, why) && strstr(why, "mxfp8: in layer mode the NCCL baselines only"),
-          "lsa-layer mxfp8: %s", why);
     defaults("megakernel", v);
     fmp = mok_params_megakernel(v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "dispatch=push"), "megakernel mxfp8 pull: %s", why);
     fmp.dispatch = 1;
     mok_params_megakernel_values(&fmp, v);
     CHECK(supports("megakernel", &s, 2, v, why), "megakernel mxfp8 push: %s", why);
+    lsa_fp8_checks(&s, v, why);
     s.mode = MOK_MODE_GEMM;
     defaults("cublas-gemm", v);
     CHECK(supports("cublas-gemm", &s, 1, v, why), "cublas-gemm mxfp8 defaults: %s", why);

@@ -3,8 +3,10 @@
  * (src/fp8.h) give a row k / 32 bytes of scales: fp8_block k / 128 fp32 (1 x 128 blocks), mxfp8 k / 32 e8m0 bytes
  * (per 32); the kernels move them as k / 128 32-bit words and never read them. The NCCL baselines quantize x once,
  * scatter the rows into the send layout as wire rows, and gather the received wire rows into the expert-major
- * operands the GEMMs read (values [rows][k], scales [rows][k / 32 bytes]). One warp per row: 16-byte vectors for the
- * values, a word per lane for the scales. */
+ * operands the GEMMs read (values [rows][k], scales [rows][k / 32 bytes]). lsa-layer lays x out as wire rows in order
+ * (a NULL map: row r to wire row r), the LSA transfers copy them into its expert slots, and it unpacks the slots in
+ * order, as many as its device-built schedule filled (a row count only the device holds). One warp per row: 16-byte
+ * vectors for the values, a word per lane for the scales. */
 #include "common/common.cuh"
 
 __global__ void fp8_rows_scatter_kernel(const uint4 *q, const uint32_t *scale, int k, int topk, const int32_t *send_pos,
@@ -15,7 +17,7 @@ __global__ void fp8_rows_scatter_kernel(const uint4 *q, const uint32_t *scale, i
     if (r >= route_end)
         return;
     const int t = r / topk, vecs = k / 16, kb = k / 128;
-    uint8_t *row = dst + (size_t)send_pos[r] * wire_bytes;
+    uint8_t *row = dst + (size_t)(send_pos ? send_pos[r] : r) * wire_bytes;
     const uint4 *src = q + (size_t)t * vecs;
     uint4 *out = reinterpret_cast<uint4 *>(row);
     for (int v = lane; v < vecs; v += 32)
@@ -25,14 +27,15 @@ __global__ void fp8_rows_scatter_kernel(const uint4 *q, const uint32_t *scale, i
         out_s[b] = scale[(size_t)t * kb + b];
 }
 
-__global__ void fp8_rows_gather_kernel(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows, int k,
-                                       uint4 *q, uint32_t *scale)
+/* rows_dev (NULL: none) bounds rows on the device; src_row NULL reads wire row i for row i. */
+__global__ void fp8_rows_gather_kernel(const uint8_t *src, int wire_bytes, const int32_t *src_row, int rows,
+                                       const int32_t *rows_dev, int k, uint4 *q, uint32_t *scale)
 {
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-    if (warp >= rows)
+    if (warp >= rows || (rows_dev && warp >= *rows_dev))
         return;
     const int vecs = k / 16, kb = k / 128;
-    const uint8_t *row = src + (size_t)src_row[warp] * wire_bytes;
+    const uint8_t *row = src + (size_t)(src_row ? src_row[warp] : warp) * wire_bytes;
     const uint4 *in = reinterpret_cast<const uint4 *>(row);
     uint4 *out = q + (size_t)warp * vecs;
     for (int v = lane; v < vecs; v += 32)
@@ -71,7 +74,21 @@ extern "C" int mok_fp8_rows_gather(const uint8_t *src, int wire_bytes, const int
     if (bad_shape(k, wire_bytes, src, q, scale))
         return (int)cudaErrorInvalidValue;
     unsigned blocks = (unsigned)(((size_t)rows * 32 + 255) / 256);
-    fp8_rows_gather_kernel<<<blocks, 256, 0, mok_cuda_stream(stream)>>>(src, wire_bytes, src_row, rows, k,
+    fp8_rows_gather_kernel<<<blocks, 256, 0, mok_cuda_stream(stream)>>>(src, wire_bytes, src_row, rows, NULL, k,
+                                                                       reinterpret_cast<uint4 *>(q),
+                                                                       static_cast<uint32_t *>(scale));
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_fp8_rows_unpack(const uint8_t *src, int wire_bytes, int max_rows, const int32_t *rows, int k,
+                                   uint8_t *q, void *scale, mok_stream_t stream)
+{
+    if (max_rows <= 0)
+        return 0;
+    if (!rows || bad_shape(k, wire_bytes, src, q, scale))
+        return (int)cudaErrorInvalidValue;
+    unsigned blocks = (unsigned)(((size_t)max_rows * 32 + 255) / 256);
+    fp8_rows_gather_kernel<<<blocks, 256, 0, mok_cuda_stream(stream)>>>(src, wire_bytes, NULL, max_rows, rows, k,
                                                                        reinterpret_cast<uint4 *>(q),
                                                                        static_cast<uint32_t *>(scale));
     return MOK_LAUNCH_RESULT();

@@ -1,10 +1,10 @@
 /* quant: FP8 quantization of bf16 rows on the GPU, bit for bit the host reference's (src/fp8.h: the formats, the
- * scale rules, the rounding): the separate quantize step the NCCL baselines run before their dispatch, and what the
- * megakernel's dispatch is to match when it quantizes rows as it sends them. Rows: mxfp8 one thread per scale block
- * (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half warp per block of 128. Weights
- * (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large model): one CTA per block,
- * 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). And mxfp8's dequantization back to
- * bf16, which an MX-emulating baseline runs. */
+ * scale rules, the rounding): the separate quantize step the NCCL baselines and lsa-layer run before their dispatch
+ * and between their GEMMs, and what the megakernel's dispatch is to match when it quantizes rows as it sends them.
+ * Rows: mxfp8 one thread per scale block (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half
+ * warp per block of 128. Weights (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large
+ * model): one CTA per block, 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). And
+ * mxfp8's dequantization back to bf16, which an MX-emulating baseline runs. */
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
@@ -29,8 +29,20 @@ __device__ __forceinline__ float block_amax(const uint16_t *x, int32_t *status)
     return amax;
 }
 
-__global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, uint8_t *q, uint8_t *scale, int32_t *status)
+/* rows_dev (NULL: none): the rows that hold data, a count only the device knows (lsa-layer's expert slots); blocks
+ * past its per_row blocks per row are left alone. */
+__device__ __forceinline__ long long blocks_upto(long long blocks, const int32_t *rows_dev, int per_row)
 {
+    if (!rows_dev)
+        return blocks;
+    long long upto = (long long)max(*rows_dev, 0) * per_row;
+    return upto < blocks ? upto : blocks;
+}
+
+__global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, const int32_t *rows_dev, int per_row,
+                                   uint8_t *q, uint8_t *scale, int32_t *status)
+{
+    blocks = blocks_upto(blocks, rows_dev, per_row);
     for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < blocks; b += (long long)gridDim.x * blockDim.x) {
         const uint16_t *in = x + b * 32;
         float amax = block_amax<32>(in, status);
@@ -45,8 +57,10 @@ __global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, uint8_t 
 /* fp8_block rows: a half warp per 1 x 128 block, 16 bytes per lane (the block's 256 bytes in one coalesced load),
  * so the rows stream at DRAM rate: it runs in the baselines' timed path (h's quantization between GEMM1 and GEMM2).
  * amax on the bits as the weights' kernel does (below): exact, and bits >= 0x7F80 flag inf or NaN. */
-__global__ void quant_fp8_block_kernel(const uint16_t *x, long long blocks, uint8_t *q, float *scale, int32_t *status)
+__global__ void quant_fp8_block_kernel(const uint16_t *x, long long blocks, const int32_t *rows_dev, int per_row,
+                                       uint8_t *q, float *scale, int32_t *status)
 {
+    blocks = blocks_upto(blocks, rows_dev, per_row);
     const int half = (threadIdx.x % 32) / 16, hl = threadIdx.x % 16;
     const long long halves = (long long)gridDim.x * blockDim.x / 16;
     for (long long b = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 16; b - half < blocks; b += halves) {
@@ -172,8 +186,8 @@ extern "C" int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, lo
 
 /* Blocks are consecutive K elements of a row-major [rows][k] matrix: with k a multiple of the block, block b covers
  * elements [32 b, 32 b + 32) of the flat array, so scale[r][k / 32] is scale[b] in order. */
-extern "C" int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t *q, uint8_t *scale, int32_t *status,
-                                    mok_stream_t stream)
+static int quant_mxfp8(const uint16_t *x, int rows, const int32_t *rows_dev, int k, uint8_t *q, uint8_t *scale,
+                       int32_t *status, mok_stream_t stream)
 {
     if (rows < 0 || k < 0 || k % 32 || !status)
         return (int)cudaErrorInvalidValue;
@@ -181,12 +195,12 @@ extern "C" int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t 
     if (blocks == 0)
         return 0;
     quant_mxfp8_kernel<<<mok_blocks_for((size_t)blocks, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
-        x, blocks, q, scale, status);
+        x, blocks, rows_dev, k / 32, q, scale, status);
     return MOK_LAUNCH_RESULT();
 }
 
-extern "C" int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, float *scale,
-                                        int32_t *status, mok_stream_t stream)
+static int quant_fp8_block(const uint16_t *x, int rows, const int32_t *rows_dev, int k, uint8_t *q, float *scale,
+                           int32_t *status, mok_stream_t stream)
 {
     if (rows < 0 || k < 0 || k % 128 || !status)
         return (int)cudaErrorInvalidValue;
@@ -197,8 +211,32 @@ extern "C" int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint
         return (int)cudaErrorInvalidValue;
     /* 16 blocks per CTA of 256 threads */
     quant_fp8_block_kernel<<<mok_blocks_for((size_t)(blocks + 15) / 16, 1, 8192), 256, 0, mok_cuda_stream(stream)>>>(
-        x, blocks, q, scale, status);
+        x, blocks, rows_dev, k / 128, q, scale, status);
     return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_quant_mxfp8_bf16(const uint16_t *x, int rows, int k, uint8_t *q, uint8_t *scale, int32_t *status,
+                                    mok_stream_t stream)
+{
+    return quant_mxfp8(x, rows, NULL, k, q, scale, status, stream);
+}
+
+extern "C" int mok_quant_fp8_block_bf16(const uint16_t *x, int rows, int k, uint8_t *q, float *scale,
+                                        int32_t *status, mok_stream_t stream)
+{
+    return quant_fp8_block(x, rows, NULL, k, q, scale, status, stream);
+}
+
+extern "C" int mok_quant_mxfp8_bf16_upto(const uint16_t *x, int max_rows, const int32_t *rows, int k, uint8_t *q,
+                                         uint8_t *scale, int32_t *status, mok_stream_t stream)
+{
+    return rows ? quant_mxfp8(x, max_rows, rows, k, q, scale, status, stream) : (int)cudaErrorInvalidValue;
+}
+
+extern "C" int mok_quant_fp8_block_bf16_upto(const uint16_t *x, int max_rows, const int32_t *rows, int k, uint8_t *q,
+                                             float *scale, int32_t *status, mok_stream_t stream)
+{
+    return rows ? quant_fp8_block(x, max_rows, rows, k, q, scale, status, stream) : (int)cudaErrorInvalidValue;
 }
 
 /* mats stacked [rows][k] matrices are one [mats * rows][k] matrix whose 128-row block rows never straddle two

@@ -99,13 +99,13 @@ mok_step() {
     h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json # one GPU: the fused backward (bwd, fwd_bwd; act save, recompute) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-layer-mega-zipf.json;;
     h1bwdshared) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-mega-shared.json;; # one GPU: the fused backward with DeepSeek-V3's shared expert after the kernel (shared_sms 0) or beside it on 8 / 16 / 24 SMs, with the breakdown, beside nccl (gemm=mok)
-    fp8layer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-layer" tests/gpu_fp8_layer_small.json;; # FP8 layers (nccl, nccl-overlap; fp8_block on cuBLASLt per expert or mok's core, mxfp8 on mok's core or emulated; the megakernel's fp8_block) on small ragged problems, h and y checked apart against the quantized reference
-    fp8layersan) for tool in memcheck racecheck; do # the FP8 layers (baselines, the megakernel's fp8_block) under compute-sanitizer
+    fp8layer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-layer" tests/gpu_fp8_layer_small.json;; # FP8 layers (nccl, nccl-overlap: fp8_block on cuBLASLt per expert or mok's core, mxfp8 on mok's core or emulated; lsa-layer: wire rows through LSA, mok's core; the megakernel: rows quantized in its push) on small ragged problems, h and y checked apart against the quantized reference
+    fp8layersan) for tool in memcheck racecheck; do # the FP8 layers (nccl, nccl-overlap, lsa-layer, megakernel) under compute-sanitizer
         timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
           -n 1 -o "$R/fp8-layer-san-$tool" tests/gpu_fp8_layer_sanitize.json > "$R/fp8-layer-$tool.log" 2>&1
         echo "compute-sanitizer $tool (FP8 layers) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/fp8-layer-$tool.log"
       done;;
-    h1fp8layer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer.json;; # one GPU: the fp8_block and mxfp8 forwards of nccl and the megakernel's fp8_block beside their bf16 forwards, DeepSeek-V3 and Qwen3-235B shapes
+    h1fp8layer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer.json;; # one GPU: the fp8_block and mxfp8 forwards of nccl, lsa-layer and the megakernel beside their bf16 forwards, DeepSeek-V3 and Qwen3-235B shapes
     h1bwdlsa) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-lsa-layer.json # one GPU: lsa-layer's backward beside nccl (gemm=mok) and the fused backward (act=save, breakdown), then mok-gemm's backward GEMMs alone at the same shapes (the fused kernel's GEMM rate)
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-gemm-mok-best.json;;
     h1bwdmix) $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-mega-mix.json;; # one GPU: the fused backward's weight-gradient tiles after GEMM1 dgrad or interleaved with it (wgrad_mix 0 / 1), beside nccl gemm=mok

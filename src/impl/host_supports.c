@@ -22,8 +22,8 @@ static int no(char *why, int why_len, const char *fmt, ...)
 static int bf16_fwd(const struct mok_problem_spec *s, int nranks, char *why, int why_len)
 {
     if (s->dtype == MOK_DTYPE_FP8_BLOCK || s->dtype == MOK_DTYPE_MXFP8)
-        return no(why, why_len, "%s: in layer mode the NCCL baselines only so far (nccl, nccl-overlap)",
-                  mok_dtype_name(s->dtype));
+        return no(why, why_len, "%s: in layer mode the forward of nccl, nccl-overlap, lsa-layer and the megakernel "
+                  "only so far", mok_dtype_name(s->dtype));
     if (s->dtype != MOK_DTYPE_BF16 || s->pass != MOK_PASS_FWD)
         return no(why, why_len, "bf16 forward only (this problem: %s %s)", mok_dtype_name(s->dtype),
                   mok_pass_name(s->pass));
@@ -217,12 +217,40 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     return 1;
 }
 
+/* lsa-layer's FP8 forward (lsa_layer_fp8.c): x quantized into wire rows the LSA transfers copy, unpacked from the
+ * slots after the whole dispatch, and mok's core on the FP8 configuration nccl's gemm=mok runs (fp8_mlp.h), whose
+ * tiles and ring are fixed: a candidate per value of tile_n or stages would run the same GEMMs. */
+static int lsa_layer_fp8(const struct mok_problem_spec *s, const struct mok_params_lsa_layer *lp, char *why,
+                         int why_len)
+{
+    const char *d = mok_dtype_name(s->dtype);
+    if (s->pass != MOK_PASS_FWD)
+        return no(why, why_len, "%s: the forward only (pass %s; the backward is bf16)", d, mok_pass_name(s->pass));
+    if (lp->kernel != 0)
+        return no(why, why_len, "%s runs on mok's Hopper GEMM core (kernel=sm90), not the portable kernel", d);
+    if (lp->overlap != 0)
+        return no(why, why_len, "%s: overlap=none only (GEMM1 reads e4m3 rows unpacked from the slots once the whole "
+                  "dispatch is in, so it cannot run beside it)", d);
+    if (lp->tile_n != 128 || lp->stages != 0)
+        return no(why, why_len, "%s: the GEMMs run nccl gemm=mok's FP8 configuration (128 x 128 tiles, fp8_n 64, the "
+                  "deepest ring): tile_n 128 and stages 0 (has tile_n %d, stages %d)", d, lp->tile_n, lp->stages);
+    if (s->model.hidden % 128 || s->model.intermediate % 128)
+        return no(why, why_len, "%s: hidden %d and intermediate %d must be multiples of 128", d, s->model.hidden,
+                  s->model.intermediate);
+    return 1;
+}
+
 int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
                             int why_len)
 {
     struct mok_params_lsa_layer lp = mok_params_lsa_layer(params);
     struct mok_problem_spec fwd = *spec; /* the backward (lsa_layer_bwd.c) rides on the forward's transfers */
     fwd.pass = MOK_PASS_FWD;
+    if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) {
+        if (!lsa_layer_fp8(spec, &lp, why, why_len))
+            return 0;
+        fwd.dtype = MOK_DTYPE_BF16; /* the rest as the bf16 forward's */
+    }
     if (!bf16_fwd(&fwd, nranks, why, why_len))
         return 0;
     if (spec->model.shared_experts)

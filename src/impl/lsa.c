@@ -81,7 +81,8 @@ int lsa_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const
      * after them */
     size_t row = (size_t)H * 2;
     int slots = p->sets * (mok_pass_has_bwd(p->spec.pass) ? 2 : 1);
-    if (mok_symmem_alloc(cl, mok_lsa_layout(a, slots), &s->win, err, err_len))
+    s->off_h = mok_lsa_layout(a, slots);
+    if (mok_symmem_alloc(cl, s->off_h + lsa_fp8_window_bytes(p, tmax), &s->win, err, err_len))
         return -1;
     a->window = s->win.window;
     MOK_CHECK(cuda, cudaMemset(s->win.ptr, 0, a->off_x), return -1); /* flags, chunk flags and table start at zero */
@@ -154,38 +155,48 @@ static int enqueue_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_
                                                                                      err_len);
 }
 
+int lsa_dispatch(struct lsa_state *s, const struct mok_lsa_args *a, int set, cudaStream_t st, char *err, int err_len)
+{
+    if (!s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(a, s->sms)) {
+        /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
+        MOK_CHECK(cuda, mok_lsa_dispatch_fused(a, s->sms, (mok_stream_t)st), return -1);
+        return 0;
+    }
+    MOK_CHECK(cuda, mok_lsa_publish(a, (mok_stream_t)st), return -1);
+    if (a->push) { /* rows go out while the schedule is built beside them; both after the publish */
+        MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
+        MOK_CHECK(cuda, mok_lsa_push(a, s->sms, (mok_stream_t)st), return -1);
+        MOK_CHECK(cuda, mok_lsa_schedule(a, (mok_stream_t)s->side), return -1);
+        MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
+    } else {
+        MOK_CHECK(cuda, mok_lsa_schedule(a, (mok_stream_t)st), return -1);
+    }
+    if (s->overlap_gemm1) { /* GEMM1 on the SMs the dispatch leaves, each tile as soon as its rows are in */
+        MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
+        /* the producer first: where kernels of different streams run one after the other (launch blocking,
+         * profilers, sanitizers) GEMM1 then finds its rows ready instead of waiting for a dispatch behind it */
+        MOK_CHECK(cuda, mok_lsa_dispatch(a, s->sms, (mok_stream_t)st), return -1);
+        MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
+        MOK_CHECK(cuda, run_gemm(s, 1, set, true, s->side), return -1);
+        MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
+        /* joined inside the phase: a captured phase must be */
+        MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
+    } else {
+        MOK_CHECK(cuda, mok_lsa_dispatch(a, s->sms, (mok_stream_t)st), return -1);
+    }
+    return 0;
+}
+
 int lsa_forward_phase(struct lsa_state *s, int phase, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
 {
     s->a.set = set;
     s->a.y = y;
-    if (phase == 0 && !s->overlap_gemm1 && mok_lsa_dispatch_fused_fits(&s->a, s->sms)) {
-        /* small, push: table, schedule, push and the landed wait in one launch (sms + 1 blocks) */
-        MOK_CHECK(cuda, mok_lsa_dispatch_fused(&s->a, s->sms, (mok_stream_t)st), return -1);
-    } else if (phase == 0) {
-        MOK_CHECK(cuda, mok_lsa_publish(&s->a, (mok_stream_t)st), return -1);
-        if (s->a.push) { /* rows go out while the schedule is built beside them; both after the publish */
-            MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
-            MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
-            MOK_CHECK(cuda, mok_lsa_push(&s->a, s->sms, (mok_stream_t)st), return -1);
-            MOK_CHECK(cuda, mok_lsa_schedule(&s->a, (mok_stream_t)s->side), return -1);
-            MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
-            MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
-        } else {
-            MOK_CHECK(cuda, mok_lsa_schedule(&s->a, (mok_stream_t)st), return -1);
-        }
-        if (s->overlap_gemm1) { /* GEMM1 on the SMs the dispatch leaves, each tile as soon as its rows are in */
-            MOK_CHECK(cuda, cudaEventRecord(s->fork, st), return -1);
-            /* the producer first: where kernels of different streams run one after the other (launch blocking,
-             * profilers, sanitizers) GEMM1 then finds its rows ready instead of waiting for a dispatch behind it */
-            MOK_CHECK(cuda, mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st), return -1);
-            MOK_CHECK(cuda, cudaStreamWaitEvent(s->side, s->fork, 0), return -1);
-            MOK_CHECK(cuda, run_gemm(s, 1, set, true, s->side), return -1);
-            MOK_CHECK(cuda, cudaEventRecord(s->join, s->side), return -1);
-            /* joined inside the phase: a captured phase must be */
-            MOK_CHECK(cuda, cudaStreamWaitEvent(st, s->join, 0), return -1);
-        } else {
-            MOK_CHECK(cuda, mok_lsa_dispatch(&s->a, s->sms, (mok_stream_t)st), return -1);
-        }
+    if (phase == 0) { /* FP8: x quantized into wire rows, then these transfers on them */
+        return s->fp8 ? lsa_fp8_dispatch(s, set, st, err, err_len) : lsa_dispatch(s, &s->a, set, st, err, err_len);
+    } else if (phase == 1 && s->fp8) {
+        return lsa_fp8_experts(s, set, st, err, err_len);
     } else if (phase == 1) {
         if (s->layer && !s->overlap_gemm1)
             MOK_CHECK(cuda, run_gemm(s, 1, set, false, st), return -1);
@@ -251,6 +262,7 @@ void lsa_teardown(void *state)
     cudaFree(s->h);
     cudaFree(s->out);
     lsa_bwd_teardown(s);
+    lsa_fp8_teardown(s);
     if (s->side)
         cudaStreamDestroy(s->side);
     if (s->fork)

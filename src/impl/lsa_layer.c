@@ -2,7 +2,8 @@
  * Stream-ordered kernels with no host synchronization (CUDA-graph capturable): publish, schedule, dispatch into
  * expert-major slots, GEMM1 + SwiGLU, GEMM2, combine, reduce. The step before the fused megakernel: the same data
  * path, overlapped at most by GEMM1 beside the dispatch (overlap=gemm1). Parameters: comm_sms, combine, tile_rows,
- * chunk_rows, kernel, tile_n, stages, launch, overlap. */
+ * chunk_rows, kernel, tile_n, stages, launch, overlap. The backward: lsa_layer_bwd.c; the FP8 forward (wire rows
+ * through the same transfers, mok's FP8 core): lsa_layer_fp8.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
         if (!mok_core_bwd_supports(&c, p->local_experts, p->hidden, p->inter, why, why_len))
             return 0;
     }
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8)
+        return lsa_fp8_supports(p, why, why_len);
     if (lp.kernel == 1)
         return 1;
     /* no cluster, no lockstep */
@@ -83,6 +86,8 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     MOK_CHECK(cuda, cudaMalloc((void **)&s->h, cap * p->inter * 2 + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc((void **)&s->out, cap * p->hidden * 2 + 16), return -1);
     s->a.expert_out = s->out; /* combine sends the experts' outputs back */
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8)
+        return lsa_fp8_setup(s, err, err_len);
     return mok_pass_has_bwd(p->spec.pass) ? lsa_bwd_setup(s, err, err_len) : 0;
 }
 
@@ -107,6 +112,8 @@ static int layer_extras(void *state, struct mok_row *row, int iters, char *err, 
              !s->bwd                                        ? ""
              : s->p->spec.pass == MOK_PASS_FWD_BWD ? "; phases: forward | dy dispatch + GEMM backward | dx combine + sum"
                                                    : "; phases: dy dispatch | GEMM backward | dx combine + sum");
+    if (s->fp8)
+        lsa_fp8_extras(s, row);
     return rc;
 }
 
@@ -115,6 +122,7 @@ const struct mok_impl_ops mok_impl_lsa_layer = {
     .supports = layer_supports,
     .setup = layer_setup,
     .run = layer_run,
+    .export_outputs = lsa_fp8_export,
     .phase_ms = lsa_phase_ms,
     .extras = layer_extras,
     .teardown = lsa_teardown,

@@ -8,6 +8,7 @@
 
 #include "check_call.h"
 #include "fail.h"
+#include "fp8_mlp.h"
 #include "mok_kernels.h"
 #include "nccl_backward.h"
 #include "nccl_fp8.h"
@@ -257,19 +258,14 @@ int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_clu
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
     struct mok_gemm_sm90_config c = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
+    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) { /* nccl_fp8.c's GEMMs */
+        c = mok_fp8_mok_config(&c);
+        return mok_fp8_mok_supports(p, &c, why, why_len);
+    }
     /* alignment only: the pointers are the stage's rows, 16-byte aligned as hidden and intermediate are */
     const uint16_t *any = (const uint16_t *)(uintptr_t)256;
     struct mok_gemm_args g1 = {.a = any, .b = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,
                                .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
-    if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) { /* nccl_fp8.c's GEMMs */
-        c = mok_nccl_fp8_mok_config(&c);
-        g1.a = NULL, g1.b = NULL;
-        g1.a_fp8 = g1.b_fp8 = (const uint8_t *)(uintptr_t)256;
-        if (p->spec.dtype == MOK_DTYPE_MXFP8)
-            g1.dtype = MOK_GEMM_MXFP8, g1.a_mx_scale = g1.b_mx_scale = (const uint8_t *)(uintptr_t)256;
-        else
-            g1.dtype = MOK_GEMM_FP8_BLOCK, g1.a_scale = g1.b_scale = (const float *)(uintptr_t)256;
-    }
     struct mok_gemm_args g2 = g1;
     g2.n_out = p->hidden, g2.k = p->inter, g2.swiglu = 0;
     if (!mok_gemm_sm90_supports(&g1, &c, why, why_len) || !mok_gemm_sm90_supports(&g2, &c, why, why_len))

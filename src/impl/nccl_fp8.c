@@ -7,19 +7,9 @@
 
 #include "check_call.h"
 #include "fail.h"
+#include "fp8_mlp.h"
 #include "mok_kernels.h"
 #include "nccl_common.h"
-
-int mok_nccl_fp8_wire_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
-
-/* gemm=mok's FP8 configuration: 128 x 128 tiles (the 128 x 256 lean layout is not measured yet), products of 64
- * columns (1-4% faster than 128 for fp8_block at these shapes: results/h200x1/2026-12-02-fp8-gemm; mxfp8's policy
- * takes the same), the deepest ring, the bf16 configuration's CTAs. */
-struct mok_gemm_sm90_config mok_nccl_fp8_mok_config(const struct mok_gemm_sm90_config *bf16)
-{
-    return (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = 128, .stages = 0, .sms = bf16->sms, .cluster_m = 1,
-                                         .lockstep = 0, .raster = 0, .fp8_n = 64};
-}
 
 int mok_nccl_fp8_batches_per_stage(const struct mok_problem *p, bool mok_gemm)
 {
@@ -56,7 +46,7 @@ int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     s->fp8 = f;
     f->mx = p->spec.dtype == MOK_DTYPE_MXFP8;
     const size_t T = (size_t)p->tokens, H = (size_t)p->hidden, I = (size_t)p->inter, cap = (size_t)s->cap_rows;
-    f->wire_bytes = mok_nccl_fp8_wire_bytes(p->hidden);
+    f->wire_bytes = mok_fp8_wire_bytes(p->hidden);
     if ((size_t)f->wire_bytes > H * 2) /* the send and receive buffers hold bf16 rows */
         FAIL("%s: a wire row of %d bytes exceeds a bf16 row of hidden %d", mok_dtype_name(p->spec.dtype),
              f->wire_bytes, p->hidden);
@@ -68,7 +58,7 @@ int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     MOK_CHECK(cuda, cudaMalloc((void **)&f->hq, cap * I + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc(&f->hs, cap * (I / 32) + 16), return -1);
     if (s->mok_gemm) {
-        s->mok_cfg = mok_nccl_fp8_mok_config(&s->mok_cfg);
+        s->mok_cfg = mok_fp8_mok_config(&s->mok_cfg);
         return 0;
     }
     if (f->mx)
@@ -99,21 +89,11 @@ void mok_nccl_fp8_teardown(struct mok_nccl_pipe *s)
     s->fp8 = NULL;
 }
 
-/* Rows [rows][k] into e4m3 and the format's scales. The status flag is the problem's: the inputs are finite by
- * construction and checked where the problem's own quantizers run; a timed run does not read it. */
-static int quant_rows(const struct mok_nccl_pipe *s, const uint16_t *x, int rows, int k, uint8_t *q, void *scale,
-                      cudaStream_t st)
-{
-    const struct mok_problem *p = s->p;
-    return s->fp8->mx ? mok_quant_mxfp8_bf16(x, rows, k, q, scale, p->mx.status, (mok_stream_t)st)
-                      : mok_quant_fp8_block_bf16(x, rows, k, q, scale, p->fp8.status, (mok_stream_t)st);
-}
-
 int mok_nccl_fp8_dispatch_rows(struct mok_nccl_pipe *s, int set, cudaStream_t st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
     struct mok_nccl_fp8 *f = s->fp8;
-    MOK_CHECK(cuda, quant_rows(s, p->x[set], p->tokens, p->hidden, f->xq, f->xs, st), return -1);
+    MOK_CHECK(cuda, mok_fp8_quant_rows(p, p->x[set], p->tokens, NULL, p->hidden, f->xq, f->xs, st), return -1);
     MOK_CHECK(cuda, mok_fp8_rows_scatter(f->xq, f->xs, p->hidden, p->topk, s->send_pos, 0, p->tokens * p->topk,
                                          (uint8_t *)s->send.ptr, f->wire_bytes, (mok_stream_t)st), return -1);
     return 0;
@@ -130,43 +110,21 @@ int mok_nccl_fp8_gather(struct mok_nccl_pipe *s, int base, int rows, char *err, 
 }
 
 /* gemm=mok: GEMM1 + SwiGLU (aq -> hbuf), h quantized (hbuf -> hq), GEMM2 (hq -> em_out), one grouped launch each
- * over the stage's expert group (its rows contiguous in the expert-major buffers). */
+ * over the stage's expert group (its rows contiguous in the expert-major buffers; fp8_mlp.h). */
 static int mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
     struct mok_nccl_fp8 *f = s->fp8;
     const size_t H = (size_t)p->hidden, I = (size_t)p->inter, row0 = (size_t)s->stage_row0[st];
-    const size_t e0 = (size_t)s->stage_expert0[st];
     const int rows = s->stage_rows[st];
     if (rows == 0)
         return 0;
-    const int32_t *offset = s->mok_offsets + (size_t)st * (p->local_experts + 1);
-    uint8_t *as = (uint8_t *)f->as + row0 * (H / 32), *hs = (uint8_t *)f->hs + row0 * (I / 32);
-    struct mok_gemm_args g1 = {.a_fp8 = f->aq + row0 * H, .c = s->hbuf + row0 * I, .offset = offset,
-                               .groups = s->stage_experts[st], .rows_capacity = rows, .n_out = (int)I, .k = (int)H,
-                               .swiglu = 1};
-    struct mok_gemm_args g2 = {.a_fp8 = f->hq + row0 * I, .c = s->em_out + row0 * H, .offset = offset,
-                               .groups = s->stage_experts[st], .rows_capacity = rows, .n_out = (int)H, .k = (int)I,
-                               .swiglu = 0};
-    if (f->mx) { /* the weights' scales in the kernel's tile layout: an expert's [rows][k / 32] bytes each */
-        const struct mok_mxfp8_operands *w = &p->mx;
-        g1.dtype = g2.dtype = MOK_GEMM_MXFP8;
-        g1.a_mx_scale = as, g1.b_fp8 = w->w13[set] + e0 * 2 * I * H;
-        g1.b_mx_scale = w->w13_tiles[set] + e0 * 2 * I * (H / 32);
-        g2.a_mx_scale = hs, g2.b_fp8 = w->w2[set] + e0 * H * I, g2.b_mx_scale = w->w2_tiles[set] + e0 * H * (I / 32);
-    } else {
-        const struct mok_fp8_block_operands *w = &p->fp8;
-        g1.dtype = g2.dtype = MOK_GEMM_FP8_BLOCK;
-        g1.a_scale = (const float *)as, g1.b_fp8 = w->w13[set] + e0 * 2 * I * H;
-        g1.b_scale = w->w13_scale[set] + e0 * (2 * I / 128) * (H / 128);
-        g2.a_scale = (const float *)hs, g2.b_fp8 = w->w2[set] + e0 * H * I;
-        g2.b_scale = w->w2_scale[set] + e0 * (H / 128) * (I / 128);
-    }
-    const mok_stream_t cs = (mok_stream_t)s->compute;
-    MOK_CHECK(cuda, mok_gemm_sm90(&g1, &s->mok_cfg, cs), return -1);
-    MOK_CHECK(cuda, quant_rows(s, s->hbuf + row0 * I, rows, (int)I, f->hq + row0 * I, hs, s->compute), return -1);
-    MOK_CHECK(cuda, mok_gemm_sm90(&g2, &s->mok_cfg, cs), return -1);
-    return 0;
+    const struct mok_fp8_mlp m = {.aq = f->aq + row0 * H, .as = (uint8_t *)f->as + row0 * (H / 32),
+                                  .h = s->hbuf + row0 * I, .hq = f->hq + row0 * I,
+                                  .hs = (uint8_t *)f->hs + row0 * (I / 32), .out = s->em_out + row0 * H,
+                                  .offset = s->mok_offsets + (size_t)st * (p->local_experts + 1),
+                                  .e0 = s->stage_expert0[st], .groups = s->stage_experts[st], .rows_capacity = rows};
+    return mok_fp8_mok_mlp(p, set, &m, &s->mok_cfg, s->compute, err, err_len);
 }
 
 /* mxfp8 emulated: the stage's rows dequantized (aq -> em_in), GEMM1 + SwiGLU in bf16 (-> hbuf), h quantized and
@@ -191,7 +149,8 @@ static int emulated_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, i
     MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(&s->gemms, s->compute, 2 * st, groups, n, f->w13_deq[set],
                                                    f->w2_deq[set], (int)H, (int)I, s->em_in, s->g1, s->hbuf,
                                                    s->em_out), return -1);
-    MOK_CHECK(cuda, quant_rows(s, s->hbuf + row0 * I, rows, (int)I, f->hq + row0 * I, hs, s->compute), return -1);
+    MOK_CHECK(cuda, mok_fp8_quant_rows(p, s->hbuf + row0 * I, rows, NULL, (int)I, f->hq + row0 * I, hs, s->compute),
+              return -1);
     MOK_CHECK(cuda, mok_dequant_mxfp8_bf16(f->hq + row0 * I, hs, rows, (int)I, f->h_deq + row0 * I, cs), return -1);
     s->gemms.parts = 2;
     MOK_CHECK(cuda_or_cublas, mok_expert_gemms_run(&s->gemms, s->compute, 2 * st + 1, groups, n, f->w13_deq[set],

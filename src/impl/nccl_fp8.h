@@ -5,7 +5,7 @@
  *                        FP8 rows and their scales cross NCCL in one message;
  *   after it             the received wire rows gathered into expert-major e4m3 rows and scales;
  *   the expert MLP       gemm=mok: mok's grouped GEMM with the format's policy (GEMM1 + SwiGLU into bf16 h, h
- *                        quantized by a separate kernel, GEMM2 into bf16);
+ *                        quantized by a separate kernel, GEMM2 into bf16; fp8_mlp.h, shared with lsa-layer);
  *                        fp8_block, gemm=per_expert: cuBLASLt's block-scaled FP8 GEMMs per expert
  *                        (gemm_fp8_experts.h), the same h quantization;
  *                        mxfp8, gemm=per_expert or grouped: emulated, as PyTorch's MX emulation runs it (no Hopper
@@ -31,7 +31,7 @@ struct mok_nccl_pipe;
 
 struct mok_nccl_fp8 {
     bool mx;               /* mxfp8; else fp8_block */
-    int wire_bytes;        /* a wire row: hidden e4m3 bytes + hidden / 32 bytes of scales, padded to 16 */
+    int wire_bytes;        /* a wire row (mok_fp8_wire_bytes) */
     uint8_t *xq;           /* [tokens][hidden] x quantized */
     void *xs;              /* its scales: hidden / 32 bytes per row in both formats */
     uint8_t *aq, *hq;      /* [cap rows][hidden], [cap rows][inter]: the GEMMs' e4m3 A operands, expert-major */
@@ -43,10 +43,6 @@ struct mok_nccl_fp8 {
     uint16_t *h_deq;       /* emulated: [cap rows][inter], GEMM2's A */
 };
 
-/* gemm=mok's FP8 configuration, on the bf16 configuration's CTAs. */
-struct mok_gemm_sm90_config mok_nccl_fp8_mok_config(const struct mok_gemm_sm90_config *bf16);
-/* Bytes of a wire row for this hidden size (either format). */
-int mok_nccl_fp8_wire_bytes(int hidden);
 /* The pointer-array batches the bf16 GEMMs need per stage: 2 for the mxfp8 emulation (its GEMM1 and GEMM2 calls pass
  * different rows: gemm_mx_emulated.c says why they cannot share a batch), else 1. */
 int mok_nccl_fp8_batches_per_stage(const struct mok_problem *p, bool mok_gemm);
