@@ -70,8 +70,10 @@ int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k,
     return MOK_OK;
 }
 
-/* In passes of at most hidden columns (the combine area's row): every rank done with its combine area (barrier),
- * each slot's h columns into its route owner's area, every rank's rows in (barrier), the area copied into h. */
+/* In passes of as many columns as the combine area holds for t_max x topk routes (its rows are hidden wide; with
+ * combine_per_rank there are t_max x ranks of them, src/lsa_layout.c): every rank done with its combine area
+ * (barrier), each slot's h columns into its route owner's area, every rank's rows in (barrier), the area copied
+ * into h. */
 int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, char *err, int err_len)
 {
     if (!ws)
@@ -85,8 +87,12 @@ int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, 
     const int I = ws->mk.inter, H = a->hidden;
     const size_t routes = (size_t)a->my_tokens * a->topk;
     const char *area = (const char *)ws->win_ptr + a->off_comb;
-    for (int c0 = 0; c0 < I; c0 += H) {
-        const int cols = I - c0 < H ? I - c0 : H;
+    const size_t area_rows = (size_t)a->t_max * (a->combine_per_rank ? a->nranks : a->topk);
+    size_t fit = area_rows * H / ((size_t)a->t_max * a->topk);
+    fit = fit >= 8 ? fit / 8 * 8 : fit; /* whole 16-byte vectors where the area allows */
+    const int width = fit < (size_t)H ? (int)fit : H;
+    for (int c0 = 0; c0 < I; c0 += width) {
+        const int cols = I - c0 < width ? I - c0 : width;
         int rc = barrier(ws, stream, err, err_len);
         if (rc)
             return rc;
