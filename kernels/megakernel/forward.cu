@@ -222,9 +222,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
         return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
                    "mxfp8: w13mx, w2mx)%.0lld", 0);
-    if (m->fp8 && m->inter / kFp8HCols > 255)
-        return say(why, why_len, "fp8: intermediate %lld too large for the unit packing (at most 255 column tiles of "
-                   "64)", m->inter);
+    if (m->fp8 && (m->inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
+        return say(why, why_len, "fp8: intermediate or hidden (%lld) too large for the unit packing (at most 255 "
+                   "column tiles of 64 and 128)", a.hidden);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
