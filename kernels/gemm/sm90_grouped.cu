@@ -102,13 +102,15 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
                          : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128>);
 }
 
-/* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
- * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). */
+/* mxfp8 scheme (b): the kMxExpand instances, whose slots the producer warpgroup fills with expanded bf16. */
 bool mx_expand(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c)
 {
     return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 1;
 }
 
+/* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
+ * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4; mxfp8 scheme (b)
+ * 128 x 256 2 and 3 beside its landing ring). */
 int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
     if (c->stages != 0)
@@ -329,9 +331,9 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     int stages = resolve_stages(g, c, limit);
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ex);
     if (smem > limit) {
-        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + prefix of %d groups)",
-            smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
-            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, g->groups);
+        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB%s + prefix of %d "
+            "groups)", smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
+            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ex ? " + mxfp8's landing ring" : "", g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
