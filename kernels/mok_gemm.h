@@ -21,7 +21,9 @@ extern "C" {
  * B with one per 128 x 128 block (b_scale [B rows / 128][k/128]); fp32 accumulation promoted per 128 K; C bf16.
  * mxfp8 (OCP MX v1.0): A and B e4m3 (a_fp8, b_fp8) with one e8m0 scale byte per row per 32 K each: a_mx_scale
  * [rows_capacity][k/32] as the quantizer writes it, b_mx_scale in the GEMM's tile layout (mok_scale_mx_tiles in
- * mok_kernels.h: [B rows / 64][k / 128][256 bytes]); every 32 K promoted into fp32 with both scales; C bf16. */
+ * mok_kernels.h: [B rows / 64][k / 128][256 bytes]); C bf16. The Hopper kernel runs it one of two ways
+ * (mok_gemm_sm90_config.mx_scheme): every 32 K's e4m3 product promoted into fp32 with both scales, or the operands
+ * expanded to bf16 (e4m3 x 2^scale) in shared memory and multiplied by bf16 wgmma. */
 enum mok_gemm_dtype { MOK_GEMM_BF16 = 0, MOK_GEMM_FP8_BLOCK = 1, MOK_GEMM_MXFP8 = 2 };
 
 struct mok_gemm_args {
@@ -61,7 +63,10 @@ struct mok_gemm_sm90_config {
                       share tiles); 0: off. Needs every CTA resident at once: sms <= the SM count, nothing else
                       occupying the SMs it needs */
     int raster;    /* tile order within an expert: 0 m-major (consecutive CTAs share A rows), 1 n-major (share B) */
-    int fp8_n;     /* fp8_block (mxfp8): columns of each wgmma product promoted per 128 K (32 K), 64 or 128 (0: 128) */
+    int fp8_n;     /* fp8_block (mxfp8 scheme 0): columns of each wgmma product promoted per 128 K (32 K), 64 or 128
+                      (0: 128) */
+    int mx_scheme; /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 (128 x 128 tiles); 1 expands the
+                      operands to bf16 in shared memory for bf16 wgmma (tile_n 128 or 256). 0 for the other dtypes */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

@@ -22,7 +22,9 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # results/h200x1/2026-12-02-fp8-gemm/sass-fp8-n128-kloop-590dbda.txt: none between the QGMMAs and the promotion).
   # Its 64-column twin has none and measured as fast. Allow that instance 128 bytes, every other kernel none: the
   # mxfp8 instances (gemm_sm90_kernel<128, 128, 64 | 128, true>, mangled ...Lb1E) included, which ptxas fits without
-  # a spill (their producer compiles out lockstep and multicast, and loads the scales with one TMA box).
+  # a spill (their producer compiles out lockstep and multicast, and loads the scales with one TMA box), and mxfp8
+  # scheme (b)'s (gemm_sm90_kernel<128, 128 | 256, 0, false, false, true>, ...Lb0ELb0ELb1E): their producer warpgroup
+  # expands e4m3 to bf16 on 72 registers (setmaxnreg 72 / 216: at 40 or 56 it spilled).
   # The fused backward (megakernel_bwd_kernel) spills 356 bytes at c769d37: with GEMM2-dgrad's SwiGLU-backward
   # epilogue compiled out it spills 84, so nearly all of it is that epilogue's (a row's loads, quad transposes and
   # three stores per 32 columns, with the 128 accumulators live); not yet located in the SASS (no disassembler on
@@ -45,8 +47,8 @@ done
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm/sm90_grouped.cu" -o "$SCRATCH/gemm_sm90_grouped.ptx" ||
   fail "no PTX"
 # setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
-# if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232). With fewer at launch the consumers'
-# setmaxnreg.inc would wait forever for registers that do not exist.
+# if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232; mxfp8 scheme (b)'s 72 / 216 the same sum).
+# With fewer at launch the consumers' setmaxnreg.inc would wait forever for registers that do not exist.
 # The lean instances (fp8_block's 128 x 256: gemm_sm90_kernel<128, 256, 64 | 128>, 256 threads, no setmaxnreg) may
 # hold up to 255 (two warps per SM quarter).
 bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {

@@ -1,14 +1,93 @@
 /* test_fp8: the host reference of the FP8 formats (src/fp8.h), on cases worked by hand: every e4m3 code round
  * trips, ties go to even (normals and subnormals), saturation at 448, the mxfp8 scale rounds up so nothing
  * saturates, a block of zeros gets scale 1, non-finite input is refused; mxfp8's dequantization and the scale tile
- * layout of mok's GEMM. */
+ * layout of mok's GEMM; scheme (b)'s bf16 conversion (kernels/gemm/mx_expand.h) for every code and scale. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fp8.h"
+#include "gemm/mx_expand.h"
 
 #include "check.h"
+
+/* v (a finite double) rounded to bf16, nearest even, subnormals included (steps of 2^-133 below 2^-126), inf from
+ * 2^128 on: written from the format's definition, apart from the conversion's own bit operations */
+static uint16_t bf16_of_double(double v)
+{
+    const uint16_t sign = signbit(v) ? 0x8000 : 0;
+    double a = fabs(v);
+    if (a == 0)
+        return sign;
+    int e;
+    frexp(a, &e); /* a in [2^(e-1), 2^e) */
+    const double step = ldexp(1.0, e - 1 < -126 ? -133 : e - 1 - 7);
+    a = rint(a / step) * step; /* an exact scaling, then nearest even */
+    if (a >= ldexp(1.0, 128))
+        return sign | 0x7F80;
+    const float f = (float)a; /* a bf16 value: exact in fp32, whose upper half it is */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return sign | (uint16_t)(u >> 16);
+}
+
+/* mxfp8 scheme (b)'s conversion: the bits step alone is exactly e4m3 x 2^-120 for every code; with the scale, every
+ * code (but the NaN codes, which the quantizer never writes) and every e8m0 byte 0..254 against the decoder's value
+ * x 2^(s - 127) rounded to bf16: equal bit for bit everywhere, and equal to the value itself (exact) except at
+ * s <= 2 (rounded below 2^-133) and at s >= 247 (inf from 2^128 on), as mx_expand.h says. */
+static void test_mx_expand(void)
+{
+    for (int c = 0; c < 256; c++) {
+        if ((c & 0x7F) == 0x7F)
+            continue;
+        const uint32_t bits = mok_mx_e4m3x4_bits((uint32_t)c).lo & 0xFFFF;
+        const uint32_t u = bits << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        const double want = ldexp((double)mok_e4m3_to_f32((uint8_t)c), -120);
+        CHECK(f == want && !signbit(f) == !signbit(want), "code %02x: bits %04x = %g, want %g", c, bits, f, want);
+        /* each of the four bytes of a word lands in its own half, in K order */
+        const struct mok_mx_pair p = mok_mx_e4m3x4_bits((uint32_t)c << 24 | 0x00380000u | (uint32_t)c << 8 | 0x08u);
+        const uint32_t one = mok_mx_e4m3x4_bits(0x38).lo & 0xFFFF, min_normal = mok_mx_e4m3x4_bits(0x08).lo & 0xFFFF;
+        CHECK((p.lo >> 16) == bits && (p.hi >> 16) == bits && (p.hi & 0xFFFF) == one && (p.lo & 0xFFFF) == min_normal,
+              "code %02x: a word's four codes out of order", c);
+    }
+    long exact = 0, rounded = 0, inf = 0, bad = 0;
+    for (int s = 0; s <= 254; s++)
+        for (int c = 0; c < 256; c++) {
+            if ((c & 0x7F) == 0x7F)
+                continue;
+            const double v = (double)mok_e4m3_to_f32((uint8_t)c) * ldexp(1.0, s - 127);
+            const uint16_t want = bf16_of_double(v), got = mok_mx_expand_bf16((uint8_t)c, (uint8_t)s);
+            if (got != want && bad++ < 5)
+                printf("code %02x scale %d: %04x, want %04x\n", c, s, got, want);
+            const uint32_t u = (uint32_t)want << 16;
+            float f;
+            memcpy(&f, &u, 4);
+            if (isinf(f)) {
+                inf++;
+                CHECK(s >= 247, "code %02x scale %d: inf below s 247", c, s);
+            } else if ((double)f == v) {
+                exact++;
+            } else {
+                rounded++;
+                CHECK(s <= 2, "code %02x scale %d: rounded above s 2", c, s);
+            }
+        }
+    CHECK(bad == 0, "scheme (b)'s conversion: %ld of %ld (code, scale) pairs differ from the rounded value", bad,
+          exact + rounded + inf);
+    CHECK(rounded > 0 && inf > 0, "the cases that round (%ld) and overflow (%ld) are exercised", rounded, inf);
+    printf("mxfp8 expand: %ld exact, %ld rounded (s <= 2), %ld inf (s >= 247) of %ld\n", exact, rounded, inf,
+           exact + rounded + inf);
+    /* the signed zeros: -0 x 2^k stays -0 (the -0.0 addend), +0 stays +0 */
+    CHECK(mok_mx_expand_bf16(0x80, 127) == 0x8000 && mok_mx_expand_bf16(0x00, 200) == 0x0000, "signed zeros");
+    /* worked by hand: 1.0 (0x38) at scale 2^0 is bf16 1.0; the smallest subnormal code 2^-9 at 2^-120 is bf16's
+     * subnormal 2^-129 (0x0010); at s 135 (two multiplies) 448 x 2^8 = 0x47E0 */
+    CHECK(mok_mx_expand_bf16(0x38, 127) == 0x3F80 && mok_mx_expand_bf16(0x01, 7) == 0x0010 &&
+              mok_mx_expand_bf16(0x7E, 135) == 0x47E0,
+          "hand cases: %04x %04x %04x", mok_mx_expand_bf16(0x38, 127), mok_mx_expand_bf16(0x01, 7),
+          mok_mx_expand_bf16(0x7E, 135));
+}
 
 int main(void)
 {
@@ -127,6 +206,7 @@ int main(void)
     CHECK(mok_quant_fp8_block_rows(r, 1, 256, qr, sr) == -1, "inf refused (fp8_block)");
     w[5] = NAN;
     CHECK(mok_quant_fp8_block_weights(w, 128, 256, qw, sw) == -1, "NaN refused (weights)");
+    test_mx_expand();
     printf("%s\n", failures ? "test_fp8: FAILED" : "test_fp8: all passed");
     return failures ? 1 : 0;
 }

@@ -63,7 +63,7 @@ static void run_fed(const struct case_desc *cd, const struct mok_gemm_args *base
     mok_poison_bf16(base->c, (size_t)cap * cd->n_out, NULL);
     struct mok_gemm_args args = *base;
     args.ready = d_ready, args.ready_target = d_target, args.ready_rows = CHUNK;
-    struct mok_gemm_sm90_config cfg = {128, 128, 3, sms - 1, 1, 0, 0, 0};
+    struct mok_gemm_sm90_config cfg = {128, 128, 3, sms - 1, 1, 0, 0, 0, 0};
     char why[256] = "";
     cudaStream_t feed, gemm;
     cudaStreamCreateWithFlags(&feed, cudaStreamNonBlocking);
@@ -138,21 +138,21 @@ static void run_case(const struct case_desc *cd, int sm_major)
     /* stages 0: the deepest ring that fits; sms 7 (8 with clusters): fewer CTAs than tiles, so each CTA walks
      * several; cluster 2: B multicast to CTA pairs, odd tile counts leave the second CTA of a pair idle rows */
     struct mok_gemm_sm90_config cfgs[] = {
-        {128, 128, 3, 0, 1, 0, 0, 0}, {128, 128, 4, 0, 1, 0, 0, 0},
-        {128, 256, 3, 0, 1, 0, 0, 0}, {128, 256, 0, 0, 1, 0, 0, 0},
-        {128, 256, 0, 7, 1, 0, 0, 0}, {128, 128, 4, 0, 2, 0, 0, 0},
-        {128, 256, 0, 0, 2, 0, 0, 0}, {128, 256, 3, 8, 2, 0, 0, 0},
+        {128, 128, 3, 0, 1, 0, 0, 0, 0}, {128, 128, 4, 0, 1, 0, 0, 0, 0},
+        {128, 256, 3, 0, 1, 0, 0, 0, 0}, {128, 256, 0, 0, 1, 0, 0, 0, 0},
+        {128, 256, 0, 7, 1, 0, 0, 0, 0}, {128, 128, 4, 0, 2, 0, 0, 0, 0},
+        {128, 256, 0, 0, 2, 0, 0, 0, 0}, {128, 256, 3, 8, 2, 0, 0, 0, 0},
         /* lockstep: grid barriers every 1 or 3 k blocks, with a partial last wave (7 CTAs) and clusters */
-        {128, 256, 0, 0, 1, 1, 0, 0}, {128, 128, 4, 7, 1, 3, 0, 0},
-        {128, 256, 0, 0, 2, 3, 0, 0}, {128, 256, 3, 8, 2, 1, 0, 0},
+        {128, 256, 0, 0, 1, 1, 0, 0, 0}, {128, 128, 4, 7, 1, 3, 0, 0, 0},
+        {128, 256, 0, 0, 2, 3, 0, 0, 0}, {128, 256, 3, 8, 2, 1, 0, 0, 0},
         /* raster 1: n-major tile order within each group, also with a partial wave, clusters and lockstep */
-        {128, 256, 0, 0, 1, 0, 1, 0}, {128, 128, 4, 7, 1, 3, 1, 0}, {128, 256, 0, 8, 2, 0, 1, 0},
+        {128, 256, 0, 0, 1, 0, 1, 0, 0}, {128, 128, 4, 7, 1, 3, 1, 0, 0}, {128, 256, 0, 8, 2, 0, 1, 0, 0},
         /* 256 x 128 tiles: two 64-row sub-tiles per consumer warpgroup, groups ending inside either of them */
-        {256, 128, 0, 0, 1, 0, 0, 0}, {256, 128, 3, 7, 1, 0, 1, 0},
-        {256, 128, 0, 8, 2, 0, 0, 0}, {256, 128, 0, 0, 1, 2, 0, 0},
+        {256, 128, 0, 0, 1, 0, 0, 0, 0}, {256, 128, 3, 7, 1, 0, 1, 0, 0},
+        {256, 128, 0, 8, 2, 0, 0, 0, 0}, {256, 128, 0, 0, 1, 2, 0, 0, 0},
         /* 64-row tiles (the warpgroups split 256 columns): ragged groups, every stage count, lockstep, raster */
-        {64, 256, 0, 0, 1, 0, 0, 0}, {64, 256, 3, 7, 1, 0, 1, 0},
-        {64, 256, 2, 0, 1, 2, 0, 0}, {64, 256, 0, 8, 1, 0, 1, 0}};
+        {64, 256, 0, 0, 1, 0, 0, 0, 0}, {64, 256, 3, 7, 1, 0, 1, 0, 0},
+        {64, 256, 2, 0, 1, 2, 0, 0, 0}, {64, 256, 0, 8, 1, 0, 1, 0, 0}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;

@@ -4,10 +4,14 @@
  *      readings of the scales (every row taking row 0's, the weights' scales one per 128 K) must miss by far more;
  *   2. the dequantization to bf16 (mok_dequant_mxfp8_bf16), bit for bit the host's exact values;
  *   3. the GEMM's B-scale tile layout (mok_scale_mx_tiles), byte for byte the host's, plain and paired halves;
- *   4. on sm_90: mok's grouped GEMM with dtype mxfp8 (kernels/mok_gemm.h) on ragged groups (an empty one, one row, 77,
- *      130), GEMM2-like and GEMM1-like with SwiGLU, products of 64 and 128 columns, 2 and 0 (deepest) stages, against
- *      a host double GEMM of the dequantized operands (SwiGLU on bf16-rounded gate and up, as the kernel's epilogue),
- *      within 1e-2 of max |ref| (bf16 output), no NaN (the output is poisoned), rows of no group untouched.
+ *   4. scheme (b)'s conversion (kernels/gemm/mx_expand.h) on the device for every code and every scale 0..254, bit
+ *      for bit its host model (mok_mx_expand_bf16, itself checked against src/fp8.c's decoder by test_fp8);
+ *   5. on sm_90: mok's grouped GEMM with dtype mxfp8 (kernels/mok_gemm.h) on ragged groups (an empty one, one row, 77,
+ *      130), GEMM2-like and GEMM1-like with SwiGLU, 2 and 0 (deepest) stages, against a host double GEMM of the
+ *      dequantized operands (SwiGLU on bf16-rounded gate and up, as the kernel's epilogue), within 1e-2 of max |ref|
+ *      (bf16 output), no NaN (the output is poisoned), rows of no group untouched: mx_scheme 0 with products of 64
+ *      and 128 columns; mx_scheme 1 (expanded to bf16) on 128 x 128 and 128 x 256 tiles, and with A's blocks scaled
+ *      past 2^7 (scale bytes above 134: the conversion's two multiplies).
  * Exit 0 pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -17,8 +21,10 @@
 
 #include "bf16.h"
 #include "fp8.h"
+#include "gemm/mx_expand.h"
 #include "mok_gemm.h"
 #include "mok_kernels.h"
+#include "testing/mok_test_kernels.h"
 
 #include "check.h"
 
@@ -149,8 +155,33 @@ static void test_tiles(void)
     cudaFree(dsrc), cudaFree(ddst);
 }
 
-/* 4: mok's kernel. rows of groups ragged; B [groups][swiglu ? 2 n_out : n_out][k]; C poisoned */
-static void test_kernel(int swiglu, int fp8_n, int stages)
+/* 4: the device's conversion table against the host model, every code (the NaN codes too: the same operations
+ * give the same finite bits) and scale */
+static void test_expand(void)
+{
+    static uint16_t got[255 * 256];
+    uint16_t *d = dev_copy(NULL, sizeof got);
+    CHECK(d, "expand: allocation");
+    if (!d)
+        return;
+    CHECK(mok_test_mx_expand_table(d, NULL) == 0 && cudaDeviceSynchronize() == cudaSuccess, "expand table launch");
+    cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+    int bad = 0, sub = 0;
+    for (int s = 0; s < 255; s++)
+        for (int c = 0; c < 256; c++) {
+            const uint16_t want = mok_mx_expand_bf16((uint8_t)c, (uint8_t)s), g = got[s * 256 + c];
+            if (g != want && bad++ < 5)
+                printf("expand: code %02x scale %d: device %04x, host model %04x\n", c, s, g, want);
+            sub += (want & 0x7F80) == 0 && (want & 0x7F); /* bf16 subnormal results */
+        }
+    CHECK(bad == 0, "expand: %d of %d (code, scale) pairs differ between device and host model", bad, 255 * 256);
+    printf("expand: %d values bit for bit the host model's (%d of them bf16 subnormals)\n", 255 * 256, sub);
+    cudaFree(d);
+}
+
+/* 5: mok's kernel. rows of groups ragged; B [groups][swiglu ? 2 n_out : n_out][k]; C poisoned. scheme: mx_scheme;
+ * a_shift: A's values scaled by 2^a_shift (24: scale bytes near 145, past the single multiply's 134) */
+static void test_kernel(int swiglu, int fp8_n, int stages, int scheme, int tile_n, int a_shift)
 {
     enum { G = 4, KK = 512, ROWS_CAP = 256 };
     const int rows[G] = {1, 0, 77, 130}; /* 208 rows; the capacity has 48 more that no group owns */
@@ -166,7 +197,7 @@ static void test_kernel(int swiglu, int fp8_n, int stages)
     uint16_t *c = malloc(2 * (size_t)ROWS_CAP * n_out);
     double *ref = malloc(sizeof(double) * ROWS_CAP * n_out);
     for (int i = 0; i < ROWS_CAP * KK; i++)
-        a[i] = ldexpf(rnd(), (i / KK * 3 + i % KK / 32 * 5) % 7 - 3);
+        a[i] = ldexpf(rnd(), (i / KK * 3 + i % KK / 32 * 5) % 7 - 3 + a_shift);
     for (int i = 0; i < G * b_rows * KK; i++)
         b[i] = ldexpf(rnd(), (i / KK * 5 + i % KK / 32 * 3) % 7 - 6);
     CHECK(mok_quant_mxfp8(a, ROWS_CAP, KK, qa, sa) == 0 && mok_quant_mxfp8(b, (size_t)G * b_rows, KK, qb, sb) == 0,
@@ -198,13 +229,15 @@ static void test_kernel(int swiglu, int fp8_n, int stages)
     struct mok_gemm_args args = {.c = dc, .offset = doff, .groups = G, .rows_capacity = ROWS_CAP, .n_out = n_out,
                                  .k = KK, .swiglu = swiglu, .dtype = MOK_GEMM_MXFP8, .a_fp8 = dqa, .b_fp8 = dqb,
                                  .a_mx_scale = dsa, .b_mx_scale = dtb};
-    struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = 128, .stages = stages, .fp8_n = fp8_n};
-    char why[256];
-    CHECK(mok_gemm_sm90_supports(&args, &cfg, why, sizeof why), "kernel swiglu %d fp8_n %d: %s", swiglu, fp8_n, why);
+    struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .fp8_n = fp8_n,
+                                       .mx_scheme = scheme};
+    char why[256], what[96];
+    snprintf(what, sizeof what, "kernel mx_scheme %d tile_n %d swiglu %d fp8_n %3d stages %d a x 2^%d", scheme, tile_n,
+             swiglu, fp8_n, stages, a_shift);
+    CHECK(mok_gemm_sm90_supports(&args, &cfg, why, sizeof why), "%s: %s", what, why);
     int rc = mok_gemm_sm90(&args, &cfg, NULL);
     cudaError_t sync = cudaDeviceSynchronize();
-    CHECK(rc == 0 && sync == cudaSuccess, "kernel swiglu %d fp8_n %d stages %d: launch %d, %s", swiglu, fp8_n, stages,
-          rc, cudaGetErrorString(sync));
+    CHECK(rc == 0 && sync == cudaSuccess, "%s: launch %d, %s", what, rc, cudaGetErrorString(sync));
     cudaMemcpy(c, dc, 2 * (size_t)ROWS_CAP * n_out, cudaMemcpyDeviceToHost);
     double amax = 0, dmax = 0;
     long long nan = 0, touched = 0;
@@ -220,9 +253,9 @@ static void test_kernel(int swiglu, int fp8_n, int stages)
     for (int i = R * n_out; i < ROWS_CAP * n_out; i++)
         touched += c[i] != 0xFFFF;
     double err = amax > 0 ? dmax / amax : dmax;
-    CHECK(err <= 1e-2 && nan == 0 && touched == 0, "kernel swiglu %d fp8_n %d stages %d: max err %.3g of max |ref|, %lld "
-          "NaN, %lld elements past the groups written", swiglu, fp8_n, stages, err, nan, touched);
-    printf("kernel swiglu %d fp8_n %3d stages %d: max |c - ref| / max |ref| = %.3g\n", swiglu, fp8_n, stages, err);
+    CHECK(err <= 1e-2 && nan == 0 && touched == 0, "%s: max err %.3g of max |ref|, %lld NaN, %lld elements past the "
+          "groups written", what, err, nan, touched);
+    printf("%s: max |c - ref| / max |ref| = %.3g\n", what, err);
     cudaFree(dqa), cudaFree(dsa), cudaFree(dqb), cudaFree(dtb), cudaFree(dc), cudaFree(doff);
     free(a), free(b), free(qa), free(sa), free(qb), free(sb), free(tb), free(da), free(db), free(c), free(ref);
 }
@@ -245,13 +278,20 @@ int main(void)
     test_reference(qa, sa, qw, sw);
     test_dequant(qa, sa);
     test_tiles();
+    test_expand();
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
     if (major == 9) {
         for (int swiglu = 0; swiglu < 2; swiglu++)
-            for (int n = 64; n <= 128; n += 64)
-                for (int stages = 0; stages <= 2; stages += 2)
-                    test_kernel(swiglu, n, stages);
+            for (int stages = 0; stages <= 2; stages += 2) {
+                for (int n = 64; n <= 128; n += 64)
+                    test_kernel(swiglu, n, stages, 0, 128, 0);
+                for (int tile_n = 128; tile_n <= 256; tile_n += 128)
+                    test_kernel(swiglu, 128, stages, 1, tile_n, 0);
+            }
+        for (int swiglu = 0; swiglu < 2; swiglu++) /* the two-multiply range, against scheme (a) alike */
+            for (int scheme = 0; scheme < 2; scheme++)
+                test_kernel(swiglu, 128, 0, scheme, scheme ? 256 : 128, 24);
     } else {
         printf("note: not sm_90 (sm_%d0): mok's mxfp8 kernel not run\n", major);
     }

@@ -321,6 +321,36 @@ int main(void)
     gp.tile_n = 128, gp.kernel = 1;
     mok_params_mok_gemm_values(&gp, v);
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "kernel=sm90"), "mxfp8 portable: %s", why);
+    /* mx_scheme 1 (expanded to bf16): 128 x 128 and 128 x 256 tiles without clusters or lockstep, fp8_n at its
+     * default; refused for the other dtypes and the backward (one candidate per configuration they run) */
+    const int mx_tiles[6][5] = {{128, 128, 1, 128, 1}, {128, 256, 1, 128, 1}, {128, 256, 2, 128, 0},
+                                {64, 256, 1, 128, 0}, {256, 128, 1, 128, 0}, {128, 256, 1, 64, 0}};
+    for (int i = 0; i < 6; i++) { /* tile_m, tile_n, cluster, fp8_n, supported */
+        defaults("mok-gemm", v);
+        gp = mok_params_mok_gemm(v);
+        gp.mx_scheme = 1, gp.tile_m = mx_tiles[i][0], gp.tile_n = mx_tiles[i][1], gp.cluster = mx_tiles[i][2];
+        gp.fp8_n = mx_tiles[i][3];
+        mok_params_mok_gemm_values(&gp, v);
+        CHECK(supports("mok-gemm", &s, 1, v, why) == mx_tiles[i][4], "mok-gemm mxfp8 mx_scheme 1 %d x %d cluster %d "
+              "fp8_n %d: %s", gp.tile_m, gp.tile_n, gp.cluster, gp.fp8_n, why);
+    }
+    defaults("mok-gemm", v);
+    gp = mok_params_mok_gemm(v);
+    gp.mx_scheme = 1, gp.lockstep_k = 4;
+    mok_params_mok_gemm_values(&gp, v);
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "mx_scheme 1"), "mxfp8 mx_scheme 1 lockstep: %s", why);
+    gp.lockstep_k = 0;
+    mok_params_mok_gemm_values(&gp, v);
+    s.dtype = MOK_DTYPE_FP8_BLOCK;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8"),
+          "fp8_block mx_scheme 1: %s", why);
+    s.dtype = MOK_DTYPE_BF16;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8"),
+          "bf16 mx_scheme 1: %s", why);
+    s.dtype = MOK_DTYPE_MXFP8, s.pass = MOK_PASS_BWD;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8's forward"),
+          "mxfp8 bwd mx_scheme 1: %s", why);
+    s.pass = MOK_PASS_FWD;
     /* fp8_block: mok-gemm's 128 x 128 tiles, and 128 x 256 without clusters (the lean layout); not 64 or 256 rows */
     s.dtype = MOK_DTYPE_FP8_BLOCK;
     const int fp8_tiles[5][4] = {{128, 128, 1, 1}, {128, 256, 1, 1}, {128, 256, 2, 0}, {256, 128, 1, 0},

@@ -25,6 +25,11 @@
  * rows followed by the matching tile_n/2 up rows of B, loaded as two TMA boxes that sit back to back in the
  * slot, so one wgmma with N = tile_n computes both and the epilogue pairs column j with column j + tile_n/2.
  *
+ * mxfp8 with mx_scheme 1 (issue 22's scheme (b), sm90_mx_expand.cuh): the producer warpgroup's 128 threads all work.
+ * Thread 0 loads the e4m3 rows of each k block into a small landing ring; every thread expands its rows, e4m3 x
+ * 2^scale, into the bf16 slot the consumers read, then arrives on the slot's full barrier (128 arrivals). The
+ * consumers and the epilogue are the bf16 instance's.
+ *
  * Rows of a tile past its group's end are loaded anyway (they belong to the next group, or lie outside A and
  * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
  *
@@ -44,6 +49,7 @@
 
 #include "common/common.cuh"
 #include "gemm/sm90_core.cuh"
+#include "gemm/sm90_mx_expand.cuh"
 #include "mok_gemm.h"
 #include "common/sm90_ptx.cuh"
 
@@ -68,9 +74,14 @@ void say(char *why, int why_len, const char *fmt, ...)
 
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
- * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout). */
-const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false)
+ * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout); mxfp8 scheme (b)'s
+ * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh). */
+const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false,
+                       bool expand = false)
 {
+    if (expand)
+        return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true>)
+                             : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, false, true>);
     if (bt)
         return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, true>)
                              : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, true>);
@@ -91,14 +102,22 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
                          : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128>);
 }
 
+/* mxfp8 scheme (b): the kMxExpand instances, whose slots the producer warpgroup fills with expanded bf16. */
+bool mx_expand(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c)
+{
+    return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 1;
+}
+
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
- * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). */
+ * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4; mxfp8 scheme (b)
+ * 128 x 256 2 and 3 beside its landing ring). */
 int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
     if (c->stages != 0)
         return c->stages;
+    const bool ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex;
     int s = kMaxStages;
-    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, g->dtype == MOK_GEMM_MXFP8) > limit)
+    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, ex) > limit)
         s--;
     return s;
 }
@@ -149,9 +168,22 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "dtype %d: bf16 (0), fp8_block (1) or mxfp8 (2)", (int)g->dtype);
         return cudaErrorInvalidValue;
     }
+    if (c->mx_scheme < 0 || c->mx_scheme > 1 || (c->mx_scheme && !mx)) {
+        say(why, why_len, "mx_scheme %d: 0 (promote per 32 K), or 1 (expand to bf16) with dtype mxfp8 (dtype %d)",
+            c->mx_scheme, (int)g->dtype);
+        return cudaErrorInvalidValue;
+    }
+    const bool ex = mx && c->mx_scheme == 1;
+    if (ex && (c->tile_m != 128 || c->lockstep || cluster_of(c) != 1 || (c->fp8_n != 0 && c->fp8_n != 128))) {
+        /* scheme (b): thread 0 of the producer loads its own landing stages (no multicast), no lockstep barrier */
+        say(why, why_len, "mxfp8 scheme (b) runs 128 x 128 or 128 x 256 tiles without lockstep or clusters, fp8_n "
+            "unused (tile %d x %d, lockstep %d, cluster_m %d, fp8_n %d)", c->tile_m, c->tile_n, c->lockstep,
+            c->cluster_m, c->fp8_n);
+        return cudaErrorInvalidValue;
+    }
     if (mx) {
         /* one CTA loads its own B scales (no multicast of them is written): no clusters */
-        if (c->tile_m != 128 || c->tile_n != 128 || c->lockstep || cluster_of(c) != 1) {
+        if (!ex && (c->tile_m != 128 || c->tile_n != 128 || c->lockstep || cluster_of(c) != 1)) {
             say(why, why_len, "mxfp8 runs 128 x 128 tiles without lockstep or clusters (tile %d x %d, lockstep %d, "
                 "cluster_m %d)", c->tile_m, c->tile_n, c->lockstep, c->cluster_m);
             return cudaErrorInvalidValue;
@@ -211,7 +243,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed)) !=
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed, ex)) !=
         cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
@@ -297,11 +329,11 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     size_t limit = smem_limit(optin);
     int stages = resolve_stages(g, c, limit);
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ex);
     if (smem > limit) {
-        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + prefix of %d groups)",
-            smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
-            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, g->groups);
+        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB%s + prefix of %d "
+            "groups)", smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
+            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ex ? " + mxfp8's landing ring" : "", g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -325,9 +357,10 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
 }
 
 /* A row-major bf16 matrix [rows][k] read in boxes of box_rows x 64 (128 bytes of K), 128B swizzle: the layout
- * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. */
+ * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. land (e4m3 only): mxfp8 scheme (b)'s landing
+ * boxes instead, 64 bytes of K per row, 64B swizzle (sm90_mx_expand.cuh). */
 bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows, bool e4m3 = false,
-                uint64_t row_bytes = 0)
+                uint64_t row_bytes = 0, bool land = false)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (!encode)
@@ -336,11 +369,11 @@ bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, u
     const uint64_t elem = e4m3 ? 1 : 2;
     cuuint64_t dims[2] = {k, rows};
     cuuint64_t strides[1] = {row_bytes ? row_bytes : k * elem}; /* bytes between rows; the innermost is implied */
-    cuuint32_t box[2] = {(cuuint32_t)(kRowBytes / elem), box_rows};
+    cuuint32_t box[2] = {(cuuint32_t)((land ? kMxLandRowBytes : kRowBytes) / elem), box_rows};
     cuuint32_t elem_strides[2] = {1, 1};
     CUresult r = encode(map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                        const_cast<void *>(base), dims, strides, box,
-                        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        const_cast<void *>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        land ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for [%llu][%llu], box %u\n",
@@ -352,15 +385,17 @@ bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, u
 
 /* mxfp8's B scales in the GEMM's tile layout (mok_scale_mx_tiles): [blocks][k_blocks x 256] bytes, a block being 64
  * B rows, read in boxes of one k block of two adjacent blocks (2 x 256 bytes, no swizzle: the consumers index it
- * themselves). */
-bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks)
+ * themselves); scheme (b): boxes of one 64-K block's 128 bytes of box_blocks adjacent blocks (its producer indexes
+ * them). */
+bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
+                         uint32_t box_bytes = kMxScaleSlot / 2, uint32_t box_blocks = 2)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (!encode)
         return false;
     cuuint64_t dims[2] = {k_blocks * kMxScaleSlot / 2, blocks};
     cuuint64_t strides[1] = {k_blocks * kMxScaleSlot / 2};
-    cuuint32_t box[2] = {kMxScaleSlot / 2, 2};
+    cuuint32_t box[2] = {box_bytes, box_blocks};
     cuuint32_t elem_strides[2] = {1, 1};
     CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box,
                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -404,6 +439,10 @@ void diag_print()
                 : d->slot == 5 ? "backward: GEMM2-dgrad tiles done, for GEMM1 dgrad (row block)"
                                : "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)",
                 d->tile, d->extra, d->kb);
+    else if (d->role == MOK_SM90_DIAG_LANDING)
+        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
+                "landing stage %d for the phase of parity %d (tile %d, k block %d): its TMA bytes never all arrived "
+                "(expect_tx vs boxes, tensor maps)\n", d->block, d->thread, d->slot, d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
@@ -411,7 +450,8 @@ void diag_print()
         bool producer = d->role == MOK_SM90_DIAG_PRODUCER;
         const char *who = producer ? "producer" : d->role == MOK_SM90_DIAG_CONSUMER ? "consumer wg 1" : "consumer wg 2";
         const char *hint = producer ? "the consumers never gave the slot back"
-                                    : "the TMA bytes never all arrived (expect_tx vs boxes, tensor map)";
+                                    : "the TMA bytes never all arrived (expect_tx vs boxes, tensor map), or, mxfp8 "
+                                      "scheme (b), not every producer thread arrived";
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (%s) waited ~10 s on the %s barrier of "
                 "slot %d for the phase of parity %d (tile %d, k block %d): %s\n", d->block, d->thread, who,
                 producer ? "empty" : "full", d->slot, d->parity, d->tile, d->kb, hint);
@@ -508,18 +548,21 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
-    const bool bt = g->b_transposed != 0;
+    const bool bt = g->b_transposed != 0, ex = mx_expand(g, c);
     if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
-                    (uint32_t)c->tile_m, fp8) ||
+                    (uint32_t)c->tile_m, fp8, 0, ex) ||
         /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
         (bt && !encode_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
         (!bt && !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
                             /* halves: SwiGLU's gate/up, or a cluster's */
-                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8)) ||
+                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8, 0, ex)) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
-    if (mx && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
+    if (mx && !ex && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
+        return cudaErrorInvalidValue;
+    if (ex && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
+                                   kMxLandScaleRow, (uint32_t)c->tile_n / 64))
         return cudaErrorInvalidValue;
 
     int dev = 0, grid = c->sms, optin = 0;
@@ -528,9 +571,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return (int)cudaGetLastError();
     int stages = resolve_stages(g, c, smem_limit(optin));
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ex);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -539,7 +582,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -576,7 +619,14 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups, \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
                        ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs)
-    if (bt)
+#define MOK_LAUNCH_SM90_EXPAND(TN)                                                                               \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, true>, map_a, map_b, map_c, g->c, g->offset,   \
+                       g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,       \
+                       g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale,  \
+                       map_bs)
+    if (ex)
+        e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
+    else if (bt)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90(128, 256, 0, false, true) : MOK_LAUNCH_SM90(128, 128, 0, false, true);
     else if (mx && c->fp8_n == 64)
         e = MOK_LAUNCH_SM90(128, 128, 64, true, false);
@@ -597,6 +647,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     else
         e = MOK_LAUNCH_SM90(128, 128, 0, false, false);
 #undef MOK_LAUNCH_SM90
+#undef MOK_LAUNCH_SM90_EXPAND
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

@@ -13,17 +13,20 @@ constexpr int kMaxGroups = 1024;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm_90 */
 
-/* Dynamic shared memory: [align slack][A slots][B slots][C staging][mxfp8: B scale slots][full barriers][empty
- * barriers][tile prefix].
+/* Dynamic shared memory: [align slack][A slots][B slots][C staging][mxfp8: B scale slots, or scheme (b)'s landing
+ * ring][full barriers][empty barriers][scheme (b): landing barriers][tile prefix].
  * The slack lets the kernel round the base up to 1024 bytes, which the 128B swizzle needs (TMA writes and wgmma
  * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
- * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging). */
-size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false)
+ * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
+ * (expand): kMxLandStages landing stages of e4m3 rows and B scales, 512-aligned after the staging, with a full
+ * barrier each (sm90_mx_expand.cuh). */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, bool expand = false)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
-           2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+           (expand ? (size_t)kMxLandStages * (mx_land_stage_bytes(tile_n) + 8) : 0) + 2 * (size_t)stages * 8 +
+           (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -136,6 +139,83 @@ struct InlineProducer {
             pump(false);
     }
 };
+
+/* mxfp8 scheme (b)'s loads (sm90_mx_expand.cuh), by thread 0 of the producer warpgroup: the next k block of this
+ * CTA's (tile, k block) sequence, lt and lkb (with its tile's first A row, B row and B scale block), into landing
+ * stage `stage`. Plain arguments, not a struct of them: the producer runs on kMxProducerRegs registers. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_load_next(int &lt, int &lkb, int &row0, int &b_row, int &bs_block, int stage,
+                                             uint8_t *land, uint64_t *land_full, const CUtensorMap *map_a,
+                                             const CUtensorMap *map_b, const CUtensorMap *map_bs,
+                                             const int *tile_start, const int32_t *offset, int groups, int n_tiles,
+                                             int n_major, int n_out, int swiglu, int k_blocks, int unit_step,
+                                             int total_tiles)
+{
+    if (lt >= total_tiles)
+        return;
+    if (lkb == 0) {
+        const TilePos p = map_tile(lt, tile_start, offset, groups, n_tiles, 1, 0, n_major, kTileM);
+        row0 = p.row0;
+        b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+        /* the tile's first scale block: with SwiGLU its first gate block's place 2j, j = b_row's block in W[g]'s
+         * gate half (mok_mxfp8_tile_index's pairing) */
+        bs_block = swiglu ? p.group * 2 * n_out / 64 + p.n * (TILE_N / 64) : b_row / 64;
+    }
+    mx_load_block<TILE_N>(land + (size_t)stage * mx_land_stage_bytes(TILE_N), &land_full[stage], map_a, map_b, map_bs,
+                          lkb, row0, b_row, bs_block, swiglu, n_out);
+    if (++lkb == k_blocks) {
+        lkb = 0;
+        lt += unit_step;
+    }
+}
+
+/* The producer warpgroup of the kMxExpand instances: every thread walks the CTA's (tile, k block) sequence and runs
+ * mx_producer_step on each k block (its A row's two scale bytes loaded first); thread 0 also keeps the landing ring
+ * kMxLandStages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const CUtensorMap *map_b,
+                                               const CUtensorMap *map_bs, uint8_t *smem_a, uint8_t *smem_b,
+                                               uint8_t *land, uint64_t *full, uint64_t *empty, uint64_t *land_full,
+                                               const int *tile_start, const int32_t *offset, int groups, int n_tiles,
+                                               int n_major, int n_out, int swiglu, int stages, int k_blocks,
+                                               int unit0, int unit_step, int total_tiles, int rows_capacity, int k,
+                                               const uint8_t *a_mx_scale, struct mok_sm90_diag *diag)
+{
+    const int pt = threadIdx.x; /* 0..127 */
+    int bs_at[TILE_N / 128];
+    mx_scale_places<TILE_N>(pt, swiglu, bs_at);
+    int lt = unit0, lkb = 0, lrow0 = 0, lb_row = 0, lbs = 0;
+    if (pt == 0)
+        for (int s = 0; s < kMxLandStages; s++)
+            mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, s, land, land_full, map_a, map_b, map_bs, tile_start,
+                                 offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step, total_tiles);
+    RingPos ring = {0, 0};
+    int stage = 0;
+    uint32_t land_phase = 0;
+    for (int t = unit0; t < total_tiles; t += unit_step) {
+        const TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, 1, 0, n_major, kTileM);
+        /* row pt's scale bytes, k / 32 per row (k a multiple of 128: a k block's two are 2-byte aligned); rows past
+         * the allocation read the last row's (their A rows are TMA's zeros, and never stored) */
+        const uint16_t *sa = reinterpret_cast<const uint16_t *>(
+            a_mx_scale + (size_t)min(p.row0 + pt, rows_capacity - 1) * (k / 32));
+        for (int kb = 0; kb < k_blocks; kb++) {
+            const uint32_t sa2 = __ldg(sa + kb);
+            mx_producer_step<TILE_N>(land + (size_t)stage * mx_land_stage_bytes(TILE_N), &land_full[stage],
+                                     land_phase, smem_a + (size_t)ring.slot * kTileM * kRowBytes,
+                                     smem_b + (size_t)ring.slot * TILE_N * kRowBytes, ring, full, empty, pt, bs_at,
+                                     sa2, diag, stage, t, kb);
+            ring.advance(stages);
+            if (pt == 0)
+                mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, stage, land, land_full, map_a, map_b, map_bs,
+                                     tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step,
+                                     total_tiles);
+            if (++stage == kMxLandStages) {
+                stage = 0;
+                land_phase ^= 1;
+            }
+        }
+    }
+}
 #endif
 
 /* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
@@ -150,7 +230,12 @@ struct InlineProducer {
 /* kBT (bf16, 128-row tiles, no SwiGLU or clusters): the dgrad policy. B[g] is the forward's weight read transposed,
  * row-major [k][n_out] (C = A W[g], W's columns contiguous): its slot is TILE_N / 64 boxes of 64 K rows x 64
  * columns (map_b over [groups k][n_out] in boxes of 64 x 64), read by the consumers as MnMajor. */
-template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false>
+/* kMxExpand (kFp8N 0, 128 x 128 or 128 x 256, no clusters or lockstep): mxfp8 scheme (b), sm90_mx_expand.cuh. The
+ * operands are mxfp8's (a_fp8 and a_mx_scale as for kMx, B e4m3 with its scales in the tile layout through map_bs),
+ * map_a and map_b e4m3 in boxes of 64 bytes (one 64-K block) x rows, 64B-swizzled, into the landing ring; the
+ * producer warpgroup expands them into the bf16 slots, whose full barriers count its 128 threads; the consumers and
+ * the epilogue are the bf16 instance's. */
+template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false>
 __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -180,6 +265,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
+    static_assert(!kMxExpand || (!kFp8 && !kBT && TILE_M == 128), "mxfp8 scheme (b) runs 128-row tiles, bf16 slots");
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -198,9 +284,12 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
     const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
     uint8_t *smem_bs = smem_c + (size_t)TILE_M * cols_per_tile * 2; /* mxfp8: stages x kMxScaleSlot */
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0));
+    uint8_t *land = smem_bs; /* scheme (b): kMxLandStages landing stages */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
+                                                  (kMxExpand ? kMxLandStages * mx_land_stage_bytes(TILE_N) : 0));
     uint64_t *empty = full + stages;
-    int *tile_start = reinterpret_cast<int *>(empty + stages);
+    uint64_t *land_full = empty + stages; /* scheme (b) */
+    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? kMxLandStages : 0));
 
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kElemsK;
@@ -212,9 +301,14 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            mok_mbar_init(&full[s], 1); /* the producer's arrive.expect_tx; TMA (ours and the peer's) adds bytes */
+            /* the producer's arrive.expect_tx, TMA (ours and the peer's) adding bytes; scheme (b): every producer
+             * thread's arrival once its rows are expanded */
+            mok_mbar_init(&full[s], kMxExpand ? 128 : 1);
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
+        if constexpr (kMxExpand)
+            for (int s = 0; s < kMxLandStages; s++)
+                mok_mbar_init(&land_full[s], 1); /* thread 0's arrive.expect_tx, the TMA bytes */
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
         mok_tma_prefetch_map(&map_a);
         mok_tma_prefetch_map(&map_b);
@@ -237,7 +331,13 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
 
     if (!kLean && warp < 4) {
         /* ---------------- producer warpgroup (the lean layout has none: InlineProducer) ---------------- */
-        mok_setmaxnreg_dec<kProducerRegs>();
+        mok_setmaxnreg_dec<kMxExpand ? kMxProducerRegs : kProducerRegs>();
+        if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
+            mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, tile_start,
+                                   offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
+                                   unit_step, total_tiles, rows_capacity, k, a_mx_scale, diag);
+            return;
+        }
         if (threadIdx.x != 0) {
             if (cm > 1)
                 mok_cluster_sync(); /* the exit barrier below: every thread of the cluster takes part */
@@ -310,7 +410,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
     } else {
         /* ---------------- consumer warpgroups ---------------- */
         if constexpr (!kLean)
-            mok_setmaxnreg_inc<kConsumerRegs>();
+            mok_setmaxnreg_inc<kMxExpand ? kMxConsumerRegs : kConsumerRegs>();
         /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the column halves [0, TILE_N/2),
          * [TILE_N/2, TILE_N) of the 64 rows) */
         const int cwg = kLean ? warp / 4 : warp / 4 - 1;

@@ -28,6 +28,9 @@ int mok_lsa_reference(const uint16_t *x, const int32_t *ids, const float *w, int
  * its target: the GEMM's ready-counter wait fed as the dispatch would (kernels/testing/gemm_feed.cu). */
 int mok_gemm_feed(uint16_t *dst, const uint16_t *src, int rows, int row_elems, int chunk_rows, int32_t *ready,
                   const int32_t *target, long long sleep_ns, mok_stream_t stream);
+/* mxfp8 scheme (b)'s conversion (kernels/gemm/mx_expand.h) on the device: out[s * 256 + code] = the bf16 bits of
+ * e4m3 code x 2^(s - 127) as the kernel computes them, for s 0..254 and every code (out: 255 x 256). */
+int mok_test_mx_expand_table(uint16_t *out, mok_stream_t stream);
 
 #ifdef __cplusplus
 }

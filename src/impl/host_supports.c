@@ -160,6 +160,10 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
 {
     struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
     (void)nranks;
+    /* one candidate per configuration of the other dtypes, not one per value of a parameter they ignore */
+    if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
+        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
+                  "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
     if (mok_pass_has_bwd(spec->pass)) {
         /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
         if (spec->dtype != MOK_DTYPE_BF16)
@@ -195,6 +199,15 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
         if (spec->model.hidden % 128 || spec->model.intermediate % 128)
             return no(why, why_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128",
                       spec->model.hidden, spec->model.intermediate);
+        if (p.mx_scheme == 1) { /* kernels/gemm/sm90_mx_expand.cuh */
+            if (p.tile_m != 128 || (p.tile_n != 128 && p.tile_n != 256) || p.lockstep_k != 0 || p.cluster != 1)
+                return no(why, why_len, "mxfp8 mx_scheme 1 runs 128 x 128 or 128 x 256 tiles without lockstep or "
+                          "clusters (tile_m %d, tile_n %d, lockstep_k %d, cluster %d)", p.tile_m, p.tile_n,
+                          p.lockstep_k, p.cluster);
+            if (p.fp8_n != 128)
+                return no(why, why_len, "fp8_n %d applies to mx_scheme 0 only (leave it at 128)", p.fp8_n);
+            return 1;
+        }
         if (p.tile_m != 128 || p.tile_n != 128 || p.lockstep_k != 0 || p.cluster != 1)
             return no(why, why_len, "mxfp8 runs 128 x 128 tiles without lockstep or clusters (tile_m %d, tile_n %d, "
                       "lockstep_k %d, cluster %d)", p.tile_m, p.tile_n, p.lockstep_k, p.cluster);

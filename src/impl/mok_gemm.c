@@ -3,8 +3,9 @@
  * or the portable mma.sync kernel. dtype fp8_block: the Hopper kernel's fp8_block policy on the problem's quantized
  * rows and weights (src/problem_fp8.c); GEMM1 writes h in bf16 and a separate kernel quantizes it 1 x 128 for
  * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). dtype mxfp8: the same with the
- * kernel's mxfp8 policy (every 32 K promoted with the row's and the column's e8m0 scales; src/problem_mxfp8.c's
- * operands, the weights' scales in the kernel's tile layout) and h quantized per 32 by the mxfp8 quantizer.
+ * kernel's mxfp8 policy (mx_scheme 0: every 32 K promoted with the row's and the column's e8m0 scales; 1: the
+ * operands expanded to bf16 in shared memory for bf16 wgmma; src/problem_mxfp8.c's operands, the weights' scales in
+ * the kernel's tile layout either way) and h quantized per 32 by the mxfp8 quantizer.
  * pass bwd (bf16): the backward on the GEMM core (gemm_mok_bwd.h: dgrad with the weights read transposed, the
  * SwiGLU backward, wgrad with K = each expert's rows), from the problem's saved gate/up rows, timed whole; fwd_bwd:
  * the forward keeps GEMM1's gate/up output for it (GEMM1 unfused into gu, the SwiGLU kernel, GEMM2), then the
@@ -27,7 +28,7 @@ static struct mok_gemm_sm90_config sm90_config(const int *params)
     struct mok_params_mok_gemm g = mok_params_mok_gemm(params);
     return (struct mok_gemm_sm90_config){.tile_m = g.tile_m, .tile_n = g.tile_n, .stages = g.stages, .sms = g.ctas,
                                          .cluster_m = g.cluster, .lockstep = g.lockstep_k, .raster = g.raster,
-                                         .fp8_n = g.fp8_n};
+                                         .fp8_n = g.fp8_n, .mx_scheme = g.mx_scheme};
 }
 
 struct mg_state {

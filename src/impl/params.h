@@ -118,8 +118,12 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "rows per tile: 128, 256 with tile_n 128 (each consumer warpgroup runs two 64-row wgmmas), or 64 with "      \
       "tile_n 256 and cluster 1 (the warpgroups split the columns: small groups are not padded to 128 rows)")     \
     X(fp8_n, MOK_NUMERIC, 64, 128, 128,                                                                          \
-      "dtype fp8_block (mxfp8): columns of each wgmma product promoted into fp32 per 128 K (per 32 K) (64: two "  \
-      "per tile, 128: one)")
+      "dtype fp8_block (mxfp8 with mx_scheme 0): columns of each wgmma product promoted into fp32 per 128 K (per " \
+      "32 K) (64: two per tile, 128: one)")                                                                      \
+    X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
+      "dtype mxfp8: 0, e4m3 wgmma with each 32 K's product promoted into fp32 with both scales (128 x 128 "        \
+      "tiles); 1, the operands expanded to bf16 (e4m3 x 2^scale, exact) in shared memory by the producer "       \
+      "warpgroup and bf16 wgmma (tile_n 128 or 256, no clusters or lockstep)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */

@@ -1,0 +1,192 @@
+/* gemm/sm90_mx_expand.cuh: mxfp8 scheme (b) (issue 22), the producer side of the grouped GEMM's kMxExpand instances
+ * (sm90_grouped_kernel.cuh): the e4m3 operands are expanded to bf16 in shared memory, e4m3 x 2^scale, and the
+ * consumers run the bf16 instance's k loop and epilogues unchanged (consume_tile over 128B-swizzled boxes of 64 K).
+ * bf16 wgmma, FP8 bytes in memory; exact (gemm/mx_expand.h says where bf16 rounds: values below 2^-133).
+ *
+ * Per 64-K block of a 128 x TILE_N tile:
+ *   landing   thread 0 of the producer warpgroup loads, by TMA, the e4m3 A rows (128 x 64 bytes), B rows (TILE_N x 64)
+ *             and B's scales for the k block into a landing stage of its own small ring (kMxLandStages, a full
+ *             mbarrier each: arrive.expect_tx + bytes), kMxLandStages blocks ahead of the expansion. Rows of 64 bytes,
+ *             64B-swizzled (16-byte chunk c of row r at c ^ ((r / 2) % 4)): the expansion's 16-byte loads, lanes on 32
+ *             consecutive rows at one chunk, then hit 8 distinct bank groups per 8 lanes (r % 2 picks the half of a
+ *             128-byte line, (r / 2) % 4 the chunk within it): no conflict.
+ *   expansion all 128 threads of the producer warpgroup: thread p owns A row p and B rows p + 128 j, and per row its
+ *             4 chunks of 16 codes (one scale each: chunks 0, 1 take K [0, 32), 2, 3 take [32, 64)) -> 2 x 16 bytes of
+ *             bf16 each, into the row's chunks 2c, 2c + 1 of the bf16 slot at the 128B swizzle TMA would have written
+ *             (chunk q of row r at q ^ (r % 8)): lanes on consecutive rows, so 8 lanes store into 8 distinct bank
+ *             groups. Then each thread fences its generic writes for the async proxy (wgmma reads the slot) and
+ *             arrives on the slot's full barrier (128 arrivals for this instance, no transaction bytes); the empty
+ *             barriers are the bf16 instance's. A named barrier of the warpgroup then says the landing stage is read,
+ *             and thread 0 loads the k block kMxLandStages on into it.
+ *   scales    A's e8m0 bytes per row per 32 K from global memory ([rows][k / 32], the quantizer's layout, as scheme
+ *             (a) reads them: a 2-byte load per row per k block, issued before the waits and used after the B rows,
+ *             so its latency hides). B's from its tile layout (mok_mxfp8_scale_tiles, scheme (a)'s b_mx_scale) by TMA
+ *             beside the data, one box of 128 bytes (this k block's two k32 steps) per 64-row block: 512 bytes for
+ *             TILE_N 256, 2% of the stage. Not the plain [n][k / 32] layout by __ldg: 256 rows x a 32-byte sector of L2
+ *             traffic per 2 scale bytes would add ~25% to B's bytes (the tile layout's boxes carry only scales), and a
+ *             tensor map over the plain layout cannot be built for k / 32 not a multiple of 16 (TMA's row stride).
+ *
+ * Cost per k block, 128 x 256 tiles (A 128 x 64 + B 256 x 64 = 24K values, 12K bf16 pairs; ~1,024 cycles of tensor
+ * work at the bf16 rate: 4.2 MFLOP at ~4K per cycle per SM), counted in this instance's PTX (sm_90a, CUDA 13.0; the
+ * SASS may differ) and estimated, not measured:
+ *   integer   3.5 ops per pair for the bits (per word of 4 codes: and, shift + and, 2 x (prmt + shift)) and ~0.9 for
+ *             addresses, scale bytes and factors: ~420 per thread, ~54K per SM, ~840 cycles at 64 per cycle per SM
+ *             (16 per sub-partition, where each producer warp runs: 2 cycles per warp instruction); ptxas may move
+ *             shifts and the factors' multiplies to the FMA pipe (IMAD), which would lower it;
+ *   bf16 FMA  1 per pair (2 in blocks of scale above 2^7, s > 134): 96 per thread, ~100 cycles at 128 per SM;
+ *   shared    12 16-byte loads and 24 16-byte stores per thread: 72 KB moved by the threads, plus the TMA's 24.5 KB
+ *             into the landing ring, against the bf16 instance's 48 KB of TMA: +48 KB per k block beside the
+ *             consumers' wgmma operand reads (a bound not estimated here: the first thing to measure);
+ *   issue     ~580 instructions per producer thread: ~580 of the ~1,024 issue cycles of each sub-partition.
+ * So the integer pipe sets the pace at ~0.8 of the tensor time: on 128 x 256 tiles the expansion keeps up with the
+ * bf16 wgmma, with little margin, if shared memory bandwidth allows. 128 x 128 tiles (2 rows per thread, ~512 cycles
+ * of tensor work) need ~560 cycles of integer work: bound by the expansion near 1.1x the bf16 time; built because
+ * it costs one more instance. */
+#pragma once
+#include <stdint.h>
+
+#include "common/sm90_ptx.cuh"
+#include "gemm/mx_expand.h"
+#include "gemm/sm90_core.cuh"
+
+namespace mok_sm90 {
+
+constexpr int kMxLandStages = 2;     /* landing ring depth: TMA of k block i + 2 runs while block i + 1 is expanded */
+constexpr int kMxLandRowBytes = 64;  /* e4m3 of one 64-K block per row */
+constexpr int kMxLandScaleRow = 128; /* B scale bytes per 64-row block per k block (two k32 steps of 64 bytes) */
+constexpr int kMxProducerBarrier = 6; /* named barrier of the producer warpgroup (1, 2: the consumers' epilogues) */
+/* setmaxnreg of these instances: 128 x 72 + 256 x 216 = 384 x 168, the sum the 384-thread layout starts with
+ * (sm90_core.cuh). The producer's 40 made ptxas spill the expansion (60 bytes at 128 x 256), 56 still 28; the bf16
+ * consumers of 128 x 256 tiles fit 216 without a spill (ptxas -v, CUDA 13.0). */
+constexpr int kMxProducerRegs = 72, kMxConsumerRegs = 216;
+
+/* One landing stage: A rows, B rows, B's scale boxes; stages 512-aligned, the 64B swizzle's atom (8 rows of 64
+ * bytes), not 1024: with 1024 the 128 x 256 SwiGLU instance fit one bf16 slot fewer (the ring's third slot missed
+ * by 16 bytes). */
+__host__ __device__ constexpr int mx_land_scales_at(int tile_n) { return (kTileM + tile_n) * kMxLandRowBytes; }
+__host__ __device__ constexpr int mx_land_stage_bytes(int tile_n)
+{
+    return (mx_land_scales_at(tile_n) + tile_n / 64 * kMxLandScaleRow + 511) / 512 * 512;
+}
+
+#if MOK_SM90_DEVICE
+/* 16-byte shared-memory accesses at 32-bit shared-window addresses: the expansion forms its swizzled addresses by
+ * XOR on them (one op each). */
+__device__ __forceinline__ uint4 mx_lds128(uint32_t a)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ void mx_sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w)
+{
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+
+/* 16 codes of one row (a landing chunk at la) into two bf16 chunks of the slot, at sa and sa ^ 16 (the row's chunks
+ * 2c and 2c + 1: 2c's swizzled place XOR 1), under one scale's factors (mok_mx_factor, _hi; two: s > 134):
+ * mok_mx_expand4_f's operations, the second multiply under one branch per chunk instead of one per word (a branch
+ * per word split the chunk into basic blocks). */
+__device__ __forceinline__ void mx_expand_chunk(uint32_t la, uint32_t sa, uint32_t f, uint32_t f_hi, int two)
+{
+    const uint4 v = mx_lds128(la);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t o[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const struct mok_mx_pair b = mok_mx_e4m3x4_bits(w[i]);
+        o[2 * i] = mok_mx_mul(b.lo, f);
+        o[2 * i + 1] = mok_mx_mul(b.hi, f);
+    }
+    if (two)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            o[i] = mok_mx_mul(o[i], f_hi);
+    mx_sts128(sa, o[0], o[1], o[2], o[3]);
+    mx_sts128(sa ^ 16, o[4], o[5], o[6], o[7]);
+}
+
+/* Row r of a landing region into row r of a slot region: l_row, s_row their shared-window addresses (64- and
+ * 128-byte aligned). Per k32 half h: landing chunks 2h (at its 64B-swizzled place (2h ^ (r / 2 % 4))) and 2h + 1
+ * (that XOR 1), into slot chunks 4h .. 4h + 3 (4h's 128B-swizzled place (4h ^ (r % 8)), then XOR 1, 2, 3), under
+ * the half's scale, its factors computed once. */
+__device__ __forceinline__ void mx_expand_row(uint32_t l_row, uint32_t s_row, int r, uint32_t s_lo, uint32_t s_hi)
+{
+    const uint32_t lsw = (r >> 1) & 3, r8 = r & 7;
+#pragma unroll
+    for (uint32_t h = 0; h < 2; h++) {
+        const uint32_t s = h ? s_hi : s_lo, f = mok_mx_factor(s), f_hi = mok_mx_factor_hi(s);
+        const int two = s > 134u;
+        const uint32_t la = l_row + (((2 * h) ^ lsw) << 4), sa = s_row + (((4 * h) ^ r8) << 4);
+        mx_expand_chunk(la, sa, f, f_hi, two);
+        mx_expand_chunk(la ^ 16, sa ^ 32, f, f_hi, two);
+    }
+}
+
+/* One k block's landing stage by TMA (thread 0 of the producer warpgroup): the e4m3 A rows [row0, +128) and B rows
+ * (b_row.., with SwiGLU the gate rows then the matching up rows n_out further on: the slot's order) at K byte kc, and
+ * B's scales: the tile's TILE_N / 64 scale blocks from bs_block on, adjacent in the tile layout (with SwiGLU gate
+ * block j at 2j and up block j at 2j + 1, so the tile's gate and up blocks interleave), k block kb's two k32 steps
+ * at bytes 128 kb of each block's row. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_load_block(uint8_t *dst, uint64_t *bar, const CUtensorMap *map_a,
+                                              const CUtensorMap *map_b, const CUtensorMap *map_bs, int kb, int row0,
+                                              int b_row, int bs_block, int swiglu, int n_out)
+{
+    mok_mbar_expect_tx(bar, (uint32_t)(mx_land_scales_at(TILE_N) + TILE_N / 64 * kMxLandScaleRow));
+    const int kc = kb * kBlockK; /* one byte per code */
+    mok_tma_load_2d(dst, map_a, kc, row0, bar);
+    uint8_t *b_dst = dst + kTileM * kMxLandRowBytes;
+    if (swiglu) {
+        mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+        mok_tma_load_2d(b_dst + (TILE_N / 2) * kMxLandRowBytes, map_b, kc, b_row + n_out, bar);
+    } else {
+        mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+    }
+    mok_tma_load_2d(dst + mx_land_scales_at(TILE_N), map_bs, kb * kMxLandScaleRow, bs_block, bar);
+}
+
+/* Where producer thread pt's B rows (pt + 128 j) find their scale bytes in a landing stage: the tile layout puts a
+ * 64-row block's row 8c + 2q + p at byte q 16 + 2c + p of each 64-byte k32 step; box row b is the tile's b-th scale
+ * block (mx_load_block), the slot holding the gate rows first. The second k32 step is 64 bytes on. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)[TILE_N / 128])
+{
+#pragma unroll
+    for (int j = 0; j < TILE_N / 128; j++) {
+        const int r = pt + 128 * j, i = r & 63, half = TILE_N / 2;
+        const int box = swiglu ? (r % half) / 64 * 2 + r / half : r / 64;
+        bs_at[j] = mx_land_scales_at(TILE_N) + box * kMxLandScaleRow + ((i >> 1) & 3) * 16 + 2 * (i >> 3) + (i & 1);
+    }
+}
+
+/* The producer step of one k block, by every thread of the producer warpgroup: wait for the landing stage's bytes
+ * (MOK_SM90_DIAG_LANDING) and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER); expand this
+ * thread's rows, B's first (the A scales sa2, K [0, 32) in the low byte, were loaded from global memory before the
+ * call: the B rows hide that load); fence this thread's generic accesses (its slot writes, its landing reads) for the
+ * async proxy (the wgmmas reading the slot, the next TMA into the stage) and arrive on the slot's full barrier (full
+ * once all 128 have); then the warpgroup's named barrier: after it the landing stage may be loaded again. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
+                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
+                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
+                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
+{
+    mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
+    mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
+    const uint32_t l_at = mok_smem_addr(lnd);
+#pragma unroll
+    for (int j = 0; j < TILE_N / 128; j++) {
+        const int row = pt + 128 * j; /* the landing stage's B rows follow its 128 A rows */
+        mx_expand_row(l_at + (kTileM + row) * kMxLandRowBytes, mok_smem_addr(slot_b) + row * kRowBytes, row,
+                      lnd[bs_at[j]], lnd[bs_at[j] + 64]);
+    }
+    mx_expand_row(l_at + pt * kMxLandRowBytes, mok_smem_addr(slot_a) + pt * kRowBytes, pt, sa2 & 0xFFu, sa2 >> 8);
+    mok_fence_proxy_async_shared();
+    mok_mbar_arrive(&full[r.slot]);
+    mok_named_barrier(kMxProducerBarrier, 128);
+}
+#endif
+
+} // namespace mok_sm90
