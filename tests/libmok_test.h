@@ -19,6 +19,17 @@ static uint32_t lcg(uint32_t *s)
 static float uniform(uint32_t *s) { return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f; }
 static float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+/* Fails the calling check (returns 1) with the rank and a message, where a `t` with a `rank` is in scope. */
+#define CK(cond, ...)                                                                                            \
+    do {                                                                                                         \
+        if (!(cond)) {                                                                                           \
+            fprintf(stderr, "rank %d: ", t->rank);                                                               \
+            fprintf(stderr, __VA_ARGS__);                                                                        \
+            fprintf(stderr, "\n");                                                                               \
+            return 1;                                                                                            \
+        }                                                                                                        \
+    } while (0)
+
 /* MPI, one GPU per rank, the skip where libmok cannot run (no GPU; not sm_90; experts not divisible by the ranks),
  * the NCCL communicator. Returns 0 with *comm ready, 77 (skip; MPI finalized) or 1 (NCCL failed). */
 static int libmok_start(int *argc, char ***argv, int experts, int *rank, int *nranks, ncclComm_t *comm)

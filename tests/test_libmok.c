@@ -97,16 +97,6 @@ static void reference(int T, const uint16_t *x, const int32_t *ids, const float 
     }
 }
 
-#define CK(cond, ...)                                                                                            \
-    do {                                                                                                         \
-        if (!(cond)) {                                                                                           \
-            fprintf(stderr, "rank %d: ", t->rank);                                                               \
-            fprintf(stderr, __VA_ARGS__);                                                                        \
-            fprintf(stderr, "\n");                                                                               \
-            return 1;                                                                                            \
-        }                                                                                                        \
-    } while (0)
-
 /* One rank's problem: host inputs and both references, and the device copies libmok reads. */
 struct test {
     int rank, nranks, T, T_MAX, EL;

@@ -28,16 +28,6 @@
 #define E 8
 #define K 2
 
-#define CK(cond, ...)                                                                                            \
-    do {                                                                                                         \
-        if (!(cond)) {                                                                                           \
-            fprintf(stderr, "rank %d: ", t->rank);                                                               \
-            fprintf(stderr, __VA_ARGS__);                                                                        \
-            fprintf(stderr, "\n");                                                                               \
-            return 1;                                                                                            \
-        }                                                                                                        \
-    } while (0)
-
 struct test {
     int rank, nranks, T, T_MAX, EL;
     int mx;                   /* the format under test: 0 fp8_block, 1 mxfp8 */

@@ -203,6 +203,15 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
                                                   uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
                                                   struct mok_sm90_diag *diag, int role);
 
+/* The producer's end: the next slot carries no unit, only the -1 that stops the consumers. */
+__device__ __forceinline__ void producer_end(RingPos &ring, uint64_t *full, uint64_t *empty, int *slot_unit,
+                                             struct mok_sm90_diag *diag)
+{
+    producer_acquire(ring, empty, diag, -1, 0);
+    slot_unit[ring.slot] = -1;
+    mok_mbar_arrive(&full[ring.slot]);
+}
+
 /* A consumer warpgroup's end: its leader's TMA stores complete (their staging read) before the block ends; with
  * `signal`, its sends are all in place: one of the done flag's contributions. */
 __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_mega_args &m, bool signal, int cwg,
@@ -379,10 +388,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     ring.advance(stages);
                 }
             }
-            /* the end: the next slot carries no unit, only the -1 that stops the consumers */
-            producer_acquire(ring, empty, diag, -1, 0);
-            slot_unit[ring.slot] = -1;
-            mok_mbar_arrive(&full[ring.slot]);
+            producer_end(ring, full, empty, slot_unit, diag);
         }
         return;
     }

@@ -99,10 +99,7 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
             ring.advance(stages);
         }
     }
-    /* the end: the next slot carries no unit, only the -1 that stops the consumers */
-    producer_acquire(ring, empty, diag, -1, 0);
-    slot_unit[ring.slot] = -1;
-    mok_mbar_arrive(&full[ring.slot]);
+    producer_end(ring, full, empty, slot_unit, diag);
 }
 
 /* The pair step after a GEMM1 tile's h store (all 128 threads of the consumer warpgroup; see the file's comment).

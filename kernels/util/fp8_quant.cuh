@@ -19,6 +19,19 @@ __device__ __forceinline__ uint8_t e4m3(float v)
     return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); /* nearest even, saturating */
 }
 
+/* The 8 bf16 values of v (little endian: the lower half of each word first) divided by s, as e4m3 bytes in order. */
+__device__ __forceinline__ uint2 encode8(uint4 v, float s)
+{
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    uint32_t out[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16));
+        out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
+    }
+    return make_uint2(out[0], out[1]);
+}
+
 /* Lane hl = lane % 16 of each half warp holds v, values [8 hl, 8 hl + 8) of its block (little endian: the lower
  * half of each word first). Returns their e4m3 bytes (8, in order) and sets *scale to the block's scale; *amax_bits
  * gets the block's largest |bf16| bits (>= 0x7F80: inf or NaN somewhere in it). Both half warps call it together
@@ -37,14 +50,7 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
     *scale = s;
     *amax_bits = m;
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    uint32_t out[2] = {0, 0};
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16));
-        out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
-    }
-    return make_uint2(out[0], out[1]);
+    return encode8(v, s);
 }
 
 /* mok_e8m0_scale_for's rule, with the same exact corrections (log2f's last bit may differ from the host's; the loops
@@ -73,14 +79,7 @@ __device__ __forceinline__ uint2 quant_block32(uint4 v, uint8_t *scale)
     const int e = e8m0_exponent(mok_bf16_to_f32((uint16_t)m));
     const float s = ldexpf(1.0f, e);
     *scale = (uint8_t)(e + 127);
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    uint32_t out[2] = {0, 0};
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const uint16_t bits = (uint16_t)(words[j / 2] >> (j % 2 * 16));
-        out[j / 4] |= (uint32_t)e4m3(mok_bf16_to_f32(bits) / s) << (j % 4 * 8);
-    }
-    return make_uint2(out[0], out[1]);
+    return encode8(v, s);
 }
 
 } // namespace mok_fp8
