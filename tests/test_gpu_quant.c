@@ -1,6 +1,6 @@
-/* test_gpu_quant: the GPU's FP8 quantizers (kernels/util/quant.cu) against the host reference (src/fp8.c), byte for
- * byte: rows of bf16 at scales from 1e-6 to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input
- * flags the status. The fp8_block weight quantizer the same way on stacked matrices (test_weights). Exit 0 pass,
+/* test_gpu_quant: the GPU's FP8 quantizers (kernels/util/quant.cu, and the megakernel's lane-group ones in
+ * kernels/util/fp8_quant.cuh) against the host reference (src/fp8.c), byte for byte: rows of bf16 at scales from 1e-6
+ * to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input flags the status. The fp8_block weight quantizer the same way on stacked matrices (test_weights). Exit 0 pass,
  * 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -10,6 +10,7 @@
 
 #include "fp8.h"
 #include "mok_kernels.h"
+#include "testing/mok_test_kernels.h"
 
 #include "bf16.h"
 #include "check.h"
@@ -185,6 +186,17 @@ int main(void)
         bad_s += s8_dev[i] != s8_host[i];
     CHECK(bad_q == 0 && bad_s == 0 && status == 0, "mxfp8: %d values and %d scales differ from the host, status %d",
           bad_q, bad_s, status);
+    /* the megakernel's push quantizer (quads per block of 32) on the same rows */
+    cudaMemset(dq, 0xEE, sizeof q_dev);
+    CHECK(mok_test_quant_lanes(dx, ROWS, K, 1, dq, ds8, NULL) == 0, "mxfp8 lanes launch");
+    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
+    cudaMemcpy(s8_dev, ds8, sizeof s8_dev, cudaMemcpyDeviceToHost);
+    bad_q = bad_s = 0;
+    for (int i = 0; i < ROWS * K; i++)
+        bad_q += q_dev[i] != q_host[i];
+    for (int i = 0; i < ROWS * K / 32; i++)
+        bad_s += s8_dev[i] != s8_host[i];
+    CHECK(bad_q == 0 && bad_s == 0, "mxfp8 by quads: %d values and %d scales differ from the host", bad_q, bad_s);
 
     CHECK(mok_quant_fp8_block_rows(xf, ROWS, K, q_host, sb_host) == 0, "host fp8_block");
     CHECK(mok_quant_fp8_block_bf16(dx, ROWS, K, dq, dsb, dstatus, NULL) == 0, "fp8_block launch");
@@ -196,6 +208,18 @@ int main(void)
     for (int i = 0; i < ROWS * K / 128; i++)
         bad_s += memcmp(&sb_dev[i], &sb_host[i], 4) != 0;
     CHECK(bad_q == 0 && bad_s == 0, "fp8_block: %d values and %d scales differ from the host", bad_q, bad_s);
+    /* the megakernel's push and h quantizer (half warps per block of 128) on the same rows */
+    cudaMemset(dq, 0xEE, sizeof q_dev);
+    CHECK(mok_test_quant_lanes(dx, ROWS, K, 0, dq, dsb, NULL) == 0, "fp8_block lanes launch");
+    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sb_dev, dsb, sizeof sb_dev, cudaMemcpyDeviceToHost);
+    bad_q = bad_s = 0;
+    for (int i = 0; i < ROWS * K; i++)
+        bad_q += q_dev[i] != q_host[i];
+    for (int i = 0; i < ROWS * K / 128; i++)
+        bad_s += memcmp(&sb_dev[i], &sb_host[i], 4) != 0;
+    CHECK(bad_q == 0 && bad_s == 0, "fp8_block by half warps: %d values and %d scales differ from the host", bad_q,
+          bad_s);
 
     x[7 * K + 9] = 0x7FC1; /* a NaN */
     cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);

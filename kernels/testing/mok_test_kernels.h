@@ -31,6 +31,10 @@ int mok_gemm_feed(uint16_t *dst, const uint16_t *src, int rows, int row_elems, i
 /* mxfp8 scheme (b)'s conversion (kernels/gemm/mx_expand.h) on the device: out[s * 256 + code] = the bf16 bits of
  * e4m3 code x 2^(s - 127) as the kernel computes them, for s 0..254 and every code (out: 255 x 256). */
 int mok_test_mx_expand_table(uint16_t *out, mok_stream_t stream);
+/* Rows x [rows][k] (k a multiple of 256) quantized by the megakernel's lane-group quantizers (kernels/util/
+ * fp8_quant.cuh: mx 0 fp8_block by half warps, scale fp32 [rows][k / 128]; mx 1 mxfp8 by quads, scale e8m0
+ * [rows][k / 32]) as its push drives them: a warp per row, 8 values per lane (kernels/testing/quant_lanes.cu). */
+int mok_test_quant_lanes(const uint16_t *x, int rows, int k, int mx, uint8_t *q, void *scale, mok_stream_t stream);
 
 #ifdef __cplusplus
 }
