@@ -34,7 +34,8 @@ extern "C" {
 enum mok_layer_dtype {
     MOK_LAYER_BF16 = 0,
     MOK_LAYER_FP8_BLOCK = 1, /* forward only; dispatch_push 1, no shared experts, own_first 0, split_half 0 */
-    MOK_LAYER_MXFP8 = 2      /* the same; the GEMMs promote per 32 K (exact; about half the fp8_block rate) */
+    MOK_LAYER_MXFP8 = 2      /* the same; the GEMMs promote per 32 K (exact; the per-32 promotion measured 2.3-2.5x
+                                the bf16 GEMMs' time in mok-bench's gemm mode) */
 };
 
 enum mok_status {
@@ -227,9 +228,10 @@ int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, in
 int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, int gate_up, uint8_t *q,
                                uint8_t *scale_tiles, cudaStream_t stream, char *err, int err_len);
 /* For checks, collective: the last full forward's SwiGLU output h per route of this rank's tokens, bf16
- * [tokens][topk][intermediate] (route (t, k) at row t x topk + k), as the experts' ranks computed it (fp8_block:
- * before its quantization for GEMM2). Between that forward's mok_forward_sum and the next mok_route; it moves the
- * rows through the window's combine area and synchronizes stream (two NCCL barriers). */
+ * [tokens][topk][intermediate] (route (t, k) at row t x topk + k), as the experts' ranks computed it (FP8: before
+ * its quantization for GEMM2). Between that forward's mok_forward_sum and the next mok_route; it moves the rows
+ * through the window's combine area, in column passes as wide as the area allows (two NCCL barriers each), and
+ * synchronizes stream. */
 int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, char *err, int err_len);
 /* Bytes of device memory the workspace holds on this rank (the window included): what desc.train adds is the
  * difference to the same description without it. */

@@ -88,8 +88,11 @@ static void make_test(struct test *t)
         t->x16[i] = f32_to_bf16(uniform(&r) * 2.0f);
         t->x[i] = bf16_to_f32(t->x16[i]);
     }
+    /* the first half of the tokens' first choice is expert 0: more than 128 rows there at one rank (a second row
+     * block, partly padding), under 64 on the others (a half tile all padding), so the kernel's padding paths and
+     * GEMM1 pairs in a later row block run (check_schedule) */
     for (int i = 0; i < T; i++) {
-        int a = (int)(lcg(&r) % E), b = (int)(lcg(&r) % (E - 1));
+        int a = i < T / 2 ? 0 : (int)(lcg(&r) % E), b = (int)(lcg(&r) % (E - 1));
         t->ids[i * K] = a, t->ids[i * K + 1] = b >= a ? b + 1 : b;
         float u = uniform(&r), z = 1.0f + expf(u);
         t->w[i * K] = expf(u) / z, t->w[i * K + 1] = 1.0f / z;
@@ -226,6 +229,31 @@ static int check_outputs(const struct test *t, const uint16_t *h, const uint16_t
     return 0;
 }
 
+/* Whether any rank failed: every rank then skips the same collective steps (a rank alone skipping one would leave
+ * the others waiting in a barrier or a kernel). */
+static int any_rank(int fails)
+{
+    int any = 0;
+    MPI_Allreduce(&fails, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+/* The schedule the routing gave (rows per local expert, after a forward): with one rank it must hold an expert of
+ * more than 128 rows and one whose last row block has an all-padding half, or the padding paths went untested. */
+static int check_schedule(const struct test *t, mok_workspace *ws)
+{
+    struct mok_schedule_view v;
+    mok_workspace_schedule(ws, &v);
+    int32_t rows[E];
+    cudaMemcpy(rows, v.rows, sizeof(int32_t) * (size_t)v.local_experts, cudaMemcpyDeviceToHost);
+    int big = 0, pad_half = 0;
+    for (int e = 0; e < v.local_experts; e++)
+        big |= rows[e] > 128, pad_half |= rows[e] % 128 >= 1 && rows[e] % 128 <= 64;
+    CK(t->nranks > 1 || (big && pad_half), "the routing gave no expert over 128 rows (%d) or none with an "
+       "all-padding half (%d): the padding paths are not tested", big, pad_half);
+    return 0;
+}
+
 /* One forward (y poisoned first) and the export of h, into host buffers. */
 static int forward(const struct test *t, mok_workspace *ws, const struct mok_weights *wt, uint16_t *y, uint16_t *h)
 {
@@ -279,11 +307,11 @@ static int run_variant(const struct test *t, ncclComm_t comm, const struct varia
     uint16_t *y = malloc(2 * (size_t)t->T * H), *y2 = malloc(2 * (size_t)t->T * H);
     uint16_t *h = malloc(2 * (size_t)t->T * K * I);
     double h_rel = 0, y_rel = 0;
-    fails += forward(t, ws, &wt, y, h);
+    fails = any_rank(fails + forward(t, ws, &wt, y, h));
     if (!fails)
-        fails += check_outputs(t, h, y, &h_rel, &y_rel);
+        fails = any_rank(check_schedule(t, ws) + check_outputs(t, h, y, &h_rel, &y_rel));
     if (!fails) {
-        fails += forward(t, ws, &wt, y2, h);
+        fails = any_rank(forward(t, ws, &wt, y2, h));
         if (!fails && memcmp(y, y2, 2 * (size_t)t->T * H)) {
             fprintf(stderr, "rank %d: a second forward's y differs (not bitwise repeatable)\n", t->rank);
             fails++;
@@ -310,7 +338,7 @@ int main(int argc, char **argv)
     int failures = 0;
     const struct variant variants[] = {{4, 1, 0, 1}, {2, 0, 0, 0}, {2, 0, 1, 1}, {3, 1, 0, 0}};
     for (t->mx = 0; t->mx < 2; t->mx++) {
-        if (check_weights_quantized(t)) {
+        if (any_rank(check_weights_quantized(t))) {
             failures++;
             continue;
         }

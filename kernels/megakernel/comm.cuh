@@ -50,8 +50,8 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
     }
 }
 
-/* The scatter of either precision (the kernel's kFp8): bf16 rows copied as they are, or wire rows unpacked
- * (fp8_comm.cuh; own_first is refused with fp8, so `which` is always kScatterAll there). */
+/* The scatter of either precision (the kernel's kFp8): bf16 rows, or wire rows (fp8_comm.cuh), each copied whole
+ * (own_first is refused with fp8, so `which` is always kScatterAll there). */
 template <bool kFp8>
 __device__ __forceinline__ void scatter_rows(const mok_mega_args &m, int c0, int c1, int part, int parts, int which,
                                              struct mok_sm90_diag *diag)

@@ -135,6 +135,37 @@ size_t done_counters(const mok_mega_args *m)
            (m->fp8 == 1 ? fp8_pair_counters(m->lsa.capacity, m->inter) : 0);
 }
 
+/* The static shared memory of a kernel instance (its __shared__ arrays: the combine rows' bases, the slots' units,
+ * the unit list), asked once per instance: the dynamic part may take only what is left of the block's limit. */
+size_t static_smem(MegaKernel k)
+{
+    static struct {
+        MegaKernel k;
+        size_t bytes;
+    } known[16];
+    for (int i = 0; i < 16; i++) {
+        if (known[i].k == k)
+            return known[i].bytes;
+        if (!known[i].k) {
+            cudaFuncAttributes fa;
+            if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
+                cudaGetLastError();
+                return 1024; /* the launch reports why; until then, a margin */
+            }
+            known[i].k = k, known[i].bytes = fa.sharedSizeBytes;
+            return fa.sharedSizeBytes;
+        }
+    }
+    return 1024;
+}
+
+/* What the dynamic shared memory may take: the opt-in limit (at most kSmemLimit) less the instance's static part. */
+size_t dynamic_limit(const mok_mega_args *m, int optin)
+{
+    const size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit), fixed = static_smem(kernel_for(m));
+    return limit > fixed ? limit - fixed : 0;
+}
+
 /* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. */
 int resolve_stages(const mok_mega_args *m, size_t limit)
 {
@@ -227,10 +258,10 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "column tiles of 64 and 128)", a.hidden);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
-    size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    const size_t limit = dynamic_limit(m, optin);
     if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first, m->fp8) > limit)
-        return say(why, why_len, "shared memory: %lld stages of 48 KiB + 32 KiB staging do not fit",
-                   resolve_stages(m, limit));
+        return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16, 32 in fp8_block, 32.5 in "
+                   "mxfp8) + 32 KiB staging do not fit", resolve_stages(m, limit));
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;
@@ -288,7 +319,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;
-    args.stages = resolve_stages(m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    args.stages = resolve_stages(m, dynamic_limit(m, optin));
     size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8);
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

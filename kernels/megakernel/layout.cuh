@@ -45,14 +45,17 @@ __host__ __device__ size_t counters(int capacity, int t_max, int shared_inter)
  * GEMM1 tiles: after done[] come their pair counters, [row block][consumer warpgroup][inter / 128], each counting
  * the two tiles' 64-row halves (fp8_compute.cuh: the second to finish quantizes the pair's 64 x 128 block). */
 constexpr int kFp8HCols = 64, kFp8OutCols = 128;
-/* A wire row (fp8_comm.cuh), and an fp8 expert slot: hidden e4m3 bytes, hidden / 128 fp32 scales, padded to 16 */
+/* A wire row (fp8_comm.cuh), and an fp8 expert slot: hidden e4m3 bytes, then hidden / 32 bytes of scales
+ * (fp8_block: hidden / 128 fp32; mxfp8: hidden / 32 e8m0), padded to 16 */
 __host__ __device__ constexpr int fp8_row_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
 __host__ __device__ size_t fp8_pair_counters(int capacity, int inter)
 {
     return (size_t)(capacity / kTileM) * 2 * (size_t)(inter / 128);
 }
 
-/* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). */
+/* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). The boxes below are
+ * bf16's; fp8 (forward.cu) maps x over the slots' wire rows (mok_mega_args.xq, 128 rows of 128 bytes, the wire
+ * row's stride), w13 in 64-row boxes, ha over hq and w2 in 128-row boxes, all of e4m3 bytes. */
 struct Maps {
     CUtensorMap x;   /* xin [capacity][H], A of GEMM1, 128-row boxes */
     CUtensorMap w13; /* [EL * 2I][H], 128-row boxes (gate half, up half) */

@@ -290,6 +290,8 @@ static int mega_check_schedule(struct mega_state *s, struct mok_row *row, char *
     if (sched_check_compare(&v, &s->host, s->p->rank, rc == MOK_ERR_OVERFLOW ? overflow : NULL, err, err_len))
         return -1;
     sched_check_report(row, s->p, &s->host, v.capacity, s->desc.combine_per_rank, s->desc.comm_sms);
+    if (s->desc.dtype != MOK_LAYER_BF16) /* counted as bf16 rows; the push sends wire rows (the combine stays bf16) */
+        row->dispatch_bytes *= (double)(s->p->hidden + s->p->hidden / 32) / (2.0 * s->p->hidden);
     return 0;
 }
 

@@ -278,7 +278,7 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->status, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, cudaMemset(a->status, 0, sizeof(int32_t) * 4), return MOK_ERR_CUDA);
     /* GEMM1 reads expert slots in both dispatch modes (push lands rows in the window, then they are copied here):
-     * bf16 rows, or fp8_block wire rows (e4m3 values and their scales), and then h quantized for GEMM2 */
+     * bf16 rows, or FP8 wire rows (e4m3 values and their scales), and then h quantized for GEMM2 */
     if (ws->mk.fp8) {
         const size_t I = (size_t)ws->mk.inter;
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.xq, cap * (size_t)mok_megakernel_fp8_row_bytes(a->hidden) + 16),
@@ -474,6 +474,15 @@ int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *er
     if (dt == MOK_LAYER_BF16 && !bf16)
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_BF16 takes w13 and w2 (device pointers) "
                    "and no e4m3 weights or scales");
+    /* the kernel reads them by TMA (16-byte aligned bases) and the block scales as floats */
+    const void *tma[] = {w->w13, w->w2, w->w13_e4m3, w->w2_e4m3, w->w13_mx, w->w2_mx};
+    const char *names[] = {"w13", "w2", "w13_e4m3", "w2_e4m3", "w13_mx", "w2_mx"};
+    for (int i = 0; i < 6; i++)
+        if ((uintptr_t)tma[i] % 16)
+            return say(err, err_len, MOK_ERR_ARGUMENT, "weights: %s = %p is not 16-byte aligned (the kernel reads it "
+                       "by TMA)", names[i], tma[i]);
+    if ((uintptr_t)w->w13_scale % 4 || (uintptr_t)w->w2_scale % 4)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: w13_scale and w2_scale must be 4-byte aligned (fp32)");
     int shared = ws->d.shared_intermediate > 0;
     if (shared && (!w->shared_w13 || !w->shared_w2))
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: shared_w13 and shared_w2 must be given "
