@@ -31,7 +31,7 @@ mok_step() {
     gemmbest) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/gemm-best.json;; # issue 4: the best candidates, 50 iterations
     commsmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-comm-small" tests/gpu_comm_small.json;;
     libmok) sh tests/gpu_run.sh "$DEV/bin/test_libmok";;
-    libmokfp8) sh tests/gpu_run.sh "$DEV/bin/test_libmok_fp8";; # libmok's fp8_block forward: the weight quantizer, the exported h and y against a host reference on src/fp8.c
+    libmokfp8) sh tests/gpu_run.sh "$DEV/bin/test_libmok_fp8";; # libmok's FP8 forwards (fp8_block, mxfp8): the weight quantizers, the exported h and y against a host reference on src/fp8.c
     libmokbwd) sh tests/gpu_run.sh "$DEV/bin/test_libmok_bwd";; # libmok's training pass: forward + backward checked against a host reference, bitwise repeatable, order errors
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12;; # ncu metrics of the expert GEMMs, ours and cuBLAS's
     ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank;; # SASS stall sampling, 1 rank
@@ -79,7 +79,7 @@ mok_step() {
       pid=$!; sleep 8; rm -rf "$R/final-write"; touch "$R/final-write"; wait $pid
       echo "failed final write rc=$? (1 expected)"; grep -E "fallback|report:" "$R/fallback.log"
       ls -d "$R"/mok-bench-quick-* && ls "$R"/mok-bench-quick-*;;
-    quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers against the host reference, byte for byte
+    quant) "$DEV/bin/test_gpu_quant";; # the GPU's FP8 quantizers (the separate kernels, the megakernel's lane-group ones) against the host reference, byte for byte
     refbwd) "$DEV/bin/test_gpu_ref_bwd";; # the GPU's fp32 backward reference against the host's (double precision)
     reffp8) "$DEV/bin/test_gpu_ref_fp8";; # the fp8_block reference GEMM against the host's dequantized double-precision GEMM
     ltfp8) "$DEV/bin/test_gpu_cublaslt_fp8";; # cuBLASLt's block-scaled and per-tensor FP8 GEMMs against the host
