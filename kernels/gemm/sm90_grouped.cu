@@ -110,7 +110,7 @@ bool mx_expand(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config 
 
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
  * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4; mxfp8 scheme (b)
- * 128 x 256 2 and 3 beside its landing ring). */
+ * 128 x 256: 2 for GEMM2 and 3 for GEMM1 beside its landing ring, 2 above 239 groups). */
 int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
     if (c->stages != 0)
@@ -249,11 +249,13 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
     }
-    /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232); the pool balances only if
-     * every warp starts with 168 (tests/kernel_resources.sh checks the build; this checks the image loaded) */
+    /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232; scheme (b)'s instances 72 /
+     * 216, the same total); the pool balances only if every warp starts with 168 (tests/kernel_resources.sh checks
+     * the build; this checks the image loaded) */
     const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx); /* no setmaxnreg there */
     if (!lean && fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
-        say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 needs 168", fa.numRegs);
+        say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 (72/216) needs 168",
+            fa.numRegs);
         return cudaErrorNotSupported;
     }
     /* a block the image cannot hold fails at launch ("too many resources requested"): say so here instead, where a

@@ -19,8 +19,8 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
- * (expand): kMxLandStages landing stages of e4m3 rows and B scales, 512-aligned after the staging, with a full
- * barrier each (sm90_mx_expand.cuh). */
+ * (expand): kMxLandStages landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
+ * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh). */
 size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, bool expand = false)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +

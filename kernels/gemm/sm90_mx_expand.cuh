@@ -61,8 +61,8 @@ constexpr int kMxProducerBarrier = 6; /* named barrier of the producer warpgroup
 constexpr int kMxProducerRegs = 72, kMxConsumerRegs = 216;
 
 /* One landing stage: A rows, B rows, B's scale boxes; stages 512-aligned, the 64B swizzle's atom (8 rows of 64
- * bytes), not 1024: with 1024 the 128 x 256 SwiGLU instance fit one bf16 slot fewer (the ring's third slot missed
- * by 16 bytes). */
+ * bytes), not 1024: with 1024 the 128 x 256 SwiGLU instance fits one bf16 slot fewer (its third slot misses by
+ * 64 + 4 (groups + 1) bytes; with 512 it fits up to 239 groups). */
 __host__ __device__ constexpr int mx_land_scales_at(int tile_n) { return (kTileM + tile_n) * kMxLandRowBytes; }
 __host__ __device__ constexpr int mx_land_stage_bytes(int tile_n)
 {
