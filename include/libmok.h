@@ -33,7 +33,7 @@ extern "C" {
 /* struct mok_layer_desc.dtype */
 enum mok_layer_dtype {
     MOK_LAYER_BF16 = 0,
-    MOK_LAYER_FP8_BLOCK = 1, /* forward only; dispatch_push 1, no shared experts, own_first 0, split_half 0 */
+    MOK_LAYER_FP8_BLOCK = 1, /* forward only; dispatch_push 1, own_first 0, split_half 0; shared experts in bf16 */
     MOK_LAYER_MXFP8 = 2      /* the same; the GEMMs promote per 32 K (exact; the per-32 promotion measured 2.3-2.5x
                                 the bf16 GEMMs' time in mok-bench's gemm mode) */
 };
@@ -97,8 +97,8 @@ struct mok_layer_desc {
                                  of mok's GEMM core), the kernel on the others (at least comm_sms + 1). Not yet run
                                  on a GPU */
     int dtype;                /* enum mok_layer_dtype: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or MOK_LAYER_MXFP8
-                                 (2); the FP8 ones the forward only, with dispatch_push 1 and no shared experts,
-                                 own_first or split_half. Not yet run on a GPU */
+                                 (2); the FP8 ones the forward only, with dispatch_push 1 and no own_first or
+                                 split_half; the shared experts stay bf16 (their weights too). Not yet run on a GPU */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -29,16 +29,18 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # epilogue compiled out it spills 84, so nearly all of it is that epilogue's (a row's loads, quad transposes and
   # three stores per 32 columns, with the 128 accumulators live); not yet located in the SASS (no disassembler on
   # the build machine) nor measured for cost. Allow it that much, so that more is caught; NOTES.md lists it.
-  # The fused forward's mxfp8 instances (megakernel_fwd_kernel<kSend, 0, 0, 1, 1>, mangled ...ELb1ELb1EE) run the
-  # core's per-32 promotion (consume_tile_mxfp8: 64 accumulators, a product, its B scale words and the row scales)
-  # beside the kernel's other live state: ptxas spills 56-60 bytes and reloads 128-136 where they were added
-  # (neither the push's nor h's quantizer is the cause: with either replaced by fp8_block's the figures stay). Not
-  # yet located in the SASS. Allow them 160 bytes: that path is the exact baseline of the format, measured 2.3-2.5x
-  # the bf16 GEMMs' time in gemm mode (the FP32 pipe bounds it), not the fast one.
+  # The fused forward's mxfp8 instances (megakernel_fwd_kernel<kSend, 0, 0, 1, 1, kFp8Shared>) run the core's per-32
+  # promotion (consume_tile_mxfp8: 64 accumulators, a product, its B scale words and the row scales) beside the
+  # kernel's other live state: ptxas spills 56-60 bytes and reloads 128-136 where they were added (neither the push's
+  # nor h's quantizer is the cause: with either replaced by fp8_block's the figures stay), 60-68 / 128-148 with the
+  # shared experts' bf16 tiles; that path is the exact baseline of the format, measured 2.3-2.5x the bf16 GEMMs' time
+  # in gemm mode (the FP32 pipe bounds it), not the fast one. The fp8_block instances with the shared experts' tiles
+  # (<kSend, 0, 0, 1, 0, 1>) spill 32-40 / 96-116 (without them 28-32 / 52-60, within the kernel's 64). Not yet
+  # located in the SASS. Allow those instances 160 bytes.
   limit=0; [ "$cu" = megakernel_forward ] && limit=64; [ "$cu" = megakernel_backward ] && limit=384
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {m = (k ~ /gemm_sm90_kernelILi128ELi128ELi128ELb0E/) ? 128 : l
-      if (k ~ /megakernel_fwd_kernelI.*ELb1ELb1EE/) m = 160
+      if (k ~ /megakernel_fwd_kernelILb[01]ELb[01]ELb[01]ELb1E(Lb1ELb[01]|Lb0ELb1)EE/) m = 160
       if ($5 > m || $9 > m) print k ": " $0}' \
     "$SCRATCH/$cu.log")
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }

@@ -188,15 +188,15 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  *
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that).
- * kFp8: an FP8 forward (mok_mega_args.fp8; kMx: mxfp8, else fp8_block): the same prologue and unit list over
- * 128 x 128 tiles, the producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu
- * includes it last). */
-template <bool kMx>
+ * kFp8: an FP8 forward (mok_mega_args.fp8; kMx: mxfp8, else fp8_block; kFp8Shared: with the shared experts' bf16
+ * tiles): the same prologue and unit list over 128 x 128 tiles, the producer and consumer loops of fp8_compute.cuh
+ * (declared here, defined there: forward.cu includes it last). */
+template <bool kMx, bool kShared>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                   uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
                                                   uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
-template <bool kSend, bool kMx>
+template <bool kSend, bool kMx, bool kShared>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
@@ -227,7 +227,7 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
     }
 }
 
-template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false>
+template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -289,7 +289,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __shared__ UnitList list;
     const volatile UnitList &L = list;
     if (threadIdx.x == 0) {
-        list.n1 = n1, list.n2 = n2, list.ns1 = sinter / (kTileN / 2);
+        list.n1 = n1, list.n2 = n2, list.ns1 = sinter / (kFp8 ? kFp8HCols : kTileN / 2);
         list.shared_blocks = sinter ? (a.my_tokens + kTileM - 1) / kTileM : 0;
         list.us1 = list.shared_blocks * list.ns1, list.us2 = list.shared_blocks * n2;
         list.u1 = blocks_m * n1;
@@ -330,7 +330,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         mok_setmaxnreg_dec<kProducerRegs>();
         if constexpr (kFp8) {
             if (threadIdx.x == 0)
-                produce_units_fp8<kMx>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full, empty, slot_unit,
+                produce_units_fp8<kMx, kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full, empty, slot_unit,
                                        diag);
             return;
         }
@@ -401,7 +401,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
     if constexpr (kFp8) {
-        consume_units_fp8<kSend, kMx>(maps, m, full, empty, smem_a, smem_b, smem_bs,
+        consume_units_fp8<kSend, kMx, kFp8Shared>(maps, m, full, empty, smem_a, smem_b, smem_bs,
                                       smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit, comb_base, cwg, wq, lane,
                                       leader, diag, role);
         consumer_end(a, m, signal, cwg, wq, leader);

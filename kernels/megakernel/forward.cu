@@ -68,7 +68,7 @@ namespace {
  * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
-template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false>
+template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -93,11 +93,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine<kFp8>(m, diag);
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx>(maps, m, (int)blockIdx.x - m.comm_blocks,
-                                                      (int)gridDim.x - m.comm_blocks, false, diag);
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared>(maps, m, (int)blockIdx.x - m.comm_blocks,
+                                                                  (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -106,15 +106,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
 
-/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: kFp8, kMx). */
+/* An FP8 instance: send_from_gemm x mxfp8 x shared experts (kFp8Shared: the shared MLP's bf16 tiles, an instance
+ * of their own so that the others keep their registers: with them compiled in, fp8_block's instances spilled 40 /
+ * 116 bytes against 36 / 88 without). */
+template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
+{
+    if (m->shared_inter)
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx, true>
+                                 : megakernel_fwd_kernel<false, false, false, true, kMx, true>;
+    return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx>
+                             : megakernel_fwd_kernel<false, false, false, true, kMx>;
+}
+
+/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: fp8_kernel_for). */
 MegaKernel kernel_for(const mok_mega_args *m)
 {
-    if (m->fp8 == 2)
-        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true>
-                                 : megakernel_fwd_kernel<false, false, false, true, true>;
     if (m->fp8)
-        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true>
-                                 : megakernel_fwd_kernel<false, false, false, true>;
+        return m->fp8 == 2 ? fp8_kernel_for<true>(m) : fp8_kernel_for<false>(m);
     if (m->gu)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, true> : megakernel_fwd_kernel<false, false, true>;
     if (m->split_half)
@@ -245,17 +253,17 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "split unit's epilogue stores h only)", m->split_half);
     if (m->fp8 < 0 || m->fp8 > 2)
         return say(why, why_len, "fp8 %lld: 0 (bf16), 1 (fp8_block) or 2 (mxfp8)", m->fp8);
-    if (m->fp8 && (!a.push || m->shared_inter || m->gu || m->gemm1_only || m->split_half || m->own_first))
-        return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without shared "
-                   "experts (shared_inter %lld), saved activations, split_half or own_first (not implemented)",
-                   m->shared_inter);
+    if (m->fp8 && (!a.push || m->gu || m->gemm1_only || m->split_half || m->own_first))
+        return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without saved "
+                   "activations, split_half or own_first (not implemented; own_first %lld)", m->own_first);
     if (m->fp8 && (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
                    (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
         return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
                    "mxfp8: w13mx, w2mx)%.0lld", 0);
-    if (m->fp8 && (m->inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
-        return say(why, why_len, "fp8: intermediate or hidden (%lld) too large for the unit packing (at most 255 "
-                   "column tiles of 64 and 128)", a.hidden);
+    if (m->fp8 &&
+        (m->inter / kFp8HCols > 255 || m->shared_inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
+        return say(why, why_len, "fp8: intermediate, shared intermediate or hidden (%lld) too large for the unit "
+                   "packing (at most 255 column tiles of 64 and 128)", a.hidden);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     const size_t limit = dynamic_limit(m, optin);
@@ -290,11 +298,14 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     Maps maps;
     memset(&maps, 0, sizeof maps);
     const int SI = m->shared_inter;
+    /* the shared MLP's tiles are bf16 in either kernel; FP8's 128 x 128 tiles take w13 in 64-row and w2 in 128-row
+     * boxes (fp8_compute.cuh shared_unit_bf16) */
+    const uint32_t sbox13 = m->fp8 ? kFp8HCols : kTileN / 2, sbox2 = m->fp8 ? kFp8OutCols : kTileN;
     if (SI && (!encode_tile_map(&maps.sx, m->x_local, (uint64_t)a.t_max, (uint64_t)H, kTileM) ||
-               !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, kTileN / 2) ||
+               !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, sbox13) ||
                !encode_tile_map(&maps.shc, m->sh, (uint64_t)a.t_max, (uint64_t)SI, 64) ||
                !encode_tile_map(&maps.sha, m->sh, (uint64_t)a.t_max, (uint64_t)SI, kTileM) ||
-               !encode_tile_map(&maps.sw2, m->sw2, (uint64_t)H, (uint64_t)SI, kTileN) ||
+               !encode_tile_map(&maps.sw2, m->sw2, (uint64_t)H, (uint64_t)SI, sbox2) ||
                !encode_tile_map(&maps.syc, m->sy, (uint64_t)a.t_max, (uint64_t)H, 64)))
         return (int)cudaErrorInvalidValue;
     /* fp8: the operands' maps over e4m3 bytes, 128 bytes (K) per box row as bf16's; w13 in 64-row boxes (a gate or

@@ -19,6 +19,8 @@
  *     e8m0 scales; the B rows' scales come with each slot, a TMA box of the weights' scale tiles, 512 bytes). Its
  *     scales cover 32 columns, so each GEMM1 tile quantizes its own 64 h columns (quantize_h_mx) and counts its half
  *     in done1 at once, no pairs: done1 reaches 2 x inter / 64.
+ *   Shared experts (jobs 2, 3): bf16, as the baselines and the reference run them (shared_unit_bf16), on the same
+ *     128 x 128 tiles: x_local's rows, sh and sy as in the bf16 kernel; done3 reaches 2 x shared_inter / 64.
  * The weights' block-scale row of a unit comes with it beside the slot (slot_bscale): the consumers know no group.
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh); its
  * names live in that file's anonymous namespace. */
@@ -45,14 +47,14 @@ __device__ __forceinline__ volatile int *pair_second()
     return s;
 }
 
-template <bool kMx>
+template <bool kMx, bool kShared>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                   uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
                                                   uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
-    const int stages = m.stages, hidden = a.hidden, inter = m.inter;
+    const int stages = m.stages, hidden = a.hidden, inter = m.inter, sinter = m.shared_inter;
     int *slot_bs = slot_bscale();
     RingPos ring = {0, 0};
     for (;;) {
@@ -61,21 +63,28 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
             break;
         const Unit p = unit_at(u, L, mstart, a.local_experts, m.raster, own);
         const int row0 = p.rb * kTileM;
-        const bool g1 = p.job == 0;
-        const int k_blocks = (g1 ? hidden : inter) / kFp8BlockK;
-        const CUtensorMap *ma = g1 ? &maps.x : &maps.ha, *mb = g1 ? &maps.w13 : &maps.w2;
+        const bool g1 = p.job == 0 || p.job == 2, shared = kShared && p.job >= 2; /* bf16 tiles (see the top) */
+        const int k_blocks = shared ? (g1 ? hidden : sinter) / kBlockK : (g1 ? hidden : inter) / kFp8BlockK;
+        const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
+        const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13 : &maps.sw2;
         /* GEMM1: the gate rows [64 n, +64) of the expert's 2 inter rows and the up rows inter further on; GEMM2:
-         * rows [128 n, +128) of its hidden */
-        const int b_row = g1 ? p.group * 2 * inter + p.n * kFp8HCols : p.group * hidden + p.n * kFp8OutCols;
+         * rows [128 n, +128) of its hidden (the shared MLP's: one group, sinter for inter) */
+        const int b_row = p.job == 0 ? p.group * 2 * inter + p.n * kFp8HCols
+                          : p.job == 1 ? p.group * hidden + p.n * kFp8OutCols
+                                       : p.n * (g1 ? kFp8HCols : kFp8OutCols);
+        const int b_up = b_row + (p.job == 0 ? inter : sinter); /* GEMM1's up half */
         const int wave_units = (int)gridDim.x - m.comm_blocks; /* lockstep: as the bf16 producer (compute.cuh) */
         if (m.lockstep && u >= wave_units)
             wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
-        if (g1) {
+        if (p.job == 0) {
             mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
-        } else { /* every block of the row block's h quantized, both halves (see the top) */
+        } else if (p.job == 1) { /* every block of the row block's h quantized, both halves (see the top) */
             wait_count(row_counters(m.done, 0, a.capacity) + p.rb, 2 * (inter / (kMx ? kFp8HCols : 128)), diag, 0,
                        p.rb);
             mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
+        } else if (p.job == 3) { /* every shared GEMM1 half tile of the row block stored (done3) */
+            wait_count(row_counters(m.done, 2, a.capacity) + p.rb, 2 * L.ns1, diag, 3, p.rb);
+            mok_fence_proxy_async_global();
         }
         for (int kb = 0; kb < k_blocks; kb++) {
             producer_acquire(ring, empty, diag, u, kb);
@@ -83,15 +92,17 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
                 slot_unit[ring.slot] = pack_unit(p);
                 slot_bs[ring.slot] = b_row / 128;
             }
-            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes + (kMx ? kMxScaleSlot : 0));
+            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes +
+                                                         (kMx && !shared ? kMxScaleSlot : 0));
             uint8_t *b_dst = smem_b + (size_t)ring.slot * slot_b_bytes(true);
-            const int kc = kb * kFp8BlockK; /* bytes: the maps' elements are bytes */
+            /* the maps' first coordinate: e4m3 bytes, or bf16 elements (a shared tile's k block of 64) */
+            const int kc = kb * (shared ? kBlockK : kFp8BlockK);
             mok_tma_load_2d(smem_a + (size_t)ring.slot * kSlotABytes, ma, kc, row0, bar);
             mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
             if (g1)
-                mok_tma_load_2d(b_dst + kFp8HCols * kRowBytes, mb, kc, b_row + inter, bar);
-            if constexpr (kMx) /* the slot's B scales: 64-row blocks b_row / 64 on (GEMM1: its gate block j is block
-                                * 2 j of the expert's, paired with up block j; sm90_grouped_kernel.cuh) */
+                mok_tma_load_2d(b_dst + kFp8HCols * kRowBytes, mb, kc, b_up, bar);
+            if (kMx && !shared) /* the slot's B scales: 64-row blocks b_row / 64 on (GEMM1: its gate block j is block
+                                 * 2 j of the expert's, paired with up block j; sm90_grouped_kernel.cuh) */
                 mok_tma_load_2d(smem_bs + (size_t)ring.slot * kMxScaleSlot, g1 ? &maps.bs13 : &maps.bs2, 2 * kc,
                                 g1 ? b_row / 64 + p.n : b_row / 64, bar);
             if (kb == 0 && m.lockstep)
@@ -174,7 +185,45 @@ __device__ __forceinline__ void quantize_h_mx(const mok_mega_args &m, const Unit
     }
 }
 
-template <bool kSend, bool kMx>
+/* A shared-expert unit in the FP8 forward (job 2: GEMM1 + SwiGLU, 64 h columns into sh; job 3: GEMM2, 128
+ * columns of sy): bf16, as the baselines and the check's reference run the shared MLP, on 128 x 128 tiles of the
+ * same ring (bf16 boxes of 64 K: 16 KiB per operand) and wgmma m64n128k16 into the same 64 accumulators. */
+template <bool kSend>
+__device__ __forceinline__ void shared_unit_bf16(const Maps &maps, const mok_mega_args &m, const Unit &p, int u,
+                                                 RingPos &ring, uint64_t *full, uint64_t *empty,
+                                                 float (&acc)[kFp8OutCols / 2], uint8_t *smem_a, uint8_t *smem_b,
+                                                 uint8_t *stage, uint8_t *const *comb_base, int cwg, int wq, int lane,
+                                                 bool leader, struct mok_sm90_diag *diag, int role)
+{
+    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4), row0 = p.rb * kTileM + cwg * 64;
+    const int k_blocks = (p.job == 2 ? m.lsa.hidden : m.shared_inter) / kBlockK;
+    float(&tile)[1][kFp8OutCols / 2] = *reinterpret_cast<float(*)[1][kFp8OutCols / 2]>(&acc[0]);
+    consume_tile<kFp8OutCols, 1, kSlotABytes, slot_b_bytes(true)>(ring, m.stages, full, empty, tile, k_blocks,
+                                                                  smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0,
+                                                                  diag, role, u);
+    if (p.job == 2) { /* gate accumulators [0, 32) with up [32, 64): 64 h columns, counted in done3 once stored */
+        epilogue_begin(leader, cwg);
+        stage_swiglu(acc, stage, la, lb, cq);
+        staged_ready(1 + cwg);
+        if (leader) {
+            store_staged(&maps.shc, p.n * kFp8HCols, row0, stage, 1);
+            mok_bulk_wait(0);
+            mok_fence_proxy_async_global();
+            __threadfence();
+            atomicAdd(row_counters(m.done, 2, m.lsa.capacity) + p.rb, 1);
+        }
+    } else if (kSend) { /* into sy (rows below t_max) from the registers */
+        uint8_t *da = send_row_dst(m, 3, row0 + la, comb_base), *db = send_row_dst(m, 3, row0 + lb, comb_base);
+        const int c0 = p.n * kFp8OutCols * 2;
+        send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+    } else { /* staged into sy (epilogue_store counts nothing for job 3) */
+        epilogue_begin(leader, cwg);
+        stage_bf16<0, kFp8OutCols / 8>(acc, stage, la, lb, cq);
+        epilogue_store(maps, m, p, leader, cwg, stage, p.n * kFp8OutCols, true);
+    }
+}
+
+template <bool kSend, bool kMx, bool kShared>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
@@ -195,6 +244,11 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
         if (u < 0)
             break;
         const Unit p = unpack_unit(u);
+        if (kShared && p.job >= 2) {
+            shared_unit_bf16<kSend>(maps, m, p, u, ring, full, empty, acc, smem_a, smem_b, stage, comb_base, cwg, wq,
+                                    lane, leader, diag, role);
+            continue;
+        }
         const bool g1 = p.job == 0;
         const int kb128 = (g1 ? hidden : inter) / kFp8BlockK; /* k blocks, and scales per row */
         const int row0 = p.rb * kTileM + cwg * 64;

@@ -310,10 +310,9 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     } else if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) { /* megakernel/fp8_*.cuh */
         if (spec->model.experts % nranks)
             return no(why, why_len, "experts %d not divisible by %d ranks", spec->model.experts, nranks);
-        if (p.dispatch != 1 || m->shared_experts || p.own_first || p.split_half)
-            return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), no shared experts (this "
-                      "model: %d), own_first 0 and split_half 0 (not implemented in FP8)", mok_dtype_name(spec->dtype),
-                      m->shared_experts);
+        if (p.dispatch != 1 || p.own_first || p.split_half)
+            return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), own_first 0 and split_half 0 "
+                      "(not implemented in FP8)", mok_dtype_name(spec->dtype));
         if (p.act || p.wgrad_mix || p.shared_sms)
             return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                       p.act ? "act=recompute" : p.wgrad_mix ? "wgrad_mix=1" : "shared_sms");

@@ -108,12 +108,11 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->dtype != MOK_LAYER_BF16 && d->dtype != MOK_LAYER_FP8_BLOCK && d->dtype != MOK_LAYER_MXFP8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %d: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or "
                    "MOK_LAYER_MXFP8 (2)", d->dtype);
-    if (d->dtype != MOK_LAYER_BF16 && (!d->dispatch_push || d->shared_intermediate || d->train || d->own_first ||
-                                       d->split_half))
+    if (d->dtype != MOK_LAYER_BF16 && (!d->dispatch_push || d->train || d->own_first || d->split_half))
         return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %s needs dispatch_push 1 (%d: the push quantizes the rows "
-                   "it sends) and has no shared experts (shared_intermediate %d), train (%d), own_first (%d) or "
-                   "split_half (%d) yet", d->dtype == MOK_LAYER_MXFP8 ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK",
-                   d->dispatch_push, d->shared_intermediate, d->train, d->own_first, d->split_half);
+                   "it sends) and has no train (%d), own_first (%d) or split_half (%d) yet",
+                   d->dtype == MOK_LAYER_MXFP8 ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK", d->dispatch_push, d->train,
+                   d->own_first, d->split_half);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
