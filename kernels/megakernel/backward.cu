@@ -177,7 +177,20 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin();
     mok_mega_bwd_args args = *b;
-    args.m.stages = resolve_stages(&b->m, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    /* the dynamic part gets the block's limit less the kernel's static shared memory (its __shared__ arrays), asked
+     * once: as the forward's launcher (forward.cu dynamic_limit) */
+    static size_t fixed = SIZE_MAX;
+    if (fixed == SIZE_MAX) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel) == cudaSuccess) {
+            fixed = fa.sharedSizeBytes;
+        } else {
+            cudaGetLastError();
+            fixed = 1024; /* the launch reports why; until then, a margin */
+        }
+    }
+    const size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    args.m.stages = resolve_stages(&b->m, limit > fixed ? limit - fixed : 0);
     const size_t smem = smem_bytes(args.m.stages, el, 0);
     cudaError_t e = cudaFuncSetAttribute(megakernel_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

@@ -19,8 +19,9 @@
  *     e8m0 scales; the B rows' scales come with each slot, a TMA box of the weights' scale tiles, 512 bytes). Its
  *     scales cover 32 columns, so each GEMM1 tile quantizes its own 64 h columns (quantize_h_mx) and counts its half
  *     in done1 at once, no pairs: done1 reaches 2 x inter / 64.
- *   Shared experts (jobs 2, 3): bf16, as the baselines and the reference run them (shared_unit_bf16), on the same
- *     128 x 128 tiles: x_local's rows, sh and sy as in the bf16 kernel; done3 reaches 2 x shared_inter / 64.
+ *   Shared experts (jobs 2, 3; the kShared instances): bf16, as the baselines and the reference run them
+ *     (shared_unit_bf16), on the same 128 x 128 tiles: x_local's rows, sh and sy as in the bf16 kernel; done3
+ *     reaches 2 x shared_inter / 64.
  * The weights' block-scale row of a unit comes with it beside the slot (slot_bscale): the consumers know no group.
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh); its
  * names live in that file's anonymous namespace. */
