@@ -235,7 +235,8 @@ int main(void)
     s.model.shared_experts = 0, s.pass = MOK_PASS_FWD;
     s.model.intermediate = inter;
     /* fp8_block in layer mode: the NCCL baselines' forward on cuBLASLt per expert or mok's core, not cuBLAS grouped;
-     * the megakernel's forward with dispatch=push and no shared experts; lsa-layer's on mok's core (lsa_fp8_checks) */
+     * the megakernel's forward with dispatch=push (shared experts in bf16); lsa-layer's on mok's core
+     * (lsa_fp8_checks) */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_FP8_BLOCK;
     defaults("nccl", v);
     struct mok_params_nccl fnp = mok_params_nccl(v);
@@ -260,8 +261,9 @@ int main(void)
     CHECK(supports("megakernel", &s, 2, v, why), "megakernel fp8_block shared: %s", why);
     s.model.shared_experts = 0;
     lsa_fp8_checks(&s, v, why);
-    /* mxfp8: gemm mode's mok-gemm (sm90, 128 x 128 tiles, no cluster or lockstep) and cublas-gemm (emulated) run it;
-     * in layer mode the NCCL baselines, on mok's core or emulated on any cuBLAS mode, the forward only */
+    /* mxfp8: gemm mode's mok-gemm (sm90, no cluster or lockstep) and cublas-gemm (emulated) run it; in layer mode
+     * the NCCL baselines, on mok's core or emulated on any cuBLAS mode, lsa-layer and the megakernel, the forward
+     * only */
     s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_MXFP8;
     defaults("nccl", v);
     fnp = mok_params_nccl(v);
