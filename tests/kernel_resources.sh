@@ -6,8 +6,8 @@ SRC=$1; SCRATCH=$2
 . "$SRC/tests/common.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer comm/lsa_route_sum comm/lsa_schedule \
-  megakernel/forward megakernel/backward; do
+for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer comm/lsa_combine_overlap \
+  comm/lsa_route_sum comm/lsa_schedule megakernel/forward megakernel/backward; do
   cu=$(echo "$path" | tr / _)
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
     "$SRC/kernels/$path.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }

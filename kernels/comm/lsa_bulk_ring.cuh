@@ -52,6 +52,18 @@ __host__ __device__ __forceinline__ size_t ring_smem_bytes(int warps, int row_by
     return RING_BUFS_OFFSET + (size_t)warps * RING_DEPTH * row_bytes;
 }
 
+/* Ring warps per block (at most max_warps) for this row size, and their dynamic shared memory; the kernel's
+ * shared-memory limit raised to it. 0: not even one warp's ring fits (supports() rejects that). */
+template <typename Kernel> static inline int ring_config(Kernel kernel, int hidden, int max_warps, size_t *smem)
+{
+    int max_smem = mok_smem_optin();
+    int warps = ring_warps(hidden * 2, max_smem, max_warps);
+    *smem = ring_smem_bytes(warps, hidden * 2);
+    if (warps > 0)
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem);
+    return warps;
+}
+
 /* mbarrier wait with the clock64 budget every spin in this code has: a local bulk load that never completes is
  * reported (rank, block, warp, buffer) and traps instead of hanging. */
 __device__ __forceinline__ void ring_wait_full(uint64_t *bar, uint32_t parity, const mok_lsa_args &a, int warp, int d)

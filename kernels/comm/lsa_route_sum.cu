@@ -1,7 +1,6 @@
 /* lsa_route_sum: the owner's fixed-order per-route sums, once every rank's done flag is up: the forward's weighted
  * sum over k (the megakernel's and the per-route combine's; mok_lsa_reduce), and the fused backward's unweighted dx
- * with each route's d_router (mok_lsa_grad_sum). The per-rank sums stay with the combines that feed them
- * (kernels/comm/lsa_transfer.cu). */
+ * with each route's d_router (mok_lsa_grad_sum). The per-rank sums' pieces: comm/lsa_rank_sum.cuh. */
 #include <nccl.h>
 #include <nccl_device.h>
 
