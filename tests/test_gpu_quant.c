@@ -1,7 +1,7 @@
 /* test_gpu_quant: the GPU's FP8 quantizers (kernels/util/quant.cu, and the megakernel's lane-group ones in
  * kernels/util/fp8_quant.cuh) against the host reference (src/fp8.c), byte for byte: rows of bf16 at scales from 1e-6
- * to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input flags the status. The fp8_block weight quantizer the same way on stacked matrices (test_weights). Exit 0 pass,
- * 1 fail, 77 without a GPU. */
+ * to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input flags the status. The fp8_block weight
+ * quantizer the same way on stacked matrices (test_weights). Exit 0 pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,6 +140,25 @@ static void test_weights(void)
     cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dstatus);
 }
 
+/* Device values dq (nq bytes) and scales ds (ns scales of `unit` bytes) against the host's: the counts that differ
+ * (a scale compared byte for byte: fp32 bits or an e8m0 byte). */
+static void count_diffs(const uint8_t *dq, const uint8_t *q_host, size_t nq, const void *ds, const void *s_host,
+                        size_t ns, size_t unit, int *bad_q, int *bad_s)
+{
+    static uint8_t q[1 << 16], sc[1 << 14];
+    *bad_q = *bad_s = 0;
+    if (nq > sizeof q || ns * unit > sizeof sc) {
+        *bad_q = *bad_s = -1;
+        return;
+    }
+    cudaMemcpy(q, dq, nq, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sc, ds, ns * unit, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < nq; i++)
+        *bad_q += q[i] != q_host[i];
+    for (size_t i = 0; i < ns; i++)
+        *bad_s += memcmp(sc + i * unit, (const uint8_t *)s_host + i * unit, unit) != 0;
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -150,8 +169,8 @@ int main(void)
     enum { ROWS = 64, K = 512 };
     static uint16_t x[ROWS * K];
     static float xf[ROWS * K];
-    static uint8_t q_host[ROWS * K], q_dev[ROWS * K], s8_host[ROWS * K / 32], s8_dev[ROWS * K / 32];
-    static float sb_host[ROWS * K / 128], sb_dev[ROWS * K / 128];
+    static uint8_t q_host[ROWS * K], s8_host[ROWS * K / 32];
+    static float sb_host[ROWS * K / 128];
     srand(7);
     for (int r = 0; r < ROWS; r++) {
         float scale = powf(10.0f, -6.0f + 10.0f * r / (ROWS - 1));
@@ -168,56 +187,34 @@ int main(void)
     uint8_t *dq = NULL, *ds8 = NULL;
     float *dsb = NULL;
     int32_t *dstatus = NULL, status = 0;
-    if (cudaMalloc((void **)&dx, sizeof x) || cudaMalloc((void **)&dq, sizeof q_dev) || cudaMalloc((void **)&ds8, sizeof s8_dev) ||
-        cudaMalloc((void **)&dsb, sizeof sb_dev) || cudaMalloc((void **)&dstatus, 4)) {
+    if (cudaMalloc((void **)&dx, sizeof x) || cudaMalloc((void **)&dq, sizeof q_host) ||
+        cudaMalloc((void **)&ds8, sizeof s8_host) || cudaMalloc((void **)&dsb, sizeof sb_host) ||
+        cudaMalloc((void **)&dstatus, 4)) {
         printf("FAIL: allocation\n");
         return 1;
     }
     cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
     cudaMemset(dstatus, 0, 4);
     CHECK(mok_quant_mxfp8_bf16(dx, ROWS, K, dq, ds8, dstatus, NULL) == 0, "mxfp8 launch");
-    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
-    cudaMemcpy(s8_dev, ds8, sizeof s8_dev, cudaMemcpyDeviceToHost);
     cudaMemcpy(&status, dstatus, 4, cudaMemcpyDeviceToHost);
     int bad_q = 0, bad_s = 0;
-    for (int i = 0; i < ROWS * K; i++)
-        bad_q += q_dev[i] != q_host[i];
-    for (int i = 0; i < ROWS * K / 32; i++)
-        bad_s += s8_dev[i] != s8_host[i];
+    count_diffs(dq, q_host, ROWS * K, ds8, s8_host, ROWS * K / 32, 1, &bad_q, &bad_s);
     CHECK(bad_q == 0 && bad_s == 0 && status == 0, "mxfp8: %d values and %d scales differ from the host, status %d",
           bad_q, bad_s, status);
     /* the megakernel's push quantizer (quads per block of 32) on the same rows */
-    cudaMemset(dq, 0xEE, sizeof q_dev);
+    cudaMemset(dq, 0xEE, sizeof q_host);
     CHECK(mok_test_quant_lanes(dx, ROWS, K, 1, dq, ds8, NULL) == 0, "mxfp8 lanes launch");
-    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
-    cudaMemcpy(s8_dev, ds8, sizeof s8_dev, cudaMemcpyDeviceToHost);
-    bad_q = bad_s = 0;
-    for (int i = 0; i < ROWS * K; i++)
-        bad_q += q_dev[i] != q_host[i];
-    for (int i = 0; i < ROWS * K / 32; i++)
-        bad_s += s8_dev[i] != s8_host[i];
+    count_diffs(dq, q_host, ROWS * K, ds8, s8_host, ROWS * K / 32, 1, &bad_q, &bad_s);
     CHECK(bad_q == 0 && bad_s == 0, "mxfp8 by quads: %d values and %d scales differ from the host", bad_q, bad_s);
 
     CHECK(mok_quant_fp8_block_rows(xf, ROWS, K, q_host, sb_host) == 0, "host fp8_block");
     CHECK(mok_quant_fp8_block_bf16(dx, ROWS, K, dq, dsb, dstatus, NULL) == 0, "fp8_block launch");
-    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
-    cudaMemcpy(sb_dev, dsb, sizeof sb_dev, cudaMemcpyDeviceToHost);
-    bad_q = bad_s = 0;
-    for (int i = 0; i < ROWS * K; i++)
-        bad_q += q_dev[i] != q_host[i];
-    for (int i = 0; i < ROWS * K / 128; i++)
-        bad_s += memcmp(&sb_dev[i], &sb_host[i], 4) != 0;
+    count_diffs(dq, q_host, ROWS * K, dsb, sb_host, ROWS * K / 128, 4, &bad_q, &bad_s);
     CHECK(bad_q == 0 && bad_s == 0, "fp8_block: %d values and %d scales differ from the host", bad_q, bad_s);
     /* the megakernel's push and h quantizer (half warps per block of 128) on the same rows */
-    cudaMemset(dq, 0xEE, sizeof q_dev);
+    cudaMemset(dq, 0xEE, sizeof q_host);
     CHECK(mok_test_quant_lanes(dx, ROWS, K, 0, dq, dsb, NULL) == 0, "fp8_block lanes launch");
-    cudaMemcpy(q_dev, dq, sizeof q_dev, cudaMemcpyDeviceToHost);
-    cudaMemcpy(sb_dev, dsb, sizeof sb_dev, cudaMemcpyDeviceToHost);
-    bad_q = bad_s = 0;
-    for (int i = 0; i < ROWS * K; i++)
-        bad_q += q_dev[i] != q_host[i];
-    for (int i = 0; i < ROWS * K / 128; i++)
-        bad_s += memcmp(&sb_dev[i], &sb_host[i], 4) != 0;
+    count_diffs(dq, q_host, ROWS * K, dsb, sb_host, ROWS * K / 128, 4, &bad_q, &bad_s);
     CHECK(bad_q == 0 && bad_s == 0, "fp8_block by half warps: %d values and %d scales differ from the host", bad_q,
           bad_s);
 
