@@ -42,11 +42,7 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
                                       lane);
             copied++;
         }
-        __syncwarp(); /* the warp's rows are written; lane 0's fence orders them all before its count */
-        if (lane == 0 && copied) {
-            __threadfence();
-            atomicAdd(&a.ready[c], copied);
-        }
+        release_chunk_rows(a, c, copied, lane);
     }
 }
 

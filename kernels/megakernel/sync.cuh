@@ -18,6 +18,17 @@ constexpr int kWarps = kThreads / 32; /* 12 copy warps per comm block */
 constexpr int kDispatchUnroll = 8;    /* 12 warps per SM: more vectors per lane in flight than the 1024-thread
                                          dispatch kernel's 4 */
 
+/* A scatter warp's rows of chunk c are in (`copied` of them, counted per lane alike): its count into the chunk's
+ * ready counter, after a warp barrier so lane 0's fence orders every lane's row writes before it. */
+__device__ __forceinline__ void release_chunk_rows(const mok_lsa_args &a, int c, int copied, int lane)
+{
+    __syncwarp();
+    if (lane == 0 && copied) {
+        __threadfence();
+        atomicAdd(&a.ready[c], copied);
+    }
+}
+
 /* Until *ctr >= target (acquire at GPU scope), or trap with a record after ~10 s. */
 __device__ __forceinline__ void wait_count(const int32_t *ctr, int target, struct mok_sm90_diag *diag, int which,
                                            int index)
