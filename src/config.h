@@ -18,7 +18,7 @@
 #define MOK_MAX_INPUTS 8
 #define MOK_MAX_INPUT_SCALE 64.0
 #define MOK_MAX_IMPLS 16
-#define MOK_MAX_PARAMS 16
+#define MOK_MAX_PARAMS 24
 #define MOK_MAX_VALUES 16
 #define MOK_NAME_LEN 64
 #define MOK_PATH_LEN 512

@@ -161,6 +161,23 @@ int main(void)
     mp.own_first = 0, mp.combine_sms = 17;
     mok_params_megakernel_values(&mp, v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "combine_sms 17 > comm_sms 16"), "%s", why);
+    /* megakernel mx_scheme 1 (mxfp8 expanded to bf16): mxfp8's forward with dispatch=push only */
+    defaults("megakernel", v);
+    mp = mok_params_megakernel(v);
+    mp.mx_scheme = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8"),
+          "megakernel bf16 mx_scheme 1: %s", why);
+    s.dtype = MOK_DTYPE_FP8_BLOCK, mp.dispatch = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8"),
+          "megakernel fp8_block mx_scheme 1: %s", why);
+    s.dtype = MOK_DTYPE_MXFP8;
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel mxfp8 mx_scheme 1 push: %s", why);
+    s.pass = MOK_PASS_FWD_BWD;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8's forward"),
+          "megakernel mxfp8 fwd_bwd mx_scheme 1: %s", why);
+    s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_BF16;
     /* mok-gemm: 64-row tiles need tile_n 256 and no cluster */
     s.mode = MOK_MODE_GEMM;
     defaults("mok-gemm", v);

@@ -571,11 +571,14 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
 struct mok_sm90_diag *diag_record(cudaStream_t s);
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
 /* The same over e4m3 bytes [rows][k]: boxes of box_rows x 128 bytes (128 K), the fp8 policies' operands; rows
- * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). */
+ * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). land:
+ * mxfp8 scheme (b)'s landing boxes instead, box_rows x 64 bytes, 64B swizzle (gemm/sm90_mx_expand.cuh). */
 bool encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
-                          uint64_t row_bytes = 0);
+                          uint64_t row_bytes = 0, bool land = false);
 /* mxfp8's B scales in the tile layout (mok_scale_mx_tiles): [blocks of 64 B rows][k_blocks x 256] bytes, one k
- * block of two adjacent blocks (a slot's kMxScaleSlot bytes) per box. */
-bool encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks);
+ * block of two adjacent blocks (a slot's kMxScaleSlot bytes) per box; scheme (b) (land): one 64-K block's
+ * kMxLandScaleRow bytes of land_blocks adjacent blocks per box (gemm/sm90_mx_expand.cuh mx_load_block). */
+bool encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
+                              uint32_t land_blocks = 0);
 
 } // namespace mok_sm90

@@ -514,15 +514,17 @@ bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows
     return encode_map(map, base, rows, k, box_rows);
 }
 
-bool mok_sm90::encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks)
+bool mok_sm90::encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
+                                        uint32_t land_blocks)
 {
-    return encode_mx_scale_map(map, base, blocks, k_blocks);
+    return land_blocks ? encode_mx_scale_map(map, base, blocks, k_blocks, kMxLandScaleRow, land_blocks)
+                       : encode_mx_scale_map(map, base, blocks, k_blocks);
 }
 
 bool mok_sm90::encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
-                                    uint64_t row_bytes)
+                                    uint64_t row_bytes, bool land)
 {
-    return encode_map(map, base, rows, k, box_rows, true, row_bytes);
+    return encode_map(map, base, rows, k, box_rows, true, row_bytes, land);
 }
 
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)

@@ -161,20 +161,15 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
     }
 }
 
-/* The producer step of one k block, by every thread of the producer warpgroup: wait for the landing stage's bytes
- * (MOK_SM90_DIAG_LANDING) and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER); expand this
- * thread's rows, B's first (the A scales sa2, K [0, 32) in the low byte, were loaded from global memory before the
- * call: the B rows hide that load); fence this thread's generic accesses (its slot writes, its landing reads) for the
- * async proxy (the wgmmas reading the slot, the next TMA into the stage) and arrive on the slot's full barrier (full
- * once all 128 have); then the warpgroup's named barrier: after it the landing stage may be loaded again. */
+/* The expansion of one k block, by every thread of the producer warpgroup, once its landing stage lnd holds the
+ * bytes and the bf16 slot is free: this thread's rows, B's first (the A scales sa2, K [0, 32) in the low byte, were
+ * loaded before: the B rows hide that load); its generic accesses (the slot writes, the landing reads) fenced for
+ * the async proxy (the wgmmas reading the slot, the next TMA into the stage); an arrive on the slot's full barrier
+ * (full once all 128 have); then the warpgroup's named barrier: after it the landing stage may be loaded again. */
 template <int TILE_N>
-__device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
-                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
-                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
-                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
+__device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b, uint64_t *full_bar,
+                                                int pt, const int (&bs_at)[TILE_N / 128], uint32_t sa2)
 {
-    mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
-    mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
     const uint32_t l_at = mok_smem_addr(lnd);
 #pragma unroll
     for (int j = 0; j < TILE_N / 128; j++) {
@@ -184,8 +179,21 @@ __device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *l
     }
     mx_expand_row(l_at + pt * kMxLandRowBytes, mok_smem_addr(slot_a) + pt * kRowBytes, pt, sa2 & 0xFFu, sa2 >> 8);
     mok_fence_proxy_async_shared();
-    mok_mbar_arrive(&full[r.slot]);
+    mok_mbar_arrive(full_bar);
     mok_named_barrier(kMxProducerBarrier, 128);
+}
+
+/* The producer step of one k block in the grouped GEMM: wait for the landing stage's bytes (MOK_SM90_DIAG_LANDING)
+ * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), then expand it (mx_expand_block). */
+template <int TILE_N>
+__device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
+                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
+                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
+                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
+{
+    mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
+    mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
+    mx_expand_block<TILE_N>(lnd, slot_a, slot_b, &full[r.slot], pt, bs_at, sa2);
 }
 #endif
 

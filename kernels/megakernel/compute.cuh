@@ -202,6 +202,16 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
                                                   uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
                                                   struct mok_sm90_diag *diag, int role);
+/* kExpand: mxfp8 with mx_scheme 1 (mok_mega_args.mx_scheme): the bf16 tiles and consumers, the producer warpgroup
+ * expanding e4m3 into the bf16 slots and GEMM1's epilogue quantizing h (mx_expand.cuh, also included last). */
+template <bool kShared>
+__device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok_mega_args &m,
+                                                     const volatile UnitList &L, const int *mstart, OwnBlocks own,
+                                                     uint8_t *smem_a, uint8_t *smem_b, uint8_t *land,
+                                                     uint64_t *land_full, uint64_t *full, uint64_t *empty,
+                                                     int *slot_unit, struct mok_sm90_diag *diag);
+__device__ __forceinline__ void quantize_staged_h_mx(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
+                                                     int row0, int cwg, int wq, int lane, bool leader);
 
 /* The producer's end: the next slot carries no unit, only the -1 that stops the consumers. */
 __device__ __forceinline__ void producer_end(RingPos &ring, uint64_t *full, uint64_t *empty, int *slot_unit,
@@ -227,22 +237,28 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
     }
 }
 
-template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false>
+template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
+          bool kExpand = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
     constexpr int kAcc = kTileN / 2;
+    constexpr bool kTiles128 = kFp8 && !kExpand; /* the FP8 policies' 128 x 128 tiles (layout.cuh) */
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, groups = a.local_experts, hidden = a.hidden, inter = m.inter;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
-    uint8_t *smem_c = smem_b + (size_t)stages * slot_b_bytes(kFp8);
-    uint8_t *smem_bs = smem_c + kStageBytes; /* kMx: the slots' B scales (layout.cuh smem_bytes) */
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0));
+    uint8_t *smem_c = smem_b + (size_t)stages * slot_b_bytes(kTiles128);
+    uint8_t *smem_bs = smem_c + kStageBytes; /* kMx: the slots' B scales (layout.cuh smem_bytes); kExpand: the
+                                              * landing ring */
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx && kTiles128 ? (size_t)stages * kMxScaleSlot : 0) +
+                                                  (kExpand ? (size_t)kMxLandStages * mx_land_stage_bytes(kTileN) : 0));
     uint64_t *empty = full + stages;
-    int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
+    uint64_t *land_full = empty + stages; /* kExpand */
+    int *mstart = reinterpret_cast<int *>(land_full + (kExpand ? kMxLandStages : 0)); /* first row block of each
+                                                                                         * group, [groups + 1] */
     int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks): there
                                                                                only with own_first */
     /* the unit whose first k block is in each slot: static, so its address is a constant and costs the consumers
@@ -250,14 +266,17 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __shared__ int slot_unit[kMaxStages];
 
     /* column tiles of GEMM1 (h) and GEMM2 (out) */
-    const int n1 = inter / (kFp8 ? kFp8HCols : kTileN / 2), n2 = gemm2_tiles<kFp8>(hidden);
+    const int n1 = inter / (kTiles128 ? kFp8HCols : kTileN / 2), n2 = gemm2_tiles<kTiles128>(hidden);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            mok_mbar_init(&full[s], 1);
-            mok_mbar_init(&empty[s], 8); /* one arrive per consumer warp */
+            mok_mbar_init(&full[s], kExpand ? 128 : 1); /* kExpand: every producer thread's arrive */
+            mok_mbar_init(&empty[s], 8);                /* one arrive per consumer warp */
         }
+        if constexpr (kExpand)
+            for (int s = 0; s < kMxLandStages; s++)
+                mok_mbar_init(&land_full[s], 1); /* the loader's arrive (with the TMA bytes) */
         mok_fence_mbar_init();
     }
     if (warp == 0) /* row-block prefix: the schedule pads every expert to a multiple of 128 rows */
@@ -289,7 +308,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __shared__ UnitList list;
     const volatile UnitList &L = list;
     if (threadIdx.x == 0) {
-        list.n1 = n1, list.n2 = n2, list.ns1 = sinter / (kFp8 ? kFp8HCols : kTileN / 2);
+        list.n1 = n1, list.n2 = n2, list.ns1 = sinter / (kTiles128 ? kFp8HCols : kTileN / 2);
         list.shared_blocks = sinter ? (a.my_tokens + kTileM - 1) / kTileM : 0;
         list.us1 = list.shared_blocks * list.ns1, list.us2 = list.shared_blocks * n2;
         list.u1 = blocks_m * n1;
@@ -327,8 +346,12 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
 
     if (warp < 4) {
         /* ---- producer: one thread takes the units and issues every TMA load ---- */
-        mok_setmaxnreg_dec<kProducerRegs>();
-        if constexpr (kFp8) {
+        mok_setmaxnreg_dec<kExpand ? kMxProducerRegs : kProducerRegs>();
+        if constexpr (kExpand) { /* all 128 threads */
+            produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, full, empty,
+                                             slot_unit, diag);
+            return;
+        } else if constexpr (kFp8) {
             if (threadIdx.x == 0)
                 produce_units_fp8<kMx, kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full, empty, slot_unit,
                                        diag);
@@ -394,13 +417,13 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     }
 
     /* ---- consumers: two warpgroups, rows [0, 64) and [64, 128) of each tile ---- */
-    mok_setmaxnreg_inc<kConsumerRegs>();
+    mok_setmaxnreg_inc<kExpand ? kMxConsumerRegs : kConsumerRegs>();
     const int cwg = warp / 4 - 1, wq = warp % 4;
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
-    if constexpr (kFp8) {
+    if constexpr (kTiles128) {
         consume_units_fp8<kSend, kMx, kFp8Shared>(maps, m, full, empty, smem_a, smem_b, smem_bs,
                                       smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit, comb_base, cwg, wq, lane,
                                       leader, diag, role);
@@ -451,7 +474,15 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         if (p.job == 0 || p.job == 2) {
             epilogue_begin(leader, cwg);
             stage_swiglu(acc[0], stage, la, lb, cq);
-            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
+            if (kExpand && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
+                const int row0 = p.rb * kTileM + cwg * 64;
+                staged_ready(1 + cwg);
+                if (leader)
+                    store_staged(&maps.hc, p.n * kStageCols, row0, stage, kStageCols / 64);
+                quantize_staged_h_mx(m, p, stage, row0, cwg, wq, lane, leader);
+            } else {
+                epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
+            }
             if (kSave) { /* the gate columns, then the up columns, as bf16 into gu (sgu: the shared GEMM1's) for the
                           * backward; nothing in this kernel waits for them */
                 const CUtensorMap *mg = p.job == 0 ? &maps.guc : &maps.sguc;

@@ -60,6 +60,7 @@ using namespace mok_sm90;
 #include "megakernel/comm.cuh"
 #include "megakernel/compute.cuh"
 #include "megakernel/fp8_compute.cuh"
+#include "megakernel/mx_expand.cuh"
 
 namespace {
 
@@ -68,7 +69,8 @@ namespace {
  * reloaded 68 bytes from the stack (over kernel_resources' 64); as two kernels, 60 and 52 (as of 993df70).
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
-template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false>
+template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
+          bool kExpand = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -90,14 +92,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                kScatterAll, diag);
         }
         if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
-            comm_combine<kFp8>(m, diag);
+            comm_combine<kFp8 && !kExpand>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared>(maps, m, (int)blockIdx.x - m.comm_blocks,
-                                                                  (int)gridDim.x - m.comm_blocks, false, diag);
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand>(
+            maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -111,12 +113,22 @@ using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_dia
  * 116 bytes against 36 / 88 without). */
 template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
 {
+    if (kMx && m->mx_scheme == 1) { /* scheme (b): mx_expand.cuh */
+        if (m->shared_inter)
+            return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true, true, true>
+                                     : megakernel_fwd_kernel<false, false, false, true, true, true, true>;
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true, false, true>
+                                 : megakernel_fwd_kernel<false, false, false, true, true, false, true>;
+    }
     if (m->shared_inter)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx, true>
                                  : megakernel_fwd_kernel<false, false, false, true, kMx, true>;
     return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx>
                              : megakernel_fwd_kernel<false, false, false, true, kMx>;
 }
+
+/* mxfp8 scheme (b): mx_expand.cuh's instances */
+bool expands(const mok_mega_args *m) { return m->fp8 == 2 && m->mx_scheme == 1; }
 
 /* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: fp8_kernel_for). */
 MegaKernel kernel_for(const mok_mega_args *m)
@@ -150,8 +162,8 @@ size_t static_smem(MegaKernel k)
     static struct {
         MegaKernel k;
         size_t bytes;
-    } known[16];
-    for (int i = 0; i < 16; i++) {
+    } known[32];
+    for (int i = 0; i < 32; i++) {
         if (known[i].k == k)
             return known[i].bytes;
         if (!known[i].k) {
@@ -180,7 +192,7 @@ int resolve_stages(const mok_mega_args *m, size_t limit)
     if (m->stages)
         return m->stages;
     int s = 8;
-    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8) > limit)
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, expands(m)) > limit)
         s--;
     return s;
 }
@@ -264,12 +276,16 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         (m->inter / kFp8HCols > 255 || m->shared_inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
         return say(why, why_len, "fp8: intermediate, shared intermediate or hidden (%lld) too large for the unit "
                    "packing (at most 255 column tiles of 64 and 128)", a.hidden);
+    if (m->mx_scheme < 0 || m->mx_scheme > 1 || (m->mx_scheme && m->fp8 != 2))
+        return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or 1 (expanded to "
+                   "bf16 in shared memory, mx_expand.cuh) with fp8 2 (mxfp8)", m->mx_scheme);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     const size_t limit = dynamic_limit(m, optin);
-    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first, m->fp8) > limit)
-        return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16, 32 in fp8_block, 32.5 in "
-                   "mxfp8) + 32 KiB staging do not fit", resolve_stages(m, limit));
+    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first, m->fp8, expands(m)) > limit)
+        return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16 and mxfp8's scheme (b), 32 in "
+                   "fp8_block, 32.5 in mxfp8) + 32 KiB staging (+ 49 KiB of landing stages in scheme (b)) do not fit",
+                   resolve_stages(m, limit));
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;
@@ -300,7 +316,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const int SI = m->shared_inter;
     /* the shared MLP's tiles are bf16 in either kernel; FP8's 128 x 128 tiles take w13 in 64-row and w2 in 128-row
      * boxes (fp8_compute.cuh shared_unit_bf16) */
-    const uint32_t sbox13 = m->fp8 ? kFp8HCols : kTileN / 2, sbox2 = m->fp8 ? kFp8OutCols : kTileN;
+    const bool ex = expands(m), tiles128 = m->fp8 && !ex; /* scheme (b) runs the bf16 tiles */
+    const uint32_t sbox13 = tiles128 ? kFp8HCols : kTileN / 2, sbox2 = tiles128 ? kFp8OutCols : kTileN;
     if (SI && (!encode_tile_map(&maps.sx, m->x_local, (uint64_t)a.t_max, (uint64_t)H, kTileM) ||
                !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, sbox13) ||
                !encode_tile_map(&maps.shc, m->sh, (uint64_t)a.t_max, (uint64_t)SI, 64) ||
@@ -310,14 +327,26 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         return (int)cudaErrorInvalidValue;
     /* fp8: the operands' maps over e4m3 bytes, 128 bytes (K) per box row as bf16's; w13 in 64-row boxes (a gate or
      * an up half of a tile), w2 in 128-row ones (fp8_compute.cuh) */
-    if (m->fp8 && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
-                                         (uint64_t)fp8_row_bytes(H)) ||
-                   !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kFp8HCols) ||
-                   !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
-                   !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kFp8OutCols)))
+    if (tiles128 && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
+                                           (uint64_t)fp8_row_bytes(H)) ||
+                     !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kFp8HCols) ||
+                     !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
+                     !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kFp8OutCols)))
         return (int)cudaErrorInvalidValue;
-    if (m->fp8 == 2 && (!encode_mx_scale_tile_map(&maps.bs13, m->w13mx, (uint64_t)el * 2 * I / 64, (uint64_t)H / 128) ||
-                        !encode_mx_scale_tile_map(&maps.bs2, m->w2mx, (uint64_t)el * H / 64, (uint64_t)I / 128)))
+    if (tiles128 && m->fp8 == 2 &&
+        (!encode_mx_scale_tile_map(&maps.bs13, m->w13mx, (uint64_t)el * 2 * I / 64, (uint64_t)H / 128) ||
+         !encode_mx_scale_tile_map(&maps.bs2, m->w2mx, (uint64_t)el * H / 64, (uint64_t)I / 128)))
+        return (int)cudaErrorInvalidValue;
+    /* scheme (b): the landing boxes, 64 bytes of K per row (64B swizzle), of the bf16 tiles' rows: A 128, w13's gate
+     * or up half 128, w2 256; the B scales one 64-K block of the tile's four 64-row blocks per box */
+    if (ex && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
+                                     (uint64_t)fp8_row_bytes(H), true) ||
+               !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2, 0, true) ||
+               !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM, 0, true) ||
+               !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kTileN, 0, true) ||
+               !encode_mx_scale_tile_map(&maps.bs13, m->w13mx, (uint64_t)el * 2 * I / 64, (uint64_t)H / 128,
+                                         kTileN / 64) ||
+               !encode_mx_scale_tile_map(&maps.bs2, m->w2mx, (uint64_t)el * H / 64, (uint64_t)I / 128, kTileN / 64)))
         return (int)cudaErrorInvalidValue;
     if ((!m->fp8 && (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
                      !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
@@ -331,7 +360,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;
     args.stages = resolve_stages(m, dynamic_limit(m, optin));
-    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8);
+    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, expands(m));
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

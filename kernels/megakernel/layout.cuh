@@ -4,6 +4,8 @@
  * layout, sync, units, comm, compute); its names live in that file's anonymous namespace. */
 #pragma once
 
+#include "gemm/sm90_mx_expand.cuh" /* mxfp8 scheme (b): the landing ring's sizes */
+
 namespace {
 
 constexpr int kTileN = 256;            /* accumulator columns per tile: GEMM1 128 gate + 128 up, GEMM2 256 */
@@ -22,12 +24,15 @@ __host__ __device__ constexpr int slot_b_bytes(bool fp8) { return fp8 ? kTileM *
 
 /* [align slack][A slots][B slots][C staging][mxfp8: B scale slots][full barriers][empty barriers][row-block prefix],
  * and with own_first [own_pack][own_start] (only then: they would cost a ring stage at some expert counts). fp8:
- * mok_mega_args.fp8 (1 fp8_block, 2 mxfp8, whose slots carry the B rows' e8m0 scales too: kMxScaleSlot bytes). */
-size_t smem_bytes(int stages, int groups, int own_first, int fp8 = 0)
+ * mok_mega_args.fp8 (1 fp8_block, 2 mxfp8, whose slots carry the B rows' e8m0 scales too: kMxScaleSlot bytes).
+ * expand (mxfp8 with mx_scheme 1, mx_expand.cuh): bf16 slots, and after the staging the landing ring of e4m3 rows
+ * (kMxLandStages stages, 512-aligned: the staging ends 1024-aligned) with its full barriers after the ring's. */
+size_t smem_bytes(int stages, int groups, int own_first, int fp8 = 0, bool expand = false)
 {
-    return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(fp8 != 0) + (fp8 == 2 ? kMxScaleSlot : 0)) +
-           kStageBytes + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4 +
-           (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
+    const bool tiles128 = fp8 != 0 && !expand;
+    return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(tiles128) + (tiles128 && fp8 == 2 ? kMxScaleSlot : 0)) +
+           kStageBytes + (expand ? (size_t)kMxLandStages * (mx_land_stage_bytes(kTileN) + 8) : 0) +
+           2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
 }
 
 /* mok_mega_args.done: [0] the unit ticket, [1] units started (lockstep), then per row block GEMM1's and GEMM2's

@@ -288,6 +288,10 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
 {
     struct mok_params_megakernel p = mok_params_megakernel(params);
     const struct mok_model *m = &spec->model;
+    /* one candidate per configuration of the other dtypes, not one per value of a parameter they ignore */
+    if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
+        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
+                  "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
     if (mok_pass_has_bwd(spec->pass)) { /* the fused backward (kernels/megakernel/backward.cu): its own cell */
         struct mok_problem_spec fwd = *spec;
         fwd.pass = MOK_PASS_FWD;

@@ -50,7 +50,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms,
+                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms, .mx_scheme = m.mx_scheme,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
                                             : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
                                                                                  : MOK_LAYER_BF16};
@@ -324,9 +324,12 @@ static const char *fp8_note(const struct mega_state *s)
 {
     return s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
                                                   "128 x 128 tiles"
-           : s->desc.dtype == MOK_LAYER_MXFP8   ? ", mxfp8: rows quantized in the push, h in GEMM1's epilogue, "
-                                                  "128 x 128 tiles promoted per 32 K"
-                                                : "";
+           : s->desc.dtype == MOK_LAYER_MXFP8 && s->desc.mx_scheme
+               ? ", mxfp8: rows quantized in the push, h in GEMM1's epilogue, e4m3 expanded to bf16 in shared memory, "
+                 "bf16 128 x 256 tiles"
+           : s->desc.dtype == MOK_LAYER_MXFP8 ? ", mxfp8: rows quantized in the push, h in GEMM1's epilogue, "
+                                                "128 x 128 tiles promoted per 32 K"
+                                              : "";
 }
 
 static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)

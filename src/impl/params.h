@@ -180,7 +180,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")                                   \
     X(shared_sms, MOK_NUMERIC, 0, 130, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts: 0, their backward after the backward kernel on every SM; k, on a " \
-      "stream of its own beside the kernel on k SMs (the kernel on the others)")
+      "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \
+    X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
+      "dtype mxfp8: 0, each 32 K's e4m3 product promoted into fp32 with both scales (128 x 128 tiles); 1, the "  \
+      "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

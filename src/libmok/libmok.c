@@ -113,6 +113,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    "it sends) and has no train (%d), own_first (%d) or split_half (%d) yet",
                    d->dtype == MOK_LAYER_MXFP8 ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK", d->dispatch_push, d->train,
                    d->own_first, d->split_half);
+    if (d->mx_scheme < 0 || d->mx_scheme > 1 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or 1 (expand to bf16 in "
+                   "shared memory) with dtype MOK_LAYER_MXFP8", d->mx_scheme);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -156,7 +159,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .combine_blocks = d->combine_sms, .send_from_gemm = d->send_from_gemm,
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
                                  .own_first = d->own_first, .split_half = d->split_half,
-                                 .shared_inter = d->shared_intermediate, .fp8 = d->dtype};
+                                 .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
+                                 .mx_scheme = d->mx_scheme};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
