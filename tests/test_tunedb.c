@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h" /* MOK_MAX_PARAMS */
 #include "desc.h"
 #include "tunedb.h"
 
@@ -262,10 +263,10 @@ static void test_stale(void)
     CHECK(mok_tunedb_check(&e, why, sizeof why) == 0, "fresh lsa entry is stale: %s", why);
     strcpy(e.key.mode, "layer");
     strcpy(e.impl, "nccl-overlap");
-    strcpy(e.params, "chunks=4,expert_groups=4,gemm=grouped,gemm_streams=1,reserve_sms=0");
+    strcpy(e.params, "chunks=4,expert_groups=4,gemm=grouped,gemm_streams=1,mx_scheme=0,reserve_sms=0");
     CHECK(mok_tunedb_check(&e, why, sizeof why) == 0, "fresh nccl-overlap entry is stale: %s", why);
     strcpy(e.impl, "nccl");
-    strcpy(e.params, "gemm_streams=4,gemm=per_expert"); /* any order */
+    strcpy(e.params, "gemm_streams=4,mx_scheme=0,gemm=per_expert"); /* any order */
     CHECK(mok_tunedb_check(&e, why, sizeof why) == 0, "fresh nccl entry is stale: %s", why);
     expect_stale("megakernel", "layer", "", "megakernel");
     expect_stale("lsa", "layer", LSA_OK, "mode");
@@ -298,7 +299,7 @@ static void test_params_round_trip(void)
     for (int i = 0; i < mok_impl_desc_count(); i++) {
         const struct mok_impl_desc *d = mok_impl_desc_at(i);
         for (int variant = 0; variant < 4; variant++) {
-            int v[16], back[16];
+            int v[MOK_MAX_PARAMS], back[MOK_MAX_PARAMS];
             char label[256], why[256] = "";
             for (int j = 0; j < d->nparams; j++) {
                 const struct mok_param_def *p = &d->params[j];

@@ -69,17 +69,30 @@ static int cublas_choice(int gemm, int gemm_streams, char *why, int why_len)
     return 1;
 }
 
+/* mx_scheme picks mok-gemm's mxfp8 policy for the baselines' GEMMs: only where they run it (one candidate per
+ * configuration elsewhere, not one per value of a parameter nothing reads) */
+static int mx_scheme_choice(const struct mok_problem_spec *s, int mx_scheme, bool mok_core, char *why, int why_len)
+{
+    if (mx_scheme != 0 && (s->dtype != MOK_DTYPE_MXFP8 || s->pass != MOK_PASS_FWD || !mok_core))
+        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward on mok's GEMM core only (this "
+                  "problem: %s %s%s; leave it at 0)", mx_scheme, mok_dtype_name(s->dtype), mok_pass_name(s->pass),
+                  mok_core ? "" : ", not on mok's GEMM core");
+    return 1;
+}
+
 int nccl_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why, int why_len)
 {
     struct mok_params_nccl p = mok_params_nccl(params);
-    return nccl_cell(spec, nranks, p.gemm, why, why_len) && cublas_choice(p.gemm, p.gemm_streams, why, why_len);
+    return nccl_cell(spec, nranks, p.gemm, why, why_len) && cublas_choice(p.gemm, p.gemm_streams, why, why_len) &&
+           mx_scheme_choice(spec, p.mx_scheme, p.gemm == 2, why, why_len);
 }
 
 int nccl_overlap_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
                                int why_len)
 {
     struct mok_params_nccl_overlap p = mok_params_nccl_overlap(params);
-    if (!nccl_cell(spec, nranks, p.gemm, why, why_len) || !cublas_choice(p.gemm, p.gemm_streams, why, why_len))
+    if (!nccl_cell(spec, nranks, p.gemm, why, why_len) || !cublas_choice(p.gemm, p.gemm_streams, why, why_len) ||
+        !mx_scheme_choice(spec, p.mx_scheme, p.gemm == 2, why, why_len))
         return 0;
     int local = spec->model.experts / nranks;
     if (p.expert_groups > local)
@@ -245,8 +258,9 @@ static int lsa_layer_fp8(const struct mok_problem_spec *s, const struct mok_para
         return no(why, why_len, "%s: overlap=none only (GEMM1 reads e4m3 rows unpacked from the slots once the whole "
                   "dispatch is in, so it cannot run beside it)", d);
     if (lp->tile_n != 128 || lp->stages != 0)
-        return no(why, why_len, "%s: the GEMMs run nccl gemm=mok's FP8 configuration (128 x 128 tiles, fp8_n 64, the "
-                  "deepest ring): tile_n 128 and stages 0 (has tile_n %d, stages %d)", d, lp->tile_n, lp->stages);
+        return no(why, why_len, "%s: the GEMMs run nccl gemm=mok's FP8 configuration (128 x 128 tiles, fp8_n 64, or "
+                  "mxfp8's mx_scheme 1 on 128 x 256, the deepest ring): tile_n 128 and stages 0 (has tile_n %d, "
+                  "stages %d)", d, lp->tile_n, lp->stages);
     if (s->model.hidden % 128 || s->model.intermediate % 128)
         return no(why, why_len, "%s: hidden %d and intermediate %d must be multiples of 128", d, s->model.hidden,
                   s->model.intermediate);
@@ -259,6 +273,8 @@ int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, con
     struct mok_params_lsa_layer lp = mok_params_lsa_layer(params);
     struct mok_problem_spec fwd = *spec; /* the backward (lsa_layer_bwd.c) rides on the forward's transfers */
     fwd.pass = MOK_PASS_FWD;
+    if (!mx_scheme_choice(spec, lp.mx_scheme, lp.kernel == 0, why, why_len))
+        return 0;
     if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) {
         if (!lsa_layer_fp8(spec, &lp, why, why_len))
             return 0;

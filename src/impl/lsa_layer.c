@@ -47,7 +47,7 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
             return 0;
     }
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8)
-        return lsa_fp8_supports(p, why, why_len);
+        return lsa_fp8_supports(p, lp.mx_scheme, why, why_len);
     if (lp.kernel == 1)
         return 1;
     /* no cluster, no lockstep */
@@ -71,6 +71,7 @@ static int layer_setup(void **state, struct mok_problem *p, struct mok_cluster *
     struct lsa_state *s = *state;
     s->layer = true;
     s->gemm_portable = lp.kernel == 1;
+    s->mx_scheme = lp.mx_scheme;
     s->overlap_gemm1 = lp.overlap == 1;
     int gpu_sms = 0;
     cudaDeviceGetAttribute(&gpu_sms, cudaDevAttrMultiProcessorCount, cl->device);

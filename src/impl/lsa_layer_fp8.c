@@ -46,10 +46,10 @@ size_t lsa_fp8_window_bytes(const struct mok_problem *p, int t_max)
     return (bytes + 255) & ~(size_t)255;
 }
 
-int lsa_fp8_supports(const struct mok_problem *p, char *why, int why_len)
+int lsa_fp8_supports(const struct mok_problem *p, int mx_scheme, char *why, int why_len)
 {
     const struct mok_gemm_sm90_config every_sm = {0};
-    struct mok_gemm_sm90_config cfg = mok_fp8_mok_config(&every_sm);
+    struct mok_gemm_sm90_config cfg = mok_fp8_mok_config(&every_sm, mx_scheme);
     return mok_fp8_mok_supports(p, &cfg, why, why_len);
 }
 
@@ -67,7 +67,7 @@ int lsa_fp8_setup(struct lsa_state *s, char *err, int err_len)
     if ((size_t)f->wire_bytes > H * 2) /* the window's x slots and the expert slots hold bf16 rows */
         FAIL("%s: a wire row of %d bytes exceeds a bf16 row of hidden %d", mok_dtype_name(p->spec.dtype),
              f->wire_bytes, p->hidden);
-    f->cfg = mok_fp8_mok_config(&s->gemm_cfg);
+    f->cfg = mok_fp8_mok_config(&s->gemm_cfg, s->mx_scheme);
     /* scales: k / 32 bytes per row in either format */
     void **bufs[] = {(void **)&f->xq, &f->xs, (void **)&f->aq, &f->as, (void **)&f->hq, &f->hs};
     const size_t bytes[] = {T * H, T * (H / 32), cap * H, cap * (H / 32), cap * I, cap * (I / 32)};
@@ -139,8 +139,8 @@ void lsa_fp8_extras(const struct lsa_state *s, struct mok_row *row)
     row->dispatch_bytes *= (double)f->wire_bytes / (2.0 * s->p->hidden); /* counted as bf16 rows */
     size_t n = strlen(row->note);
     snprintf(row->note + n, sizeof(row->note) - n, "; %s wire rows (%d bytes) through LSA, mok's core (%d x %d tiles, "
-             "fp8_n %d), bf16 combine", mok_dtype_name(s->p->spec.dtype), f->wire_bytes, f->cfg.tile_m, f->cfg.tile_n,
-             f->cfg.fp8_n);
+             "%s), bf16 combine", mok_dtype_name(s->p->spec.dtype), f->wire_bytes, f->cfg.tile_m, f->cfg.tile_n,
+             f->cfg.mx_scheme ? "e4m3 expanded to bf16" : f->cfg.fp8_n == 64 ? "fp8_n 64" : "fp8_n 128");
 }
 
 void lsa_fp8_teardown(struct lsa_state *s)

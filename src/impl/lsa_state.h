@@ -32,6 +32,7 @@ struct lsa_state {
     bool overlap_gemm1;
     int gemm_sms_fed; /* GEMM1's CTAs beside the dispatch: the GPU's SMs less the dispatch's */
     struct mok_gemm_sm90_config gemm_cfg;
+    int mx_scheme;     /* lsa-layer with mxfp8: mok-gemm's mx_scheme for its GEMMs (fp8_mlp.h mok_fp8_mok_config) */
     uint16_t *h, *out; /* [capacity][I], [capacity][H] */
     struct mok_schedule host; /* the same schedule built on the host from the gathered routing */
     struct lsa_bwd *bwd; /* lsa-layer with pass bwd / fwd_bwd (lsa_layer_bwd.c); NULL otherwise */
@@ -71,7 +72,7 @@ int lsa_bwd_gemm1(struct lsa_state *s, int set, cudaStream_t st);
  * window_bytes: the window's room past the layout for export's h rows (0 without an output h). supports: the GPU's
  * half (host_supports.c has the rest). export: impl.h's export_outputs (h per route, to the token's rank). */
 size_t lsa_fp8_window_bytes(const struct mok_problem *p, int t_max);
-int lsa_fp8_supports(const struct mok_problem *p, char *why, int why_len);
+int lsa_fp8_supports(const struct mok_problem *p, int mx_scheme, char *why, int why_len);
 int lsa_fp8_setup(struct lsa_state *s, char *err, int err_len);
 int lsa_fp8_dispatch(struct lsa_state *s, int set, cudaStream_t st, char *err, int err_len);
 int lsa_fp8_experts(struct lsa_state *s, int set, cudaStream_t st, char *err, int err_len);

@@ -8,7 +8,8 @@
 static int nccl_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *params, char *why,
                          int why_len)
 {
-    return mok_params_nccl(params).gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, 0, why, why_len);
+    struct mok_params_nccl np = mok_params_nccl(params);
+    return np.gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, 0, np.mx_scheme, why, why_len);
 }
 
 static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params, int max_slots,
@@ -16,7 +17,8 @@ static int nccl_setup(void **state, struct mok_problem *p, struct mok_cluster *c
 {
     struct mok_params_nccl np = mok_params_nccl(params);
     struct mok_nccl_opts opts = {.chunks = 1, .expert_groups = 1, .gemm = (enum mok_gemm_mode)(np.gemm == 2 ? 0 : np.gemm),
-                                 .mok_gemm = np.gemm == 2, .gemm_streams = np.gemm_streams};
+                                 .mok_gemm = np.gemm == 2, .gemm_streams = np.gemm_streams,
+                                 .mx_scheme = np.mx_scheme};
     return mok_nccl_impl_setup(state, p, cl, &opts, max_slots, err, err_len);
 }
 

@@ -109,6 +109,7 @@ int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct m
     int sms = 0;
     MOK_CHECK(cuda, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device), return -1);
     s->mok_gemm = opts->mok_gemm && !s->no_compute;
+    s->mx_scheme = opts->mx_scheme;
     if (s->mok_gemm) {
         s->mok_cfg = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
         s->stage_expert0 = calloc(4 * S, sizeof(int));
@@ -252,14 +253,15 @@ struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas)
     return mok_core_bwd_config(256, 0, ctas, 1);
 }
 
-int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
+int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms,
+                               int mx_scheme, char *why,
                                int why_len)
 {
     int sms = 0;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
     struct mok_gemm_sm90_config c = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) { /* nccl_fp8.c's GEMMs */
-        c = mok_fp8_mok_config(&c);
+        c = mok_fp8_mok_config(&c, mx_scheme);
         return mok_fp8_mok_supports(p, &c, why, why_len);
     }
     /* alignment only: the pointers are the stage's rows, 16-byte aligned as hidden and intermediate are */

@@ -45,6 +45,7 @@ struct mok_nccl_pipe {
      * the group offsets the GEMM reads on the device ([stages][E_local + 1], copied each run from pinned host) */
     bool mok_gemm;
     struct mok_gemm_sm90_config mok_cfg;
+    int mx_scheme; /* gemm=mok with mxfp8: mok-gemm's mx_scheme (opts) */
     int *stage_expert0, *stage_experts, *stage_row0, *stage_rows;
     int32_t *mok_offsets, *h_mok_offsets;
 
@@ -66,6 +67,7 @@ struct mok_nccl_opts {
     enum mok_gemm_mode gemm;    /* cuBLAS's mode, unless mok_gemm */
     bool mok_gemm;              /* mok's grouped GEMM (kernels/gemm) instead of cuBLAS */
     int gemm_streams, reserve_sms;
+    int mx_scheme;              /* gemm=mok with mxfp8: mok-gemm's mx_scheme (fp8_mlp.h mok_fp8_mok_config) */
 };
 
 int mok_nccl_pipe_setup(struct mok_nccl_pipe *s, struct mok_problem *p, struct mok_cluster *cl,
@@ -102,7 +104,8 @@ struct mok_core_bwd_config mok_gemm_baseline_bwd_config(int ctas);
 
 /* gemm=mok: whether mok's grouped GEMM runs this problem's expert GEMMs on this GPU (1), or why not (0); with a
  * backward pass, also the forward's unfused GEMM1 (it keeps the gate/up rows) and the backward's GEMMs. */
-int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms, char *why,
+int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_cluster *cl, int reserve_sms,
+                               int mx_scheme, char *why,
                                int why_len);
 
 /* The mok_impl_ops entries all three NCCL implementations share; each file adds its supports() and a setup

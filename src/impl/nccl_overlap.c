@@ -16,7 +16,7 @@ static int overlap_supports(const struct mok_problem *p, const struct mok_cluste
         snprintf(why, (size_t)why_len, "reserve_sms %d >= the GPU's %d SMs", op.reserve_sms, sms);
         return 0;
     }
-    return op.gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, op.reserve_sms, why, why_len);
+    return op.gemm != 2 || mok_nccl_mok_gemm_supports(p, cl, op.reserve_sms, op.mx_scheme, why, why_len);
 }
 
 static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster *cl, const int *params,
@@ -26,7 +26,7 @@ static int overlap_setup(void **state, struct mok_problem *p, struct mok_cluster
     struct mok_nccl_opts opts = {.chunks = op.chunks, .expert_groups = op.expert_groups, .overlap = true,
                                  .gemm = (enum mok_gemm_mode)(op.gemm == 2 ? 0 : op.gemm), .mok_gemm = op.gemm == 2,
                                  .gemm_streams = op.gemm_streams,
-                                 .reserve_sms = op.reserve_sms};
+                                 .reserve_sms = op.reserve_sms, .mx_scheme = op.mx_scheme};
     return mok_nccl_impl_setup(state, p, cl, &opts, max_slots, err, err_len);
 }
 

@@ -288,6 +288,13 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
                   return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hq, cap * I + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.hs, cap * (I / 32) + 16), return MOK_ERR_CUDA);
+        /* zeros in the rows no route fills (each expert's padding up to 128, the wire rows' last bytes): GEMM1
+         * reads them (TMA, and the scales as generic loads) and quantizes their h; no output depends on them, but
+         * defined values keep those rows finite and compute-sanitizer's initcheck quiet */
+        MOK_CHECK(cuda, cudaMemset(ws->mk.xq, 0, cap * (size_t)mok_megakernel_fp8_row_bytes(a->hidden) + 16),
+                  return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, cudaMemset(ws->mk.hq, 0, cap * I + 16), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, cudaMemset(ws->mk.hs, 0, cap * (I / 32) + 16), return MOK_ERR_CUDA);
     } else {
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
     }
