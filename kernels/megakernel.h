@@ -90,6 +90,9 @@ struct mok_mega_args {
     const uint8_t *w13mx;    /* mxfp8 (instead of w13s): w13's e8m0 scales in the GEMM core's tile layout
                                 (mok_scale_mx_tiles with the gate and up blocks paired) */
     const uint8_t *w2mx;     /* mxfp8 (instead of w2s): w2's, in the tile layout */
+    int swap_tail;           /* 1: an expert's last row block of at most 112 real rows runs with the weights as wgmma's
+                                M and its tokens as N of 32, 64, 96 or 112 (kernels/megakernel/swap_tail.cuh); bf16
+                                forward without gu or split_half */
     int mx_scheme;           /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 with both scales (128 x 128
                                 tiles, fp8_compute.cuh); 1 expands the e4m3 operands to bf16 in shared memory and runs
                                 the bf16 tiles and consumers (kernels/megakernel/mx_expand.cuh) */

@@ -81,7 +81,8 @@ JSON
 grep -q "^# WARNING: the plan needs .* GiB per rank, more than an H200's 141 GiB" "$SCRATCH/huge.out" ||
   fail "a plan above 141 GiB per rank gets no warning: $(grep peak "$SCRATCH/huge.out")"
 # candidates rejected without a GPU are listed as such and counted apart (grouped with 4 streams)
-grep -q "gemm=grouped,gemm_streams=4,mx_scheme=0 *not supported: gemm=grouped is one call per GEMM" "$SCRATCH/huge.out" ||
+grep -q "gemm=grouped,gemm_streams=4,mx_scheme=0 *not supported: gemm=grouped is one call per GEMM" \
+  "$SCRATCH/huge.out" ||
   fail "dry-run does not show the unsupported candidate"
 grep -q "^# candidates: 3 may run, 1 not supported" "$SCRATCH/huge.out" || fail "unsupported candidates not counted apart"
 echo "cli_binary: all passed"

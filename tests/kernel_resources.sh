@@ -38,11 +38,19 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # (<kSend, 0, 0, 1, 0, 1>) spill 32-40 / 96-116 (without them 28-32 / 52-60, within the kernel's 64). Not yet
   # located in the SASS. Allow those instances 160 bytes. mxfp8's scheme (b) instances (<kSend, 0, 0, 1, 1,
   # kFp8Shared, 1>: the bf16 consumers, the producer warpgroup expanding on 72 registers) spill 24 / 24-36: within the
-  # kernel's 64.
+  # kernel's 64. scripts/sass_spills.py (opcodes read from the cubin, no disassembler) finds none of the fp8 and mxfp8
+  # instances' spills near a wgmma loop (at f3da237 + swap_tail).
+  # swap_tail's instances (<kSend, 0, 0, 0, 0, 0, 0, 1>: four swapped tail units of N = 32..112 beside the 128-row
+  # path) spill 104 / 300 and 248 / 352 bytes. sass_spills.py finds none near the swapped units' wgmma loops; it flags
+  # three reloads 23-25 instructions after the 128-row loop's last wgmma of the instance without send, and an opcode
+  # alignment against the instance without swap_tail shows that loop's instructions unchanged and the reloads after
+  # its back edge (once per unit). With seven N (steps of 16) ptxas put a reload inside the send instance's 128-row
+  # loop: kept at four. Allow them 352.
   limit=0; [ "$cu" = megakernel_forward ] && limit=64; [ "$cu" = megakernel_backward ] && limit=384
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {m = (k ~ /gemm_sm90_kernelILi128ELi128ELi128ELb0E/) ? 128 : l
-      if (k ~ /megakernel_fwd_kernelILb[01]ELb[01]ELb[01]ELb1E(Lb1ELb[01]|Lb0ELb1)ELb0EEE/) m = 160
+      if (k ~ /megakernel_fwd_kernelILb[01]ELb[01]ELb[01]ELb1E(Lb1ELb[01]|Lb0ELb1)ELb0ELb0EEE/) m = 160
+      if (k ~ /megakernel_fwd_kernelILb[01]ELb0ELb0ELb0ELb0ELb0ELb0ELb1EEE/) m = 352
       if ($5 > m || $9 > m) print k ": " $0}' \
     "$SCRATCH/$cu.log")
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }

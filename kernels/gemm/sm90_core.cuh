@@ -21,6 +21,7 @@
 
 #include "common/common.cuh"
 #include "common/sm90_ptx.cuh"
+#include "common/sm90_wgmma_narrow.cuh"
 
 namespace mok_sm90 {
 
@@ -170,12 +171,19 @@ struct MnMajor {
 template <int N, int kTa, int kTb>
 __device__ __forceinline__ void wgmma_k16(float (&acc)[N / 2], uint64_t da, uint64_t db)
 {
+    static_assert(N == 32 || N == 64 || N == 96 || N == 112 || N == 128 || N == 256, "wgmma m64nNk16: no wrapper");
     if constexpr (N == 64)
         mok_wgmma_m64n64k16<kTa, kTb>(acc, da, db);
     else if constexpr (N == 128)
         mok_wgmma_m64n128k16<kTa, kTb>(acc, da, db);
-    else
+    else if constexpr (N == 256)
         mok_wgmma_m64n256k16<kTa, kTb>(acc, da, db);
+    else if constexpr (N == 32) /* the narrow forms: the megakernel's swapped tail units (swap_tail.cuh) */
+        mok_wgmma_m64n32k16<kTa, kTb>(acc, da, db);
+    else if constexpr (N == 96)
+        mok_wgmma_m64n96k16<kTa, kTb>(acc, da, db);
+    else
+        mok_wgmma_m64n112k16<kTa, kTb>(acc, da, db);
 }
 
 /* The tail of a K = rows reduction (wgrad): the last k block's rows from `rows` on belong to the next group (or
@@ -216,7 +224,7 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
 /* kSteps k16 steps of one k block: per step kSub x kParts wgmma m64nNk16 (consume_tile below says where from) */
 template <int kSteps, int TILE_N, int kSub, int kParts, class LayoutA, class LayoutB>
 __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 2], uint64_t da, uint64_t db,
-                                           int b_part_bytes)
+                                           int b_part_bytes, int a_sub_bytes)
 {
 #pragma unroll
     for (int kk = 0; kk < kSteps; kk++)
@@ -226,7 +234,7 @@ __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 
             for (int q = 0; q < kParts; q++)
                 wgmma_k16<TILE_N, LayoutA::kTnsp, LayoutB::kTnsp>(
                     *reinterpret_cast<float(*)[TILE_N / 2]>(&acc[u][q * (TILE_N / 2)]),
-                    da + (LayoutA::kK16Step >> 4) * kk + u * (64 * kRowBytes >> 4),
+                    da + (LayoutA::kK16Step >> 4) * kk + u * (a_sub_bytes >> 4),
                     db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
 }
 
@@ -237,7 +245,9 @@ __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 
  * commit, and once only this k block's group is in flight (wait<1>: the previous one has finished reading its slot)
  * give the previous slot back; at the end wait for all of them and give the last slot back. cm, crank: the cluster
  * (1, 0 without). kParts 2: two B blocks anywhere in the slot computed as one accumulator tile of 2N columns (the
- * 64-row tiles' column halves). The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
+ * 64-row tiles' column halves). a_sub_bytes: where sub-tile u's A rows start, u a_sub_bytes on (64 rows: the
+ * sub-tiles adjacent; the megakernel's swapped GEMM1 tail units pair a gate block with its up block 128 rows on).
+ * The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
 template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
           class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false>
@@ -245,7 +255,7 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
                                              struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0,
-                                             KTail tail = {64, 0, 0})
+                                             KTail tail = {64, 0, 0}, int a_sub_bytes = 64 * kRowBytes)
 {
     static_assert(!kTail || kParts == 1, "a K tail is zeroed in kSub A blocks and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
@@ -279,13 +289,13 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
         /* a whole block, or a K tail's first k16 steps: each branch a fixed run of wgmmas (a wgmma issued under a
          * condition inside the run makes ptxas fence the accumulators around it, C7519) */
         if (!kTail || k16_end == kBlockK / 16)
-            issue_k16s<kBlockK / 16, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+            issue_k16s<kBlockK / 16, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes, a_sub_bytes);
         else if (k16_end == 3)
-            issue_k16s<3, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+            issue_k16s<3, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes, a_sub_bytes);
         else if (k16_end == 2)
-            issue_k16s<2, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+            issue_k16s<2, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes, a_sub_bytes);
         else
-            issue_k16s<1, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes);
+            issue_k16s<1, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes, a_sub_bytes);
         mok_wgmma_commit();
 #pragma unroll
         for (int u = 0; u < kSub; u++)

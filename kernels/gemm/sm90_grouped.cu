@@ -444,7 +444,9 @@ void diag_print()
     else if (d->role == MOK_SM90_DIAG_LANDING)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
                 "landing stage %d for the phase of parity %d (tile %d, k block %d): its TMA bytes never all arrived "
-                "(expect_tx vs boxes, tensor maps)\n", d->block, d->thread, d->slot, d->parity, d->tile, d->kb);
+                "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
+                "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,
+                d->slot, d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);

@@ -62,7 +62,9 @@ constexpr int kMxProducerRegs = 72, kMxConsumerRegs = 216;
 
 /* One landing stage: A rows, B rows, B's scale boxes; stages 512-aligned, the 64B swizzle's atom (8 rows of 64
  * bytes), not 1024: with 1024 the 128 x 256 SwiGLU instance fits one bf16 slot fewer (its third slot misses by
- * 64 + 4 (groups + 1) bytes; with 512 it fits up to 239 groups). */
+ * 64 + 4 (groups + 1) bytes; with 512 it fits up to 239 groups). The megakernel's expand instances (megakernel/
+ * mx_expand.cuh) keep 32 KiB of staging for both GEMMs and some static shared memory: three bf16 stages there up to
+ * ~207 local experts without send, ~139 with, else two. */
 __host__ __device__ constexpr int mx_land_scales_at(int tile_n) { return (kTileM + tile_n) * kMxLandRowBytes; }
 __host__ __device__ constexpr int mx_land_stage_bytes(int tile_n)
 {
@@ -167,8 +169,9 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
  * the async proxy (the wgmmas reading the slot, the next TMA into the stage); an arrive on the slot's full barrier
  * (full once all 128 have); then the warpgroup's named barrier: after it the landing stage may be loaded again. */
 template <int TILE_N>
-__device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b, uint64_t *full_bar,
-                                                int pt, const int (&bs_at)[TILE_N / 128], uint32_t sa2)
+__device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b,
+                                                uint64_t *full_bar, int pt, const int (&bs_at)[TILE_N / 128],
+                                                uint32_t sa2)
 {
     const uint32_t l_at = mok_smem_addr(lnd);
 #pragma unroll

@@ -212,6 +212,16 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
                                                      int *slot_unit, struct mok_sm90_diag *diag);
 __device__ __forceinline__ void quantize_staged_h_mx(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
                                                      int row0, int cwg, int wq, int lane, bool leader);
+/* kSwap: swap_tail (mok_mega_args.swap_tail): an expert's last row block of at most kSwapMaxRows real rows with the
+ * tokens as wgmma's N (swap_tail.cuh, also included last). */
+__device__ __forceinline__ int *slot_rows();
+__device__ __forceinline__ int block_rows(const mok_lsa_args &a, const Unit &p);
+template <bool kSend>
+__device__ __forceinline__ void swap_tail_unit(const Maps &maps, const mok_mega_args &m, const Unit &p, int u,
+                                               int rows, RingPos &ring, uint64_t *full, uint64_t *empty,
+                                               float (&acc)[kTileN / 2], uint8_t *smem_a, uint8_t *smem_b,
+                                               uint8_t *stage, int k_blocks, int cwg, int wq, int lane, bool leader,
+                                               uint8_t *const *comb_base, struct mok_sm90_diag *diag, int role);
 
 /* The producer's end: the next slot carries no unit, only the -1 that stops the consumers. */
 __device__ __forceinline__ void producer_end(RingPos &ring, uint64_t *full, uint64_t *empty, int *slot_unit,
@@ -238,7 +248,7 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
 }
 
 template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false>
+          bool kExpand = false, bool kSwap = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -396,8 +406,11 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 }
                 for (int kb = 0; kb < k_blocks; kb++) {
                     producer_acquire(ring, empty, diag, u, kb);
-                    if (kb == 0)
+                    if (kb == 0) {
                         slot_unit[ring.slot] = pack_unit(p); /* published by the arrive below (release) */
+                        if constexpr (kSwap)
+                            slot_rows()[ring.slot] = block_rows(a, p);
+                    }
                     uint64_t *bar = producer_arm(ring, full, kSlotABytes + kSlotBBytes);
                     uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
                     uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
@@ -441,6 +454,15 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             break;
         const Unit p = unpack_unit(u);
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+        if constexpr (kSwap) {
+            const int rows = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_rows()[ring.slot] : 0, 0);
+            if (p.job <= 1 && rows <= kSwapMaxRows) {
+                swap_tail_unit<kSend>(maps, m, p, u, rows, ring, full, empty, acc[0], smem_a, smem_b,
+                                      smem_c + (size_t)cwg * (kStageBytes / 2), k_blocks, cwg, wq, lane, leader,
+                                      comb_base, diag, role);
+                continue;
+            }
+        }
         if (kSplit && (p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + 64] < 0) {
             split_half_unit<kSend>(maps, m, p, u, ring, full, empty, acc[0], smem_a, smem_b,
                                    smem_c + (size_t)cwg * (kStageBytes / 2), k_blocks, cwg, wq, lane, leader,

@@ -61,6 +61,7 @@ using namespace mok_sm90;
 #include "megakernel/compute.cuh"
 #include "megakernel/fp8_compute.cuh"
 #include "megakernel/mx_expand.cuh"
+#include "megakernel/swap_tail.cuh"
 
 namespace {
 
@@ -70,7 +71,7 @@ namespace {
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
 template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false>
+          bool kExpand = false, bool kSwap = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -95,10 +96,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine<kFp8 && !kExpand>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap>(maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand>(
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap>(
             maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
@@ -139,6 +140,9 @@ MegaKernel kernel_for(const mok_mega_args *m)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, true> : megakernel_fwd_kernel<false, false, true>;
     if (m->split_half)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, true> : megakernel_fwd_kernel<false, true>;
+    if (m->swap_tail) /* swap_tail.cuh */
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, false, false, false, false, true>
+                                 : megakernel_fwd_kernel<false, false, false, false, false, false, false, true>;
     return m->send_from_gemm ? megakernel_fwd_kernel<true, false> : megakernel_fwd_kernel<false, false>;
 }
 
@@ -272,10 +276,14 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
         return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
                    "mxfp8: w13mx, w2mx)%.0lld", 0);
-    if (m->fp8 &&
+    if (m->fp8 && !expands(m) &&
         (m->inter / kFp8HCols > 255 || m->shared_inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
         return say(why, why_len, "fp8: intermediate, shared intermediate or hidden (%lld) too large for the unit "
                    "packing (at most 255 column tiles of 64 and 128)", a.hidden);
+    if (m->swap_tail < 0 || m->swap_tail > 1 || (m->swap_tail && (m->fp8 || m->gu || m->split_half)))
+        return say(why, why_len, "swap_tail %lld: 0, or 1 in the bf16 forward without saved activations (gu) or "
+                   "split_half (an expert's last row block of <= 112 rows with its tokens as wgmma's N)",
+                   m->swap_tail);
     if (m->mx_scheme < 0 || m->mx_scheme > 1 || (m->mx_scheme && m->fp8 != 2))
         return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or 1 (expanded to "
                    "bf16 in shared memory, mx_expand.cuh) with fp8 2 (mxfp8)", m->mx_scheme);

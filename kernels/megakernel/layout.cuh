@@ -17,6 +17,9 @@ constexpr int kSlotBBytes = kTileN * kRowBytes;
 constexpr int kStageCols = kTileN / 2;
 constexpr int kStageBytes = kTileM * kStageCols * 2;
 constexpr int kSmemLimit = 227 * 1024;
+/* swap_tail (swap_tail.cuh): the most real rows a row block may hold to run with the tokens as wgmma's N; above,
+ * N = 128 costs what the 128-row block does */
+constexpr int kSwapMaxRows = 112;
 
 /* A ring slot's B bytes: 256 rows of 128 bytes in bf16; fp8's tiles read 128 (mok_mega_args.fp8, below), so its
  * ring fits five or six stages beside the staging (by the expert count) where bf16's fits four. */

@@ -43,6 +43,7 @@ mok_step() {
     megaqwen4096) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen4096-exposed.json;; # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
     megasmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-small" tests/gpu_mega_small.json;;
     megasplit) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-split" tests/gpu_mega_split.json;; # the megakernel's split-half units (split_half=1) on small ragged problems
+    megaswap) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-swap" tests/gpu_mega_swap.json;; # the megakernel's swapped tail units (swap_tail=1) on small ragged problems
     megaorder) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-order" tests/gpu_mega_order.json;; # own_first x lockstep x send
     mega) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/megakernel.json;;
     megareport) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-report.json;; # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
@@ -151,6 +152,7 @@ mok_step() {
         echo "compute-sanitizer $tool (layers' backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-layer-$tool.log"
       done;;
     h1split) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-split.json;; # one GPU: small groups, the megakernel with split_half 0 and 1 beside nccl gemm=mok, rooflines
+    h1swap) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-swap.json;; # one GPU: small groups, the megakernel with swap_tail 0 and 1 beside nccl gemm=mok, rooflines
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
     h1small) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups.json;; # one GPU: 384 experts, 32-128 rows per expert, rooflines
     h1many) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-many-experts.json;; # one GPU: 512 small experts, where per-expert cuBLAS is launch-bound (gemm=mok beside it)

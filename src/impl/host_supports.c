@@ -308,6 +308,9 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
                   "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+    if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
+        return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
+                  "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);
     if (mok_pass_has_bwd(spec->pass)) { /* the fused backward (kernels/megakernel/backward.cu): its own cell */
         struct mok_problem_spec fwd = *spec;
         fwd.pass = MOK_PASS_FWD;

@@ -44,7 +44,8 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "grouped GEMM with SwiGLU fused (mok: Hopper only, 128 x 256 tiles, 64 x 256 where the local experts "     \
       "average 64 rows or fewer, n-major; with a backward pass GEMM1 unfused to keep the gate/up rows, and the "  \
       "backward on the same core). The backward runs per_expert or mok")                                        \
-    X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4, "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)") \
+    X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4,                                                     \
+      "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")                       \
     X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "gemm=mok with dtype mxfp8: 0, mok-gemm's mx_scheme 0 (128 x 128 tiles promoted per 32 K); 1, its " \
       "mx_scheme 1 (e4m3 expanded to bf16 in shared memory, 128 x 256 tiles)")
@@ -189,7 +190,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \
     X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "dtype mxfp8: 0, each 32 K's e4m3 product promoted into fp32 with both scales (128 x 128 tiles); 1, the "  \
-      "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run")
+      "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run")                         \
+    X(swap_tail, MOK_NUMERIC, 0, 1, 0,                                                                           \
+      "bf16 forward: 1, an expert's last row block of <= 112 real rows runs with the weights as wgmma's M and "   \
+      "its tokens as N (32, 64, 96 or 112 rows), not as a padded 128-row block; 0: padded")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

@@ -113,6 +113,10 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
                    "it sends) and has no train (%d), own_first (%d) or split_half (%d) yet",
                    d->dtype == MOK_LAYER_MXFP8 ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK", d->dispatch_push, d->train,
                    d->own_first, d->split_half);
+    if (d->swap_tail < 0 || d->swap_tail > 1 ||
+        (d->swap_tail && (d->dtype != MOK_LAYER_BF16 || d->train || d->split_half)))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "swap_tail = %d: 0, or 1 with dtype MOK_LAYER_BF16, train 0 and "
+                   "split_half 0", d->swap_tail);
     if (d->mx_scheme < 0 || d->mx_scheme > 1 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
         return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or 1 (expand to bf16 in "
                    "shared memory) with dtype MOK_LAYER_MXFP8", d->mx_scheme);
@@ -160,7 +164,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
                                  .own_first = d->own_first, .split_half = d->split_half,
                                  .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
-                                 .mx_scheme = d->mx_scheme};
+                                 .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
