@@ -99,13 +99,15 @@ struct mok_layer_desc {
     int dtype;                /* enum mok_layer_dtype: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or MOK_LAYER_MXFP8
                                  (2); the FP8 ones the forward only, with dispatch_push 1 and no own_first or
                                  split_half; the shared experts stay bf16 (their weights too). Not yet run on a GPU */
+    int mx_scheme;            /* MOK_LAYER_MXFP8 only: 0, every 32 K's e4m3 product promoted into fp32 with both
+                                 scales (128 x 128 tiles); 1, the e4m3 operands expanded to bf16 in shared memory and
+                                 the bf16 tiles run (exact but for values below 2^-133). Not yet run on a GPU */
     int swap_tail;            /* MOK_LAYER_BF16 forward without train or split_half: 1, an expert's last row block of
                                  at most 112 real rows runs with the weights as wgmma's M and its tokens as N
                                  (32, 64, 96 or 112 rows) instead of as a padded 128-row block (small groups). Not
                                  yet run on a GPU */
-    int mx_scheme;            /* MOK_LAYER_MXFP8 only: 0, every 32 K's e4m3 product promoted into fp32 with both
-                                 scales (128 x 128 tiles); 1, the e4m3 operands expanded to bf16 in shared memory and
-                                 the bf16 tiles run (exact but for values below 2^-133). Not yet run on a GPU */
+    int land_stages;          /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 k blocks loaded ahead of the
+                                 expansion (0: as many as fit beside two bf16 slots, or beside `stages`) */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -93,6 +93,8 @@ struct mok_mega_args {
     int swap_tail;           /* 1: an expert's last row block of at most 112 real rows runs with the weights as wgmma's
                                 M and its tokens as N of 32, 64, 96 or 112 (kernels/megakernel/swap_tail.cuh); bf16
                                 forward without gu or split_half */
+    int land_stages;         /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 (0: as many as fit beside two bf16
+                                stages, or beside `stages`; the launcher resolves it) */
     int mx_scheme;           /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 with both scales (128 x 128
                                 tiles, fp8_compute.cuh); 1 expands the e4m3 operands to bf16 in shared memory and runs
                                 the bf16 tiles and consumers (kernels/megakernel/mx_expand.cuh) */

@@ -67,6 +67,8 @@ struct mok_gemm_sm90_config {
                       (0: 128) */
     int mx_scheme; /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 (128 x 128 tiles); 1 expands the
                       operands to bf16 in shared memory for bf16 wgmma (tile_n 128 or 256). 0 for the other dtypes */
+    int land_stages; /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 (0: as deep as fits beside two bf16 slots,
+                        or beside `stages`); 0 otherwise */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

@@ -177,7 +177,34 @@ int main(void)
     s.pass = MOK_PASS_FWD_BWD;
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8's forward"),
           "megakernel mxfp8 fwd_bwd mx_scheme 1: %s", why);
-    s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_BF16;
+    s.pass = MOK_PASS_FWD;
+    /* land_stages: scheme (b)'s landing ring only, 2..4 */
+    mp.land_stages = 3;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel mxfp8 mx_scheme 1 land_stages 3: %s", why);
+    mp.mx_scheme = 0;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "land_stages 3"), "land_stages, scheme (a): %s", why);
+    mp.mx_scheme = 1, mp.land_stages = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "land_stages 1"), "land_stages 1: %s", why);
+    s.dtype = MOK_DTYPE_BF16;
+    /* swap_tail: the bf16 forward without split_half */
+    defaults("megakernel", v);
+    mp = mok_params_megakernel(v);
+    mp.swap_tail = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel swap_tail 1: %s", why);
+    mp.split_half = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with split_half: %s", why);
+    mp.split_half = 0;
+    mok_params_megakernel_values(&mp, v);
+    s.dtype = MOK_DTYPE_MXFP8;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with mxfp8: %s", why);
+    s.dtype = MOK_DTYPE_BF16, s.pass = MOK_PASS_FWD_BWD;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with fwd_bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
     /* mok-gemm: 64-row tiles need tile_n 256 and no cluster */
     s.mode = MOK_MODE_GEMM;
     defaults("mok-gemm", v);

@@ -35,11 +35,12 @@ constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
 /* The lean layout: the two consumer warpgroups only (256 threads, no setmaxnreg), one of their threads issuing the
- * loads between its own k blocks (InlineProducer, sm90_grouped_kernel.cuh). ptxas allocates a kernel's registers for
- * its launch bound whatever setmaxnreg hands out at run time: 168 at 384 threads, and no more at 288 either (three
- * warps share one SM quarter's 16K registers); at 256 threads a thread may hold 255. fp8_block's 128 x 256 tiles need
- * them: 128 accumulators plus a product's part (in the 384-thread layout they spilled and ran 1.25-1.78x slower,
- * results/h200x1/2026-12-04-fp8-tiles). */
+ * loads between its own k blocks (InlineProducer, sm90_grouped_kernel.cuh); at 256 threads a thread may hold 255
+ * registers. fp8_block's 128 x 256 tiles (128 accumulators plus a product's part) spilled in the 384-thread layout
+ * and ran 1.25-1.78x slower (results/h200x1/2026-12-04-fp8-tiles; at 116c18b 200 / 440 bytes with fp8_n 64, 508 /
+ * 1140 with 128). Not because ptxas holds the consumers to 168, as first thought: after setmaxnreg.inc 232 it does
+ * allocate more (a 384-thread test kernel keeps 160 accumulators and a 64-float product live across its k loop
+ * without a spill, and spills 404 bytes with inc 168); what in these instances needs more is not found. */
 constexpr int kLeanThreads = 256;
 __host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
 {
@@ -338,9 +339,8 @@ __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full
  * accumulators with the block's scales, acc += part * a_scale(row) * b_scale (DeepGEMM's promotion per 128 K: the
  * tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed there loses accuracy); after the
  * last product the slot goes back. While one warpgroup promotes, the other's wgmmas keep the tensor cores busy.
- * One `part` serves the products in turn: a consumer thread holds kCols / 2 accumulators plus N / 2. kCols 256 needs
- * more than the 168 registers of the 384-thread layout (ptxas allocates for the launch bound, whatever setmaxnreg
- * gives at run time): its kernel runs the lean layout (lean_layout below). Scales, one float per k block: sa points
+ * One `part` serves the products in turn: a consumer thread holds kCols / 2 accumulators plus N / 2. kCols 256
+ * spilled in the 384-thread layout (lean_layout above says what is known): its kernel runs the lean layout. Scales, one float per k block: sa points
  * at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block of the accumulator columns' first half,
  * sb + sb_hi at that of the second half (SwiGLU's gate and up blocks, or the tile's column halves; the same block in
  * a 128-column tile without SwiGLU: sb_hi 0). Loaded before the slot wait, so their latency hides under it.

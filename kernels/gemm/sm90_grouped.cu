@@ -109,17 +109,32 @@ bool mx_expand(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config 
 }
 
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
- * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4; mxfp8 scheme (b)
- * 128 x 256: 2 for GEMM2 and 3 for GEMM1 beside its landing ring, 2 above 239 groups). */
-int resolve_stages(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
+ * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). mxfp8 scheme
+ * (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to kMxLandMax, beside
+ * a bf16 ring of two (or the configured one); then the bf16 ring as deep as still fits (128 x 256: GEMM1 2 + 3,
+ * GEMM2 2 + 2). */
+struct Ring {
+    int stages, land; /* bf16 (or fp8) slots; scheme (b)'s landing stages (0 for the other instances) */
+};
+
+Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
-    if (c->stages != 0)
-        return c->stages;
     const bool ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex;
-    int s = kMaxStages;
-    while (s > 2 && smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, ex) > limit)
-        s--;
-    return s;
+    auto fits = [&](int s, int l) {
+        return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l) <= limit;
+    };
+    Ring r = {c->stages, ex ? c->land_stages : 0};
+    if (ex && r.land == 0) {
+        r.land = kMxLandMax;
+        while (r.land > kMxLandMin && !fits(r.stages ? r.stages : 2, r.land))
+            r.land--;
+    }
+    if (r.stages == 0) {
+        r.stages = kMaxStages;
+        while (r.stages > 2 && !fits(r.stages, r.land))
+            r.stages--;
+    }
+    return r;
 }
 
 size_t smem_limit(int optin) { return (size_t)(optin < kSmemLimit ? optin : kSmemLimit); }
@@ -174,6 +189,11 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     const bool ex = mx && c->mx_scheme == 1;
+    if (c->land_stages != 0 && (!ex || c->land_stages < kMxLandMin || c->land_stages > kMxLandMax)) {
+        say(why, why_len, "land_stages %d: 0 (as many as fit), or %d..%d with mxfp8's mx_scheme 1 (its landing ring)",
+            c->land_stages, kMxLandMin, kMxLandMax);
+        return cudaErrorInvalidValue;
+    }
     if (ex && (c->tile_m != 128 || c->lockstep || cluster_of(c) != 1 || (c->fp8_n != 0 && c->fp8_n != 128))) {
         /* scheme (b): thread 0 of the producer loads its own landing stages (no multicast), no lockstep barrier */
         say(why, why_len, "mxfp8 scheme (b) runs 128 x 128 or 128 x 256 tiles without lockstep or clusters, fp8_n "
@@ -330,12 +350,13 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     size_t limit = smem_limit(optin);
-    int stages = resolve_stages(g, c, limit);
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ex);
+    const Ring ring = resolve_ring(g, c, limit);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex, ring.land);
     if (smem > limit) {
-        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB%s + prefix of %d "
-            "groups)", smem, limit, stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
-            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ex ? " + mxfp8's landing ring" : "", g->groups);
+        say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + %d landing stages "
+            "of %d bytes + prefix of %d groups)", smem, limit, ring.stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
+            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ring.land, mx_land_stage_bytes(c->tile_n),
+            g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -576,8 +597,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return (int)cudaGetLastError();
-    int stages = resolve_stages(g, c, smem_limit(optin));
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ex);
+    const Ring ring = resolve_ring(g, c, smem_limit(optin));
+    const int stages = ring.stages;
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ring.land);
     cudaError_t e =
         cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -624,12 +646,12 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 #define MOK_LAUNCH_SM90(TM, TN, FP8N, MX, BT)                                                                    \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups, \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
-                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs)
+                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs, 0)
 #define MOK_LAUNCH_SM90_EXPAND(TN)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, true>, map_a, map_b, map_c, g->c, g->offset,   \
                        g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,       \
                        g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale,  \
-                       map_bs)
+                       map_bs, ring.land)
     if (ex)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
     else if (bt)

@@ -19,14 +19,13 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * reads assume the swizzle pattern starts on a 1024-byte boundary); nothing promises the dynamic base is. C
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
- * (expand): kMxLandStages landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
- * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh). */
-size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, bool expand = false)
+ * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
+ * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
-           (expand ? (size_t)kMxLandStages * (mx_land_stage_bytes(tile_n) + 8) : 0) + 2 * (size_t)stages * 8 +
-           (size_t)(groups + 1) * 4;
+           (size_t)land * (mx_land_stage_bytes(tile_n) + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -171,7 +170,7 @@ __device__ __forceinline__ void mx_load_next(int &lt, int &lkb, int &row0, int &
 
 /* The producer warpgroup of the kMxExpand instances: every thread walks the CTA's (tile, k block) sequence and runs
  * mx_producer_step on each k block (its A row's two scale bytes loaded first); thread 0 also keeps the landing ring
- * kMxLandStages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
+ * land_stages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
 template <int TILE_N>
 __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                const CUtensorMap *map_bs, uint8_t *smem_a, uint8_t *smem_b,
@@ -179,14 +178,14 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
                                                const int *tile_start, const int32_t *offset, int groups, int n_tiles,
                                                int n_major, int n_out, int swiglu, int stages, int k_blocks,
                                                int unit0, int unit_step, int total_tiles, int rows_capacity, int k,
-                                               const uint8_t *a_mx_scale, struct mok_sm90_diag *diag)
+                                               const uint8_t *a_mx_scale, int land_stages, struct mok_sm90_diag *diag)
 {
     const int pt = threadIdx.x; /* 0..127 */
     int bs_at[TILE_N / 128];
     mx_scale_places<TILE_N>(pt, swiglu, bs_at);
     int lt = unit0, lkb = 0, lrow0 = 0, lb_row = 0, lbs = 0;
     if (pt == 0)
-        for (int s = 0; s < kMxLandStages; s++)
+        for (int s = 0; s < land_stages; s++)
             mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, s, land, land_full, map_a, map_b, map_bs, tile_start,
                                  offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step, total_tiles);
     RingPos ring = {0, 0};
@@ -209,7 +208,7 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
                 mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, stage, land, land_full, map_a, map_b, map_bs,
                                      tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step,
                                      total_tiles);
-            if (++stage == kMxLandStages) {
+            if (++stage == land_stages) {
                 stage = 0;
                 land_phase ^= 1;
             }
@@ -244,7 +243,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
                      const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
                      int lock_kb, int n_major, struct mok_sm90_diag *diag, const float *__restrict__ a_scale,
                      const float *__restrict__ b_scale, const uint8_t *__restrict__ a_mx_scale,
-                     const __grid_constant__ CUtensorMap map_bs)
+                     const __grid_constant__ CUtensorMap map_bs, int land_stages)
 {
 #if MOK_SM90_DEVICE
     /* The tile policy. TILE_M 128 or 256: each consumer warpgroup owns TILE_M / 2 rows (kSub 64-row sub-tiles) and
@@ -284,12 +283,12 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
     const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
     uint8_t *smem_bs = smem_c + (size_t)TILE_M * cols_per_tile * 2; /* mxfp8: stages x kMxScaleSlot */
-    uint8_t *land = smem_bs; /* scheme (b): kMxLandStages landing stages */
+    uint8_t *land = smem_bs; /* scheme (b): land_stages landing stages */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
-                                                  (kMxExpand ? kMxLandStages * mx_land_stage_bytes(TILE_N) : 0));
+                                                  (kMxExpand ? land_stages * mx_land_stage_bytes(TILE_N) : 0));
     uint64_t *empty = full + stages;
     uint64_t *land_full = empty + stages; /* scheme (b) */
-    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? kMxLandStages : 0));
+    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? land_stages : 0));
 
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kElemsK;
@@ -307,7 +306,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
         if constexpr (kMxExpand)
-            for (int s = 0; s < kMxLandStages; s++)
+            for (int s = 0; s < land_stages; s++)
                 mok_mbar_init(&land_full[s], 1); /* thread 0's arrive.expect_tx, the TMA bytes */
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
         mok_tma_prefetch_map(&map_a);
@@ -335,7 +334,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
         if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
             mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, tile_start,
                                    offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
-                                   unit_step, total_tiles, rows_capacity, k, a_mx_scale, diag);
+                                   unit_step, total_tiles, rows_capacity, k, a_mx_scale, land_stages, diag);
             return;
         }
         if (threadIdx.x != 0) {

@@ -5,8 +5,8 @@
  *
  * Per 64-K block of a 128 x TILE_N tile:
  *   landing   thread 0 of the producer warpgroup loads, by TMA, the e4m3 A rows (128 x 64 bytes), B rows (TILE_N x 64)
- *             and B's scales for the k block into a landing stage of its own small ring (kMxLandStages, a full
- *             mbarrier each: arrive.expect_tx + bytes), kMxLandStages blocks ahead of the expansion. Rows of 64 bytes,
+ *             and B's scales for the k block into a landing stage of its own small ring (land_stages of them, a full
+ *             mbarrier each: arrive.expect_tx + bytes), land_stages blocks ahead of the expansion. Rows of 64 bytes,
  *             64B-swizzled (16-byte chunk c of row r at c ^ ((r / 2) % 4)): the expansion's 16-byte loads, lanes on 32
  *             consecutive rows at one chunk, then hit 8 distinct bank groups per 8 lanes (r % 2 picks the half of a
  *             128-byte line, (r / 2) % 4 the chunk within it): no conflict.
@@ -17,7 +17,7 @@
  *             groups. Then each thread fences its generic writes for the async proxy (wgmma reads the slot) and
  *             arrives on the slot's full barrier (128 arrivals for this instance, no transaction bytes); the empty
  *             barriers are the bf16 instance's. A named barrier of the warpgroup then says the landing stage is read,
- *             and thread 0 loads the k block kMxLandStages on into it.
+ *             and thread 0 loads the k block land_stages on into it.
  *   scales    A's e8m0 bytes per row per 32 K from global memory ([rows][k / 32], the quantizer's layout, as scheme
  *             (a) reads them: a 2-byte load per row per k block, issued before the waits and used after the B rows,
  *             so its latency hides). B's from its tile layout (mok_mxfp8_scale_tiles, scheme (a)'s b_mx_scale) by TMA
@@ -51,7 +51,14 @@
 
 namespace mok_sm90 {
 
-constexpr int kMxLandStages = 2;     /* landing ring depth: TMA of k block i + 2 runs while block i + 1 is expanded */
+/* The landing ring's depth, land_stages (mok_gemm_sm90_config.land_stages, mok_mega_args.land_stages): k block
+ * i + land_stages is loaded once block i is expanded, so its TMA has the time of land_stages - 1 expansion steps to
+ * land. One step is ~840 cycles of integer work at 128 x 256 (above), under a microsecond, while 24.5 KiB of e4m3
+ * from DRAM takes about a microsecond of latency plus its share of the bandwidth (~0.7 us per SM with all SMs
+ * streaming): two stages likely leave the expansion waiting on the TMA every step, so the default (0) takes as
+ * many as fit, up to kMxLandMax, beside a bf16 ring of two (the expansion needs no lead there, only a slot the
+ * consumers are not reading). Not measured. */
+constexpr int kMxLandMin = 2, kMxLandMax = 4;
 constexpr int kMxLandRowBytes = 64;  /* e4m3 of one 64-K block per row */
 constexpr int kMxLandScaleRow = 128; /* B scale bytes per 64-row block per k block (two k32 steps of 64 bytes) */
 constexpr int kMxProducerBarrier = 6; /* named barrier of the producer warpgroup (1, 2: the consumers' epilogues) */

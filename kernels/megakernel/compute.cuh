@@ -264,10 +264,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint8_t *smem_bs = smem_c + kStageBytes; /* kMx: the slots' B scales (layout.cuh smem_bytes); kExpand: the
                                               * landing ring */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx && kTiles128 ? (size_t)stages * kMxScaleSlot : 0) +
-                                                  (kExpand ? (size_t)kMxLandStages * mx_land_stage_bytes(kTileN) : 0));
+                                                  (kExpand ? (size_t)m.land_stages * mx_land_stage_bytes(kTileN) : 0));
     uint64_t *empty = full + stages;
     uint64_t *land_full = empty + stages; /* kExpand */
-    int *mstart = reinterpret_cast<int *>(land_full + (kExpand ? kMxLandStages : 0)); /* first row block of each
+    int *mstart = reinterpret_cast<int *>(land_full + (kExpand ? m.land_stages : 0)); /* first row block of each
                                                                                          * group, [groups + 1] */
     int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks): there
                                                                                only with own_first */
@@ -285,7 +285,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             mok_mbar_init(&empty[s], 8);                /* one arrive per consumer warp */
         }
         if constexpr (kExpand)
-            for (int s = 0; s < kMxLandStages; s++)
+            for (int s = 0; s < m.land_stages; s++)
                 mok_mbar_init(&land_full[s], 1); /* the loader's arrive (with the TMA bytes) */
         mok_fence_mbar_init();
     }
@@ -456,7 +456,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
         if constexpr (kSwap) {
             const int rows = __shfl_sync(0xffffffffu, lane == 0 ? *(volatile int *)&slot_rows()[ring.slot] : 0, 0);
-            if (p.job <= 1 && rows <= kSwapMaxRows) {
+            if (p.job <= 1 && rows > 0 && rows <= kSwapMaxRows) { /* rows 0: all padding, skipped below */
                 swap_tail_unit<kSend>(maps, m, p, u, rows, ring, full, empty, acc[0], smem_a, smem_b,
                                       smem_c + (size_t)cwg * (kStageBytes / 2), k_blocks, cwg, wq, lane, leader,
                                       comb_base, diag, role);

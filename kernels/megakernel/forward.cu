@@ -190,15 +190,28 @@ size_t dynamic_limit(const mok_mega_args *m, int optin)
     return limit > fixed ? limit - fixed : 0;
 }
 
-/* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. */
-int resolve_stages(const mok_mega_args *m, size_t limit)
+/* The pipeline depth: as asked, or the deepest that fits next to the 32 KiB C staging. Scheme (b) also has its
+ * landing ring: as asked, or as deep as fits up to kMxLandMax beside two ring stages (or the asked ones), and the
+ * ring then as deep as still fits (gemm/sm90_mx_expand.cuh says why the landing ring comes first). */
+struct Ring {
+    int stages, land; /* the ring's stages; scheme (b)'s landing stages (0 in the other instances) */
+};
+
+Ring resolve_ring(const mok_mega_args *m, size_t limit)
 {
-    if (m->stages)
-        return m->stages;
-    int s = 8;
-    while (s > 2 && smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, expands(m)) > limit)
-        s--;
-    return s;
+    auto fits = [&](int s, int l) { return smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, l) <= limit; };
+    Ring r = {m->stages, expands(m) ? m->land_stages : 0};
+    if (expands(m) && r.land == 0) {
+        r.land = kMxLandMax;
+        while (r.land > kMxLandMin && !fits(r.stages ? r.stages : 2, r.land))
+            r.land--;
+    }
+    if (r.stages == 0) {
+        r.stages = 8;
+        while (r.stages > 2 && !fits(r.stages, r.land))
+            r.stages--;
+    }
+    return r;
 }
 
 } // namespace
@@ -289,11 +302,15 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "bf16 in shared memory, mx_expand.cuh) with fp8 2 (mxfp8)", m->mx_scheme);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
+    if (m->land_stages && (!expands(m) || m->land_stages < kMxLandMin || m->land_stages > kMxLandMax))
+        return say(why, why_len, "land_stages %lld: 0 (as many as fit), or 2..4 with mxfp8's mx_scheme 1 (its landing "
+                   "ring)", m->land_stages);
     const size_t limit = dynamic_limit(m, optin);
-    if (smem_bytes(resolve_stages(m, limit), a.local_experts, m->own_first, m->fp8, expands(m)) > limit)
+    const Ring ring = resolve_ring(m, limit);
+    if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land) > limit)
         return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16 and mxfp8's scheme (b), 32 in "
-                   "fp8_block, 32.5 in mxfp8) + 32 KiB staging (+ 49 KiB of landing stages in scheme (b)) do not fit",
-                   resolve_stages(m, limit));
+                   "fp8_block, 32.5 in mxfp8) + 32 KiB staging (+ 24.5 KiB per landing stage in scheme (b)) do not "
+                   "fit", ring.stages);
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;
@@ -367,8 +384,9 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         return (int)cudaErrorInvalidValue;
     const int sms = mok_sm_count(), optin = mok_smem_optin(); /* asked once per process (common.cuh) */
     mok_mega_args args = *m;
-    args.stages = resolve_stages(m, dynamic_limit(m, optin));
-    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, expands(m));
+    const Ring ring = resolve_ring(m, dynamic_limit(m, optin));
+    args.stages = ring.stages, args.land_stages = ring.land;
+    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, ring.land);
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

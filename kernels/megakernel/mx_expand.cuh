@@ -7,9 +7,9 @@
  *
  * Producer (all 128 threads of the producer warpgroup), per k block of 64 K:
  *   loader    thread 0 takes the units by the ticket as the bf16 producer does, waits for what each needs (the same
- *             waits), and loads k blocks by TMA into a landing ring of kMxLandStages stages (e4m3 A rows, B rows and
+ *             waits), and loads k blocks by TMA into a landing ring of m.land_stages stages (e4m3 A rows, B rows and
  *             B's scale boxes: mx_load_block), writing beside each stage what it holds (LandInfo: the unit, the k
- *             block, the kind) before the stage's arrive. It loads up to kMxLandStages blocks ahead, across units,
+ *             block, the kind) before the stage's arrive. It loads up to land_stages blocks ahead, across units,
  *             but waits for a unit's inputs only when no loaded stage is left to expand: a unit already loaded can
  *             only finish through this warpgroup's expansion, and the inputs of the next unit (GEMM2's h, lockstep's
  *             earlier tickets) may depend on it. Otherwise it probes them and defers the load.
@@ -61,7 +61,7 @@ struct ExpandLoader {
 
 __device__ __forceinline__ volatile LandInfo *land_info()
 {
-    __shared__ LandInfo s[kMxLandStages];
+    __shared__ LandInfo s[kMxLandMax];
     return s;
 }
 
@@ -117,7 +117,7 @@ __device__ __forceinline__ void expand_load(const Maps &maps, const mok_mega_arg
     ExpandLoader &ld = *expand_loader();
     volatile LandInfo *info = land_info();
     const int hidden = m.lsa.hidden, inter = m.inter;
-    while (ld.pending < kMxLandStages && !ld.ended) {
+    while (ld.pending < m.land_stages && !ld.ended) {
         const int s = ld.stage;
         if (ld.u < 0) {
             ld.u = atomicAdd(m.done, 1); /* the ticket */
@@ -159,7 +159,7 @@ __device__ __forceinline__ void expand_load(const Maps &maps, const mok_mega_arg
         if (++ld.kb == ld.k_blocks)
             ld.u = -1;
         ld.pending++;
-        ld.stage = (s + 1) % kMxLandStages;
+        ld.stage = s + 1 == m.land_stages ? 0 : s + 1;
     }
 }
 
@@ -222,7 +222,7 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
                                     &full[ring.slot], pt, bs_at, sa2);
         }
         ring.advance(stages);
-        if (++stage == kMxLandStages) {
+        if (++stage == m.land_stages) {
             stage = 0;
             land_phase ^= 1;
         }

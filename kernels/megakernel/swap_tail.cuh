@@ -90,9 +90,12 @@ __device__ __forceinline__ void stage_swiglu_t(const float (&g)[N / 2], const fl
         st.put(i, swiglu_bf16x2(g[i], u[i], g[i + 1], u[i + 1]));
 }
 
-/* The leader's TMA store of the staged token rows [0, N) x 64 columns at (col0, row0): one 64-row box per 64 rows
- * (the rows past the block's real ones carry the staging's old values into padding rows nobody reads); after the
- * unit's last store, its count in done1 | done2 once the bytes are in global memory (epilogue_store's order). */
+/* The leader's TMA store of the staged token rows [0, N) x 64 columns at (col0, row0): one 64-row box per 64 rows.
+ * Padding rows get what nobody reads (every reader of h and out takes routed rows only, and the swapped GEMM2 of
+ * the block reads its first N rows, each token its own wgmma column): rows from the real ones up to N the values of
+ * padding tokens, rows from N to the box's end the staging's old values, and with N <= 64 rows 64..127 nothing.
+ * After the unit's last store, its count in done1 | done2 once the bytes are in global memory (epilogue_store's
+ * order). */
 __device__ __forceinline__ void store_staged_t(const CUtensorMap *map, const mok_mega_args &m, const Unit &p,
                                                uint8_t *stage, int col0, int n_rows, bool last)
 {

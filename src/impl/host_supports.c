@@ -177,6 +177,9 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
                   "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+    if (p.land_stages != 0 && (p.mx_scheme != 1 || p.land_stages < 2))
+        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
+                  p.land_stages);
     if (mok_pass_has_bwd(spec->pass)) {
         /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
         if (spec->dtype != MOK_DTYPE_BF16)
@@ -308,6 +311,9 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
                   "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+    if (p.land_stages != 0 && (p.mx_scheme != 1 || p.land_stages < 2))
+        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
+                  p.land_stages);
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);

@@ -120,6 +120,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->mx_scheme < 0 || d->mx_scheme > 1 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
         return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or 1 (expand to bf16 in "
                    "shared memory) with dtype MOK_LAYER_MXFP8", d->mx_scheme);
+    if (d->land_stages && (d->land_stages < 2 || d->land_stages > 4 || d->mx_scheme != 1))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "land_stages = %d: 0 (as deep as fits), or 2..4 with mx_scheme 1",
+                   d->land_stages);
     if (d->stages < 0 || d->stages == 1 || d->stages > 8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "stages = %d: 0 (the deepest that fits) or 2..8", d->stages);
     if ((rc = check_flag("combine_per_rank", d->combine_per_rank, err, err_len)) ||
@@ -164,7 +167,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .stages = d->stages, .raster = d->raster, .lockstep = d->lockstep,
                                  .own_first = d->own_first, .split_half = d->split_half,
                                  .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
-                                 .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail};
+                                 .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail,
+                                 .land_stages = d->land_stages};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
