@@ -11,11 +11,12 @@ documentation:
         ptxas -v's "bytes spill loads / stores" on the megakernel's instances (single-word spills);
   0x9f0 HGMMA (bf16 wgmma), 0x9f3 QGMMA (e4m3): kernels with 3 and with 5 unrolled wgmma.mma_async of the kind
         differ by exactly two of them.
-Runs of HGMMA or QGMMA (gaps under 40 instructions) are the wgmma main loops' bodies; a k loop also holds its barrier wait
-before them and the slot release after, so a spill within BEFORE instructions before a run's first HGMMA or AFTER
-after its last (default 64 / 32: the megakernel's bf16 k loop spans 61 before and 27 after) is reported as "in or
-near a main loop", any other as outside. Exit status 1 if any kernel has one. That is a heuristic over the instruction order, not a control-flow
-analysis: an "outside" spill runs per tile or per unit at most only if the code between is not itself a loop.
+Runs of HGMMA or QGMMA (gaps under 40 instructions) are the wgmma main loops' bodies; a k loop also holds its
+barrier wait before them and the slot release after, so a spill within BEFORE instructions before a run's first
+wgmma or AFTER after its last (default 64 / 32: the megakernel's bf16 k loop spans 61 before and 27 after) is
+reported as "in or near a main loop", any other as outside. Exit status 1 if any kernel has one. A heuristic over
+the instruction order, not a control-flow analysis: an "outside" spill runs per tile or per unit at most only if
+the code between is not itself a loop.
 """
 import re
 import subprocess

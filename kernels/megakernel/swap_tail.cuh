@@ -1,9 +1,9 @@
 /* megakernel/swap_tail.cuh: swap_tail (mok_mega_args.swap_tail; issue 19's small groups): an expert's last row
  * block holding at most kSwapMaxRows real rows runs with the operands swapped, the weights as wgmma's M and the
- * tokens as its N (32, 64, 96 or 112 rows: swap_tail_unit). Below ~200 rows per expert a layer is bound by streaming each expert's
- * weights once, and 128-row blocks padding 65..127 real rows double the tensor work on top (results/h200x1/
- * 2026-12-02-split-half-train-gemm: 1.10-1.21x the roofline at 32-85 rows per expert): 85 rows cost 2 x m64n256
- * per warpgroup pair in a 128-row block, 2 x 2 x m64n96 here.
+ * tokens as its N (32, 64, 96 or 112 rows: swap_tail_unit). Below ~200 rows per expert a layer is bound by
+ * streaming each expert's weights once, and 128-row blocks padding 65..127 real rows double the tensor work on top
+ * (results/h200x1/2026-12-02-split-half-train-gemm: 1.10-1.21x the roofline at 32-85 rows per expert): 85 rows
+ * cost 2 x m64n256 per warpgroup pair in a 128-row block, 2 x 2 x m64n96 here.
  *
  * The producer loads the unit's slots as for any unit (A: 128 token rows, B: 256 weight rows) and writes the block's
  * real row count beside the slot (slot_rows). Both consumer warpgroups run the unit, warpgroup w on its own weight

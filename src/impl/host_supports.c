@@ -168,18 +168,26 @@ int lsa_host_supports(const struct mok_problem_spec *spec, int nranks, const int
     return 1;
 }
 
+/* mok-gemm's and the megakernel's mx_scheme and land_stages: mxfp8's forward only, land_stages with scheme (b) (one
+ * candidate per configuration of the other dtypes, not one per value of a parameter they ignore) */
+static int mx_scheme_own(const struct mok_problem_spec *spec, int mx_scheme, int land_stages, char *why, int why_len)
+{
+    if (mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
+        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
+                  "at 0)", mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+    if (land_stages != 0 && (mx_scheme != 1 || land_stages < 2))
+        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
+                  land_stages);
+    return 1;
+}
+
 int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
                            int why_len)
 {
     struct mok_params_mok_gemm p = mok_params_mok_gemm(params);
     (void)nranks;
-    /* one candidate per configuration of the other dtypes, not one per value of a parameter they ignore */
-    if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
-        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
-                  "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
-    if (p.land_stages != 0 && (p.mx_scheme != 1 || p.land_stages < 2))
-        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
-                  p.land_stages);
+    if (!mx_scheme_own(spec, p.mx_scheme, p.land_stages, why, why_len))
+        return 0;
     if (mok_pass_has_bwd(spec->pass)) {
         /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
         if (spec->dtype != MOK_DTYPE_BF16)
@@ -307,13 +315,8 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
 {
     struct mok_params_megakernel p = mok_params_megakernel(params);
     const struct mok_model *m = &spec->model;
-    /* one candidate per configuration of the other dtypes, not one per value of a parameter they ignore */
-    if (p.mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
-        return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
-                  "at 0)", p.mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
-    if (p.land_stages != 0 && (p.mx_scheme != 1 || p.land_stages < 2))
-        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
-                  p.land_stages);
+    if (!mx_scheme_own(spec, p.mx_scheme, p.land_stages, why, why_len))
+        return 0;
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);

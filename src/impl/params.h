@@ -62,6 +62,12 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
 
 #define MOK_PARAMS_NCCL_P2P(X)
 
+/* mxfp8 scheme (b)'s landing ring (mok-gemm, megakernel: kernels/gemm/sm90_mx_expand.cuh) */
+#define MOK_PARAM_LAND_STAGES(X)                                                                                  \
+    X(land_stages, MOK_NUMERIC, 0, 4, 0,                                                                         \
+      "mx_scheme 1: the e4m3 landing ring's depth, 2..4 k blocks loaded ahead of the expansion (0: as many as "   \
+      "fit beside two bf16 slots, or beside stages)")
+
 /* Launch latency dominates small token counts (a dozen dependent kernels); training frameworks replay MoE layers
  * as CUDA graphs, so the graph launch is what they would see. */
 #define MOK_PARAM_LAUNCH(X)                                                                                       \
@@ -128,9 +134,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "dtype mxfp8: 0, e4m3 wgmma with each 32 K's product promoted into fp32 with both scales (128 x 128 "        \
       "tiles); 1, the operands expanded to bf16 (e4m3 x 2^scale, exact) in shared memory by the producer "       \
       "warpgroup and bf16 wgmma (tile_n 128 or 256, no clusters or lockstep)")                                  \
-    X(land_stages, MOK_NUMERIC, 0, 4, 0,                                                                         \
-      "mx_scheme 1: the e4m3 landing ring's depth, 2..4 k blocks loaded ahead of the expansion (0: as many as "   \
-      "fit beside two bf16 slots, or beside stages)")
+    MOK_PARAM_LAND_STAGES(X)
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
@@ -197,9 +201,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(swap_tail, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "bf16 forward: 1, an expert's last row block of <= 112 real rows runs with the weights as wgmma's M and "   \
       "its tokens as N (32, 64, 96 or 112 rows), not as a padded 128-row block; 0: padded")                      \
-    X(land_stages, MOK_NUMERIC, 0, 4, 0,                                                                         \
-      "mx_scheme 1: the e4m3 landing ring's depth, 2..4 k blocks loaded ahead of the expansion (0: as many as "   \
-      "fit beside two bf16 slots, or beside stages)")
+    MOK_PARAM_LAND_STAGES(X)
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */
