@@ -39,13 +39,27 @@ struct mok_sm90_diag {
 
 /* ---- mbarrier ----------------------------------------------------------------------------------------- */
 
-/* A stuck wait or a bad input: record who and what (MOK_SM90_DIAG_* in the role field), then trap.
+/* Ends the kernel with an error the host sees: a store to a misaligned address (cudaErrorMisalignedAddress), then a
+ * wait for the fault to take the warp. Not __trap(): a trap reachable where a warpgroup's wgmma accumulators are
+ * live makes ptxas spill (CUDA 13.0: with it the fused forward's instances spilled 24-304 bytes, the fused backward
+ * 272, the grouped GEMM's fp8_block 128-column instance 52, and consume_tile_fp8_block<256, 2> alone in a test
+ * kernel 324; with this store none of them, the backward 12; `exit` and `brkpt` spill nothing either, but exit ends
+ * the thread without an error). */
+__device__ __forceinline__ void mok_sm90_abort()
+{
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(1ull), "r"(0u) : "memory");
+    for (;;)
+        asm volatile("nanosleep.u32 1000000;" ::: "memory");
+}
+
+/* A stuck wait or a bad input: record who and what (MOK_SM90_DIAG_* in the role field), then end the kernel with
+ * an error (mok_sm90_abort).
  *
  * Why not printf, as kernels/common/lsa_sync.cuh does: printf is a function call, and ptxas serializes every wgmma
  * of a kernel that contains any call at all (warning C7510, seen with CUDA 13.0 even for a printf before the
  * first wgmma), and an out-of-line call also makes it drop setmaxnreg (C7507). So the record goes to mapped
- * host memory (the launcher allocates it; the host prints it at exit, readable even after the trap has killed
- * the context) with system-scope stores, fenced, before the trap. Build with -DMOK_GEMM_SM90_PRINTF=1 to get
+ * host memory (the launcher allocates it; the host prints it at exit, readable even after the fault has killed
+ * the context) with system-scope stores, fenced, before the abort. Build with -DMOK_GEMM_SM90_PRINTF=1 to get
  * an immediate printf as well, at the cost of serialized wgmmas: for debugging only. */
 __device__ __forceinline__ void mok_sm90_fail(struct mok_sm90_diag *diag, int role, int slot, uint32_t parity,
                                               int tile, int kb, int extra)
@@ -74,7 +88,7 @@ __device__ __forceinline__ void mok_sm90_fail(struct mok_sm90_diag *diag, int ro
     printf("mok-bench: gemm_sm90 FAIL block %d thread %d role %d slot %d parity %u tile %d kb %d extra %d\n",
            (int)blockIdx.x, (int)threadIdx.x, role, slot, parity, tile, kb, extra);
 #endif
-    __trap();
+    mok_sm90_abort();
 }
 
 /* Waits for the phase with this parity of bar; after MOK_SPIN_TIMEOUT_CYCLES (~10 s) records who waited for

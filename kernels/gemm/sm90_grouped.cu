@@ -34,8 +34,9 @@
  * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
  *
  * Every mbarrier wait gives up after ~10 s (clock64), and a bad offset[] is caught while building the prefix:
- * either records block, thread, role, slot, parity, tile and k block in mapped host memory and traps; the host
- * prints the record at exit or on the next launch (sm90_ptx.cuh, mok_sm90_fail, says why not printf).
+ * either records block, thread, role, slot, parity, tile and k block in mapped host memory and stops the kernel with
+ * a misaligned-address fault (sm90_ptx.cuh mok_sm90_abort says why not a trap); the host prints the record at exit
+ * or on the next launch (mok_sm90_fail says why not printf).
  *
  * The kernel body exists only in the sm_90a device pass (MOK_SM90_DEVICE, from sm90_ptx.cuh); built for any
  * other target it traps with a message, and the launcher reports cudaErrorNotSupported on a non-Hopper GPU or
@@ -433,7 +434,7 @@ bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, ui
 
 /* The failure record (mok_sm90_fail): mapped, pinned host memory, one per process, allocated on the first
  * launch that is not being captured into a graph (an allocation during a global-mode capture would invalidate
- * it). Printed at exit, and by the next launch if there is one: a trap leaves the context unusable, but host
+ * it). Printed at exit, and by the next launch if there is one: the fault leaves the context unusable, but host
  * memory stays readable. */
 struct mok_sm90_diag *g_diag = nullptr, *g_diag_dev = nullptr;
 bool g_diag_tried = false;
@@ -444,15 +445,15 @@ void diag_print()
     if (!d || d->magic != MOK_SM90_DIAG_MAGIC)
         return;
     if (d->role == MOK_SM90_DIAG_READY)
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s for the rows of tile %d: ready chunk %d "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d waited ~10 s for the rows of tile %d: ready chunk %d "
                 "counter %d, target %d (the dispatch never delivered them)\n", d->block, d->tile, d->slot, d->kb,
                 d->extra);
     else if (d->role == MOK_SM90_DIAG_WAVE)
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d waited ~10 s at lockstep barrier %d: %d "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d waited ~10 s at lockstep barrier %d: %d "
                 "arrivals of %d (a CTA is not resident: grid larger than the SMs free for it)\n", d->block, d->tile,
                 d->kb, d->extra);
     else if (d->role == MOK_SM90_DIAG_MEGA)
-        fprintf(stderr, "mok-bench: megakernel trapped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
+        fprintf(stderr, "mok-bench: megakernel stopped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
                 d->block, d->thread,
                 d->slot == 0   ? "GEMM1 tiles done (row block)"
                 : d->slot == 1 ? "GEMM2 tiles done (row block)"
@@ -463,13 +464,13 @@ void diag_print()
                                : "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_LANDING)
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
                 "landing stage %d for the phase of parity %d (tile %d, k block %d): its TMA bytes never all arrived "
                 "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
                 "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,
                 d->slot, d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
     else {
         bool producer = d->role == MOK_SM90_DIAG_PRODUCER;
@@ -477,7 +478,7 @@ void diag_print()
         const char *hint = producer ? "the consumers never gave the slot back"
                                     : "the TMA bytes never all arrived (expect_tx vs boxes, tensor map), or, mxfp8 "
                                       "scheme (b), not every producer thread arrived";
-        fprintf(stderr, "mok-bench: gemm_sm90 trapped: block %d thread %d (%s) waited ~10 s on the %s barrier of "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (%s) waited ~10 s on the %s barrier of "
                 "slot %d for the phase of parity %d (tile %d, k block %d): %s\n", d->block, d->thread, who,
                 producer ? "empty" : "full", d->slot, d->parity, d->tile, d->kb, hint);
     }
@@ -519,7 +520,7 @@ struct mok_sm90_diag *diag_buffer(cudaStream_t s)
     if (cudaHostAlloc(&h, sizeof(struct mok_sm90_diag), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
         cudaHostGetDevicePointer(&dptr, h, 0) != cudaSuccess) {
         cudaGetLastError();
-        return nullptr; /* the kernel then traps without a record */
+        return nullptr; /* the kernel then stops without a record */
     }
     memset(h, 0, sizeof(struct mok_sm90_diag));
     g_diag = static_cast<struct mok_sm90_diag *>(h);

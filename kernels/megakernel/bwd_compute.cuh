@@ -125,7 +125,7 @@ __device__ __forceinline__ void send_d_router(const mok_mega_bwd_args &b, int ro
     int seen;
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(dgrad2_done(b.m.done) + rb) : "memory");
     if (seen < 0) /* never: the counter only grows (a use, so the load stays) */
-        __trap();
+        mok_sm90_abort();
     const int nt = b.m.inter / kTileN;
     float s = 0.0f;
     for (int n = 0; n < nt; n++)
