@@ -69,6 +69,8 @@ struct mok_gemm_sm90_config {
                       operands to bf16 in shared memory for bf16 wgmma (tile_n 128 or 256). 0 for the other dtypes */
     int land_stages; /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 (0: as deep as fits beside two bf16 slots,
                         or beside `stages`); 0 otherwise */
+    int lean;        /* fp8_block's 128 x 256 tiles: 1 the lean layout (two consumer warpgroups, 256 threads, one
+                        thread issuing the loads), 0 the producer warpgroup's (384 threads); 0 otherwise */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

@@ -29,10 +29,10 @@ done
 # setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
 # if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232; mxfp8 scheme (b)'s 72 / 216 the same sum).
 # With fewer at launch the consumers' setmaxnreg.inc would wait forever for registers that do not exist.
-# The lean instances (fp8_block's 128 x 256: gemm_sm90_kernel<128, 256, 64 | 128>, 256 threads, no setmaxnreg) may
-# hold up to 255 (two warps per SM quarter).
+# The lean instances (fp8_block's 128 x 256 with lean 1: gemm_sm90_kernel<128, 256, 64 | 128, 0, 0, 0, 1>, 256
+# threads, no setmaxnreg) may hold up to 255 (two warps per SM quarter).
 bad=$(awk '/Compiling entry/ {k=$0} /Used [0-9]+ registers/ && k ~ /gemm_sm90/ {
-    lean = (k ~ /gemm_sm90_kernelILi128ELi256ELi(64|128)ELb0ELb0E/)
+    lean = (k ~ /gemm_sm90_kernelILi128ELi256ELi(64|128)ELb0ELb0ELb0ELb1E/)
     if ((!lean && $5 != 168) || (lean && $5 > 255)) print k ": " $5}' "$SCRATCH/gemm_sm90_grouped.log")
 [ -z "$bad" ] || fail "gemm_sm90: a kernel starts without the registers its layout assumes (168; lean <= 255): $bad"
 echo "gemm/sm90_grouped: every kernel starts with 168 registers (setmaxnreg 40/232 balances), the lean ones <= 255"

@@ -396,7 +396,7 @@ int main(void)
     CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "mx_scheme 1 applies to dtype mxfp8's forward"),
           "mxfp8 bwd mx_scheme 1: %s", why);
     s.pass = MOK_PASS_FWD;
-    /* fp8_block: mok-gemm's 128 x 128 tiles, and 128 x 256 without clusters (the lean layout); not 64 or 256 rows */
+    /* fp8_block: mok-gemm's 128 x 128 tiles, and 128 x 256 without clusters (either layout); not 64 or 256 rows */
     s.dtype = MOK_DTYPE_FP8_BLOCK;
     const int fp8_tiles[5][4] = {{128, 128, 1, 1}, {128, 256, 1, 1}, {128, 256, 2, 0}, {256, 128, 1, 0},
                                  {64, 256, 1, 0}}; /* tile_m, tile_n, cluster, supported */
@@ -407,7 +407,17 @@ int main(void)
         mok_params_mok_gemm_values(&gp, v);
         CHECK(supports("mok-gemm", &s, 1, v, why) == fp8_tiles[i][3], "mok-gemm fp8_block %d x %d cluster %d: %s",
               gp.tile_m, gp.tile_n, gp.cluster, why);
+        gp.lean = 1; /* the lean layout: fp8_block's 128 x 256 tiles only */
+        mok_params_mok_gemm_values(&gp, v);
+        CHECK(supports("mok-gemm", &s, 1, v, why) == (fp8_tiles[i][3] && gp.tile_n == 256),
+              "mok-gemm fp8_block lean %d x %d cluster %d: %s", gp.tile_m, gp.tile_n, gp.cluster, why);
     }
+    defaults("mok-gemm", v);
+    gp = mok_params_mok_gemm(v);
+    gp.lean = 1, gp.tile_n = 256;
+    mok_params_mok_gemm_values(&gp, v);
+    s.dtype = MOK_DTYPE_BF16;
+    CHECK(!supports("mok-gemm", &s, 1, v, why) && strstr(why, "lean 1"), "bf16 lean: %s", why);
     s.dtype = MOK_DTYPE_MXFP8;
     struct mok_problem_spec odd_mx = spec_of(192, 128, 8, 2, 64, 0);
     odd_mx.mode = MOK_MODE_GEMM, odd_mx.dtype = MOK_DTYPE_MXFP8;

@@ -34,17 +34,17 @@ constexpr int kSlotABytes = kTileM * kRowBytes; /* 16 KiB */
 constexpr int kThreads = 384;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; /* setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168 */
 constexpr int kStartRegs = 168;                         /* what every thread starts with (kernel_resources checks) */
-/* The lean layout: the two consumer warpgroups only (256 threads, no setmaxnreg), one of their threads issuing the
- * loads between its own k blocks (InlineProducer, sm90_grouped_kernel.cuh); at 256 threads a thread may hold 255
- * registers. fp8_block's 128 x 256 tiles (128 accumulators plus a product's part) spilled in the 384-thread layout
- * and ran 1.25-1.78x slower (results/h200x1/2026-12-04-fp8-tiles; at 116c18b 200 / 440 bytes with fp8_n 64, 508 /
- * 1140 with 128). Not because ptxas holds the consumers to 168, as first thought: after setmaxnreg.inc 232 it does
- * allocate more (a 384-thread test kernel keeps 160 accumulators and a 64-float product live across its k loop
- * without a spill, and spills 404 bytes with inc 168); what in these instances needs more is not found. */
+/* The lean layout (mok_gemm_sm90_config.lean, fp8_block's 128 x 256 tiles only): the two consumer warpgroups only
+ * (256 threads, no setmaxnreg), one of their threads issuing the loads between its own k blocks (InlineProducer,
+ * sm90_grouped_kernel.cuh); at 256 threads a thread may hold 255 registers. Built because fp8_block's 128 x 256
+ * tiles (128 accumulators plus a product's part) spilled in the 384-thread layout and ran 1.25-1.78x slower
+ * (results/h200x1/2026-12-04-fp8-tiles; 200 / 440 bytes with fp8_n 64, 508 / 1140 with 128). The cause was the
+ * __trap() of the wait timeouts (sm90_ptx.cuh mok_sm90_abort), not the registers: since d1a588c the 384-thread
+ * instances compile without a spill too, and which layout is faster is a measurement (neither has run since). */
 constexpr int kLeanThreads = 256;
-__host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx)
+__host__ __device__ constexpr bool lean_layout(int tile_m, int tile_n, bool fp8, bool mx, bool lean)
 {
-    return fp8 && !mx && tile_m == 128 && tile_n == 256;
+    return lean && fp8 && !mx && tile_m == 128 && tile_n == 256; /* mok_gemm_sm90_config.lean */
 }
 
 /* Output columns one tile stores: SwiGLU pairs gate and up columns, halving them. */

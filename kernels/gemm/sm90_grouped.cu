@@ -78,7 +78,7 @@ void say(char *why, int why_len, const char *fmt, ...)
  * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout); mxfp8 scheme (b)'s
  * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh). */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false,
-                       bool expand = false)
+                       bool expand = false, bool lean = false)
 {
     if (expand)
         return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true>)
@@ -89,7 +89,11 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
     if (mx)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 64, true>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 128, true>);
-    if (fp8 && tile_n == 256) /* the lean layout */
+    if (fp8 && tile_n == 256 && lean) /* the lean layout (sm90_core.cuh lean_layout) */
+        return fp8_n == 64
+                   ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 64, false, false, false, true>)
+                   : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 128, false, false, false, true>);
+    if (fp8 && tile_n == 256)
         return fp8_n == 64 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 64>)
                            : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 128>);
     if (fp8)
@@ -236,7 +240,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
                 "%d)", c->tile_m, c->tile_n, c->lockstep);
             return cudaErrorInvalidValue;
         }
-        if (c->tile_n == 256 && cluster_of(c) != 1) { /* the lean layout's inline producer loads no multicast */
+        if (c->tile_n == 256 && cluster_of(c) != 1) { /* the lean layout's inline producer loads no multicast; the
+                                                        * 384-thread instances are kept alike */
             say(why, why_len, "fp8_block's 128 x 256 tiles run without clusters (cluster_m %d)", c->cluster_m);
             return cudaErrorInvalidValue;
         }
@@ -264,8 +269,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed, ex)) !=
-        cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed, ex,
+                                              c->lean != 0)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -273,7 +278,12 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232; scheme (b)'s instances 72 /
      * 216, the same total); the pool balances only if every warp starts with 168 (tests/kernel_resources.sh checks
      * the build; this checks the image loaded) */
-    const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx); /* no setmaxnreg there */
+    if (c->lean < 0 || c->lean > 1 || (c->lean && !lean_layout(c->tile_m, c->tile_n, fp8, mx, true))) {
+        say(why, why_len, "lean %d: 0, or 1 with fp8_block's 128 x 256 tiles (tile %d x %d)", c->lean, c->tile_m,
+            c->tile_n);
+        return cudaErrorInvalidValue;
+    }
+    const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx, c->lean != 0); /* no setmaxnreg there */
     if (!lean && fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
         say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 (72/216) needs 168",
             fa.numRegs);
@@ -602,7 +612,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     const int stages = ring.stages;
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ring.land);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -611,7 +621,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = diag_buffer(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -623,7 +633,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     }
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
-    lc.blockDim = dim3(lean_layout(c->tile_m, c->tile_n, fp8, mx) ? kLeanThreads : kThreads);
+    lc.blockDim = dim3(lean_layout(c->tile_m, c->tile_n, fp8, mx, c->lean != 0) ? kLeanThreads : kThreads);
     lc.dynamicSmemBytes = smem;
     lc.stream = s;
     if (cm > 1) {
@@ -653,6 +663,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
                        g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,       \
                        g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale,  \
                        map_bs, ring.land)
+#define MOK_LAUNCH_SM90_LEAN(FP8N)                                                                               \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, FP8N, false, false, false, true>, map_a, map_b, map_c, g->c,  \
+                       g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
+                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
+                       g->a_mx_scale, map_bs, 0)
     if (ex)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
     else if (bt)
@@ -662,7 +677,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     else if (mx)
         e = MOK_LAUNCH_SM90(128, 128, 128, true, false);
     else if (fp8 && c->tile_n == 256)
-        e = c->fp8_n == 64 ? MOK_LAUNCH_SM90(128, 256, 64, false, false) : MOK_LAUNCH_SM90(128, 256, 128, false, false);
+        e = c->lean ? (c->fp8_n == 64 ? MOK_LAUNCH_SM90_LEAN(64) : MOK_LAUNCH_SM90_LEAN(128))
+                    : c->fp8_n == 64 ? MOK_LAUNCH_SM90(128, 256, 64, false, false)
+                                     : MOK_LAUNCH_SM90(128, 256, 128, false, false);
     else if (fp8 && c->fp8_n == 64)
         e = MOK_LAUNCH_SM90(128, 128, 64, false, false);
     else if (fp8)
@@ -677,6 +694,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         e = MOK_LAUNCH_SM90(128, 128, 0, false, false);
 #undef MOK_LAUNCH_SM90
 #undef MOK_LAUNCH_SM90_EXPAND
+#undef MOK_LAUNCH_SM90_LEAN
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

@@ -234,8 +234,9 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
  * map_a and map_b e4m3 in boxes of 64 bytes (one 64-K block) x rows, 64B-swizzled, into the landing ring; the
  * producer warpgroup expands them into the bf16 slots, whose full barriers count its 128 threads; the consumers and
  * the epilogue are the bf16 instance's. */
-template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false>
-__global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ? kLeanThreads : kThreads, 1)
+template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false,
+          bool kLeanReq = false>
+__global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, kLeanReq) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
@@ -259,8 +260,9 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx) ?
     static_assert(!kSplitN || TILE_N == 256, "64-row tiles split 256 columns between the two consumer warpgroups");
     constexpr bool kFp8 = kFp8N != 0;
     static_assert(!kFp8 || (TILE_M == 128 && TILE_N == 128) || (!kMx && TILE_M == 128 && TILE_N == 256),
-                  "fp8_block runs 128 x 128 or 128 x 256 tiles (the lean layout), mxfp8 128 x 128");
-    constexpr bool kLean = lean_layout(TILE_M, TILE_N, kFp8, kMx);
+                  "fp8_block runs 128 x 128 or 128 x 256 tiles, mxfp8 128 x 128");
+    constexpr bool kLean = lean_layout(TILE_M, TILE_N, kFp8, kMx, kLeanReq);
+    static_assert(!kLeanReq || kLean, "the lean layout runs fp8_block's 128 x 256 tiles");
     static_assert(kFp8N == 0 || kFp8N == 64 || kFp8N == 128, "fp8_block products of 64 or 128 columns");
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");

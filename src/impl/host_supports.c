@@ -188,6 +188,9 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     (void)nranks;
     if (!mx_scheme_own(spec, p.mx_scheme, p.land_stages, why, why_len))
         return 0;
+    if (p.lean && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass)))
+        return no(why, why_len, "lean 1 is a layout of fp8_block's forward GEMMs (this problem: %s %s)",
+                  mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
     if (mok_pass_has_bwd(spec->pass)) {
         /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
         if (spec->dtype != MOK_DTYPE_BF16)
@@ -213,8 +216,10 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
         if (p.tile_m != 128 || p.lockstep_k != 0)
             return no(why, why_len, "fp8_block runs 128 x 128 or 128 x 256 tiles without lockstep (tile_m %d, tile_n "
                       "%d, lockstep_k %d)", p.tile_m, p.tile_n, p.lockstep_k);
-        if (p.tile_n == 256 && p.cluster != 1) /* the lean layout (kernels/gemm/sm90_core.cuh) */
+        if (p.tile_n == 256 && p.cluster != 1) /* kernels/gemm/sm90_grouped.cu says why */
             return no(why, why_len, "fp8_block's 128 x 256 tiles run without clusters (cluster %d)", p.cluster);
+        if (p.lean && p.tile_n != 256)
+            return no(why, why_len, "lean 1 is a layout of fp8_block's 128 x 256 tiles (tile_n %d)", p.tile_n);
         return 1;
     }
     if (spec->dtype == MOK_DTYPE_MXFP8) {

@@ -134,7 +134,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "dtype mxfp8: 0, e4m3 wgmma with each 32 K's product promoted into fp32 with both scales (128 x 128 "        \
       "tiles); 1, the operands expanded to bf16 (e4m3 x 2^scale, exact) in shared memory by the producer "       \
       "warpgroup and bf16 wgmma (tile_n 128 or 256, no clusters or lockstep)")                                  \
-    MOK_PARAM_LAND_STAGES(X)
+    MOK_PARAM_LAND_STAGES(X)                                                                                      \
+    X(lean, MOK_NUMERIC, 0, 1, 0,                                                                                \
+      "dtype fp8_block with tile_n 256: 1, the lean layout (two consumer warpgroups, one thread issuing the "     \
+      "loads: 256 threads of up to 255 registers); 0, a producer warpgroup beside them (384 threads)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
