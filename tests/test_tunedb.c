@@ -300,7 +300,7 @@ static void test_params_round_trip(void)
         const struct mok_impl_desc *d = mok_impl_desc_at(i);
         for (int variant = 0; variant < 4; variant++) {
             int v[MOK_MAX_PARAMS], back[MOK_MAX_PARAMS];
-            char label[256], why[256] = "";
+            char label[MOK_PARAMS_LABEL_LEN], why[256] = "";
             for (int j = 0; j < d->nparams; j++) {
                 const struct mok_param_def *p = &d->params[j];
                 int hi = p->choices ? p->nchoices - 1 : p->max, lo = p->choices ? 0 : p->min;

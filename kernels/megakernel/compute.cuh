@@ -191,12 +191,12 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  * kFp8: an FP8 forward (mok_mega_args.fp8; kMx: mxfp8, else fp8_block; kFp8Shared: with the shared experts' bf16
  * tiles): the same prologue and unit list over 128 x 128 tiles, the producer and consumer loops of fp8_compute.cuh
  * (declared here, defined there: forward.cu includes it last). */
-template <bool kMx, bool kShared>
+template <bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                   uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
                                                   uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
-template <bool kSend, bool kMx, bool kShared>
+template <bool kSend, bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
@@ -248,12 +248,13 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
 }
 
 template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
     constexpr int kAcc = kTileN / 2;
-    constexpr bool kTiles128 = kFp8 && !kExpand; /* the FP8 policies' 128 x 128 tiles (layout.cuh) */
+    /* the FP8 policies' 128 x 128 tiles (layout.cuh); kExpand and kWide run the bf16 kernel's 128 x 256 */
+    constexpr bool kTiles128 = kFp8 && !kExpand && !kWide;
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, groups = a.local_experts, hidden = a.hidden, inter = m.inter;
     extern __shared__ uint8_t smem_raw[];
@@ -363,8 +364,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             return;
         } else if constexpr (kFp8) {
             if (threadIdx.x == 0)
-                produce_units_fp8<kMx, kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full, empty, slot_unit,
-                                       diag);
+                produce_units_fp8<kMx, kFp8Shared, kWide>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full,
+                                                          empty, slot_unit, diag);
             return;
         }
         if (threadIdx.x == 0) {
@@ -436,10 +437,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const bool leader = wq == 0 && lane == 0;
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
-    if constexpr (kTiles128) {
-        consume_units_fp8<kSend, kMx, kFp8Shared>(maps, m, full, empty, smem_a, smem_b, smem_bs,
-                                      smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit, comb_base, cwg, wq, lane,
-                                      leader, diag, role);
+    if constexpr (kFp8 && !kExpand) {
+        consume_units_fp8<kSend, kMx, kFp8Shared, kWide>(maps, m, full, empty, smem_a, smem_b, smem_bs,
+                                                         smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit,
+                                                         comb_base, cwg, wq, lane, leader, diag, role);
         consumer_end(a, m, signal, cwg, wq, leader);
         return;
     }

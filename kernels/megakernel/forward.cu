@@ -71,7 +71,7 @@ namespace {
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
 template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -93,13 +93,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                kScatterAll, diag);
         }
         if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
-            comm_combine<kFp8 && !kExpand>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
+            comm_combine<kFp8 && !kExpand && !kWide>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap>(maps, m, 0, 0, true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide>(maps, m, 0, 0, true,
+                                                                                            diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap>(
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide>(
             maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
@@ -121,6 +122,13 @@ template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true, false, true>
                                  : megakernel_fwd_kernel<false, false, false, true, true, false, true>;
     }
+    if (!kMx && m->fp8_tile_n == 256) { /* fp8_block on the bf16 kernel's tiles (fp8_compute.cuh Fp8Tile) */
+        if (m->shared_inter)
+            return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, false, true, false, false, true>
+                                     : megakernel_fwd_kernel<false, false, false, true, false, true, false, false, true>;
+        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, false, false, false, false, true>
+                                 : megakernel_fwd_kernel<false, false, false, true, false, false, false, false, true>;
+    }
     if (m->shared_inter)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx, true>
                                  : megakernel_fwd_kernel<false, false, false, true, kMx, true>;
@@ -130,6 +138,9 @@ template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
 
 /* mxfp8 scheme (b): mx_expand.cuh's instances */
 bool expands(const mok_mega_args *m) { return m->fp8 == 2 && m->mx_scheme == 1; }
+
+/* fp8_block on the bf16 kernel's 128 x 256 tiles (fp8_compute.cuh Fp8Tile) */
+bool wide(const mok_mega_args *m) { return m->fp8 == 1 && m->fp8_tile_n == 256; }
 
 /* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: fp8_kernel_for). */
 MegaKernel kernel_for(const mok_mega_args *m)
@@ -199,7 +210,9 @@ struct Ring {
 
 Ring resolve_ring(const mok_mega_args *m, size_t limit)
 {
-    auto fits = [&](int s, int l) { return smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, l) <= limit; };
+    auto fits = [&](int s, int l) {
+        return smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, l, wide(m)) <= limit;
+    };
     Ring r = {m->stages, expands(m) ? m->land_stages : 0};
     if (expands(m) && r.land == 0) {
         r.land = kMxLandMax;
@@ -289,7 +302,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
         return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
                    "mxfp8: w13mx, w2mx)%.0lld", 0);
-    if (m->fp8 && !expands(m) &&
+    if (m->fp8 && !expands(m) && !wide(m) &&
         (m->inter / kFp8HCols > 255 || m->shared_inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
         return say(why, why_len, "fp8: intermediate, shared intermediate or hidden (%lld) too large for the unit "
                    "packing (at most 255 column tiles of 64 and 128)", a.hidden);
@@ -297,6 +310,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         return say(why, why_len, "swap_tail %lld: 0, or 1 in the bf16 forward without saved activations (gu) or "
                    "split_half (an expert's last row block of <= 112 rows with its tokens as wgmma's N)",
                    m->swap_tail);
+    if ((m->fp8_tile_n != 0 && m->fp8_tile_n != 128 && m->fp8_tile_n != 256) || (m->fp8_tile_n == 256 && m->fp8 != 1))
+        return say(why, why_len, "fp8_tile_n %lld: 0 or 128 (128 x 128 fp8 tiles), or 256 with fp8 1 (fp8_block on "
+                   "the bf16 kernel's 128 x 256 tiles)", m->fp8_tile_n);
     if (m->mx_scheme < 0 || m->mx_scheme > 1 || (m->mx_scheme && m->fp8 != 2))
         return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or 1 (expanded to "
                    "bf16 in shared memory, mx_expand.cuh) with fp8 2 (mxfp8)", m->mx_scheme);
@@ -307,7 +323,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "ring)", m->land_stages);
     const size_t limit = dynamic_limit(m, optin);
     const Ring ring = resolve_ring(m, limit);
-    if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land) > limit)
+    if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land, wide(m)) > limit)
         return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16 and mxfp8's scheme (b), 32 in "
                    "fp8_block, 32.5 in mxfp8) + 32 KiB staging (+ 24.5 KiB per landing stage in scheme (b)) do not "
                    "fit", ring.stages);
@@ -341,7 +357,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const int SI = m->shared_inter;
     /* the shared MLP's tiles are bf16 in either kernel; FP8's 128 x 128 tiles take w13 in 64-row and w2 in 128-row
      * boxes (fp8_compute.cuh shared_unit_bf16) */
-    const bool ex = expands(m), tiles128 = m->fp8 && !ex; /* scheme (b) runs the bf16 tiles */
+    const bool ex = expands(m), tiles128 = m->fp8 && !ex && !wide(m); /* scheme (b), wide: the bf16 tiles */
     const uint32_t sbox13 = tiles128 ? kFp8HCols : kTileN / 2, sbox2 = tiles128 ? kFp8OutCols : kTileN;
     if (SI && (!encode_tile_map(&maps.sx, m->x_local, (uint64_t)a.t_max, (uint64_t)H, kTileM) ||
                !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, sbox13) ||
@@ -352,11 +368,15 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
         return (int)cudaErrorInvalidValue;
     /* fp8: the operands' maps over e4m3 bytes, 128 bytes (K) per box row as bf16's; w13 in 64-row boxes (a gate or
      * an up half of a tile), w2 in 128-row ones (fp8_compute.cuh) */
-    if (tiles128 && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
-                                           (uint64_t)fp8_row_bytes(H)) ||
-                     !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, kFp8HCols) ||
-                     !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
-                     !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, kFp8OutCols)))
+    /* the FP8 tiles' e4m3 boxes of 128 bytes of K: w13's gate or up half and w2's rows of a tile (128 x 128: 64
+     * and 128, wide: 128 and 256) */
+    const uint32_t box13 = wide(m) ? kTileN / 2 : kFp8HCols, box2 = wide(m) ? kTileN : kFp8OutCols;
+    if ((tiles128 || wide(m)) &&
+        (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
+                               (uint64_t)fp8_row_bytes(H)) ||
+         !encode_tile_map_e4m3(&maps.w13, m->w13q, (uint64_t)el * 2 * I, (uint64_t)H, box13) ||
+         !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
+         !encode_tile_map_e4m3(&maps.w2, m->w2q, (uint64_t)el * H, (uint64_t)I, box2)))
         return (int)cudaErrorInvalidValue;
     if (tiles128 && m->fp8 == 2 &&
         (!encode_mx_scale_tile_map(&maps.bs13, m->w13mx, (uint64_t)el * 2 * I / 64, (uint64_t)H / 128) ||
@@ -386,7 +406,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     mok_mega_args args = *m;
     const Ring ring = resolve_ring(m, dynamic_limit(m, optin));
     args.stages = ring.stages, args.land_stages = ring.land;
-    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, ring.land);
+    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, ring.land, wide(m));
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

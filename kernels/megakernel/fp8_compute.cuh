@@ -1,8 +1,12 @@
 /* megakernel/fp8_compute.cuh: the compute blocks' producer and consumers in the FP8 forwards (mok_mega_args.fp8:
  * fp8_block, or mxfp8 with kMx; compute.cuh's compute_role runs the same prologue and unit list, then these loops).
  *
- * Tiles are 128 x 128 (layout.cuh says why), on a ring like bf16's: a k block is 128 e4m3 per row, the same
- * 128-byte box rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit.
+ * Tiles are 128 x 128 (layout.cuh), on a ring like bf16's: a k block is 128 e4m3 per row, the same 128-byte box
+ * rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit. fp8_block's
+ * kWide instances (fp8_tile_n 256, Fp8Tile below) run the bf16 kernel's 128 x 256 tiles and 32 KiB B slots instead:
+ * GEMM1 128 gate + 128 up columns, four 64-column products per k block, h quantized per tile from its staging
+ * (quantize_staged_h_block, no pairs), GEMM2 256 columns in two epilogue rounds; what follows says 64 / 128 columns
+ * for the 128 x 128 tiles.
  *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching
  *     up rows of the expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two
  *     64-column products per k block, promotion per 128 K with the row's scale x the 128 x 128 block's) into 64
@@ -31,6 +35,18 @@
 
 namespace {
 
+/* An FP8 instance's tile geometry: 128 x 128 (GEMM1 64 h columns, GEMM2 128 output columns; B slots of 16 KiB), or
+ * with kWide (fp8_block with fp8_tile_n 256) the bf16 kernel's 128 x 256 (GEMM1 128 gate + 128 up columns, GEMM2 256;
+ * B slots of 32 KiB), whose GEMM1 tile holds a whole 128-column scale block of h: no pairs (quantize_staged_h_block).
+ * The wide tiles became possible once the wait timeouts stopped trapping (sm90_ptx.cuh mok_sm90_abort): with the
+ * trap, 128 accumulators and a product spilled in the 384-thread layout. */
+template <bool kWide> struct Fp8Tile {
+    static constexpr int kHCols = kWide ? kTileN / 2 : kFp8HCols;  /* h columns of a GEMM1 tile */
+    static constexpr int kOutCols = kWide ? kTileN : kFp8OutCols;  /* output columns of a GEMM2 tile */
+    static constexpr int kSlotB = kWide ? kSlotBBytes : kTileM * kRowBytes;
+    static constexpr int kAcc = kOutCols / 2;                       /* accumulators per consumer thread */
+};
+
 #if MOK_SM90_DEVICE
 /* The weights' scale block row of each slot's unit (its B rows / 128), written by the producer beside slot_unit
  * before the slot's arrive. A function-scope __shared__ array: one per kernel, shared by both roles. */
@@ -48,12 +64,13 @@ __device__ __forceinline__ volatile int *pair_second()
     return s;
 }
 
-template <bool kMx, bool kShared>
+template <bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                   uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
                                                   uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
 {
+    using T = Fp8Tile<kWide>;
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter, sinter = m.shared_inter;
     int *slot_bs = slot_bscale();
@@ -68,11 +85,11 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
         const int k_blocks = shared ? (g1 ? hidden : sinter) / kBlockK : (g1 ? hidden : inter) / kFp8BlockK;
         const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
         const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13 : &maps.sw2;
-        /* GEMM1: the gate rows [64 n, +64) of the expert's 2 inter rows and the up rows inter further on; GEMM2:
-         * rows [128 n, +128) of its hidden (the shared MLP's: one group, sinter for inter) */
-        const int b_row = p.job == 0 ? p.group * 2 * inter + p.n * kFp8HCols
-                          : p.job == 1 ? p.group * hidden + p.n * kFp8OutCols
-                                       : p.n * (g1 ? kFp8HCols : kFp8OutCols);
+        /* GEMM1: the gate rows [kHCols n, +kHCols) of the expert's 2 inter rows and the up rows inter further on;
+         * GEMM2: rows [kOutCols n, +kOutCols) of its hidden (the shared MLP's: one group, sinter for inter) */
+        const int b_row = p.job == 0 ? p.group * 2 * inter + p.n * T::kHCols
+                          : p.job == 1 ? p.group * hidden + p.n * T::kOutCols
+                                       : p.n * (g1 ? T::kHCols : T::kOutCols);
         const int b_up = b_row + (p.job == 0 ? inter : sinter); /* GEMM1's up half */
         const int wave_units = (int)gridDim.x - m.comm_blocks; /* lockstep: as the bf16 producer (compute.cuh) */
         if (m.lockstep && u >= wave_units)
@@ -81,7 +98,7 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
             mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
         } else if (p.job == 1) { /* every block of the row block's h quantized, both halves (see the top) */
             wait_count(row_counters(m.done, 0, a.capacity) + p.rb, 2 * (inter / (kMx ? kFp8HCols : 128)), diag, 0,
-                       p.rb);
+                       p.rb); /* fp8_block: per 128 columns, by pairs of tiles or (kWide) by each tile */
             mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
         } else if (p.job == 3) { /* every shared GEMM1 half tile of the row block stored (done3) */
             wait_count(row_counters(m.done, 2, a.capacity) + p.rb, 2 * L.ns1, diag, 3, p.rb);
@@ -93,15 +110,14 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
                 slot_unit[ring.slot] = pack_unit(p);
                 slot_bs[ring.slot] = b_row / 128;
             }
-            uint64_t *bar = producer_arm(ring, full, kSlotABytes + kTileM * kRowBytes +
-                                                         (kMx && !shared ? kMxScaleSlot : 0));
-            uint8_t *b_dst = smem_b + (size_t)ring.slot * slot_b_bytes(true);
+            uint64_t *bar = producer_arm(ring, full, kSlotABytes + T::kSlotB + (kMx && !shared ? kMxScaleSlot : 0));
+            uint8_t *b_dst = smem_b + (size_t)ring.slot * T::kSlotB;
             /* the maps' first coordinate: e4m3 bytes, or bf16 elements (a shared tile's k block of 64) */
             const int kc = kb * (shared ? kBlockK : kFp8BlockK);
             mok_tma_load_2d(smem_a + (size_t)ring.slot * kSlotABytes, ma, kc, row0, bar);
             mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
             if (g1)
-                mok_tma_load_2d(b_dst + kFp8HCols * kRowBytes, mb, kc, b_up, bar);
+                mok_tma_load_2d(b_dst + T::kHCols * kRowBytes, mb, kc, b_up, bar);
             if (kMx && !shared) /* the slot's B scales: 64-row blocks b_row / 64 on (GEMM1: its gate block j is block
                                  * 2 j of the expert's, paired with up block j; sm90_grouped_kernel.cuh) */
                 mok_tma_load_2d(smem_bs + (size_t)ring.slot * kMxScaleSlot, g1 ? &maps.bs13 : &maps.bs2, 2 * kc,
@@ -186,56 +202,111 @@ __device__ __forceinline__ void quantize_h_mx(const mok_mega_args &m, const Unit
     }
 }
 
-/* A shared-expert unit in the FP8 forward (job 2: GEMM1 + SwiGLU, 64 h columns into sh; job 3: GEMM2, 128
- * columns of sy): bf16, as the baselines and the check's reference run the shared MLP, on 128 x 128 tiles of the
- * same ring (bf16 boxes of 64 K: 16 KiB per operand) and wgmma m64n128k16 into the same 64 accumulators. */
-template <bool kSend>
+/* GEMM2's output columns from the accumulators (kSend: straight to the owners' combine rows, or sy's rows for the
+ * shared job 3; else staged and stored, counted by epilogue_store): one round of 128 columns, two in the wide tiles
+ * (the bf16 kernel's GEMM2 epilogue). */
+template <bool kSend, bool kWide>
+__device__ __forceinline__ void gemm2_epilogue(const Maps &maps, const mok_mega_args &m, const Unit &p,
+                                               const float (&acc)[Fp8Tile<kWide>::kAcc], uint8_t *stage,
+                                               uint8_t *const *comb_base, int row0, int cwg, int wq, int lane,
+                                               bool leader)
+{
+    using T = Fp8Tile<kWide>;
+    const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+    if constexpr (kSend) {
+        uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base), *db = send_row_dst(m, p.job, row0 + lb, comb_base);
+        const int c0 = p.n * T::kOutCols * 2;
+        send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+        if constexpr (kWide)
+            send_plain<4>(acc, da ? da + c0 + kStageCols * 2 : nullptr, db ? db + c0 + kStageCols * 2 : nullptr, lane);
+    } else {
+        epilogue_begin(leader, cwg);
+        stage_bf16<0, kStageCols / 8>(acc, stage, la, lb, cq);
+        epilogue_store(maps, m, p, leader, cwg, stage, p.n * T::kOutCols, !kWide);
+        if constexpr (kWide) {
+            epilogue_begin(leader, cwg);
+            stage_bf16<kStageCols / 8, kStageCols / 8>(acc, stage, la, lb, cq);
+            epilogue_store(maps, m, p, leader, cwg, stage, p.n * T::kOutCols + kStageCols, true);
+        }
+    }
+}
+
+/* A shared-expert unit in the FP8 forward (job 2: GEMM1 + SwiGLU, kHCols h columns into sh; job 3: GEMM2, kOutCols
+ * columns of sy): bf16, as the baselines and the check's reference run the shared MLP, on the instance's tiles of the
+ * same ring (bf16 boxes of 64 K) and wgmma m64nNk16 into the same accumulators. */
+template <bool kSend, bool kWide>
 __device__ __forceinline__ void shared_unit_bf16(const Maps &maps, const mok_mega_args &m, const Unit &p, int u,
                                                  RingPos &ring, uint64_t *full, uint64_t *empty,
-                                                 float (&acc)[kFp8OutCols / 2], uint8_t *smem_a, uint8_t *smem_b,
+                                                 float (&acc)[Fp8Tile<kWide>::kAcc], uint8_t *smem_a, uint8_t *smem_b,
                                                  uint8_t *stage, uint8_t *const *comb_base, int cwg, int wq, int lane,
                                                  bool leader, struct mok_sm90_diag *diag, int role)
 {
+    using T = Fp8Tile<kWide>;
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4), row0 = p.rb * kTileM + cwg * 64;
     const int k_blocks = (p.job == 2 ? m.lsa.hidden : m.shared_inter) / kBlockK;
-    float(&tile)[1][kFp8OutCols / 2] = *reinterpret_cast<float(*)[1][kFp8OutCols / 2]>(&acc[0]);
-    consume_tile<kFp8OutCols, 1, kSlotABytes, slot_b_bytes(true)>(ring, m.stages, full, empty, tile, k_blocks,
-                                                                  smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0,
-                                                                  diag, role, u);
-    if (p.job == 2) { /* gate accumulators [0, 32) with up [32, 64): 64 h columns, counted in done3 once stored */
+    float(&tile)[1][T::kAcc] = *reinterpret_cast<float(*)[1][T::kAcc]>(&acc[0]);
+    consume_tile<T::kOutCols, 1, kSlotABytes, T::kSlotB>(ring, m.stages, full, empty, tile, k_blocks, smem_a,
+                                                        cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role, u);
+    if (p.job == 2) { /* gate accumulators with the up ones: kHCols h columns, counted in done3 once stored */
         epilogue_begin(leader, cwg);
         stage_swiglu(acc, stage, la, lb, cq);
         staged_ready(1 + cwg);
         if (leader) {
-            store_staged(&maps.shc, p.n * kFp8HCols, row0, stage, 1);
+            store_staged(&maps.shc, p.n * T::kHCols, row0, stage, T::kHCols / 64);
             mok_bulk_wait(0);
             mok_fence_proxy_async_global();
             __threadfence();
             atomicAdd(row_counters(m.done, 2, m.lsa.capacity) + p.rb, 1);
         }
-    } else if (kSend) { /* into sy (rows below t_max) from the registers */
-        uint8_t *da = send_row_dst(m, 3, row0 + la, comb_base), *db = send_row_dst(m, 3, row0 + lb, comb_base);
-        const int c0 = p.n * kFp8OutCols * 2;
-        send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
-    } else { /* staged into sy (epilogue_store counts nothing for job 3) */
-        epilogue_begin(leader, cwg);
-        stage_bf16<0, kFp8OutCols / 8>(acc, stage, la, lb, cq);
-        epilogue_store(maps, m, p, leader, cwg, stage, p.n * kFp8OutCols, true);
+    } else { /* into sy (rows below t_max; epilogue_store counts nothing for job 3) */
+        gemm2_epilogue<kSend, kWide>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
     }
 }
 
-template <bool kSend, bool kMx, bool kShared>
+/* The wide tiles' h step (kWide) after a GEMM1 tile's SwiGLU staging (all 128 threads of the consumer warpgroup,
+ * after staged_ready): its 64 rows x the tile's 128 h columns, one fp8_block scale block per row, read from the
+ * staging (the bf16 values the TMA store writes to m.h) and quantized by half warps (mok_fp8::quant_block128, the
+ * separate quantize kernel's arithmetic, as quantize_h_pair) into hq and hs; then the half tile counted in done1
+ * (GEMM2 reads hq and hs only). A lane takes one 16-byte chunk of a row, 16 lanes a row (mx_expand.cuh's
+ * quantize_staged_h_mx reads the staging the same way). */
+__device__ __forceinline__ void quantize_staged_h_block(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
+                                                        int row0, int cwg, int wq, int lane, bool leader)
+{
+    const int I = m.inter, chunk = lane % 16;
+#pragma unroll 2
+    for (int i = 0; i < 8; i++) { /* warp wq's 16 rows, two per step */
+        const int r = wq * 16 + 2 * i + lane / 16;
+        const uint4 v = *reinterpret_cast<const uint4 *>(stage + (chunk >> 3) * kBoxBytes + r * kRowBytes +
+                                                         (((chunk & 7) ^ (r & 7)) << 4));
+        float s;
+        uint32_t amax_bits;
+        const uint2 q = mok_fp8::quant_block128(v, &s, &amax_bits);
+        const size_t row = (size_t)row0 + r, col = (size_t)p.n * kStageCols + chunk * 8;
+        *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
+        if (chunk == 0)
+            static_cast<float *>(m.hs)[row * (I / 128) + p.n] = s;
+    }
+    mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
+    if (leader) {
+        __threadfence();
+        atomicAdd(row_counters(m.done, 0, m.lsa.capacity) + p.rb, 1); /* done1: this half tile's h quantized */
+    }
+}
+
+template <bool kSend, bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
                                                   uint8_t *const *comb_base, int cwg, int wq, int lane, bool leader,
                                                   struct mok_sm90_diag *diag, int role)
 {
+    using T = Fp8Tile<kWide>;
+    static_assert(!(kWide && kMx), "the wide tiles are fp8_block's");
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;
     const int *slot_bs = slot_bscale();
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
-    float acc[kFp8OutCols / 2]; /* 64 rows x 128 columns per warpgroup */
+    float acc[T::kAcc]; /* 64 rows x kOutCols columns per warpgroup */
     NoPump pump;
     RingPos ring = {0, 0};
     for (;;) {
@@ -246,8 +317,8 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             break;
         const Unit p = unpack_unit(u);
         if (kShared && p.job >= 2) {
-            shared_unit_bf16<kSend>(maps, m, p, u, ring, full, empty, acc, smem_a, smem_b, stage, comb_base, cwg, wq,
-                                    lane, leader, diag, role);
+            shared_unit_bf16<kSend, kWide>(maps, m, p, u, ring, full, empty, acc, smem_a, smem_b, stage, comb_base,
+                                           cwg, wq, lane, leader, diag, role);
             continue;
         }
         const bool g1 = p.job == 0;
@@ -255,8 +326,8 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
         const int row0 = p.rb * kTileM + cwg * 64;
         if (a.entry[row0] < 0) { /* an all-padding half (compute.cuh says why it is skipped) */
             skip_tile(ring, stages, full, empty, kb128, lane, diag, role, u);
-            /* done1: a pair's one count (kMx: every tile's), or done2 */
-            if (leader && (g1 ? kMx || p.n % 2 == 1 : !kSend))
+            /* done1: a pair's one count (kMx, kWide: every tile's), or done2 */
+            if (leader && (g1 ? kMx || kWide || p.n % 2 == 1 : !kSend))
                 atomicAdd(row_counters(m.done, p.job, a.capacity) + p.rb, 1);
             continue;
         }
@@ -278,29 +349,26 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             const float *sa = (g1 ? reinterpret_cast<const float *>(m.xq + hidden) : static_cast<const float *>(m.hs)) +
                               (size_t)(row0 + la) * a_stride;
             const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
-            const int sb_hi = g1 ? inter / 128 * kb128 : 0;
-            consume_tile_fp8_block<kFp8OutCols, kFp8OutCols / 64, NoPump, true>(
-                ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b,
-                slot_b_bytes(true), 1, lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+            /* the second column half's block: the up block inter / 128 block rows on, or (kWide GEMM2) the next */
+            const int sb_hi = g1 ? inter / 128 * kb128 : kWide ? kb128 : 0;
+            consume_tile_fp8_block<T::kOutCols, T::kOutCols / 64, NoPump, true>(
+                ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, T::kSlotB, 1,
+                lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
         }
-        if (g1) { /* 64 h columns: gate accumulators [0, 32) with up [32, 64), one staged box */
+        if (g1) { /* kHCols h columns: the gate accumulators with the up ones, one or two staged boxes */
             epilogue_begin(leader, cwg);
             stage_swiglu(acc, stage, la, lb, cq);
             staged_ready(1 + cwg);
             if (leader)
-                store_staged(&maps.hc, p.n * kFp8HCols, row0, stage, 1);
+                store_staged(&maps.hc, p.n * T::kHCols, row0, stage, T::kHCols / 64);
             if constexpr (kMx)
                 quantize_h_mx(m, p, row0, cwg, wq, lane, leader);
+            else if constexpr (kWide)
+                quantize_staged_h_block(m, p, stage, row0, cwg, wq, lane, leader);
             else
                 quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
-        } else if (kSend) { /* the 128 columns straight to the owners' combine rows */
-            uint8_t *da = send_row_dst(m, 1, row0 + la, comb_base), *db = send_row_dst(m, 1, row0 + lb, comb_base);
-            const int c0 = p.n * kFp8OutCols * 2;
-            send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
-        } else {
-            epilogue_begin(leader, cwg);
-            stage_bf16<0, kFp8OutCols / 8>(acc, stage, la, lb, cq);
-            epilogue_store(maps, m, p, leader, cwg, stage, p.n * kFp8OutCols, true);
+        } else { /* the output columns to the owners' combine rows, or staged into out */
+            gemm2_epilogue<kSend, kWide>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
         }
     }
 }

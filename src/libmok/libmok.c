@@ -120,6 +120,10 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->mx_scheme < 0 || d->mx_scheme > 1 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
         return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or 1 (expand to bf16 in "
                    "shared memory) with dtype MOK_LAYER_MXFP8", d->mx_scheme);
+    if ((d->fp8_tile_n != 0 && d->fp8_tile_n != 128 && d->fp8_tile_n != 256) ||
+        (d->fp8_tile_n == 256 && d->dtype != MOK_LAYER_FP8_BLOCK))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_tile_n = %d: 0 or 128, or 256 with dtype MOK_LAYER_FP8_BLOCK",
+                   d->fp8_tile_n);
     if (d->land_stages && (d->land_stages < 2 || d->land_stages > 4 || d->mx_scheme != 1))
         return say(err, err_len, MOK_ERR_ARGUMENT, "land_stages = %d: 0 (as deep as fits), or 2..4 with mx_scheme 1",
                    d->land_stages);
@@ -168,7 +172,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .own_first = d->own_first, .split_half = d->split_half,
                                  .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
                                  .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail,
-                                 .land_stages = d->land_stages};
+                                 .land_stages = d->land_stages, .fp8_tile_n = d->fp8_tile_n};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
