@@ -93,13 +93,13 @@ struct mok_mega_args {
     int swap_tail;           /* 1: an expert's last row block of at most 112 real rows runs with the weights as wgmma's
                                 M and its tokens as N of 32, 64, 96 or 112 (kernels/megakernel/swap_tail.cuh); bf16
                                 forward without gu or split_half */
-    int fp8_tile_n;          /* fp8 1 (fp8_block): 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
-                                (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
     int land_stages;         /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 (0: as many as fit beside two bf16
                                 stages, or beside `stages`; the launcher resolves it) */
     int mx_scheme;           /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 with both scales (128 x 128
                                 tiles, fp8_compute.cuh); 1 expands the e4m3 operands to bf16 in shared memory and runs
                                 the bf16 tiles and consumers (kernels/megakernel/mx_expand.cuh) */
+    int fp8_tile_n;          /* fp8 1 (fp8_block): 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
+                                (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots

@@ -189,8 +189,9 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
  * joiner: a comm block that has done its part of the dispatch and is not one of the combine's (m.combine_blocks):
  * from then on it is one more compute block (it scatters no landed rows: the first compute blocks do that).
  * kFp8: an FP8 forward (mok_mega_args.fp8; kMx: mxfp8, else fp8_block; kFp8Shared: with the shared experts' bf16
- * tiles): the same prologue and unit list over 128 x 128 tiles, the producer and consumer loops of fp8_compute.cuh
- * (declared here, defined there: forward.cu includes it last). */
+ * tiles; kWide: fp8_block on 128 x 256 tiles): the same prologue and unit list over 128 x 128 tiles (kWide: 128 x
+ * 256), the producer and consumer loops of fp8_compute.cuh (declared here, defined there: forward.cu includes it
+ * last). */
 template <bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_mega_args &m,
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,

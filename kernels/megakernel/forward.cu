@@ -123,11 +123,12 @@ template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
                                  : megakernel_fwd_kernel<false, false, false, true, true, false, true>;
     }
     if (!kMx && m->fp8_tile_n == 256) { /* fp8_block on the bf16 kernel's tiles (fp8_compute.cuh Fp8Tile) */
+        constexpr bool f = false, t = true;
         if (m->shared_inter)
-            return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, false, true, false, false, true>
-                                     : megakernel_fwd_kernel<false, false, false, true, false, true, false, false, true>;
-        return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, false, false, false, false, true>
-                                 : megakernel_fwd_kernel<false, false, false, true, false, false, false, false, true>;
+            return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, f, t, f, f, t>
+                                     : megakernel_fwd_kernel<f, f, f, t, f, t, f, f, t>;
+        return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, f, f, f, f, t>
+                                 : megakernel_fwd_kernel<f, f, f, t, f, f, f, f, t>;
     }
     if (m->shared_inter)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, kMx, true>
@@ -273,9 +274,10 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "own_first local experts are copied before the push lands and their GEMM1 tiles go first)",
                    m->own_first);
     static_assert(MOK_OWN_FIRST_MAX == 65536, "the message above names the limit");
-    if (a.hidden / kTileN > 255 || m->inter / (kTileN / 2) > 255 || a.capacity / kTileM >= (1 << 21))
-        return say(why, why_len, "hidden %lld, intermediate or capacity too large for the unit packing (at most 255 "
-                   "column tiles of each GEMM and 2^21 row blocks)", a.hidden);
+    if (a.hidden / kTileN > 255 || m->inter / (kTileN / 2) > 255 || m->shared_inter / (kTileN / 2) > 255 ||
+        a.capacity / kTileM >= (1 << 21))
+        return say(why, why_len, "hidden %lld, intermediate, shared intermediate or capacity too large for the unit "
+                   "packing (at most 255 column tiles of each GEMM and 2^21 row blocks)", a.hidden);
     if (m->lockstep < 0 || m->lockstep > 1)
         return say(why, why_len, "lockstep %lld: 0 or 1 (a unit starts once the previous wave's units have)",
                    m->lockstep);
@@ -324,9 +326,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     const size_t limit = dynamic_limit(m, optin);
     const Ring ring = resolve_ring(m, limit);
     if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land, wide(m)) > limit)
-        return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16 and mxfp8's scheme (b), 32 in "
-                   "fp8_block, 32.5 in mxfp8) + 32 KiB staging (+ 24.5 KiB per landing stage in scheme (b)) do not "
-                   "fit", ring.stages);
+        return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16, mxfp8's scheme (b) and "
+                   "fp8_block's 128 x 256 tiles, 32 in fp8_block's 128 x 128, 32.5 in mxfp8) + 32 KiB staging (+ 24.5 "
+                   "KiB per landing stage in scheme (b)) do not fit", ring.stages);
     if (why && why_len > 0)
         snprintf(why, (size_t)why_len, "ok");
     return 1;

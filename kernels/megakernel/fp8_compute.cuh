@@ -204,8 +204,8 @@ __device__ __forceinline__ void quantize_h_mx(const mok_mega_args &m, const Unit
 
 /* GEMM2's output columns from the accumulators (kSend: straight to the owners' combine rows, or sy's rows for the
  * shared job 3; else staged and stored, counted by epilogue_store): one round of 128 columns, two in the wide tiles
- * (the bf16 kernel's GEMM2 epilogue). */
-template <bool kSend, bool kWide>
+ * (the bf16 kernel's GEMM2 epilogue). kJob: p.job (1 or 3) as a constant, so send_row_dst's test of it folds. */
+template <bool kSend, bool kWide, int kJob>
 __device__ __forceinline__ void gemm2_epilogue(const Maps &maps, const mok_mega_args &m, const Unit &p,
                                                const float (&acc)[Fp8Tile<kWide>::kAcc], uint8_t *stage,
                                                uint8_t *const *comb_base, int row0, int cwg, int wq, int lane,
@@ -214,7 +214,7 @@ __device__ __forceinline__ void gemm2_epilogue(const Maps &maps, const mok_mega_
     using T = Fp8Tile<kWide>;
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
     if constexpr (kSend) {
-        uint8_t *da = send_row_dst(m, p.job, row0 + la, comb_base), *db = send_row_dst(m, p.job, row0 + lb, comb_base);
+        uint8_t *da = send_row_dst(m, kJob, row0 + la, comb_base), *db = send_row_dst(m, kJob, row0 + lb, comb_base);
         const int c0 = p.n * T::kOutCols * 2;
         send_plain<3>(acc, da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
         if constexpr (kWide)
@@ -259,7 +259,7 @@ __device__ __forceinline__ void shared_unit_bf16(const Maps &maps, const mok_meg
             atomicAdd(row_counters(m.done, 2, m.lsa.capacity) + p.rb, 1);
         }
     } else { /* into sy (rows below t_max; epilogue_store counts nothing for job 3) */
-        gemm2_epilogue<kSend, kWide>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
+        gemm2_epilogue<kSend, kWide, 3>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
     }
 }
 
@@ -368,7 +368,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             else
                 quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
         } else { /* the output columns to the owners' combine rows, or staged into out */
-            gemm2_epilogue<kSend, kWide>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
+            gemm2_epilogue<kSend, kWide, 1>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
         }
     }
 }

@@ -47,8 +47,9 @@ __host__ __device__ size_t counters(int capacity, int t_max, int shared_inter)
     return 2 + 2 * (size_t)(capacity / kTileM) + (shared_inter ? (size_t)t_max / kTileM + 1 : 0);
 }
 
-/* fp8 (mok_mega_args.fp8): the tiles are 128 x 128, whose 64 accumulators plus one 64-column product fit the
- * 384-thread layout's registers (128 x 256 ones spill there: results/h200x1/2026-12-04-fp8-tiles). A GEMM1 tile
+/* fp8 (mok_mega_args.fp8): the tiles are 128 x 128 (128 x 256 ones spilled in the 384-thread layout until the
+ * timeouts stopped trapping, results/h200x1/2026-12-04-fp8-tiles; fp8_block's fp8_tile_n 256 now runs them:
+ * fp8_compute.cuh Fp8Tile). A GEMM1 tile
  * is 64 gate + 64 up columns, so 64 h columns; a GEMM2 tile 128 output columns. h's scales cover 128 columns, two
  * GEMM1 tiles: after done[] come their pair counters, [row block][consumer warpgroup][inter / 128], each counting
  * the two tiles' 64-row halves (fp8_compute.cuh: the second to finish quantizes the pair's 64 x 128 block). */
