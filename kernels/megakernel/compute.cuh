@@ -211,8 +211,9 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
                                                      uint8_t *smem_a, uint8_t *smem_b, uint8_t *land,
                                                      uint64_t *land_full, uint64_t *full, uint64_t *empty,
                                                      int *slot_unit, struct mok_sm90_diag *diag);
-__device__ __forceinline__ void quantize_staged_h_mx(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
-                                                     int row0, int cwg, int wq, int lane, bool leader);
+template <bool kMx>
+__device__ __forceinline__ void quantize_staged_h(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
+                                                  int row0, int cwg, int wq, int lane, bool leader);
 /* kSwap: swap_tail (mok_mega_args.swap_tail): an expert's last row block of at most kSwapMaxRows real rows with the
  * tokens as wgmma's N (swap_tail.cuh, also included last). */
 __device__ __forceinline__ int *slot_rows();
@@ -503,7 +504,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 staged_ready(1 + cwg);
                 if (leader)
                     store_staged(&maps.hc, p.n * kStageCols, row0, stage, kStageCols / 64);
-                quantize_staged_h_mx(m, p, stage, row0, cwg, wq, lane, leader);
+                quantize_staged_h<true>(m, p, stage, row0, cwg, wq, lane, leader);
             } else {
                 epilogue_store(maps, m, p, leader, cwg, stage, p.n * kStageCols, true);
             }

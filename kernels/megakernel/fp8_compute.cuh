@@ -5,7 +5,7 @@
  * rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit. fp8_block's
  * kWide instances (fp8_tile_n 256, Fp8Tile below) run the bf16 kernel's 128 x 256 tiles and 32 KiB B slots instead:
  * GEMM1 128 gate + 128 up columns, four 64-column products per k block, h quantized per tile from its staging
- * (quantize_staged_h_block, no pairs), GEMM2 256 columns in two epilogue rounds; what follows says 64 / 128 columns
+ * (quantize_staged_h, no pairs), GEMM2 256 columns in two epilogue rounds; what follows says 64 / 128 columns
  * for the 128 x 128 tiles.
  *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching
  *     up rows of the expert's w13 (two 64-row boxes); the core's fp8_block policy (consume_tile_fp8_block, two
@@ -37,7 +37,7 @@ namespace {
 
 /* An FP8 instance's tile geometry: 128 x 128 (GEMM1 64 h columns, GEMM2 128 output columns; B slots of 16 KiB), or
  * with kWide (fp8_block with fp8_tile_n 256) the bf16 kernel's 128 x 256 (GEMM1 128 gate + 128 up columns, GEMM2 256;
- * B slots of 32 KiB), whose GEMM1 tile holds a whole 128-column scale block of h: no pairs (quantize_staged_h_block).
+ * B slots of 32 KiB), whose GEMM1 tile holds a whole 128-column scale block of h: no pairs (quantize_staged_h).
  * The wide tiles became possible once the wait timeouts stopped trapping (sm90_ptx.cuh mok_sm90_abort): with the
  * trap, 128 accumulators and a product spilled in the 384-thread layout. */
 template <bool kWide> struct Fp8Tile {
@@ -263,14 +263,18 @@ __device__ __forceinline__ void shared_unit_bf16(const Maps &maps, const mok_meg
     }
 }
 
-/* The wide tiles' h step (kWide) after a GEMM1 tile's SwiGLU staging (all 128 threads of the consumer warpgroup,
- * after staged_ready): its 64 rows x the tile's 128 h columns, one fp8_block scale block per row, read from the
- * staging (the bf16 values the TMA store writes to m.h) and quantized by half warps (mok_fp8::quant_block128, the
- * separate quantize kernel's arithmetic, as quantize_h_pair) into hq and hs; then the half tile counted in done1
- * (GEMM2 reads hq and hs only). A lane takes one 16-byte chunk of a row, 16 lanes a row (mx_expand.cuh's
- * quantize_staged_h_mx reads the staging the same way). */
-__device__ __forceinline__ void quantize_staged_h_block(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
-                                                        int row0, int cwg, int wq, int lane, bool leader)
+/* GEMM1's h step on the bf16 kernel's 128 x 256 tiles (fp8_block's kWide, mxfp8's scheme (b): mx_expand.cuh), after
+ * the SwiGLU staging (all 128 threads of the consumer warpgroup, after staged_ready): the warpgroup's 64 rows x the
+ * tile's 128 h columns, read from the staging (the bf16 values the TMA store writes to m.h: no L2 read-back),
+ * quantized into hq and hs by the separate quantize kernels' arithmetic (so the check's reference, quantizing the
+ * exported h, gets the same bytes): fp8_block one block per row by half warps (mok_fp8::quant_block128, fp32 scales
+ * [row][I / 128]), or (kMx) per 32 columns by quads (quant_block32, e8m0 scales [row][I / 32]); then the half tile
+ * counted in done1 (GEMM2 reads hq and hs only). A lane takes one 16-byte chunk (8 columns) of a row, 16 lanes a
+ * row: a step reads two rows of the two 64-column boxes (stage_word's swizzle) and writes 128 contiguous bytes of hq
+ * per row. */
+template <bool kMx>
+__device__ __forceinline__ void quantize_staged_h(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
+                                                  int row0, int cwg, int wq, int lane, bool leader)
 {
     const int I = m.inter, chunk = lane % 16;
 #pragma unroll 2
@@ -278,13 +282,21 @@ __device__ __forceinline__ void quantize_staged_h_block(const mok_mega_args &m, 
         const int r = wq * 16 + 2 * i + lane / 16;
         const uint4 v = *reinterpret_cast<const uint4 *>(stage + (chunk >> 3) * kBoxBytes + r * kRowBytes +
                                                          (((chunk & 7) ^ (r & 7)) << 4));
-        float s;
-        uint32_t amax_bits;
-        const uint2 q = mok_fp8::quant_block128(v, &s, &amax_bits);
         const size_t row = (size_t)row0 + r, col = (size_t)p.n * kStageCols + chunk * 8;
+        uint2 q;
+        if constexpr (kMx) {
+            uint8_t e;
+            q = mok_fp8::quant_block32(v, &e);
+            if (lane % 4 == 0)
+                static_cast<uint8_t *>(m.hs)[row * (I / 32) + col / 32] = e;
+        } else {
+            float s;
+            uint32_t amax_bits;
+            q = mok_fp8::quant_block128(v, &s, &amax_bits);
+            if (chunk == 0)
+                static_cast<float *>(m.hs)[row * (I / 128) + p.n] = s;
+        }
         *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
-        if (chunk == 0)
-            static_cast<float *>(m.hs)[row * (I / 128) + p.n] = s;
     }
     mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
     if (leader) {
@@ -364,7 +376,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             if constexpr (kMx)
                 quantize_h_mx(m, p, row0, cwg, wq, lane, leader);
             else if constexpr (kWide)
-                quantize_staged_h_block(m, p, stage, row0, cwg, wq, lane, leader);
+                quantize_staged_h<false>(m, p, stage, row0, cwg, wq, lane, leader);
             else
                 quantize_h_pair(m, p, row0, cwg, wq, lane, leader);
         } else { /* the output columns to the owners' combine rows, or staged into out */

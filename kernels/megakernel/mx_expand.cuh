@@ -22,9 +22,9 @@
  *             ring as empty stages (kind kLandDirect, a plain arrive) so that every thread walks the same slot
  *             sequence; in the step thread 0 loads the bf16 A and B boxes straight into the slot by TMA (its
  *             arrive.expect_tx), the other 127 threads arrive.
- * Consumers: the bf16 kernel's (compute.cuh); GEMM1's epilogue quantizes the staged h (quantize_staged_h_mx) for
- * GEMM2's A and counts the half tile in done1 once hq and hs are written (GEMM2 reads only those; h's TMA store
- * still goes to m.h for the check's export).
+ * Consumers: the bf16 kernel's (compute.cuh); GEMM1's epilogue quantizes the staged h (fp8_compute.cuh
+ * quantize_staged_h<true>) for GEMM2's A and counts the half tile in done1 once hq and hs are written (GEMM2 reads
+ * only those; h's TMA store still goes to m.h for the check's export).
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh);
  * its names live in that file's anonymous namespace. */
 #pragma once
@@ -238,34 +238,6 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
     mok_mbar_arrive(&full[ring.slot]);
 }
 
-/* GEMM1's h step in the expand instances, after the SwiGLU staging (all 128 threads of the consumer warpgroup, after
- * staged_ready): the warpgroup's 64 rows x the tile's 128 h columns, read from the staging (the bf16 values the TMA
- * store writes to m.h), quantized per 32 columns by quads (mok_fp8::quant_block32, the separate mxfp8 kernel's
- * arithmetic, so the check's reference quantizing the exported h gets the same bytes) into hq and hs; then the half
- * tile counted in done1. A lane takes one 16-byte chunk (8 columns) of a row, 16 lanes a row: a step reads two rows
- * of the two 64-column boxes (stage_word's swizzle) and writes 128 contiguous bytes of hq per row. */
-__device__ __forceinline__ void quantize_staged_h_mx(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
-                                                     int row0, int cwg, int wq, int lane, bool leader)
-{
-    const int I = m.inter, chunk = lane % 16;
-#pragma unroll 2
-    for (int i = 0; i < 8; i++) { /* warp wq's 16 rows, two per step */
-        const int r = wq * 16 + 2 * i + lane / 16;
-        const uint4 v = *reinterpret_cast<const uint4 *>(stage + (chunk >> 3) * kBoxBytes + r * kRowBytes +
-                                                         (((chunk & 7) ^ (r & 7)) << 4));
-        uint8_t e;
-        const uint2 q = mok_fp8::quant_block32(v, &e);
-        const size_t row = (size_t)row0 + r, col = (size_t)p.n * kStageCols + chunk * 8;
-        *reinterpret_cast<uint2 *>(m.hq + row * I + col) = q;
-        if (lane % 4 == 0)
-            static_cast<uint8_t *>(m.hs)[row * (I / 32) + col / 32] = e;
-    }
-    mok_named_barrier(1 + cwg, 128); /* every lane's stores, then the leader's fence orders them before its count */
-    if (leader) {
-        __threadfence();
-        atomicAdd(row_counters(m.done, 0, m.lsa.capacity) + p.rb, 1); /* done1: this half tile's h quantized */
-    }
-}
 #endif
 
 } // namespace
