@@ -324,7 +324,9 @@ static void train_note(const struct mega_state *s, char *note, size_t len)
 
 static const char *fp8_note(const struct mega_state *s)
 {
-    return s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
+    return s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_tile_n == 256
+               ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue from its staging, 128 x 256 tiles"
+           : s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
                                                   "128 x 128 tiles"
            : s->desc.dtype == MOK_LAYER_MXFP8 && s->desc.mx_scheme
                ? ", mxfp8: rows quantized in the push, h in GEMM1's epilogue, e4m3 expanded to bf16 in shared memory, "
