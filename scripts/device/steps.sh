@@ -10,6 +10,12 @@ mok_step() {
       for b in "$DEV"/bin/*; do echo "$b:"; ldd "$b" | grep -E "not found|nccl|cjson|mpi|cublas|cudart"; done
       ! ldd "$DEV"/bin/* 2> /dev/null | grep -q "not found";;
     probe) $MPIRUN -np "$NP" "$BIN" --probe;; # the GPUs, links and what each implementation supports there
+    checkcfg) rc=0; for c in $CHECK_CONFIGS; do # CHECK_CONFIGS="a.json ...": each through gpu_impls.sh (checked)
+        sh tests/gpu_impls.sh "$BIN" . "$R/check-$(basename "$c" .json)" "$c"; r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
+      done; [ $rc = 0 ];;
+    runcfg) rc=0; for c in $RUN_CONFIGS; do # RUN_CONFIGS="a.json ...": each timed on one rank with --probe
+        $MPIRUN -np 1 "$BIN" --probe -o "$R" "$c"; r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
+      done; [ $rc = 0 ];;
     symmem) sh tests/gpu_run.sh "$DEV/bin/test_gpu_symmem";;
     small) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-small";; # every implementation on small ragged problems, checked
     lsatest) sh tests/gpu_run.sh "$DEV/bin/test_gpu_lsa"; echo "rc=$?"
