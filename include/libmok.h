@@ -108,8 +108,8 @@ struct mok_layer_desc {
                                  yet run on a GPU */
     int land_stages;          /* mx_scheme 1: the e4m3 landing ring's depth, 2..4 k blocks loaded ahead of the
                                  expansion (0: as many as fit beside two bf16 slots, or beside `stages`) */
-    int fp8_tile_n;           /* MOK_LAYER_FP8_BLOCK: 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
-                                 tiles (one h scale block per GEMM1 tile). Not yet run on a GPU */
+    int fp8_tile_n;           /* MOK_LAYER_FP8_BLOCK: 256 (or 0), the bf16 kernel's 128 x 256 tiles (one h scale
+                                 block per GEMM1 tile); 128, 128 x 128 tiles */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -350,7 +350,7 @@ int main(int argc, char **argv)
     cudaStreamCreate(&t->st);
     make_test(t);
     int failures = 0;
-    const struct variant variants[] = {{4, 1, 0, 1, 0, 0},   {2, 0, 0, 0, 0, 0},   {2, 0, 1, 1, 0, 0},
+    const struct variant variants[] = {{4, 1, 0, 1, 0, 128}, {2, 0, 0, 0, 0, 128}, {2, 0, 1, 1, 0, 128},
                                        {3, 1, 0, 0, 0, 0},   {4, 1, 0, 1, 1, 0},   {2, 0, 0, 0, 1, 0},
                                        {2, 0, 1, 1, 1, 0},   {4, 1, 0, 1, 0, 256}, {2, 0, 0, 0, 0, 256},
                                        {2, 0, 1, 1, 0, 256}};

@@ -8,15 +8,17 @@
 
 int mok_fp8_wire_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 16; }
 
-/* 128 x 128 tiles (the 128 x 256 lean layout is not measured yet), products of 64 columns (1-4% faster than 128 for
- * fp8_block at these shapes: results/h200x1/2026-12-02-fp8-gemm; mxfp8's policy takes the same), the deepest ring,
- * the bf16 configuration's CTAs. mxfp8's scheme (b) (mx_scheme 1): 128 x 256 tiles, where the expansion's integer
- * work per k block is estimated to stay under the bf16 wgmma's (kernels/gemm/sm90_mx_expand.cuh; not measured). */
-struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int mx_scheme)
+/* fp8_block: 128 x 256 tiles in the 384-thread layout with products of 128 columns, mok-gemm's fastest at the
+ * DeepSeek-V3 and Qwen3-235B expert shapes (1.44-1.51x its bf16 GEMMs; results/h200x1/2026-12-05-fp8-wide-swap-ab).
+ * mxfp8: scheme (a) on 128 x 128 tiles with products of 64 columns (results/h200x1/2026-12-02-fp8-gemm), or scheme
+ * (b) (mx_scheme 1) on 128 x 256 tiles (1.13-1.16x faster in the layer, same folder). The deepest ring, the bf16
+ * configuration's CTAs. */
+struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int dtype, int mx_scheme)
 {
-    return (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = mx_scheme ? 256 : 128, .stages = 0,
-                                         .sms = bf16->sms, .cluster_m = 1, .lockstep = 0, .raster = 0,
-                                         .fp8_n = mx_scheme ? 128 : 64, .mx_scheme = mx_scheme};
+    const bool wide = dtype == MOK_DTYPE_FP8_BLOCK || mx_scheme;
+    return (struct mok_gemm_sm90_config){.tile_m = 128, .tile_n = wide ? 256 : 128, .stages = 0, .sms = bf16->sms,
+                                         .cluster_m = 1, .lockstep = 0, .raster = 0,
+                                         .fp8_n = wide ? 128 : 64, .mx_scheme = mx_scheme};
 }
 
 /* The status flag is the problem's: the inputs are finite by construction and checked where the problem's own

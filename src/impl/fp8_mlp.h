@@ -16,9 +16,9 @@
 /* Bytes of a wire row for this hidden size (either format): hidden e4m3 bytes + hidden / 32 bytes of scales,
  * padded to 16. */
 int mok_fp8_wire_bytes(int hidden);
-/* The FP8 GEMMs' configuration on a bf16 configuration's CTAs: 128 x 128 tiles, fp8_n 64, the deepest ring; mxfp8
- * with mx_scheme 1 (0 for fp8_block): expanded to bf16 on 128 x 256 tiles. */
-struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int mx_scheme);
+/* The FP8 GEMMs' configuration on a bf16 configuration's CTAs, for dtype (enum mok_dtype): fp8_block 128 x 256
+ * tiles, fp8_n 128; mxfp8 128 x 128, fp8_n 64, or with mx_scheme 1 expanded to bf16 on 128 x 256; the deepest ring. */
+struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int dtype, int mx_scheme);
 /* bf16 rows [rows][k] into e4m3 q and the problem's format's scales (k / 32 bytes per row in both formats), with
  * the problem's quantizer flag; rows_dev (NULL: all rows) bounds them on the device (mok_quant_*_upto). */
 int mok_fp8_quant_rows(const struct mok_problem *p, const uint16_t *x, int rows, const int32_t *rows_dev, int k,

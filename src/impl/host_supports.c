@@ -322,10 +322,11 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     const struct mok_model *m = &spec->model;
     if (!mx_scheme_own(spec, p.mx_scheme, p.land_stages, why, why_len))
         return 0;
+    /* fp8_tile_n applies to fp8_block's forward; elsewhere only its default (256) is one candidate */
     if ((p.fp8_tile_n != 128 && p.fp8_tile_n != 256) ||
-        (p.fp8_tile_n == 256 && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass))))
-        return no(why, why_len, "fp8_tile_n %d: 128, or 256 with dtype fp8_block's forward (this problem: %s %s)",
-                  p.fp8_tile_n, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+        (p.fp8_tile_n == 128 && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass))))
+        return no(why, why_len, "fp8_tile_n %d applies to dtype fp8_block's forward, 128 or 256 (this problem: %s %s; "
+                  "leave it at 256)", p.fp8_tile_n, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);

@@ -49,7 +49,7 @@ size_t lsa_fp8_window_bytes(const struct mok_problem *p, int t_max)
 int lsa_fp8_supports(const struct mok_problem *p, int mx_scheme, char *why, int why_len)
 {
     const struct mok_gemm_sm90_config every_sm = {0};
-    struct mok_gemm_sm90_config cfg = mok_fp8_mok_config(&every_sm, mx_scheme);
+    struct mok_gemm_sm90_config cfg = mok_fp8_mok_config(&every_sm, (int)p->spec.dtype, mx_scheme);
     return mok_fp8_mok_supports(p, &cfg, why, why_len);
 }
 
@@ -67,7 +67,7 @@ int lsa_fp8_setup(struct lsa_state *s, char *err, int err_len)
     if ((size_t)f->wire_bytes > H * 2) /* the window's x slots and the expert slots hold bf16 rows */
         FAIL("%s: a wire row of %d bytes exceeds a bf16 row of hidden %d", mok_dtype_name(p->spec.dtype),
              f->wire_bytes, p->hidden);
-    f->cfg = mok_fp8_mok_config(&s->gemm_cfg, s->mx_scheme);
+    f->cfg = mok_fp8_mok_config(&s->gemm_cfg, (int)p->spec.dtype, s->mx_scheme);
     /* scales: k / 32 bytes per row in either format */
     void **bufs[] = {(void **)&f->xq, &f->xs, (void **)&f->aq, &f->as, (void **)&f->hq, &f->hs};
     const size_t bytes[] = {T * H, T * (H / 32), cap * H, cap * (H / 32), cap * I, cap * (I / 32)};

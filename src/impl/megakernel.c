@@ -52,7 +52,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
                                    .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms, .mx_scheme = m.mx_scheme,
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,
-                                   .fp8_tile_n = m.fp8_tile_n,
+                                   .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
                                             : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
                                                                                  : MOK_LAYER_BF16};

@@ -261,7 +261,7 @@ int mok_nccl_mok_gemm_supports(const struct mok_problem *p, const struct mok_clu
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cl->device);
     struct mok_gemm_sm90_config c = mok_gemm_baseline_config(p, reserve_sms > 0 ? sms - reserve_sms : 0);
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK || p->spec.dtype == MOK_DTYPE_MXFP8) { /* nccl_fp8.c's GEMMs */
-        c = mok_fp8_mok_config(&c, mx_scheme);
+        c = mok_fp8_mok_config(&c, (int)p->spec.dtype, mx_scheme);
         return mok_fp8_mok_supports(p, &c, why, why_len);
     }
     /* alignment only: the pointers are the stage's rows, 16-byte aligned as hidden and intermediate are */

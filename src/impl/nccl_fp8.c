@@ -58,7 +58,7 @@ int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     MOK_CHECK(cuda, cudaMalloc((void **)&f->hq, cap * I + 16), return -1);
     MOK_CHECK(cuda, cudaMalloc(&f->hs, cap * (I / 32) + 16), return -1);
     if (s->mok_gemm) {
-        s->mok_cfg = mok_fp8_mok_config(&s->mok_cfg, s->mx_scheme);
+        s->mok_cfg = mok_fp8_mok_config(&s->mok_cfg, (int)p->spec.dtype, s->mx_scheme);
         return 0;
     }
     if (f->mx)
