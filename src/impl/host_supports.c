@@ -274,9 +274,9 @@ static int lsa_layer_fp8(const struct mok_problem_spec *s, const struct mok_para
         return no(why, why_len, "%s: overlap=none only (GEMM1 reads e4m3 rows unpacked from the slots once the whole "
                   "dispatch is in, so it cannot run beside it)", d);
     if (lp->tile_n != 128 || lp->stages != 0)
-        return no(why, why_len, "%s: the GEMMs run nccl gemm=mok's FP8 configuration (128 x 128 tiles, fp8_n 64, or "
-                  "mxfp8's mx_scheme 1 on 128 x 256, the deepest ring): tile_n 128 and stages 0 (has tile_n %d, "
-                  "stages %d)", d, lp->tile_n, lp->stages);
+        return no(why, why_len, "%s: the GEMMs run nccl gemm=mok's FP8 configuration (src/impl/fp8_mlp.c: its own "
+                  "tiles and the deepest ring): leave tile_n at 128 and stages at 0 (has tile_n %d, stages %d)", d,
+                  lp->tile_n, lp->stages);
     if (s->model.hidden % 128 || s->model.intermediate % 128)
         return no(why, why_len, "%s: hidden %d and intermediate %d must be multiples of 128", d, s->model.hidden,
                   s->model.intermediate);
