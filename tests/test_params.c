@@ -64,8 +64,8 @@ static void lsa_fp8_checks(struct mok_problem_spec *s, int *v, char *why)
         const char *why;
     } no[] = {{1, 0, 128, 0, "kernel=sm90"},
               {0, 1, 128, 0, "overlap=none only"},
-              {0, 0, 256, 0, "tile_n 128 and stages 0"},
-              {0, 0, 128, 3, "tile_n 128 and stages 0"}};
+              {0, 0, 256, 0, "tile_n at 128 and stages at 0"},
+              {0, 0, 128, 3, "tile_n at 128 and stages at 0"}};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         struct mok_params_lsa_layer q = lp;
         q.kernel = no[i].kernel, q.overlap = no[i].overlap, q.tile_n = no[i].tile_n, q.stages = no[i].stages;
