@@ -576,10 +576,12 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
 
 #endif
 
-/* Host side, defined in sm90_grouped.cu: the process's failure record (mapped host memory, printed at exit; NULL while
- * a stream is being captured and none exists yet), and the 128B-swizzled tensor map of a row-major bf16 matrix
- * [rows][k] read or written in boxes of box_rows x 64. */
+/* Host side, defined in sm90_diag.cu: the process's failure record (mapped host memory, printed at exit; NULL while
+ * a stream is being captured and none exists yet), and its message on stderr if a kernel filled it (then cleared). */
 struct mok_sm90_diag *diag_record(cudaStream_t s);
+void diag_print();
+/* Host side, defined in sm90_grouped.cu: the 128B-swizzled tensor map of a row-major bf16 matrix [rows][k] read or
+ * written in boxes of box_rows x 64. */
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
 /* The same over e4m3 bytes [rows][k]: boxes of box_rows x 128 bytes (128 K), the fp8 policies' operands; rows
  * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). land:

@@ -442,62 +442,9 @@ bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, ui
     return true;
 }
 
-/* The failure record (mok_sm90_fail): mapped, pinned host memory, one per process, allocated on the first
- * launch that is not being captured into a graph (an allocation during a global-mode capture would invalidate
- * it). Printed at exit, and by the next launch if there is one: the fault leaves the context unusable, but host
- * memory stays readable. */
-struct mok_sm90_diag *g_diag = nullptr, *g_diag_dev = nullptr;
-bool g_diag_tried = false;
-
-void diag_print()
-{
-    volatile struct mok_sm90_diag *d = g_diag;
-    if (!d || d->magic != MOK_SM90_DIAG_MAGIC)
-        return;
-    if (d->role == MOK_SM90_DIAG_READY)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d waited ~10 s for the rows of tile %d: ready chunk %d "
-                "counter %d, target %d (the dispatch never delivered them)\n", d->block, d->tile, d->slot, d->kb,
-                d->extra);
-    else if (d->role == MOK_SM90_DIAG_WAVE)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d waited ~10 s at lockstep barrier %d: %d "
-                "arrivals of %d (a CTA is not resident: grid larger than the SMs free for it)\n", d->block, d->tile,
-                d->kb, d->extra);
-    else if (d->role == MOK_SM90_DIAG_MEGA)
-        fprintf(stderr, "mok-bench: megakernel stopped: block %d thread %d waited ~10 s for %s[%d] >= %d, saw %d\n",
-                d->block, d->thread,
-                d->slot == 0   ? "GEMM1 tiles done (row block)"
-                : d->slot == 1 ? "GEMM2 tiles done (row block)"
-                : d->slot == 2 ? "the landed flag of rank"
-                : d->slot == 3 ? "shared GEMM1 tiles done (row block)"
-                : d->slot == 4 ? "units started (lockstep) before unit"
-                : d->slot == 5 ? "backward: GEMM2-dgrad tiles done, for GEMM1 dgrad (row block)"
-                               : "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)",
-                d->tile, d->extra, d->kb);
-    else if (d->role == MOK_SM90_DIAG_LANDING)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
-                "landing stage %d for the phase of parity %d (tile %d, k block %d): its TMA bytes never all arrived "
-                "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
-                "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,
-                d->slot, d->parity, d->tile, d->kb);
-    else if (d->role == MOK_SM90_DIAG_OFFSETS)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
-                "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);
-    else {
-        bool producer = d->role == MOK_SM90_DIAG_PRODUCER;
-        const char *who = producer ? "producer" : d->role == MOK_SM90_DIAG_CONSUMER ? "consumer wg 1" : "consumer wg 2";
-        const char *hint = producer ? "the consumers never gave the slot back"
-                                    : "the TMA bytes never all arrived (expect_tx vs boxes, tensor map), or, mxfp8 "
-                                      "scheme (b), not every producer thread arrived";
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (%s) waited ~10 s on the %s barrier of "
-                "slot %d for the phase of parity %d (tile %d, k block %d): %s\n", d->block, d->thread, who,
-                producer ? "empty" : "full", d->slot, d->parity, d->tile, d->kb, hint);
-    }
-    fflush(stderr);
-    d->magic = 0;
-}
-
 /* The lockstep arrival counter: one int in device memory per process (one GPU per process here), zeroed by a
- * memset before every launch; allocated on the first launch that is not being captured, as the diag record. */
+ * memset before every launch; allocated on the first launch that is not being captured, as the failure record
+ * (sm90_diag.cu). */
 int *g_wave_ctr = nullptr;
 
 int *wave_counter(cudaStream_t s)
@@ -516,32 +463,7 @@ int *wave_counter(cudaStream_t s)
     return g_wave_ctr;
 }
 
-struct mok_sm90_diag *diag_buffer(cudaStream_t s)
-{
-    if (g_diag_tried)
-        return g_diag_dev;
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
-        cudaGetLastError();
-        return nullptr; /* try again on a later, uncaptured launch */
-    }
-    g_diag_tried = true;
-    void *h = nullptr, *dptr = nullptr;
-    if (cudaHostAlloc(&h, sizeof(struct mok_sm90_diag), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
-        cudaHostGetDevicePointer(&dptr, h, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return nullptr; /* the kernel then stops without a record */
-    }
-    memset(h, 0, sizeof(struct mok_sm90_diag));
-    g_diag = static_cast<struct mok_sm90_diag *>(h);
-    g_diag_dev = static_cast<struct mok_sm90_diag *>(dptr);
-    atexit(diag_print);
-    return g_diag_dev;
-}
-
 } // namespace
-
-struct mok_sm90_diag *mok_sm90::diag_record(cudaStream_t s) { return diag_buffer(s); }
 
 bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
 {
@@ -563,7 +485,7 @@ bool mok_sm90::encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t
 
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)
 {
-    diag_buffer(mok_cuda_stream(stream));
+    mok_sm90::diag_record(mok_cuda_stream(stream));
     wave_counter(mok_cuda_stream(stream));
 }
 
@@ -575,7 +497,7 @@ extern "C" int mok_gemm_sm90_supports(const struct mok_gemm_args *g, const struc
 
 extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, mok_stream_t stream)
 {
-    diag_print(); /* a failure of an earlier launch, if any */
+    mok_sm90::diag_print(); /* a failure of an earlier launch, if any */
     char why[256];
     int rc = check(g, c, why, sizeof why);
     if (rc != cudaSuccess)
@@ -619,7 +541,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         return (int)e;
     }
     cudaStream_t s = mok_cuda_stream(stream);
-    struct mok_sm90_diag *diag = diag_buffer(s);
+    struct mok_sm90_diag *diag = mok_sm90::diag_record(s);
     const int cm = cluster_of(c);
     const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0);
     int *ctr = nullptr;
