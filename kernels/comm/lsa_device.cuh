@@ -292,10 +292,31 @@ __device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1,
 
 /* Vectors [v_begin, v_end) of a row by one warp, U 16-byte vectors per lane in flight: each group is loaded from
  * src once and stored to every destination row for_each_dst hands to its callback (src or a destination may be
- * a peer's). The dispatch's fan-out (one load, a store per rank or slot) and copy_row are this loop. */
-template <int U, typename ForEachDst>
+ * a peer's). The dispatch's fan-out (one load, a store per rank or slot) and copy_row are this loop.
+ * kWarpUniform: every lane makes the same number of passes (a callback that shuffles needs the whole warp); without
+ * it a lane stops after its last vector, so with v_end - v_begin not a multiple of 32 U lanes differ: FP8 wire rows
+ * (hidden 256: 17 vectors) deadlocked the pull dispatch's slot shuffles that way. The two loops are written out
+ * apart: one loop for both (a lambda per pass, or a uniform trip count) changed the other kernels' machine code. */
+template <int U, bool kWarpUniform = false, typename ForEachDst>
 __device__ __forceinline__ void fan_out_row(const uint4 *src, int v_begin, int v_end, int lane, ForEachDst for_each_dst)
 {
+    if constexpr (kWarpUniform) {
+        for (int base = v_begin; base < v_end; base += 32 * U) {
+            const int v0 = base + lane;
+            uint4 val[U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (v0 + u * 32 < v_end)
+                    val[u] = src[v0 + u * 32];
+            for_each_dst([&](uint4 *dst) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (v0 + u * 32 < v_end)
+                        dst[v0 + u * 32] = val[u];
+            });
+        }
+        return;
+    }
     for (int v0 = v_begin + lane; v0 < v_end; v0 += 32 * U) {
         uint4 val[U];
 #pragma unroll
@@ -337,7 +358,7 @@ __device__ __forceinline__ void dispatch_pull_rows(const mok_lsa_args &a, int wa
             (ncclWindow_t)a.window, a.off_x + (size_t)a.set * a.x_set_bytes + (size_t)t * a.hidden * 2, p);
         bool stays = a.landing && p == a.rank; /* landing: own tokens are read where they are */
         if (!stays)
-            fan_out_row<U>(src, 0, vecs, lane, [&](auto store) {
+            fan_out_row<U, true>(src, 0, vecs, lane, [&](auto store) { /* shuffles: every lane there */
                 if (a.landing) { /* one landing row for all of this token's slots */
                     store((uint4 *)landed_row(a, p, t));
                     return;

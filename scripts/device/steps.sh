@@ -49,6 +49,7 @@ mok_step() {
     megaqwen4096) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-qwen4096-exposed.json;; # Qwen3 4096: comm SMs x own_first x chunk, breakdown (exposed)
     megasmall) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-small" tests/gpu_mega_small.json;;
     megasplit) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-split" tests/gpu_mega_split.json;; # the megakernel's split-half units (split_half=1) on small ragged problems
+    rowvec) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-row-vectors" tests/gpu_row_vectors.json;; # lsa-layer on rows of 144 (bf16, hidden 1152) and 17 (FP8 wire rows, hidden 256) 16-byte vectors: the pull dispatch's warp loop with slot shuffles
     megaswap) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-swap" tests/gpu_mega_swap.json;; # the megakernel's swapped tail units (swap_tail=1) on small ragged problems
     megaorder) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-order" tests/gpu_mega_order.json;; # own_first x lockstep x send
     mega) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/megakernel.json;;

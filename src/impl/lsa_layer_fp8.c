@@ -14,7 +14,9 @@
  *   - export_outputs: h per route brought to the token's rank by the per-route combine on rows of inter bf16, into a
  *     region of the window past the layout, then copied out in route order.
  * The GEMMs read nothing before the whole dispatch is in (overlap=none) and every kernel is stream-ordered, so
- * launch=graph captures the same calls. Written against the kernels above and not yet run on a GPU. */
+ * launch=graph captures the same calls. The transfers address a wire row as hidden / 8 = wire_bytes / 16 vectors,
+ * not a multiple of 32 at most shapes (hidden 256: 17): every warp loop over a row must keep its lanes together
+ * where it shuffles (lsa_device.cuh fan_out_row). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +58,8 @@ int lsa_fp8_supports(const struct mok_problem *p, int mx_scheme, char *why, int 
 int lsa_fp8_setup(struct lsa_state *s, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
-    if (!fp8_dtype(p) || s->bwd || s->overlap_gemm1 || s->gemm_portable) /* host_supports.c refuses these */
+    /* host_supports.c refuses these */
+    if (!fp8_dtype(p) || mok_pass_has_bwd(p->spec.pass) || s->overlap_gemm1 || s->gemm_portable)
         FAIL("lsa-layer %s: the forward only, kernel=sm90, overlap=none", mok_dtype_name(p->spec.dtype));
     struct lsa_fp8 *f = calloc(1, sizeof(*f));
     if (!f)
