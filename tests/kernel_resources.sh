@@ -17,8 +17,10 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # in the wait timeouts' failure path: reachable where a warpgroup's wgmma accumulators are live, it makes ptxas
   # spill them; the failure path now ends the kernel with a misaligned store instead (sm90_ptx.cuh mok_sm90_abort),
   # and all of those compile without a spill (CUDA 13.0). A trap (or anything else) that brings spills back shows
-  # here.
-  limit=0; [ "$cu" = megakernel_backward ] && limit=12
+  # here. The fp8_block forward's wide instance with send=1 spills 72 bytes (18 stores, 10 loads, none within 64
+  # instructions of a wgmma run by scripts/sass_spills.py) since its products are 128 columns wide, which made the
+  # layer 7.5-10% faster than 64-column products without a spill (results/h200x1/2026-12-05-lsa-fix-fp8-products).
+  limit=0; [ "$cu" = megakernel_backward ] && limit=12; [ "$cu" = megakernel_forward ] && limit=72
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {if ($5 > l || $9 > l) print k ": " $0}' "$SCRATCH/$cu.log")
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }

@@ -4,7 +4,8 @@
  * Tiles are 128 x 128 (layout.cuh), on a ring like bf16's: a k block is 128 e4m3 per row, the same 128-byte box
  * rows and 128B swizzle; A slots of 16 KiB as bf16's, B slots of 16 (bf16: 32), so more stages fit. fp8_block's
  * kWide instances (fp8_tile_n 256, Fp8Tile below) run the bf16 kernel's 128 x 256 tiles and 32 KiB B slots instead:
- * GEMM1 128 gate + 128 up columns, four 64-column products per k block, h quantized per tile from its staging
+ * GEMM1 128 gate + 128 up columns, two 128-column products per k block (64-column ones: the layer 7.5-10% slower,
+ * results/h200x1/2026-12-05-lsa-fix-fp8-products), h quantized per tile from its staging
  * (quantize_staged_h, no pairs), GEMM2 256 columns in two epilogue rounds; what follows says 64 / 128 columns
  * for the 128 x 128 tiles.
  *   GEMM1 unit (rb, n): A the slots' e4m3 rows (m.xq's wire rows), B the gate rows [64 n, +64) and the matching
@@ -314,6 +315,9 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
 {
     using T = Fp8Tile<kWide>;
     static_assert(!(kWide && kMx), "the wide tiles are fp8_block's");
+    /* wgmma products per k block: 128 columns on the wide tiles (mok-gemm's fastest fp8_n there), 64 otherwise and
+     * beside the shared experts' bf16 tiles (with 128 that instance spills in its k loop) */
+    constexpr int kProducts = kWide && !kShared ? T::kOutCols / 128 : T::kOutCols / 64;
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;
     const int *slot_bs = slot_bscale();
@@ -363,7 +367,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
             /* the second column half's block: the up block inter / 128 block rows on, or (kWide GEMM2) the next */
             const int sb_hi = g1 ? inter / 128 * kb128 : kWide ? kb128 : 0;
-            consume_tile_fp8_block<T::kOutCols, T::kOutCols / 64, NoPump, true>(
+            consume_tile_fp8_block<T::kOutCols, kProducts, NoPump, true>(
                 ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, T::kSlotB, 1,
                 lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
         }
