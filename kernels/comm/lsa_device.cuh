@@ -294,8 +294,8 @@ __device__ __forceinline__ void signal_done(const mok_lsa_args &a, int kind = 1,
  * src once and stored to every destination row for_each_dst hands to its callback (src or a destination may be
  * a peer's). The dispatch's fan-out (one load, a store per rank or slot) and copy_row are this loop.
  * kWarpUniform: every lane makes the same number of passes (a callback that shuffles needs the whole warp); without
- * it a lane stops after its last vector, so with v_end - v_begin not a multiple of 32 U lanes differ: FP8 wire rows
- * (hidden 256: 17 vectors) deadlocked the pull dispatch's slot shuffles that way. The two loops are written out
+ * it a lane stops after its last vector, so lanes differ when the last pass holds 1-31 vectors ((v_end - v_begin)
+ * mod 32 U): FP8 wire rows (hidden 256: 17 vectors) deadlocked the pull dispatch's slot shuffles that way. The two loops are written out
  * apart: one loop for both (a lambda per pass, or a uniform trip count) changed the other kernels' machine code. */
 template <int U, bool kWarpUniform = false, typename ForEachDst>
 __device__ __forceinline__ void fan_out_row(const uint4 *src, int v_begin, int v_end, int lane, ForEachDst for_each_dst)

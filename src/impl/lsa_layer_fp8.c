@@ -15,8 +15,8 @@
  *     region of the window past the layout, then copied out in route order.
  * The GEMMs read nothing before the whole dispatch is in (overlap=none) and every kernel is stream-ordered, so
  * launch=graph captures the same calls. The transfers address a wire row as hidden / 8 = wire_bytes / 16 vectors,
- * not a multiple of 32 at most shapes (hidden 256: 17): every warp loop over a row must keep its lanes together
- * where it shuffles (lsa_device.cuh fan_out_row). */
+ * which at most shapes leave a warp loop's last pass short of 32 (hidden 256: 17 vectors): every warp loop over a
+ * row must keep its lanes together where it shuffles (lsa_device.cuh fan_out_row). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
