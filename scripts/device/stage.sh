@@ -24,7 +24,8 @@ if [ -f "$lib" ] && [ -n "$(find kernels -name '*.h' -newer "$lib" -o -name '*.c
 fi
 ninja -C build > /dev/null
 git status --porcelain --untracked-files=no | grep -q . && echo "stage.sh: warning: uncommitted changes; reports will say -dirty" >&2
-rm -rf "$DEV" && mkdir -p "$DEV/bin" "$DEV/lib"
+# the binaries and libraries are replaced; anything else under $DEV (a call's configs, its scripts) stays
+rm -rf "$DEV/bin" "$DEV/lib" "$DEV/commit" && mkdir -p "$DEV/bin" "$DEV/lib"
 [ -x build/mok-bench ] || { echo "stage.sh: build/mok-bench missing after the build" >&2; exit 1; }
 for b in $BINS; do
   if [ -x "$b" ]; then cp "$b" "$DEV/bin/"; else echo "stage.sh: warning: $b not built; not staged" >&2; fi
