@@ -114,6 +114,7 @@ mok_step() {
         echo "compute-sanitizer $tool (FP8 layers) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/fp8-layer-$tool.log"
       done;;
     h1fp8layer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer.json;; # one GPU: the fp8_block and mxfp8 forwards of nccl, lsa-layer and the megakernel beside their bf16 forwards, DeepSeek-V3 and Qwen3-235B shapes
+    h1fp8tune) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer-tune.json;; # one GPU: the bf16 and fp8_block megakernel over comm_sms 8 / 24 / 32 x chunk_rows 64 / 128 / 256 beside nccl (gemm=mok), DeepSeek-V3 and Qwen3-235B: where the FP8 kernel's exposed communication goes down
     h1bwdlsa) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-lsa-layer.json # one GPU: lsa-layer's backward beside nccl (gemm=mok) and the fused backward (act=save, breakdown), then mok-gemm's backward GEMMs alone at the same shapes (the fused kernel's GEMM rate)
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-gemm-mok-best.json;;
     h1bwdmix) $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-mega-mix.json;; # one GPU: the fused backward's weight-gradient tiles after GEMM1 dgrad or interleaved with it (wgrad_mix 0 / 1), beside nccl gemm=mok
