@@ -110,6 +110,10 @@ struct mok_layer_desc {
                                  expansion (0: as many as fit beside two bf16 slots, or beside `stages`) */
     int fp8_tile_n;           /* MOK_LAYER_FP8_BLOCK: 256 (or 0), the bf16 kernel's 128 x 256 tiles (one h scale
                                  block per GEMM1 tile); 128, 128 x 128 tiles */
+    int shared_units;         /* with train and shared experts (shared_intermediate a multiple of 256), shared_sms 0:
+                                 1, their backward runs as units of the backward kernel (their dgrad tiles first,
+                                 while dy travels; their weight-gradient tiles last); 0, after the kernel. Not yet
+                                 run on a GPU */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones
@@ -206,7 +210,7 @@ int mok_forward_sum(mok_workspace *ws, uint16_t *y, cudaStream_t stream, char *e
  *      router-weight gradient in its epilogue, GEMM1 dgrad sending dx rows to their owners, the weight gradients
  *      (one CTA per output tile, rows in order: bitwise reproducible) while dx travels;
  *      With shared experts, their backward follows the kernel on the same stream (mok's GEMM core: dgrad, SwiGLU
- *      backward, dgrad, wgrad over this rank's tokens; not yet inside the kernel);
+ *      backward, dgrad, wgrad over this rank's tokens), runs beside it (shared_sms) or inside it (shared_units);
  *   3. mok_backward_sum: the owner's fixed-order sum of dx over its top-k routes (plus the shared experts' dx), and
  *      d_router.
  * mok_backward is 2 + 3. Backwards may repeat on one saved forward (until the next mok_route); dy's slot may be

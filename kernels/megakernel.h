@@ -136,10 +136,26 @@ struct mok_mega_bwd_args {
     int ctas;                /* persistent CTAs: 0, one per SM; fewer (more than m.comm_blocks) leave SMs to work
                                 that runs beside the kernel (libmok's shared experts' backward on a side stream).
                                 The same on every rank */
+    /* The shared experts' backward as units of this kernel (sh.inter > 0; m.shared_inter stays 0): one MLP of
+     * sh.inter columns over this rank's own tokens, router weight 1, no d_router. Its GEMM2-dgrad tiles come first
+     * in the unit list (they need no dispatch), its GEMM1-dgrad tiles after the routed GEMM2 dgrad (their dx rows
+     * into sh.dx, which the owner's sum adds), its dW2 / dW13 tiles last (bwd_units.cuh). */
+    struct mok_mega_bwd_shared {
+        int inter;              /* 0: none in the kernel (the caller runs them); else a multiple of 256 */
+        int tokens;             /* own tokens, <= lsa.t_max */
+        const uint16_t *x, *dy; /* [t_max][hidden]: the own rows of the forward's input and of dy */
+        const uint16_t *gu;     /* [t_max][2 inter]: the forward's saved gate, up */
+        const uint16_t *w13;    /* [2 inter][hidden] */
+        const uint16_t *w2;     /* [hidden][inter] */
+        uint16_t *dgu, *hw, *dx; /* [t_max][2 inter] dg, du; [t_max][inter] h; [t_max][hidden] dx */
+        float *dw13_f32, *dw2_f32;      /* as the routed experts' gradients: fp32 accumulated, */
+        uint16_t *dw13_bf16, *dw2_bf16; /* or bf16 written ([2 inter][hidden], [hidden][inter]) */
+    } sh;
 };
 
-/* How many int32 mok_mega_bwd_args.m.done must hold for this capacity (rows). */
-size_t mok_megakernel_bwd_counters(int capacity);
+/* How many int32 mok_mega_bwd_args.m.done must hold for this capacity (rows) and t_max (own tokens: the shared
+ * experts' row blocks, with sh.inter > 0). */
+size_t mok_megakernel_bwd_counters(int capacity, int t_max);
 /* epoch[0] += 1 on stream: before a kernel that dispatches again on the same routing (the backward's recompute), so
  * that its flags are told apart from the forward's (every rank advances it at the same point). */
 int mok_megakernel_next_epoch(uint64_t *epoch, mok_stream_t stream);

@@ -12,19 +12,24 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
     "$SRC/kernels/$path.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
   # No kernel may spill, but for the fused backward's 12 bytes (3 words outside its wgmma loops by
-  # scripts/sass_spills.py). Until c14a2d4 most did: the megakernel's instances 24-304 bytes, the backward 272, the
-  # grouped GEMM's fp8_block 128-column instance 52, and the allowances here grew with each. The cause was __trap()
-  # in the wait timeouts' failure path: reachable where a warpgroup's wgmma accumulators are live, it makes ptxas
-  # spill them; the failure path now ends the kernel with a misaligned store instead (sm90_ptx.cuh mok_sm90_abort),
-  # and all of those compile without a spill (CUDA 13.0). A trap (or anything else) that brings spills back shows
-  # here. The fp8_block forward's wide instance with send=1 spills 72 bytes (18 stores, 10 loads, none within 64
-  # instructions of a wgmma run by scripts/sass_spills.py) since its products are 128 columns wide, which made the
-  # layer 7.5-10% faster than 64-column products without a spill (results/h200x1/2026-12-05-lsa-fix-fp8-products).
+  # scripts/sass_spills.py; 32 in its instance with the shared experts' units, below). Until c14a2d4 most did: the
+  # megakernel's instances 24-304 bytes, the backward 272, the grouped GEMM's fp8_block 128-column instance 52, and
+  # the allowances here grew with each. The cause was __trap() in the wait timeouts' failure path: reachable where a
+  # warpgroup's wgmma accumulators are live, it makes ptxas spill them; the failure path now ends the kernel with a
+  # misaligned store instead (sm90_ptx.cuh mok_sm90_abort), and all of those compile without a spill (CUDA 13.0). A
+  # trap (or anything else) that brings spills back shows here. The fp8_block forward's wide instance with send=1
+  # spills 72 bytes (18 stores, 10 loads, none within 64 instructions of a wgmma run by scripts/sass_spills.py) since
+  # its products are 128 columns wide, which made the layer 7.5-10% faster than 64-column products without a spill
+  # (results/h200x1/2026-12-05-lsa-fix-fp8-products). The fused backward's instance with the shared experts' units
+  # (kShared) spills 16 bytes (32 reloaded), none near a wgmma run either; its routed-only instance's machine code is
+  # unchanged by them.
   limit=0; [ "$cu" = megakernel_backward ] && limit=12; [ "$cu" = megakernel_forward ] && limit=72
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
-    /bytes spill stores/ {if ($5 > l || $9 > l) print k ": " $0}' "$SCRATCH/$cu.log")
+    /bytes spill stores/ {m = (k ~ /megakernel_bwd_kernelILb1E/) ? 32 : l; if ($5 > m || $9 > m) print k ": " $0}' \
+    "$SCRATCH/$cu.log")
   [ -z "$bad" ] || { grep -B2 "spill" "$SCRATCH/$cu.log"; fail "$cu: a kernel spills to local memory beyond $limit bytes"; }
-  echo "$cu: $(grep -c 'Compiling entry' "$SCRATCH/$cu.log") kernels, spills at most $limit bytes"
+  extra=""; [ "$cu" = megakernel_backward ] && extra=" (32 with the shared experts' units)"
+  echo "$cu: $(grep -c 'Compiling entry' "$SCRATCH/$cu.log") kernels, spills at most $limit bytes$extra"
 done
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm/sm90_grouped.cu" -o "$SCRATCH/gemm_sm90_grouped.ptx" ||
   fail "no PTX"

@@ -4,7 +4,8 @@
  * comes out exactly once; every GEMM2-dgrad unit comes before every other (the others wait only for those: what
  * keeps the persistent kernel free of deadlock), and without `mix` the jobs come strictly in order (GEMM2 dgrad,
  * GEMM1 dgrad, dW2, dW13), with it GEMM1 dgrad's units spread evenly over the tail; the packed unit the producer
- * writes beside the slot decodes in the consumers to the same tile. Exit 0 pass, 1 fail. */
+ * writes beside the slot decodes in the consumers to the same tile; and the same list with the shared experts' units
+ * around it (check_shared_list). Exit 0 pass, 1 fail. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,68 @@ static void check_list(const std::vector<int> &blocks, int H, int I, int n_major
         CHECK(seenw13[i], "dW13 tile %zu never handed out", i);
 }
 
+/* The list with the shared experts' units (bwd_unit_with_shared): the routed units come out in bwd_unit_at's order
+ * (as the list without them), every shared tile exactly once, the shared GEMM2-dgrad units first and before every
+ * other shared unit (the ones that wait for them), and the packed unit (with kSharedUnit) decodes to the same tile
+ * in the consumers. */
+static void check_shared_list(const std::vector<int> &blocks, int H, int I, int SI, int tokens, int n_major, int mix)
+{
+    const int groups = (int)blocks.size();
+    std::vector<int> mstart(groups + 1, 0);
+    for (int g = 0; g < groups; g++)
+        mstart[g + 1] = mstart[g] + blocks[g];
+    const BwdList L = bwd_list(mstart[groups], groups, H, I, mix);
+    const BwdShared S = bwd_shared_list((tokens + 127) / 128, H, SI);
+    const int sb = (tokens + 127) / 128;
+    CHECK(S.units == sb * (SI / 256 + H / 256) + H / 128 * (SI / 256) + 2 * SI / 128 * (H / 256), "shared units %d",
+          S.units);
+    std::vector<int> seen2(sb * S.n2, 0), seen1(sb * S.n1, 0), seenw2(S.w2m * S.w2n, 0), seenw13(S.w13m * S.w13n, 0);
+    int routed = 0, shared_d2 = 0;
+    for (int u = 0; u < L.units + S.units; u++) {
+        int local = -1, rlocal = -1;
+        bool shared = false;
+        const BwdUnit p = bwd_unit_with_shared(u, L, S, mstart.data(), groups, n_major, local, shared);
+        if (!shared) { /* the routed list in its own order */
+            const BwdUnit q = bwd_unit_at(routed, L, mstart.data(), groups, n_major, rlocal);
+            CHECK(p.job == q.job && p.group == q.group && p.rb == q.rb && p.n == q.n && local == rlocal,
+                  "unit %d: routed unit %d out of order", u, routed);
+            routed++;
+            continue;
+        }
+        CHECK((u < S.s2) == (p.job == kJobDgrad2), "unit %d: shared job %d (its GEMM2 dgrad's %d units come first)",
+              u, p.job, S.s2);
+        if (p.job != kJobDgrad2)
+            CHECK(shared_d2 == S.s2, "unit %d: shared job %d before every shared GEMM2-dgrad unit", u, p.job);
+        shared_d2 += p.job == kJobDgrad2;
+        const int v = pack_bwd_unit(p, local) | kSharedUnit;
+        CHECK(v >= 0 && (v & 3) == p.job && p.group == 0, "unit %d: packed %d, group %d", u, v, p.group);
+        if (p.job <= kJobDgrad1) {
+            const int nt = p.job == kJobDgrad2 ? S.n2 : S.n1;
+            CHECK(p.rb >= 0 && p.rb < sb && p.n >= 0 && p.n < nt, "unit %d: shared tile (%d, %d) of %d x %d", u, p.rb,
+                  p.n, sb, nt);
+            CHECK(((v >> 10) & 0xFFFFF) == p.rb && ((v >> 2) & 0xFF) == p.n, "unit %d: packed %d decodes wrong", u,
+                  v);
+            int &slot = (p.job == kJobDgrad2 ? seen2 : seen1)[p.rb * nt + p.n];
+            CHECK(slot == 0, "unit %d: shared job %d tile (%d, %d) twice", u, p.job, p.rb, p.n);
+            slot = 1;
+        } else {
+            const bool w2 = p.job == kJobWgrad2;
+            const int tm = w2 ? S.w2m : S.w13m, tn = w2 ? S.w2n : S.w13n;
+            int g, mt, nt;
+            wgrad_tile_of((v & ~kSharedUnit) >> 2, tm, tn, g, mt, nt);
+            CHECK(g == 0 && mt == p.rb && nt == p.n, "unit %d: consumers decode (%d, %d, %d), producer (0, %d, %d)", u,
+                  g, mt, nt, p.rb, p.n);
+            int &slot = (w2 ? seenw2 : seenw13)[p.rb * tn + p.n];
+            CHECK(slot == 0, "unit %d: shared weight tile (%d, %d) twice", u, p.rb, p.n);
+            slot = 1;
+        }
+    }
+    CHECK(routed == L.units, "%d routed units of %d", routed, L.units);
+    for (auto *v : {&seen2, &seen1, &seenw2, &seenw13})
+        for (size_t i = 0; i < v->size(); i++)
+            CHECK((*v)[i], "a shared tile (%zu) never handed out", i);
+}
+
 int main()
 {
     unsigned s = 7;
@@ -115,6 +178,14 @@ int main()
                 if (failures != before) {
                     fprintf(stderr, "  (trial %d: %d experts, H %d, I %d, n_major %d, mix %d)\n", trial, groups,
                             shape[0], shape[1], n_major, mix);
+                    return 1;
+                }
+                lists++;
+                const int SI = 256 * (1 + (int)(lcg(&s) % 8)), tokens = (int)(lcg(&s) % 1200); /* 0 tokens too */
+                check_shared_list(blocks, shape[0], shape[1], SI, tokens, n_major, mix);
+                if (failures != before) {
+                    fprintf(stderr, "  (trial %d with shared experts: SI %d, %d tokens, n_major %d, mix %d)\n", trial,
+                            SI, tokens, n_major, mix);
                     return 1;
                 }
                 lists++;

@@ -10,8 +10,8 @@
  *     dx, d_router, dW13 and dW2 bitwise equal between them (dx and d_router also equal to the fp32 run's), the
  *     bf16 gradients against the reference, experts without rows exactly zero (bf16) or untouched (fp32);
  *   - a forward after the backwards: y bitwise equal to the first forward's;
- *   - calls out of order (MOK_ERR_ORDER) and bad arguments (MOK_ERR_ARGUMENT: shared_sms without shared experts
- *     among them), and the workspace's size with and without train.
+ *   - calls out of order (MOK_ERR_ORDER) and bad arguments (MOK_ERR_ARGUMENT: shared_sms or shared_units without
+ *     shared experts among them), and the workspace's size with and without train.
  * Ranks hold different token counts, and every variant's token count is below max_tokens on rank 0 too except
  * one, so one rank (the usual run) is ragged as well.
  *
@@ -604,6 +604,13 @@ static size_t check_train_fields(struct test *t, ncclComm_t comm, const struct m
     EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
               "mok_workspace_create with shared_sms 8 and no shared experts");
     report(t, !ws && strstr(err, "shared_sms"), "the refusal names shared_sms, no workspace: %s", err);
+    mok_workspace_destroy(ws);
+    ws = NULL;
+    d = *train_desc;
+    d.shared_units = 1; /* the shared experts' backward inside the kernel: this layer has none */
+    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_workspace_create with shared_units 1 and no shared experts");
+    report(t, !ws && strstr(err, "shared_units"), "the refusal names shared_units, no workspace: %s", err);
     mok_workspace_destroy(ws);
     ws = NULL;
     d = *train_desc;

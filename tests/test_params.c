@@ -285,7 +285,20 @@ int main(void)
     mb.shared_sms = 120;
     mok_params_megakernel_values(&mb, v);
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "exceed"), "megakernel shared_sms 120: %s", why);
+    /* shared_units: the shared experts' backward inside the kernel; not with shared_sms, not in the forward */
+    mb.shared_sms = 8, mb.shared_units = 1;
+    mok_params_megakernel_values(&mb, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "not both"), "megakernel shared_units + sms: %s", why);
     mb.shared_sms = 0;
+    mok_params_megakernel_values(&mb, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel fwd_bwd shared_units 1: %s", why);
+    s.model.shared_experts = 0;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "shared_units 1 applies to shared experts"),
+          "megakernel fwd_bwd shared_units, no shared experts: %s", why);
+    s.model.shared_experts = 1, s.pass = MOK_PASS_FWD;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "shared_units applies to the backward"),
+          "megakernel fwd shared_units: %s", why);
+    mb.shared_units = 0;
     mok_params_megakernel_values(&mb, v);
     s.model.shared_experts = 0, s.pass = MOK_PASS_FWD;
     s.model.intermediate = inter;

@@ -41,7 +41,10 @@ void print_record()
                 : d->slot == 3 ? "shared GEMM1 tiles done (row block)"
                 : d->slot == 4 ? "units started (lockstep) before unit"
                 : d->slot == 5 ? "backward: GEMM2-dgrad tiles done, for GEMM1 dgrad (row block)"
-                               : "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)",
+                : d->slot == 6 ? "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)"
+                : d->slot == 7 ? "backward: shared experts' GEMM2-dgrad tiles done, for their GEMM1 dgrad (row block)"
+                               : "backward: shared experts' GEMM2-dgrad tiles done, for their weight gradients (row "
+                                 "block)",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_LANDING)
         fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "

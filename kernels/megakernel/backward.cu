@@ -41,9 +41,11 @@ namespace {
 
 static_assert(kTileM == 128 && kTileN == 256, "bwd_list (bwd_units.cuh) counts 128 x 256 tiles");
 
+/* kShared: with the shared experts' units (b.sh.inter > 0; their tensor maps in smaps, unread otherwise) */
+template <bool kShared>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_bwd_kernel(const __grid_constant__ BwdMaps maps, const __grid_constant__ mok_mega_bwd_args b,
-                          struct mok_sm90_diag *diag)
+                          struct mok_sm90_diag *diag, const __grid_constant__ BwdMaps smaps)
 {
 #if MOK_SM90_DEVICE
     const mok_mega_args &m = b.m;
@@ -54,9 +56,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                            kScatterAll, diag);
         __syncthreads();
         if (m.skip != 2) /* compute skipped: the compute blocks send, the comm blocks are done */
-            bwd_compute_role(maps, b, 0, 0, true, diag);
+            bwd_compute_role<kShared>(maps, smaps, b, 0, 0, true, diag);
     } else {
-        bwd_compute_role(maps, b, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
+        bwd_compute_role<kShared>(maps, smaps, b, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks,
+                                  false, diag);
     }
 #else
     __trap(); /* built for a target without wgmma: the launcher refuses before getting here */
@@ -80,7 +83,25 @@ int say(char *why, int why_len, const char *msg, long long v)
     return 0;
 }
 
-size_t bwd_counters(int capacity) { return 2 + (size_t)(capacity / kTileM); }
+/* done[]: the ticket, a spare, the routed row blocks' counters, then the own tokens' (bwd_compute.cuh) */
+size_t bwd_counters(int capacity, int t_max)
+{
+    return 2 + (size_t)(capacity / kTileM) + (size_t)((t_max + kTileM - 1) / kTileM);
+}
+
+/* The shared experts' tensor maps: the routed ones' roles (BwdMaps) on the own tokens' rows (t_max of them: TMA
+ * reads zeros past them) and the one MLP's weights and gradients (group 0). */
+bool encode_shared_maps(BwdMaps *s, const mok_mega_bwd_args::mok_mega_bwd_shared &sh, uint64_t t_max, uint64_t H)
+{
+    const uint64_t SI = (uint64_t)sh.inter;
+    return encode_tile_map(&s->dy, sh.dy, t_max, H, kTileM) && encode_tile_map(&s->w2t, sh.w2, H, SI, 64) &&
+           encode_tile_map(&s->dgu, sh.dgu, t_max, 2 * SI, kTileM) &&
+           encode_tile_map(&s->w13t, sh.w13, 2 * SI, H, 64) && encode_tile_map(&s->dyt, sh.dy, t_max, H, 64) &&
+           encode_tile_map(&s->hwt, sh.hw, t_max, SI, 64) && encode_tile_map(&s->dgut, sh.dgu, t_max, 2 * SI, 64) &&
+           encode_tile_map(&s->xt, sh.x, t_max, H, 64) &&
+           (!sh.dw2_bf16 || encode_tile_map(&s->dw2c, sh.dw2_bf16, H, SI, 64)) &&
+           (!sh.dw13_bf16 || encode_tile_map(&s->dw13c, sh.dw13_bf16, 2 * SI, H, 64));
+}
 
 int resolve_stages(const mok_mega_args *m, size_t limit)
 {
@@ -106,9 +127,9 @@ extern "C" int mok_megakernel_bwd_own_offset(int32_t *own_offset, int own_tokens
     return MOK_LAUNCH_RESULT();
 }
 
-extern "C" size_t mok_megakernel_bwd_counters(int capacity)
+extern "C" size_t mok_megakernel_bwd_counters(int capacity, int t_max)
 {
-    return bwd_counters(capacity);
+    return bwd_counters(capacity, t_max);
 }
 
 extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, char *why, int why_len)
@@ -121,7 +142,7 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
     if (!mok_megakernel_supports(&fwd, why, why_len))
         return 0;
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel<false>) != cudaSuccess) {
         cudaGetLastError();
         return say(why, why_len, "no sm_90a image of the backward megakernel in this build%.0lld", 0);
     }
@@ -133,8 +154,22 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
     if (!a.push)
         return say(why, why_len, "dispatch pull%.0lld: the backward pushes dy (dispatch push, layout landing)", 0);
     if (m->shared_inter)
-        return say(why, why_len, "shared_inter %lld: the kernel runs the routed experts (the caller runs the shared "
-                   "experts' backward after it: set 0)", m->shared_inter);
+        return say(why, why_len, "m.shared_inter %lld: the backward's shared experts are sh (or the caller's: set 0)",
+                   m->shared_inter);
+    const struct mok_mega_bwd_args::mok_mega_bwd_shared &sh = b->sh;
+    if (sh.inter < 0 || sh.inter % kTileN)
+        return say(why, why_len, "sh.inter %lld: 0, or the shared experts' intermediate, a multiple of 256 (their "
+                   "GEMM2-dgrad tiles are 256 columns of it)", sh.inter);
+    if (sh.inter && (sh.tokens < 0 || sh.tokens > a.t_max))
+        return say(why, why_len, "sh.tokens %lld: the own tokens, 0..lsa.t_max", sh.tokens);
+    if (sh.inter && (!sh.x || !sh.dy || !sh.gu || !sh.w13 || !sh.w2 || !sh.dgu || !sh.hw || !sh.dx))
+        return say(why, why_len, "sh: x, dy, gu, w13, w2, dgu, hw and dx must be device pointers%.0lld", 0);
+    if (sh.inter && (!!sh.dw13_f32 != !!b->dw13_f32 || !!sh.dw2_f32 != !!b->dw2_f32 ||
+                     !!sh.dw13_bf16 != !!b->dw13_bf16 || !!sh.dw2_bf16 != !!b->dw2_bf16))
+        return say(why, why_len, "sh's weight gradients: the same kind as the routed ones (fp32 or bf16)%.0lld", 0);
+    if (sh.inter && b->own_offset)
+        return say(why, why_len, "own_offset with sh.inter %lld: the shared experts run in the kernel, not after it",
+                   sh.inter);
     if (m->skip < 0 || m->skip > 2)
         return say(why, why_len, "skip %lld: 0 (everything), 1 (compute alone) or 2 (communication alone)", m->skip);
     if (m->skip && !m->out)
@@ -162,8 +197,9 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     const mok_lsa_args &a = b->m.lsa;
     const int el = a.local_experts, H = a.hidden, I = b->m.inter;
     const uint64_t cap = (uint64_t)a.capacity;
-    BwdMaps maps;
+    BwdMaps maps, smaps;
     memset(&maps, 0, sizeof maps);
+    memset(&smaps, 0, sizeof smaps);
     if (!encode_tile_map(&maps.dy, a.xin, cap, (uint64_t)H, kTileM) ||
         !encode_tile_map(&maps.w2t, b->m.w2, (uint64_t)el * H, (uint64_t)I, 64) ||
         !encode_tile_map(&maps.dgu, b->dgu, cap, (uint64_t)2 * I, kTileM) ||
@@ -175,6 +211,11 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         (b->dw2_bf16 && !encode_tile_map(&maps.dw2c, b->dw2_bf16, (uint64_t)el * H, (uint64_t)I, 64)) ||
         (b->dw13_bf16 && !encode_tile_map(&maps.dw13c, b->dw13_bf16, (uint64_t)el * 2 * I, (uint64_t)H, 64)))
         return (int)cudaErrorInvalidValue;
+    const struct mok_mega_bwd_args::mok_mega_bwd_shared &sh = b->sh;
+    if (sh.inter && !encode_shared_maps(&smaps, sh, (uint64_t)a.t_max, (uint64_t)H))
+        return (int)cudaErrorInvalidValue;
+    void (*kernel)(BwdMaps, mok_mega_bwd_args, mok_sm90_diag *, BwdMaps) =
+        sh.inter ? megakernel_bwd_kernel<true> : megakernel_bwd_kernel<false>;
     const int sms = mok_sm_count(), optin = mok_smem_optin();
     mok_mega_bwd_args args = *b;
     /* the dynamic part gets the block's limit less the kernel's static shared memory (its __shared__ arrays), asked
@@ -182,7 +223,7 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     static size_t fixed = SIZE_MAX;
     if (fixed == SIZE_MAX) {
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel) == cudaSuccess) {
+        if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel<true>) == cudaSuccess) { /* the larger of the two */
             fixed = fa.sharedSizeBytes;
         } else {
             cudaGetLastError();
@@ -192,7 +233,7 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     const size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
     args.m.stages = resolve_stages(&b->m, limit > fixed ? limit - fixed : 0);
     const size_t smem = smem_bytes(args.m.stages, el, 0);
-    cudaError_t e = cudaFuncSetAttribute(megakernel_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;
     cudaStream_t s = mok_cuda_stream(stream);
@@ -200,7 +241,7 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     if (b->m.skip != 1 || b->own_offset) /* skip 1 sends nothing: no flags, no epoch */
         megakernel_bwd_prologue_kernel<<<1, 1, 0, s>>>(b->m.skip != 1 ? a.epoch : nullptr, b->own_offset,
                                                         b->own_tokens);
-    e = cudaMemsetAsync(b->m.done, 0, sizeof(int32_t) * bwd_counters(a.capacity), s);
+    e = cudaMemsetAsync(b->m.done, 0, sizeof(int32_t) * bwd_counters(a.capacity, sh.inter ? a.t_max : 0), s);
     if (e == cudaSuccess) /* skip 1: no dispatch, every chunk counts as arrived (dy's slots hold the last one's) */
         e = b->m.skip == 1 ? cudaMemcpyAsync(a.ready, a.chunk_target, sizeof(int32_t) * (size_t)chunks,
                                              cudaMemcpyDeviceToDevice, s)
@@ -208,6 +249,6 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     if (e != cudaSuccess)
         return (int)e;
     const unsigned grid = (unsigned)(b->ctas ? b->ctas : sms);
-    e = mok_launch_cooperative(megakernel_bwd_kernel, grid, kThreads, smem, s, maps, args, diag_record(s));
+    e = mok_launch_cooperative(kernel, grid, kThreads, smem, s, maps, args, diag_record(s), smaps);
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
 }

@@ -27,8 +27,13 @@ struct BwdMaps {
 
 #if MOK_SM90_DEVICE
 /* done[]: [0] the unit ticket, [1] unused, then per row block the GEMM2-dgrad half tiles stored (dgu, hw and the
- * d_router partials of its rows: what GEMM1 dgrad and the weight gradients wait for). */
+ * d_router partials of its rows: what GEMM1 dgrad and the weight gradients wait for), then the same per row block
+ * of the shared experts' own tokens (kShared). */
 __device__ __forceinline__ int32_t *dgrad2_done(int32_t *done) { return done + 2; }
+__device__ __forceinline__ int32_t *shared_dgrad2_done(int32_t *done, int capacity)
+{
+    return done + 2 + capacity / kTileM;
+}
 
 /* ---- epilogues ------------------------------------------------------------------------------------------------ */
 
@@ -55,27 +60,36 @@ __device__ __forceinline__ float slot_weight(const mok_lsa_args &a, int row)
  * a quad loads one group whole (16 bytes) of g and of u and the quad transposes them into its pairs
  * (quad_transpose is its own inverse), and the results go back the same way: every access a warp makes is 8 rows
  * x 64 contiguous bytes (whole sectors), not 8 x 16 as 4-byte accesses per pair would be. The caller fences and
- * counts the stores. */
-__device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, const float (&acc)[kTileN / 2],
-                                                    int row_a, int row_b, int n, int lane)
+ * counts the stores.
+ * kShared && sh: a shared-expert tile (b.sh's buffers, intermediate b.sh.inter, weight 1, no d_router); its rows past
+ * the own tokens read zeros and store nothing (every lane still shuffles). */
+template <bool kShared>
+__device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, bool sh,
+                                                    const float (&acc)[kTileN / 2], int row_a, int row_b, int n,
+                                                    int lane)
 {
     const mok_lsa_args &a = b.m.lsa;
-    const int I = b.m.inter, q = lane % 4, c0 = n * kTileN;
+    const bool shared = kShared && sh;
+    const int I = shared ? b.sh.inter : b.m.inter, q = lane % 4, c0 = n * kTileN;
+    const uint16_t *gu = shared ? b.sh.gu : b.gu;
+    uint16_t *dgu = shared ? b.sh.dgu : b.dgu, *hwp = shared ? b.sh.hw : b.hw;
     float dot[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int row = half ? row_b : row_a;
-        const float w = slot_weight(a, row);
-        const uint8_t *g_row = reinterpret_cast<const uint8_t *>(b.gu + (size_t)row * 2 * I + c0);
+        const bool real = !shared || row < b.sh.tokens;
+        const float w = shared ? 1.0f : slot_weight(a, row);
+        const uint8_t *g_row = reinterpret_cast<const uint8_t *>(gu + (size_t)row * 2 * I + c0);
         const uint8_t *u_row = g_row + (size_t)I * 2;
-        uint8_t *dg_row = reinterpret_cast<uint8_t *>(b.dgu + (size_t)row * 2 * I + c0);
+        uint8_t *dg_row = reinterpret_cast<uint8_t *>(dgu + (size_t)row * 2 * I + c0);
         uint8_t *du_row = dg_row + (size_t)I * 2;
-        uint8_t *hw_row = reinterpret_cast<uint8_t *>(b.hw + (size_t)row * I + c0);
+        uint8_t *hw_row = reinterpret_cast<uint8_t *>(hwp + (size_t)row * I + c0);
 #pragma unroll
         for (int blk = 0; blk < kTileN / 32; blk++) { /* groups 4 blk .. 4 blk + 3: bytes [64 blk, +64) */
             const int off = 64 * blk + 16 * q;
-            const uint4 gv = __ldg(reinterpret_cast<const uint4 *>(g_row + off));
-            const uint4 uv = __ldg(reinterpret_cast<const uint4 *>(u_row + off));
+            const uint4 z = make_uint4(0, 0, 0, 0);
+            const uint4 gv = real ? __ldg(reinterpret_cast<const uint4 *>(g_row + off)) : z;
+            const uint4 uv = real ? __ldg(reinterpret_cast<const uint4 *>(u_row + off)) : z;
             const uint4 gt = quad_transpose(gv.x, gv.y, gv.z, gv.w, q); /* word j: pair q of group 4 blk + j */
             const uint4 ut = quad_transpose(uv.x, uv.y, uv.z, uv.w, q);
             const uint32_t g4[4] = {gt.x, gt.y, gt.z, gt.w}, u4[4] = {ut.x, ut.y, ut.z, ut.w};
@@ -98,11 +112,19 @@ __device__ __forceinline__ void swiglu_bwd_epilogue(const mok_mega_bwd_args &b, 
                 wdg[j] = pack_bf16x2(dg[0], dg[1]), wdu[j] = pack_bf16x2(du[0], du[1]);
                 whw[j] = pack_bf16x2(hw[0], hw[1]);
             }
-            *reinterpret_cast<uint4 *>(dg_row + off) = quad_transpose(wdg[0], wdg[1], wdg[2], wdg[3], q);
-            *reinterpret_cast<uint4 *>(du_row + off) = quad_transpose(wdu[0], wdu[1], wdu[2], wdu[3], q);
-            *reinterpret_cast<uint4 *>(hw_row + off) = quad_transpose(whw[0], whw[1], whw[2], whw[3], q);
+            const uint4 tdg = quad_transpose(wdg[0], wdg[1], wdg[2], wdg[3], q);
+            if (real)
+                *reinterpret_cast<uint4 *>(dg_row + off) = tdg;
+            const uint4 tdu = quad_transpose(wdu[0], wdu[1], wdu[2], wdu[3], q);
+            if (real)
+                *reinterpret_cast<uint4 *>(du_row + off) = tdu;
+            const uint4 thw = quad_transpose(whw[0], whw[1], whw[2], whw[3], q);
+            if (real)
+                *reinterpret_cast<uint4 *>(hw_row + off) = thw;
         }
     }
+    if (shared)
+        return;
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         float d = dot[half];
@@ -170,9 +192,12 @@ __device__ __forceinline__ void wgrad_store_bf16(uint16_t *c, size_t ra, size_t 
 /* As the forward's compute_role (compute.cuh): one producer thread takes units by the ticket, waits for what they
  * read and loads their k blocks into the ring, writing the unit beside the slot of its first k block; two consumer
  * warpgroups (rows [64 cwg, +64) of every tile: dgrad's rows, wgrad's output rows) run the core's k loop and the
- * unit's epilogue. joiner: a comm block done with its part of the dispatch. */
-__device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_mega_bwd_args &b, int cta, int nctas,
-                                                 bool joiner, struct mok_sm90_diag *diag)
+ * unit's epilogue. joiner: a comm block done with its part of the dispatch. kShared: the shared experts' units too
+ * (b.sh, their tensor maps in smaps; the same kinds of tile on their own buffers). */
+template <bool kShared>
+__device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdMaps &smaps,
+                                                 const mok_mega_bwd_args &b, int cta, int nctas, bool joiner,
+                                                 struct mok_sm90_diag *diag)
 {
     constexpr int kAcc = kTileN / 2;
     const mok_mega_args &m = b.m;
@@ -188,7 +213,16 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
     int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
     __shared__ int slot_unit[kMaxStages];
     __shared__ BwdList list;
+    __shared__ BwdShared slist;
     const volatile BwdList &L = list;
+    const volatile BwdShared &S = slist;
+    int32_t *sdone = shared_dgrad2_done(m.done, a.capacity);
+    /* unit u as the producer (and a consumer re-deciding an empty tile) finds it */
+    auto unit_of = [&](int u, int &local, bool &sh) {
+        sh = false;
+        return kShared ? bwd_unit_with_shared(u, L, S, mstart, groups, m.raster, local, sh)
+                       : bwd_unit_at(u, L, mstart, groups, m.raster, local);
+    };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     if (threadIdx.x == 0) {
@@ -212,8 +246,11 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
         dr_base[threadIdx.x] = (float *)ncclGetLsaPointer((ncclWindow_t)a.window, a.off_dr, threadIdx.x);
     }
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         list = bwd_list(mstart[groups], groups, H, I, b.wgrad_mix);
+        if (kShared)
+            slist = bwd_shared_list((b.sh.tokens + kTileM - 1) / kTileM, H, b.sh.inter);
+    }
     __syncthreads();
     if (!joiner && a.push && m.skip != 1) /* one chunk of landed dy rows each (the comm blocks copy the rest) */
         scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
@@ -242,17 +279,30 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
             RingPos ring = {0, 0};
             for (;;) {
                 const int u = atomicAdd(m.done, 1);
-                if (u >= L.units)
+                if (u >= (kShared ? L.units + S.units : L.units)) /* read each time, as in the forward's */
                     break;
                 int local;
-                const BwdUnit p = bwd_unit_at(u, L, mstart, groups, m.raster, local);
+                bool sh;
+                const BwdUnit p = unit_of(u, local, sh);
+                const BwdMaps &mp = kShared && sh ? smaps : maps; /* the shared experts' maps: group 0, row 0 = own
+                                                                   * token 0 */
                 int k_blocks, row0;
                 if (p.job == kJobDgrad2) {
                     row0 = p.rb * kTileM, k_blocks = H / kBlockK;
-                    mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
+                    if (!(kShared && sh)) /* the shared experts' dy rows are this rank's input: nothing to wait for */
+                        mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
                 } else if (p.job == kJobDgrad1) {
-                    row0 = p.rb * kTileM, k_blocks = 2 * I / kBlockK;
-                    wait_count(dgrad2_done(m.done) + p.rb, 2 * L.n2, diag, 5, p.rb);
+                    row0 = p.rb * kTileM, k_blocks = 2 * (kShared && sh ? b.sh.inter : I) / kBlockK;
+                    if (kShared && sh)
+                        wait_count(sdone + p.rb, 2 * S.n2, diag, 7, p.rb);
+                    else
+                        wait_count(dgrad2_done(m.done) + p.rb, 2 * L.n2, diag, 5, p.rb);
+                    mok_fence_proxy_async_global();
+                } else if (kShared && sh) { /* every shared GEMM2-dgrad tile */
+                    row0 = 0;
+                    k_blocks = (b.sh.tokens + kBlockK - 1) / kBlockK;
+                    for (int rb = 0; rb < S.blocks; rb++)
+                        wait_count(sdone + rb, 2 * S.n2, diag, 8, rb);
                     mok_fence_proxy_async_global();
                 } else { /* every GEMM2-dgrad tile of the expert (its dgu and hw rows; its dy rows landed before) */
                     row0 = a.offset[p.group];
@@ -264,29 +314,30 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
                 for (int kb = 0; kb < k_blocks; kb++) {
                     producer_acquire(ring, empty, diag, u, kb);
                     if (kb == 0)
-                        slot_unit[ring.slot] = pack_bwd_unit(p, local);
+                        slot_unit[ring.slot] = pack_bwd_unit(p, local) | (kShared && sh ? kSharedUnit : 0);
                     uint64_t *bar = producer_arm(ring, full, kSlotABytes + kSlotBBytes);
                     uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
                     uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                     const int kc = kb * kBlockK;
                     if (p.job <= kJobDgrad1) {
-                        mok_tma_load_2d(a_dst, p.job == kJobDgrad2 ? &maps.dy : &maps.dgu, kc, row0, bar);
-                        const CUtensorMap *mb = p.job == kJobDgrad2 ? &maps.w2t : &maps.w13t;
+                        mok_tma_load_2d(a_dst, p.job == kJobDgrad2 ? &mp.dy : &mp.dgu, kc, row0, bar);
+                        const CUtensorMap *mb = p.job == kJobDgrad2 ? &mp.w2t : &mp.w13t;
                         const int b_row = p.group * (p.job == kJobDgrad2 ? H : 2 * I) + kc;
                         for (int j = 0; j < kTileN / 64; j++)
                             mok_tma_load_2d(b_dst + j * 64 * kRowBytes, mb, p.n * kTileN + 64 * j, b_row, bar);
                     } else {
                         const bool w2 = p.job == kJobWgrad2;
                         for (int j = 0; j < kTileM / 64; j++)
-                            mok_tma_load_2d(a_dst + j * 64 * kRowBytes, w2 ? &maps.dyt : &maps.dgut,
+                            mok_tma_load_2d(a_dst + j * 64 * kRowBytes, w2 ? &mp.dyt : &mp.dgut,
                                             p.rb * kTileM + 64 * j, row0 + kc, bar);
                         for (int j = 0; j < kTileN / 64; j++)
-                            mok_tma_load_2d(b_dst + j * 64 * kRowBytes, w2 ? &maps.hwt : &maps.xt,
+                            mok_tma_load_2d(b_dst + j * 64 * kRowBytes, w2 ? &mp.hwt : &mp.xt,
                                             p.n * kTileN + 64 * j, row0 + kc, bar);
                     }
                     ring.advance(stages);
                 }
-                if (k_blocks == 0) { /* an expert without rows: no loads, but the consumers still learn the unit */
+                if (k_blocks == 0) { /* an expert without rows (or no own tokens): no loads, but the consumers
+                                      * still learn the unit */
                     producer_acquire(ring, empty, diag, u, 0);
                     slot_unit[ring.slot] = -2 - u; /* < -1: a unit with no k blocks, -2 - u */
                     mok_mbar_arrive(&full[ring.slot]);
@@ -323,10 +374,13 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
             const int u = -2 - v;
             if (b.dw13_bf16) { /* written, not accumulated: the step's gradient is zero */
                 int local;
-                const BwdUnit p = bwd_unit_at(u, L, mstart, groups, m.raster, local);
+                bool sh;
+                const BwdUnit p = unit_of(u, local, sh);
                 const bool w2 = p.job == kJobWgrad2;
-                const int M = w2 ? H : 2 * I, N = w2 ? I : H;
-                uint16_t *c = (w2 ? b.dw2_bf16 : b.dw13_bf16) + (size_t)p.group * M * N + p.n * kTileN + cq;
+                const int Iu = kShared && sh ? b.sh.inter : I, M = w2 ? H : 2 * Iu, N = w2 ? Iu : H;
+                uint16_t *base = kShared && sh ? (w2 ? b.sh.dw2_bf16 : b.sh.dw13_bf16)
+                                               : (w2 ? b.dw2_bf16 : b.dw13_bf16);
+                uint16_t *c = base + (size_t)p.group * M * N + p.n * kTileN + cq;
                 const size_t ra = (size_t)p.rb * kTileM + cwg * 64 + la;
 #pragma unroll
                 for (int i = 0; i < kAcc; i++)
@@ -336,25 +390,33 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
             continue;
         }
         const int job = v & 3;
+        const bool sh = kShared && (v & kSharedUnit); /* a shared experts' unit */
         if (job <= kJobDgrad1) {
-            const int rb = v >> 10, n = (v >> 2) & 0xFF;
-            const int k_blocks = (job == kJobDgrad2 ? H : 2 * I) / kBlockK;
+            const int rb = kShared ? (v >> 10) & 0xFFFFF : v >> 10, n = (v >> 2) & 0xFF;
+            const int k_blocks = (job == kJobDgrad2 ? H : 2 * (sh ? b.sh.inter : I)) / kBlockK;
             const int row_a = rb * kTileM + cwg * 64 + la, row_b = row_a + 8;
-            if (a.entry[rb * kTileM + cwg * 64] < 0) { /* a half tile of padding: nobody reads its rows */
+            if (sh ? rb * kTileM + cwg * 64 >= b.sh.tokens : a.entry[rb * kTileM + cwg * 64] < 0) {
+                /* a half tile of padding (past the own tokens): nobody reads its rows */
                 skip_tile(ring, stages, full, empty, k_blocks, lane, diag, role, v);
                 if (leader && job == kJobDgrad2)
-                    atomicAdd(dgrad2_done(m.done) + rb, 1);
+                    atomicAdd(sh ? sdone + rb : dgrad2_done(m.done) + rb, 1);
                 continue;
             }
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, KMajor, MnMajor>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role,
                 v);
             if (job == kJobDgrad2) {
-                swiglu_bwd_epilogue(b, acc[0], row_a, row_b, n, lane);
+                swiglu_bwd_epilogue<kShared>(b, sh, acc[0], row_a, row_b, n, lane);
                 __threadfence(); /* every lane's stores before the leader counts the half tile */
                 mok_named_barrier(1 + cwg, 128);
                 if (leader)
-                    atomicAdd(dgrad2_done(m.done) + rb, 1);
+                    atomicAdd(sh ? sdone + rb : dgrad2_done(m.done) + rb, 1);
+            } else if (sh) { /* the shared experts' dx rows, here, for the owner's sum (none past the own tokens) */
+                const int c0 = n * kTileN * 2, c1 = c0 + kStageCols * 2;
+                uint8_t *da = row_a < b.sh.tokens ? (uint8_t *)(b.sh.dx + (size_t)row_a * H) : nullptr;
+                uint8_t *db = row_b < b.sh.tokens ? (uint8_t *)(b.sh.dx + (size_t)row_b * H) : nullptr;
+                send_plain<3>(acc[0], da ? da + c0 : nullptr, db ? db + c0 : nullptr, lane);
+                send_plain<4>(acc[0], da ? da + c1 : nullptr, db ? db + c1 : nullptr, lane);
             } else { /* dx rows to their owners' combine rows (with communication skipped: m.out) */
                 uint8_t *da = send_row_dst(m, 1, row_a, comb_base);
                 uint8_t *db = send_row_dst(m, 1, row_b, comb_base);
@@ -372,13 +434,16 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
          * gradient, K = the expert's rows in order */
         int g, mt, nt;
         const bool w2 = job == kJobWgrad2;
-        wgrad_tile_of(v >> 2, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, g, mt, nt);
-        const int M = w2 ? H : 2 * I, N = w2 ? I : H;
-        const int rows = a.rows[g], k_blocks = (rows + kBlockK - 1) / kBlockK;
+        if (sh)
+            wgrad_tile_of((v & ~kSharedUnit) >> 2, w2 ? S.w2m : S.w13m, w2 ? S.w2n : S.w13n, g, mt, nt);
+        else
+            wgrad_tile_of(v >> 2, w2 ? L.w2m : L.w13m, w2 ? L.w2n : L.w13n, g, mt, nt);
+        const int Iu = sh ? b.sh.inter : I, M = w2 ? H : 2 * Iu, N = w2 ? Iu : H;
+        const int rows = sh ? b.sh.tokens : a.rows[g], k_blocks = (rows + kBlockK - 1) / kBlockK;
         const size_t ra = (size_t)mt * kTileM + cwg * 64 + la, off = (size_t)g * M * N + nt * kTileN + cq;
         const KTail tail = {rows - (k_blocks - 1) * kBlockK, cwg, 0};
         if (b.dw13_f32) {
-            float *c = (w2 ? b.dw2_f32 : b.dw13_f32) + off;
+            float *c = (sh ? (w2 ? b.sh.dw2_f32 : b.sh.dw13_f32) : (w2 ? b.dw2_f32 : b.dw13_f32)) + off;
             wgrad_load(c, ra, ra + 8, N, acc[0]);
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, true>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
@@ -390,7 +455,8 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const mok_
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
                 role, v, 0, tail);
-            const CUtensorMap *mc = w2 ? &maps.dw2c : &maps.dw13c;
+            const BwdMaps &mp = sh ? smaps : maps;
+            const CUtensorMap *mc = w2 ? &mp.dw2c : &mp.dw13c;
             const int row0 = g * M + mt * kTileM + cwg * 64;
             epilogue_begin(leader, cwg);
             stage_bf16<0, kStageCols / 8>(acc[0], stage, la, lb, cq);

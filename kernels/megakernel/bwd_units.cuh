@@ -89,4 +89,62 @@ MOK_HOST_DEVICE BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int 
     return p;
 }
 
+/* The shared experts' backward inside the kernel (the kShared instances; struct mok_mega_bwd_args.sh): one group of
+ * `blocks` row blocks (the own tokens), intermediate SI, tiles as the routed ones'. Their units go around the routed
+ * list: GEMM2 dgrad's s2 first (they read dy's own rows, which need no dispatch: they fill its time), then the routed
+ * GEMM2 dgrad, the shared GEMM1 dgrad's s1, the routed rest (GEMM1 dgrad and the weight gradients, mixed or not), and
+ * last the shared dW2 and dW13 tiles. Each shared unit waits only for shared GEMM2-dgrad units before it. */
+struct BwdShared {
+    int blocks, n2, n1;       /* row blocks; column tiles of GEMM2 dgrad (over SI) and GEMM1 dgrad (over H) */
+    int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x SI / 256) and dW13 (2 SI / 128 x H / 256) */
+    int s2, s1, sw2, units;
+};
+
+/* A packed unit of the shared experts: this bit beside pack_bwd_unit's fields (row blocks stay below 2^20). */
+enum { kSharedUnit = 1 << 30 };
+
+MOK_HOST_DEVICE BwdShared bwd_shared_list(int blocks, int H, int SI)
+{
+    BwdShared s;
+    s.blocks = blocks;
+    s.n2 = SI / 256, s.n1 = H / 256;
+    s.w2m = H / 128, s.w2n = SI / 256, s.w13m = 2 * SI / 128, s.w13n = H / 256;
+    s.s2 = SI ? blocks * s.n2 : 0, s.s1 = SI ? blocks * s.n1 : 0;
+    s.sw2 = SI ? s.w2m * s.w2n : 0;
+    s.units = s.s2 + s.s1 + s.sw2 + (SI ? s.w13m * s.w13n : 0);
+    return s;
+}
+
+/* Unit u of the list with the shared experts' units (L.units + S.units of them); `shared` says whose it is. A shared
+ * unit's group is 0, its rb the row block of own tokens (dgrad) or the m tile (wgrad); `local` as bwd_unit_at's. */
+MOK_HOST_DEVICE BwdUnit bwd_unit_with_shared(int u, const volatile BwdList &L, const volatile BwdShared &S,
+                                             const int *mstart, int groups, int n_major, int &local, bool &shared)
+{
+    const int routed_tail = L.units - L.u0;
+    shared = true;
+    BwdUnit p;
+    p.group = 0;
+    if (u < S.s2 || (u >= S.s2 + L.u0 && u < S.s2 + L.u0 + S.s1)) { /* a shared dgrad tile */
+        const bool d2 = u < S.s2;
+        p.job = d2 ? kJobDgrad2 : kJobDgrad1;
+        local = d2 ? u : u - S.s2 - L.u0;
+        const int nt = d2 ? S.n2 : S.n1;
+        p.rb = n_major ? local % S.blocks : local / nt;
+        p.n = n_major ? local / S.blocks : local % nt;
+        return p;
+    }
+    if (u < S.s2 + L.u0 + S.s1 + routed_tail) { /* a routed unit */
+        shared = false;
+        const int r = u < S.s2 + L.u0 ? u - S.s2 : u - S.s2 - S.s1;
+        return bwd_unit_at(r, L, mstart, groups, n_major, local);
+    }
+    const int w = u - S.s2 - L.u0 - S.s1 - routed_tail; /* a shared weight-gradient tile */
+    const bool w2 = w < S.sw2;
+    p.job = w2 ? kJobWgrad2 : kJobWgrad13;
+    local = w - (w2 ? 0 : S.sw2);
+    int g;
+    wgrad_tile_of(local, w2 ? S.w2m : S.w13m, w2 ? S.w2n : S.w13n, g, p.rb, p.n);
+    return p;
+}
+
 } // namespace

@@ -315,6 +315,12 @@ int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, con
     return 1;
 }
 
+/* The first of the megakernel's backward-only parameters that is set, by name. */
+static const char *bwd_only_param(const struct mok_params_megakernel *p)
+{
+    return p->act ? "act=recompute" : p->wgrad_mix ? "wgrad_mix=1" : p->shared_sms ? "shared_sms" : "shared_units";
+}
+
 int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
                              int why_len)
 {
@@ -349,20 +355,25 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.shared_sms && p.comm_sms + 1 + p.shared_sms > 132)
             return no(why, why_len, "shared_sms %d + comm_sms %d + 1 compute SM exceed an H200's 132 SMs",
                       p.shared_sms, p.comm_sms);
+        if (p.shared_units && !m->shared_experts)
+            return no(why, why_len, "shared_units 1 applies to shared experts (this model has none)");
+        if (p.shared_units && p.shared_sms)
+            return no(why, why_len, "shared_units 1 with shared_sms %d: the shared experts' backward runs inside "
+                      "the kernel or beside it, not both", p.shared_sms);
     } else if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) { /* megakernel/fp8_*.cuh */
         if (spec->model.experts % nranks)
             return no(why, why_len, "experts %d not divisible by %d ranks", spec->model.experts, nranks);
         if (p.dispatch != 1 || p.own_first || p.split_half)
             return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), own_first 0 and split_half 0 "
                       "(not implemented in FP8)", mok_dtype_name(spec->dtype));
-        if (p.act || p.wgrad_mix || p.shared_sms)
+        if (p.act || p.wgrad_mix || p.shared_sms || p.shared_units)
             return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
-                      p.act ? "act=recompute" : p.wgrad_mix ? "wgrad_mix=1" : "shared_sms");
+                      bwd_only_param(&p));
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
-    } else if (p.act || p.wgrad_mix || p.shared_sms) {
+    } else if (p.act || p.wgrad_mix || p.shared_sms || p.shared_units) {
         return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
-                  p.act ? "act=recompute" : p.wgrad_mix ? "wgrad_mix=1" : "shared_sms");
+                  bwd_only_param(&p));
     }
     /* the kernel's fixed 128 x 256 tiles: hidden in GEMM2 column tiles, intermediate in GEMM1 half tiles */
     if (m->hidden % 256 || m->intermediate % 128)

@@ -50,7 +50,8 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms, .mx_scheme = m.mx_scheme,
+                                   .wgrad_mix = m.wgrad_mix, .shared_sms = m.shared_sms,
+                                   .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,
                                    .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK

@@ -113,8 +113,20 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.m.out = ws->mk.out;               /* compute only: dx rows stay here */
     b.x = ws->a.xin, b.gu = ws->mk.gu;
     b.dw13_f32 = g->dw13_f32, b.dw2_f32 = g->dw2_f32, b.dw13_bf16 = g->dw13_bf16, b.dw2_bf16 = g->dw2_bf16;
-    b.m.shared_inter = 0; /* the kernel runs the routed experts; the shared ones follow it (shared_backward) */
-    b.own_offset = ws->mk.shared_inter && !beside ? ws->sb.offset : NULL;
+    b.m.shared_inter = 0; /* the kernel's forward field; its shared experts are b.sh */
+    const int inside = ws->mk.shared_inter && ws->d.shared_units;
+    if (inside) /* their units in the kernel, on the own rows of x and dy in the window */
+        b.sh = (struct mok_mega_bwd_shared){.inter = ws->mk.shared_inter, .tokens = ws->a.my_tokens,
+                                            .x = mok_workspace_input(ws, ws->a.set),
+                                            .dy = mok_workspace_grad_input(ws, ws->a.set), .gu = ws->mk.sgu,
+                                            .w13 = w->shared_w13, .w2 = w->shared_w2, .dgu = ws->sb.dgu,
+                                            .hw = ws->sb.hw, .dx = ws->sb.dx,
+                                            .dw13_f32 = g->dw13_f32 ? (float *)g->shared_dw13 : NULL,
+                                            .dw2_f32 = g->dw2_f32 ? (float *)g->shared_dw2 : NULL,
+                                            .dw13_bf16 = g->dw13_bf16 ? (uint16_t *)g->shared_dw13 : NULL,
+                                            .dw2_bf16 = g->dw2_bf16 ? (uint16_t *)g->shared_dw2 : NULL};
+    /* else: the shared experts follow the kernel (shared_backward) or run beside it */
+    b.own_offset = ws->mk.shared_inter && !beside && !inside ? ws->sb.offset : NULL;
     b.own_tokens = ws->a.my_tokens;
     b.wgrad_mix = ws->d.wgrad_mix;
     b.ctas = beside ? ws->gpu_sms - ws->d.shared_sms : 0;
@@ -152,7 +164,7 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
             return say(err, err_len, MOK_ERR_UNSUPPORTED, "backward kernel: %s", why);
         return say(err, err_len, MOK_ERR_CUDA, "backward kernel: %s", cudaGetErrorString((cudaError_t)rc));
     }
-    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY && !beside &&
+    if (ws->mk.shared_inter && variant != MOK_VARIANT_COMM_ONLY && !beside && !inside &&
         (rc = shared_backward(ws, w, g, stream, err, err_len)))
         return rc;
     if (variant != MOK_VARIANT_COMPUTE_ONLY) /* it sent: its sum comes next */

@@ -105,6 +105,11 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         return say(err, err_len, MOK_ERR_ARGUMENT, "shared_sms = %d: 0, or with train and shared experts 1..%d (the "
                    "backward kernel keeps comm_sms %d + 1 of the GPU's %d SMs)", d->shared_sms, gpu_sms - comm - 1,
                    comm, gpu_sms);
+    if (d->shared_units < 0 || d->shared_units > 1 ||
+        (d->shared_units && (!d->train || !d->shared_intermediate || d->shared_intermediate % 256 || d->shared_sms)))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "shared_units = %d: 0, or 1 with train (%d), shared experts whose "
+                   "shared_intermediate is a multiple of 256 (%d) and shared_sms 0 (%d)", d->shared_units, d->train,
+                   d->shared_intermediate, d->shared_sms);
     if (d->dtype != MOK_LAYER_BF16 && d->dtype != MOK_LAYER_FP8_BLOCK && d->dtype != MOK_LAYER_MXFP8)
         return say(err, err_len, MOK_ERR_ARGUMENT, "dtype = %d: MOK_LAYER_BF16 (0), MOK_LAYER_FP8_BLOCK (1) or "
                    "MOK_LAYER_MXFP8 (2)", d->dtype);
@@ -326,7 +331,8 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dgu, cap * 2 * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->hw, cap * I * 2 + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->dr_part, cap * (I / 256) * sizeof(float) + 16), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done, sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap)),
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&b->m.done,
+                                  sizeof(int32_t) * mok_megakernel_bwd_counters((int)cap, a->t_max)),
                   return MOK_ERR_CUDA);
     }
     if (ws->d.train && ws->mk.shared_inter) {
