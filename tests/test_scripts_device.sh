@@ -37,6 +37,7 @@ EOF
 cat > "$SCRATCH/fake/mpirun" <<'EOF'
 #!/bin/sh
 echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset} $*" >> "$FAKE_LOG"
+[ -z "${FAKE_SLEEP:-}" ] || sleep "$FAKE_SLEEP"
 EOF
 printf '#!/bin/sh\necho fake mok-bench "$@"\n' > "$SCRATCH/dev/bin/mok-bench"
 chmod +x "$SCRATCH/fake"/* "$SCRATCH/dev/bin/mok-bench"
@@ -76,4 +77,21 @@ rm -f "$FAKE_LOG"
 FAKE_GPUS=0 STEPS=quick bash "$D/node.sh" "$SCRATCH/out0" > "$SCRATCH/out0.log" 2>&1 && fail "no GPU: exit 0"
 grep -q "no GPU here" "$SCRATCH/out0.log" || { cat "$SCRATCH/out0.log"; fail "no GPU: no message"; }
 [ ! -e "$FAKE_LOG" ] || fail "no GPU: launched anyway"
+# batch.sh: parts under their own limits, each folder one tarball; a part cut by its limit keeps its reports; a
+# malformed part is refused and named, the others still run
+rm -f "$FAKE_LOG"
+FAKE_GPUS=1 bash "$D/batch.sh" "$SCRATCH/batch" "a:60:probe quick" "bad part" "b:3:quick" > "$SCRATCH/batch.log" 2>&1 &&
+  fail "batch.sh: exit 0 with a malformed part"
+grep -q "part 'bad part' is not label:seconds:steps" "$SCRATCH/batch.log" || { cat "$SCRATCH/batch.log"; fail "batch.sh: the malformed part not named"; }
+[ "$(wc -l < "$FAKE_LOG")" -eq 3 ] || { cat "$FAKE_LOG"; fail "batch.sh: not 3 launches (a: probe, quick; b: quick)"; }
+for l in a b; do
+  [ -s "$SCRATCH/batch/$l.tgz" ] && [ ! -e "$SCRATCH/batch/$l" ] || fail "batch.sh: part $l not packed into $l.tgz"
+  tar -tzf "$SCRATCH/batch/$l.tgz" | grep -qx "$l/reports.tgz" || fail "batch.sh: $l.tgz lacks its reports.tgz"
+  tar -tzf "$SCRATCH/batch/$l.tgz" | grep -qx "$l/console.txt" || fail "batch.sh: $l.tgz lacks its console"
+done
+rm -f "$FAKE_LOG"
+FAKE_GPUS=1 FAKE_SLEEP=30 bash "$D/batch.sh" "$SCRATCH/batchcut" "c:3:quick" > "$SCRATCH/batchcut.log" 2>&1 &&
+  fail "batch.sh: exit 0 for a part cut by its limit"
+grep -q "part c cut at its 3 s" "$SCRATCH/batchcut.log" || { cat "$SCRATCH/batchcut.log"; fail "batch.sh: the cut not said"; }
+tar -tzf "$SCRATCH/batchcut/c.tgz" | grep -qx "c/reports.tgz" || fail "batch.sh: a cut part's reports not packed"
 echo "test_scripts_device: all passed"
