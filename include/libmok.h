@@ -111,9 +111,9 @@ struct mok_layer_desc {
     int fp8_tile_n;           /* MOK_LAYER_FP8_BLOCK: 256 (or 0), the bf16 kernel's 128 x 256 tiles (one h scale
                                  block per GEMM1 tile); 128, 128 x 128 tiles */
     int shared_units;         /* with train and shared experts (shared_intermediate a multiple of 256), shared_sms 0:
-                                 1, their backward runs as units of the backward kernel (their dgrad tiles first,
-                                 while dy travels; their weight-gradient tiles last); 0, after the kernel. Not yet
-                                 run on a GPU */
+                                 1, their backward runs as units of the backward kernel (their GEMM2-dgrad tiles
+                                 first, while dy travels; the rest after the routed GEMM2 dgrad); 0, after the
+                                 kernel. Not yet run on a GPU */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -138,8 +138,8 @@ struct mok_mega_bwd_args {
                                 The same on every rank */
     /* The shared experts' backward as units of this kernel (sh.inter > 0; m.shared_inter stays 0): one MLP of
      * sh.inter columns over this rank's own tokens, router weight 1, no d_router. Its GEMM2-dgrad tiles come first
-     * in the unit list (they need no dispatch), its GEMM1-dgrad tiles after the routed GEMM2 dgrad (their dx rows
-     * into sh.dx, which the owner's sum adds), its dW2 / dW13 tiles last (bwd_units.cuh). */
+     * in the unit list (they need no dispatch), its GEMM1-dgrad tiles (their dx rows into sh.dx, which the owner's
+     * sum adds) and its dW2 / dW13 tiles after the routed GEMM2 dgrad, before the routed rest (bwd_units.cuh). */
     struct mok_mega_bwd_shared {
         int inter;              /* 0: none in the kernel (the caller runs them); else a multiple of 256 */
         int tokens;             /* own tokens, <= lsa.t_max */

@@ -99,9 +99,9 @@ static void check_list(const std::vector<int> &blocks, int H, int I, int n_major
 }
 
 /* The list with the shared experts' units (bwd_unit_with_shared): the routed units come out in bwd_unit_at's order
- * (as the list without them), every shared tile exactly once, the shared GEMM2-dgrad units first and before every
- * other shared unit (the ones that wait for them), and the packed unit (with kSharedUnit) decodes to the same tile
- * in the consumers. */
+ * (as the list without them), every shared tile exactly once, the shared GEMM2-dgrad units first, the other shared
+ * units (which wait for them) between the routed GEMM2 dgrad and the routed rest, and the packed unit (with
+ * kSharedUnit) decodes to the same tile in the consumers. */
 static void check_shared_list(const std::vector<int> &blocks, int H, int I, int SI, int tokens, int n_major, int mix)
 {
     const int groups = (int)blocks.size();
@@ -128,8 +128,9 @@ static void check_shared_list(const std::vector<int> &blocks, int H, int I, int 
         }
         CHECK((u < S.s2) == (p.job == kJobDgrad2), "unit %d: shared job %d (its GEMM2 dgrad's %d units come first)",
               u, p.job, S.s2);
-        if (p.job != kJobDgrad2)
-            CHECK(shared_d2 == S.s2, "unit %d: shared job %d before every shared GEMM2-dgrad unit", u, p.job);
+        if (p.job != kJobDgrad2) /* after the routed GEMM2 dgrad, before the routed rest */
+            CHECK(shared_d2 == S.s2 && routed == L.u0, "unit %d: shared job %d after %d shared GEMM2-dgrad units of "
+                  "%d and %d routed units (not the routed GEMM2 dgrad's %d)", u, p.job, shared_d2, S.s2, routed, L.u0);
         shared_d2 += p.job == kJobDgrad2;
         const int v = pack_bwd_unit(p, local) | kSharedUnit;
         CHECK(v >= 0 && (v & 3) == p.job && p.group == 0, "unit %d: packed %d, group %d", u, v, p.group);

@@ -220,10 +220,11 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     mok_mega_bwd_args args = *b;
     /* the dynamic part gets the block's limit less the kernel's static shared memory (its __shared__ arrays), asked
      * once: as the forward's launcher (forward.cu dynamic_limit) */
-    static size_t fixed = SIZE_MAX;
+    static size_t fixed_of[2] = {SIZE_MAX, SIZE_MAX}; /* per instance: the shared one holds its unit list too */
+    size_t &fixed = fixed_of[sh.inter ? 1 : 0];
     if (fixed == SIZE_MAX) {
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, megakernel_bwd_kernel<true>) == cudaSuccess) { /* the larger of the two */
+        if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess) {
             fixed = fa.sharedSizeBytes;
         } else {
             cudaGetLastError();

@@ -92,8 +92,10 @@ MOK_HOST_DEVICE BwdUnit bwd_unit_at(int u, const volatile BwdList &L, const int 
 /* The shared experts' backward inside the kernel (the kShared instances; struct mok_mega_bwd_args.sh): one group of
  * `blocks` row blocks (the own tokens), intermediate SI, tiles as the routed ones'. Their units go around the routed
  * list: GEMM2 dgrad's s2 first (they read dy's own rows, which need no dispatch: they fill its time), then the routed
- * GEMM2 dgrad, the shared GEMM1 dgrad's s1, the routed rest (GEMM1 dgrad and the weight gradients, mixed or not), and
- * last the shared dW2 and dW13 tiles. Each shared unit waits only for shared GEMM2-dgrad units before it. */
+ * GEMM2 dgrad, the shared GEMM1 dgrad's s1 and the shared dW2 and dW13 tiles, then the routed rest (GEMM1 dgrad and
+ * the weight gradients, mixed or not). The shared weight-gradient tiles run K = all own tokens (64 k blocks at 4096
+ * tokens, against the routed ones' few): ahead of the routed rest, not at the end, where the longest tiles would
+ * set the kernel's tail. Each shared unit waits only for shared GEMM2-dgrad units before it. */
 struct BwdShared {
     int blocks, n2, n1;       /* row blocks; column tiles of GEMM2 dgrad (over SI) and GEMM1 dgrad (over H) */
     int w2m, w2n, w13m, w13n; /* output tiles of dW2 (H / 128 x SI / 256) and dW13 (2 SI / 128 x H / 256) */
@@ -120,25 +122,26 @@ MOK_HOST_DEVICE BwdShared bwd_shared_list(int blocks, int H, int SI)
 MOK_HOST_DEVICE BwdUnit bwd_unit_with_shared(int u, const volatile BwdList &L, const volatile BwdShared &S,
                                              const int *mstart, int groups, int n_major, int &local, bool &shared)
 {
-    const int routed_tail = L.units - L.u0;
+    const int shared_rest = S.units - S.s2; /* the shared GEMM1 dgrad and weight gradients, after the routed GEMM2 */
     shared = true;
     BwdUnit p;
     p.group = 0;
-    if (u < S.s2 || (u >= S.s2 + L.u0 && u < S.s2 + L.u0 + S.s1)) { /* a shared dgrad tile */
-        const bool d2 = u < S.s2;
+    if (u >= S.s2 && (u < S.s2 + L.u0 || u >= S.s2 + L.u0 + shared_rest)) { /* a routed unit */
+        shared = false;
+        const int r = u < S.s2 + L.u0 ? u - S.s2 : u - S.s2 - shared_rest;
+        return bwd_unit_at(r, L, mstart, groups, n_major, local);
+    }
+    const int v = u < S.s2 ? u : u - L.u0; /* the index in the shared list: s2, s1, then the weight tiles */
+    if (v < S.s2 + S.s1) { /* a shared dgrad tile */
+        const bool d2 = v < S.s2;
         p.job = d2 ? kJobDgrad2 : kJobDgrad1;
-        local = d2 ? u : u - S.s2 - L.u0;
+        local = d2 ? v : v - S.s2;
         const int nt = d2 ? S.n2 : S.n1;
         p.rb = n_major ? local % S.blocks : local / nt;
         p.n = n_major ? local / S.blocks : local % nt;
         return p;
     }
-    if (u < S.s2 + L.u0 + S.s1 + routed_tail) { /* a routed unit */
-        shared = false;
-        const int r = u < S.s2 + L.u0 ? u - S.s2 : u - S.s2 - S.s1;
-        return bwd_unit_at(r, L, mstart, groups, n_major, local);
-    }
-    const int w = u - S.s2 - L.u0 - S.s1 - routed_tail; /* a shared weight-gradient tile */
+    const int w = v - S.s2 - S.s1; /* a shared weight-gradient tile */
     const bool w2 = w < S.sw2;
     p.job = w2 ? kJobWgrad2 : kJobWgrad13;
     local = w - (w2 ? 0 : S.sw2);

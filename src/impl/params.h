@@ -200,7 +200,7 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \
     X(shared_units, MOK_NUMERIC, 0, 1, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts, shared_sms 0: 1, their backward runs as units of the backward "   \
-      "kernel (dgrad tiles first, while dy travels; weight-gradient tiles last); 0, after the kernel")            \
+      "kernel (GEMM2-dgrad tiles first, while dy travels; the rest after the routed GEMM2 dgrad); 0, after it")  \
     X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "dtype mxfp8: 0, each 32 K's e4m3 product promoted into fp32 with both scales (128 x 128 tiles); 1, the "  \
       "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run")                         \
