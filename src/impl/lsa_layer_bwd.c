@@ -11,8 +11,11 @@
  * each expert's padding slots: their weight is 0, so w h and [dg, du] are 0 there (the slots' buffers are zeroed
  * once at setup, so nothing non-finite ever sits in them), and they add nothing. dy sits in the window from setup
  * on (mok-bench's dy is fixed per input set), so the pull needs no flag saying an owner's dy is in; a caller
- * rewriting dy per step would need one (as the forward's publish says x is in). Written against the kernels above
- * and not yet run on a GPU (NOTES.md). */
+ * rewriting dy per step would need one (as the forward's publish says x is in).
+ * With peers, the dispatch starts with a stream-ordered one-int all-reduce: the experts and combine steps write
+ * d_router and dx into the peers' windows (off_dr, off_comb), which a peer's forward sum (fwd_bwd) or previous
+ * backward sum (bwd) may still be reading; the forward's publish orders its own sends that way, the backward has no
+ * publish. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@ struct lsa_bwd {
     uint16_t *dy_slots; /* [capacity][H] */
     uint16_t *gu, *dhp, *dgu, *hw; /* [capacity][2I], [capacity][I], [capacity][2I], [capacity][I] */
     float *w, *dr;      /* [capacity]: each slot's route weight, its d_router */
+    int32_t *barrier_word; /* the dispatch's all-reduce with the peers (0, and the sum keeps it so) */
     struct mok_core_bwd_config cfg;
     /* the run's outputs (lsa_bwd_outputs) */
     uint16_t *dx, *y;
@@ -48,8 +52,9 @@ int lsa_bwd_setup(struct lsa_state *s, char *err, int err_len)
     b->x_slots = s->a.xin;
     b->cfg = mok_core_bwd_config(s->gemm_cfg.tile_n, s->gemm_cfg.stages, 0, 1);
     void **bufs[] = {(void **)&b->dy_slots, (void **)&b->gu, (void **)&b->dhp, (void **)&b->dgu, (void **)&b->hw,
-                     (void **)&b->w, (void **)&b->dr};
-    const size_t bytes[] = {cap * H * 2, cap * 2 * I * 2, cap * I * 2, cap * 2 * I * 2, cap * I * 2, cap * 4, cap * 4};
+                     (void **)&b->w, (void **)&b->dr, (void **)&b->barrier_word};
+    const size_t bytes[] = {cap * H * 2, cap * 2 * I * 2, cap * I * 2, cap * 2 * I * 2, cap * I * 2, cap * 4, cap * 4,
+                            sizeof(int32_t)};
     for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++) {
         MOK_CHECK(cuda, cudaMalloc(bufs[i], bytes[i] + 16), return -1);
         MOK_CHECK(cuda, cudaMemset(*bufs[i], 0, bytes[i] + 16), return -1); /* padding slots finite forever */
@@ -98,14 +103,21 @@ int lsa_bwd_outputs(struct lsa_state *s, const struct mok_outputs *out, char *er
 }
 
 /* The backward's three steps (see the file comment). */
-static int dispatch_dy(struct lsa_state *s, int set, cudaStream_t st)
+static int dispatch_dy(struct lsa_state *s, int set, cudaStream_t st, char *err, int err_len)
 {
+    if (s->a.nranks > 1) /* every peer's stream is past its last sum before any of our writes reach its window */
+        MOK_CHECK(nccl, ncclAllReduce(s->bwd->barrier_word, s->bwd->barrier_word, 1, ncclInt32, ncclSum, s->cl->nccl,
+                                      st),
+                  return -1);
     struct mok_lsa_args a = s->a;
     a.set = s->p->sets + set, a.xin = s->bwd->dy_slots;
     int rc = mok_megakernel_next_epoch(a.epoch, (mok_stream_t)st);
     if (!rc)
         rc = (int)cudaMemsetAsync(a.ready, 0, sizeof(int32_t) * (size_t)s->nchunks, st);
-    return rc ? rc : mok_lsa_dispatch(&a, s->sms, (mok_stream_t)st);
+    if (!rc)
+        rc = mok_lsa_dispatch(&a, s->sms, (mok_stream_t)st);
+    MOK_CHECK(cuda, rc, return -1);
+    return 0;
 }
 
 static int expert_gemms(struct lsa_state *s, int set, cudaStream_t st, char *err, int err_len)
@@ -138,16 +150,16 @@ int lsa_bwd_phase(struct lsa_state *s, int phase, int set, cudaStream_t st, char
 {
     const bool with_fwd = s->p->spec.pass == MOK_PASS_FWD_BWD;
     if (phase == 0) {
-        if (!with_fwd)
-            MOK_CHECK(cuda, dispatch_dy(s, set, st), return -1);
+        if (!with_fwd && dispatch_dy(s, set, st, err, err_len))
+            return -1;
         for (int f = 0; with_fwd && f < 3; f++) /* the whole forward, its sum included */
             if (lsa_forward_phase(s, f, set, s->bwd->y, st, err, err_len))
                 return -1;
         return 0;
     }
     if (phase == 1) {
-        if (with_fwd)
-            MOK_CHECK(cuda, dispatch_dy(s, set, st), return -1);
+        if (with_fwd && dispatch_dy(s, set, st, err, err_len))
+            return -1;
         return expert_gemms(s, set, st, err, err_len);
     }
     return combine_dx(s, st, err, err_len);
@@ -158,7 +170,7 @@ void lsa_bwd_teardown(struct lsa_state *s)
     struct lsa_bwd *b = s->bwd;
     if (!b)
         return;
-    void *dev[] = {b->dy_slots, b->gu, b->dhp, b->dgu, b->hw, b->w, b->dr, b->y_scratch};
+    void *dev[] = {b->dy_slots, b->gu, b->dhp, b->dgu, b->hw, b->w, b->dr, b->barrier_word, b->y_scratch};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     free(b);

@@ -31,6 +31,13 @@ static int check_grads(const mok_workspace *ws, const struct mok_grads *g, char 
     return MOK_OK;
 }
 
+/* This rank's routing [tokens][k] as the route gathered it (lsa.all_ids' row of this rank): what the backward's
+ * pushes read, so that the caller's ids need to live only until the forward's work is done (libmok.h). */
+static const int32_t *routing_copy(const mok_workspace *ws)
+{
+    return ws->a.all_ids + (size_t)ws->a.rank * ws->a.t_max * ws->a.topk;
+}
+
 /* act_recompute: the forward's dispatch again (a new epoch, the ready counters from zero) and its GEMM1 tiles, which
  * store gate and up (and, with shared experts, theirs), in the forward kernel with gemm1_only; the same variant as
  * the backward kernel after it (compute only: no dispatch, on the x rows the last full one left). */
@@ -39,6 +46,7 @@ static int recompute(mok_workspace *ws, const struct mok_weights *w, enum mok_va
 {
     struct mok_mega_args r = ws->mk;
     r.lsa = ws->a;
+    r.lsa.my_ids = routing_copy(ws);
     r.w13 = w->w13, r.w2 = w->w2, r.sw13 = w->shared_w13, r.sw2 = w->shared_w2;
     r.x_local = r.shared_inter ? mok_workspace_input(ws, ws->a.set) : NULL;
     r.gemm1_only = 1;
@@ -95,6 +103,15 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
                             "dispatched: run one first", err, err_len);
     if (ws->d.act_recompute && (rc = recompute(ws, w, variant, stream, err, err_len)))
         return rc;
+    /* act_recompute with peers: the recompute's scatter reads x from this rank's landing rows, where the backward's
+     * push writes the peers' dy rows. A stream-ordered one-int all-reduce between the two kernels keeps every push
+     * behind every rank's recompute (act save needs none: the forward's sum waited for every peer's done flags,
+     * which its kernel raises after its scatter). */
+    if (ws->d.act_recompute && ws->a.nranks > 1 && variant != MOK_VARIANT_COMPUTE_ONLY) {
+        ncclResult_t r = ncclAllReduce(ws->barrier_word, ws->barrier_word, 1, ncclInt32, ncclSum, ws->comm, stream);
+        if (r != ncclSuccess)
+            return say(err, err_len, MOK_ERR_NCCL, "backward's recompute barrier: %s", ncclGetErrorString(r));
+    }
     /* d.shared_sms: the shared experts' backward forks onto the side stream (it reads x, dy and the saved gate/up,
      * all written before this call on `stream`) and runs on sb.cfg.sms CTAs beside the kernel, which keeps the
      * other SMs; `stream` joins it before returning, on every path once forked, so the call stays stream-ordered
@@ -105,6 +122,7 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     int32_t *done = b.m.done;
     b.m = ws->mk;                       /* the forward's shapes, tuning and weights' places */
     b.m.lsa = ws->a;                    /* its schedule */
+    b.m.lsa.my_ids = routing_copy(ws);  /* the push's destinations, from the route's copy */
     b.m.lsa.set = ws->d.input_slots + ws->a.set; /* dy's slot in the window: the routed input slot's */
     b.m.lsa.xin = dy_slots;
     b.m.done = done;
