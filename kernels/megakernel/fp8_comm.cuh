@@ -15,7 +15,11 @@
 namespace {
 
 #if MOK_SM90_DEVICE
-constexpr int kFp8Unroll = 4; /* 256-value passes per warp in flight (loads issued before the first quantizes) */
+/* 256-value passes per warp in flight (loads issued before the first quantizes): 8, a 4096-value row in two
+ * rounds of loads instead of four (the push is latency-bound: one warp per token); ptxas -v shows the FP8
+ * instances' spills as with 4 (none but the wide send=1 instance's 72 bytes), 16 made the wide ones spill
+ * 120-208. Unmeasured against 4 (5b1f522's figures ran 4): A/B it with the next FP8 figures. */
+constexpr int kFp8Unroll = 8;
 
 /* Rank p's wire row of token t in this rank's window, or (remote) at peer q's: the landing rows [p][t]. */
 __device__ __forceinline__ size_t wire_row_off(const mok_lsa_args &a, int p, int t)
