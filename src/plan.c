@@ -118,6 +118,8 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
             bwd = cap * (h + 2 * i + i) * 2 + cap * 16 + t * k * 12 + t * 3 * si * 2 + t * 4 +
                   (mok_pass_has_fwd(spec->pass) ? 0
                                                 : (sets - 1) * (cap * (h + 2 * i) * 2 + t * 2 * si * 2 + t * k * 4));
+            if (!strcmp(impl, "nccl-overlap") && mok_params_nccl_overlap(params).chunks > 1)
+                bwd += cap * (2 * h + 2 * i + i) * 2 + cap * 4; /* the gathered wgrad's x, dy, dgu, w h, indices */
         }
         /* nccl_fp8.c: x quantized, the expert-major rows and h quantized (scales: 1/32 of the values), and for
          * the mxfp8 emulation every set's local weights dequantized to bf16 and h dequantized; the output h's

@@ -234,12 +234,25 @@ static int plan_gathered_wgrad(struct mok_nccl_pipe *s, char *err, int err_len)
                 b->wg_groups[ng++] = (struct mok_gemm_group){e, first[e], first[e + 1] - first[e]};
     }
     b->wg_gfirst[s->expert_groups] = ng;
-    if (b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t)))
-        return 0; /* the rows on the device are this plan's (and so the group offsets, made from the same splits) */
-    memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
-    MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                    s->compute), return -1);
-    if (b->h_wg_off) { /* gemm=mok: every expert of each group, offsets from the group's first gathered row */
+    /* gemm=mok: every expert of each group, offsets from the group's first gathered row. Compared apart from the
+     * plan: two splits can gather the same rows in the same order with other expert boundaries (counts {0, 2 | 0, 2}
+     * and {2, 0 | 2, 0} over two experts and two chunks) */
+    int off_same = b->wg_rows >= 0;
+    for (int g = 0; b->h_wg_off && g < s->expert_groups; g++) {
+        int gb = 0, ge = 0;
+        mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
+        for (int e = gb; e <= ge && off_same; e++)
+            off_same = b->h_wg_off[(size_t)g * (EL + 1) + (e - gb)] == first[e] - first[gb];
+    }
+    const int plan_same = b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t));
+    if (plan_same && off_same)
+        return 0; /* the device holds this plan's rows and group offsets */
+    if (!plan_same) {
+        memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
+        MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                        s->compute), return -1);
+    }
+    if (b->h_wg_off && !off_same) {
         for (int g = 0; g < s->expert_groups; g++) {
             int gb = 0, ge = 0;
             mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
@@ -462,12 +475,13 @@ void mok_nccl_bwd_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NPH
     static const int phase_of[4] = {MOK_PHASE_DISPATCH, MOK_PHASE_GEMM, MOK_PHASE_COMBINE, MOK_PHASE_GEMM};
     if (!s->bwd || slot < 0 || slot >= s->max_slots)
         return;
+    if (!mok_pass_has_fwd(s->p->spec.pass)) /* else the forward's phases are in out already, added to here */
+        for (int i = 0; i < 4; i++)
+            out[phase_of[i]] = 0.0;
     for (int c = 0; c < s->stages; c++)
         for (int i = 0; i < 4; i++) {
             float ms = 0;
             int ph = phase_of[i];
-            if (isnan(out[ph]))
-                out[ph] = 0.0;
             if (cudaEventElapsedTime(&ms, bwd_event(s, slot, c, 2 * i), bwd_event(s, slot, c, 2 * i + 1)) !=
                 cudaSuccess) {
                 cudaGetLastError();
