@@ -82,7 +82,8 @@ grep -q "no GPU here" "$SCRATCH/out0.log" || { cat "$SCRATCH/out0.log"; fail "no
 rm -f "$FAKE_LOG"
 FAKE_GPUS=1 bash "$D/batch.sh" "$SCRATCH/batch" "a:60:probe quick" "bad part" "b:3:quick" > "$SCRATCH/batch.log" 2>&1 &&
   fail "batch.sh: exit 0 with a malformed part"
-grep -q "part 'bad part' is not label:seconds:steps" "$SCRATCH/batch.log" || { cat "$SCRATCH/batch.log"; fail "batch.sh: the malformed part not named"; }
+grep -q "part 'bad part' is not label:seconds:steps" "$SCRATCH/batch.log" ||
+  { cat "$SCRATCH/batch.log"; fail "batch.sh: the malformed part not named"; }
 [ "$(wc -l < "$FAKE_LOG")" -eq 3 ] || { cat "$FAKE_LOG"; fail "batch.sh: not 3 launches (a: probe, quick; b: quick)"; }
 for l in a b; do
   [ -s "$SCRATCH/batch/$l.tgz" ] && [ ! -e "$SCRATCH/batch/$l" ] || fail "batch.sh: part $l not packed into $l.tgz"
@@ -92,6 +93,7 @@ done
 rm -f "$FAKE_LOG"
 FAKE_GPUS=1 FAKE_SLEEP=30 bash "$D/batch.sh" "$SCRATCH/batchcut" "c:3:quick" > "$SCRATCH/batchcut.log" 2>&1 &&
   fail "batch.sh: exit 0 for a part cut by its limit"
-grep -q "part c cut at its 3 s" "$SCRATCH/batchcut.log" || { cat "$SCRATCH/batchcut.log"; fail "batch.sh: the cut not said"; }
+grep -q "part c cut at its 3 s" "$SCRATCH/batchcut.log" ||
+  { cat "$SCRATCH/batchcut.log"; fail "batch.sh: the cut not said"; }
 tar -tzf "$SCRATCH/batchcut/c.tgz" | grep -qx "c/reports.tgz" || fail "batch.sh: a cut part's reports not packed"
 echo "test_scripts_device: all passed"

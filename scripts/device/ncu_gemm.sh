@@ -10,7 +10,8 @@ set -u
 CFG=$1; N=${2:-4}
 M="gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 M="$M,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed"
-M="$M,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed"
+M="$M,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed"
+M="$M,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed"
 for k in gemm_sm90 '^(nvjet|sm90_xmma|cutlass)'; do
   $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics "$M" -k "regex:$k" --launch-count "$N" \
     "$DEV/bin/mok-bench" -w 0 -n 1 -o "${OUT:-.}/ncu-run" "$CFG" 2>&1 | \
