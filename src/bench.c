@@ -629,7 +629,10 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
     if (root && isatty(2))
         fputc('\n', stderr);
 
-    int rc = b.failures ? 1 : 0;
+    int measured = 0; /* rows with a time: a run whose every candidate was refused measured nothing */
+    for (int i = 0; i < b.nrows; i++)
+        measured += strcmp(b.rows[i].disposition, MOK_DISPOSITION_NOT_SUPPORTED) != 0;
+    int rc = b.failures || (b.nrows && !measured) ? 1 : 0;
     if (root) {
         char csv[MOK_PATH_LEN + 80], json[MOK_PATH_LEN + 80], sum_csv[MOK_PATH_LEN + 96], err[ERR_LEN] = "";
         struct mok_summary_item *items = calloc((size_t)b.nrows + 1, sizeof(*items));
@@ -661,7 +664,11 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
                 printf("# tuning database: %s (%d entries)\n", opts->tuned_path, b.db.n);
             }
         }
-        printf("# %s: %d candidates, %d failed or incorrect\n", b.failures ? "FAILED" : "OK", b.nrows, b.failures);
+        if (b.nrows && !measured)
+            printf("# FAILED: none of the %d candidates could run here (each row's reason says why)\n", b.nrows);
+        else
+            printf("# %s: %d candidates, %d failed or incorrect\n", b.failures ? "FAILED" : "OK", b.nrows,
+                   b.failures);
         free(summary);
         free(items);
         mok_journal_close(&b.journal);

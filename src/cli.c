@@ -89,6 +89,16 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
         snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         const char *inline_value = eq ? eq + 1 : NULL;
 #define TAKE_VALUE() (inline_value ? inline_value : (i + 1 < argc ? argv[++i] : NULL))
+        static const char *const switches[] = {"--help", "--version", "--list-params", "--dry-run", "--no-check",
+                                               "--probe", "--resume"};
+        bool is_switch = false;
+        for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++)
+            is_switch |= !strcmp(name, switches[k]);
+        if (is_switch && inline_value) { /* --no-check=false would otherwise turn the check off */
+            mok_errors_add(errs, "%s: %s takes no value (given \"%s\"): leave the option out to keep its default",
+                           a, name, inline_value);
+            continue;
+        }
         if (!strcmp(name, "-h") || !strcmp(name, "--help"))
             cli->help = true;
         else if (!strcmp(name, "-V") || !strcmp(name, "--version"))

@@ -394,6 +394,13 @@ static void parse_tune(struct parser *ps, const cJSON *v)
             if (pi >= 0)
                 pseen[pi] = true;
         }
+        double n = 1; /* the sweep's size, in a double: 16^24 at most, where an int wraps */
+        for (int k = 0; k < d->nparams; k++)
+            n *= cfg->tune[ii].nvalues[k] > 0 ? cfg->tune[ii].nvalues[k] : 1;
+        if (n > MOK_MAX_CANDIDATES)
+            cfg_fail(e, p, NULL, "%.0f candidates (the product of its lists' lengths), more than the %d one "
+                     "implementation's sweep may hold: shorten its lists, or split them over several configs", n,
+                     MOK_MAX_CANDIDATES);
     }
 }
 

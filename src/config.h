@@ -20,6 +20,8 @@
 #define MOK_MAX_IMPLS 16
 #define MOK_MAX_PARAMS 24
 #define MOK_MAX_VALUES 16
+/* candidates of one implementation's tune block (the product of its lists' lengths) */
+#define MOK_MAX_CANDIDATES 100000
 #define MOK_NAME_LEN 64
 #define MOK_PATH_LEN 512
 #define MOK_CONFIG_MAX_DEPTH 16 /* JSON nesting of objects and arrays; a config needs 4 */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_RESUMED 100000
@@ -42,6 +43,55 @@ static bool same_header(const char *path, const struct mok_env *env)
         fclose(f);
     free(head);
     return same;
+}
+
+/* A row cut off by a kill mid-write leaves the journal without its final newline: the partial line goes (nothing
+ * of it was a whole row), so that the rows before it can be read and appended to. Returns 1 if one went. */
+static int drop_torn_line(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    long keep = -1, size = 0;
+    for (int c; (c = fgetc(f)) != EOF; size++)
+        if (c == '\n')
+            keep = size + 1;
+    fclose(f);
+    if (size == 0 || keep == size)
+        return 0;
+    return truncate(path, keep < 0 ? 0 : keep) == 0;
+}
+
+/* A journal about to be started over while it holds rows moves aside first, with its id, to the first free
+ * <path>.old, .old2, ...: its rows were measured, and nothing measured is dropped. Names the move in note. */
+static int move_aside(const char *path, const char *id_path, char *note, int note_len, char *err, int err_len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size == 0)
+        return 0;
+    FILE *f = fopen(path, "r");
+    int lines = 0;
+    for (int c; f && (c = fgetc(f)) != EOF && lines < 2;)
+        lines += c == '\n';
+    if (f)
+        fclose(f);
+    if (lines <= 1) /* nothing but its header: no rows to keep */
+        return 0;
+    char to[700], id_to[700];
+    for (int k = 1; k < 1000; k++) {
+        snprintf(to, sizeof to, k == 1 ? "%s.old" : "%s.old%d", path, k);
+        if (access(to, F_OK) == 0)
+            continue;
+        snprintf(id_to, sizeof id_to, k == 1 ? "%s.old" : "%s.old%d", id_path, k);
+        if (rename(path, to) != 0)
+            return fail(err, err_len, "move aside", path);
+        rename(id_path, id_to); /* a journal without its id is still readable rows */
+        size_t used = strlen(note);
+        snprintf(note + used, (size_t)note_len - used, "%sits earlier rows kept in %s", used ? "; " : "", to);
+        return 0;
+    }
+    snprintf(err, (size_t)err_len, "journal: %s and 999 earlier journals beside it (%s.old*): remove some", path, path);
+    return -1;
 }
 
 /* Replaces the journal at path by rows under this version's header: written beside it, then renamed over it, so an
@@ -85,15 +135,17 @@ int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, c
                 snprintf(err, (size_t)err_len, "journal: out of memory");
                 return -1;
             }
+            const int torn = drop_torn_line(j->path); /* the one expected damage: a kill mid-write */
             int n = mok_report_read_csv(j->path, rows, MAX_RESUMED, err, err_len);
-            if (n < 0) { /* a torn last line (killed mid-write) is the one expected damage: start over, say so */
+            if (n < 0) { /* anything else: not resumed, and kept aside below */
                 snprintf(note, (size_t)note_len, "journal %s unreadable (%s): not resuming", j->path, err);
                 free(rows);
             } else {
                 *resumed = rows;
                 *nresumed = n;
                 keep = true;
-                snprintf(note, (size_t)note_len, "resuming: %d rows from %s", n, j->path);
+                snprintf(note, (size_t)note_len, "resuming: %d rows from %s%s", n, j->path,
+                         torn ? " (a row cut off mid-write dropped)" : "");
             }
         } else {
             snprintf(note, (size_t)note_len, "no journal of this config and machine at %s: measuring everything",
@@ -112,6 +164,8 @@ int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, c
         j->f = fopen(j->path, "a");
         return j->f ? 0 : fail(err, err_len, "open", j->path);
     }
+    if (move_aside(j->path, j->id_path, note, note_len, err, err_len))
+        return -1;
     FILE *idf = fopen(j->id_path, "w");
     if (!idf || fputs(identity, idf) < 0 || fclose(idf) != 0)
         return fail(err, err_len, "write", j->id_path);

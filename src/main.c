@@ -16,6 +16,7 @@
 #include "output_check.h"
 #include "plan.h"
 #include "probe.h"
+#include "tunedb.h"
 #include "version.h"
 
 #define MAX_CONFIG_BYTES (1 << 20)
@@ -230,6 +231,25 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&out_bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (out_bad) {
+        free(config_json);
+        return finish(2);
+    }
+    int db_bad = 0; /* --tuned read now, as the run will read it (a missing file is an empty database): a bad one
+                     * fails here, before a GPU is touched or a journal opened, not after */
+    if (cl.rank == 0 && cli.tuned_path) {
+        struct mok_tunedb db = {0};
+        char db_err[600];
+        struct stat st;
+        if (stat(cli.tuned_path, &st) == 0 && S_ISDIR(st.st_mode))
+            db_bad = 1, snprintf(db_err, sizeof db_err, "%s: a directory (give a file)", cli.tuned_path);
+        else
+            db_bad = mok_tunedb_load(cli.tuned_path, &db, db_err, sizeof db_err) != 0;
+        if (db_bad)
+            fprintf(stderr, "mok-bench: --tuned: %s\n", db_err);
+        mok_tunedb_free(&db);
+    }
+    MPI_Bcast(&db_bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (db_bad) {
         free(config_json);
         return finish(2);
     }

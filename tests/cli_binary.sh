@@ -44,6 +44,13 @@ grep -q "^# plan:" "$SCRATCH/dry.out" || fail "dry-run: no plan"
 grep -q "peak device memory per rank" "$SCRATCH/dry.out" || fail "dry-run: no memory"
 [ ! -e "$SCRATCH/dry" ] || fail "dry-run wrote output"
 "$BIN" --dry-run --only nccl "$SRC/configs/quick.json" | grep -q "nccl-overlap" && fail "--only not applied"
+# --tuned is read before anything runs: a malformed database or a directory fails the run (exit 2, nothing written)
+printf '{not json' > "$SCRATCH/bad-db.json"
+"$BIN" --dry-run -t "$SCRATCH/bad-db.json" -o "$SCRATCH/dbout" "$SRC/configs/quick.json" > "$SCRATCH/db.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--tuned: .*bad-db.json: malformed JSON" "$SCRATCH/db.out" || fail "bad --tuned file accepted"
+"$BIN" --dry-run -t "$SCRATCH" "$SRC/configs/quick.json" > "$SCRATCH/db.out" 2>&1
+[ $? -eq 2 ] && grep -q "a directory" "$SCRATCH/db.out" || fail "--tuned directory accepted"
+[ ! -e "$SCRATCH/dbout" ] || fail "a bad --tuned wrote output"
 for f in "$SRC"/configs/*.json; do
   "$BIN" --dry-run "$f" > /dev/null || fail "shipped config $f does not validate"
 done

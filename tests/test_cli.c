@@ -49,6 +49,10 @@ int main(void)
     CHECK(parse(&cli, &e, 4, a8) == 1 && errors_contain(&e, "unknown implementation (allowed: nccl"), "only bad");
     char *a9[] = {"mok-bench", "--bogus", "c.json"};
     CHECK(parse(&cli, &e, 3, a9) == 1 && errors_contain(&e, "--bogus: unknown option"), "unknown option");
+    char *a9b[] = {"mok-bench", "--no-check=false", "--dry-run=0", "c.json"};
+    CHECK(parse(&cli, &e, 4, a9b) == 2 && errors_contain(&e, "--no-check takes no value (given \"false\")") &&
+              !cli.no_check && !cli.dry_run,
+          "a switch with a value");
     char *a10[] = {"mok-bench", "a.json", "b.json"};
     CHECK(parse(&cli, &e, 3, a10) == 1 && errors_contain(&e, "only one CONFIG.json"), "two configs");
     char *a12[] = {"mok-bench", "-t", "db.json", "--resume", "c.json"};

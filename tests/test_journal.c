@@ -60,27 +60,53 @@ static void test_journal(const char *dir)
     mok_journal_close(&j);
     free(back);
 
-    /* another config or machine: nothing is reused, and the journal restarts */
+    /* another config or machine: nothing is reused, the journal restarts, and its 3 rows move aside, whole */
     CHECK(mok_journal_open(&j, dir, "run", "config=2 gpu=x", true, &env, &back, &n, note, sizeof note, err,
-                           sizeof err) == 0 && n == 0 && strstr(note, "measuring everything"),
-          "identity mismatch must not resume (n=%d, %s)", n, note);
+                           sizeof err) == 0 && n == 0 && strstr(note, "measuring everything") &&
+              strstr(note, "run.journal.csv.old"),
+          "identity mismatch must not resume and must keep the rows aside (n=%d, %s)", n, note);
     mok_journal_close(&j);
     free(back);
+    char path[700];
+    snprintf(path, sizeof path, "%s/run.journal.csv.old", dir);
+    struct mok_row aside[4];
+    CHECK(mok_report_read_csv(path, aside, 4, err, sizeof err) == 3, "the rows moved aside: %s", err);
+    /* a plain rerun (no resume) over a journal of only its header moves nothing aside */
+    CHECK(mok_journal_open(&j, dir, "run", "config=2 gpu=x", false, &env, &back, &n, note, sizeof note, err,
+                           sizeof err) == 0 && !strstr(note, ".old"),
+          "an empty journal moved aside: %s", note);
+    mok_journal_close(&j);
 
-    /* a torn last line (killed while writing) is reported, not trusted */
+    /* a torn last line (killed while writing): that line goes, the whole rows before it are resumed */
     CHECK(mok_journal_open(&j, dir, "torn", "id", false, &env, &back, &n, note, sizeof note, err, sizeof err) == 0,
           "open torn");
     mok_journal_append(&j, &env, &a, err, sizeof err);
     fputs("0,m,256,12", j.f);
     mok_journal_close(&j);
     CHECK(mok_journal_open(&j, dir, "torn", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
-              n == 0 && strstr(note, "unreadable"),
+              n == 1 && back && mok_row_same_candidate(&back[0], &a) && strstr(note, "cut off"),
           "torn journal: n=%d note=%s", n, note);
+    CHECK(mok_journal_append(&j, &env, &b, err, sizeof err) == 0, "append after the torn line: %s", err);
     mok_journal_close(&j);
     free(back);
-    char path[700];
-    const char *names[] = {"run.journal.csv", "run.journal.id", "torn.journal.csv", "torn.journal.id"};
-    for (int i = 0; i < 4; i++) {
+    CHECK(mok_journal_open(&j, dir, "torn", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
+              n == 2,
+          "after the torn line's repair: n=%d note=%s", n, note);
+    mok_journal_close(&j);
+    free(back);
+    /* damage inside the file: not resumed, and the file kept aside */
+    snprintf(path, sizeof path, "%s/torn.journal.csv", dir);
+    FILE *f = fopen(path, "a");
+    fputs("garbage,\n", f);
+    fclose(f);
+    CHECK(mok_journal_open(&j, dir, "torn", "id", true, &env, &back, &n, note, sizeof note, err, sizeof err) == 0 &&
+              n == 0 && strstr(note, "unreadable") && strstr(note, "torn.journal.csv.old"),
+          "a damaged journal: n=%d note=%s", n, note);
+    mok_journal_close(&j);
+    free(back);
+    const char *names[] = {"run.journal.csv", "run.journal.id", "torn.journal.csv", "torn.journal.id",
+                           "run.journal.csv.old", "run.journal.id.old", "torn.journal.csv.old", "torn.journal.id.old"};
+    for (int i = 0; i < 8; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);
     }
