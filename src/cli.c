@@ -57,8 +57,18 @@ static void parse_only(const char *value, struct mok_cli *cli, struct mok_errors
 {
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", value);
+    const size_t len = strlen(value);
+    if (len && (value[0] == ',' || value[len - 1] == ',' || strstr(value, ",,"))) {
+        mok_errors_add(errs, "--only = \"%s\": an empty name between commas (IMPL[,IMPL])", value);
+        return;
+    }
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (!mok_impl_desc_find(tok)) {
+        bool twice = false;
+        for (int k = 0; k < cli->nonly; k++)
+            twice |= !strcmp(cli->only[k], tok);
+        if (twice) {
+            mok_errors_add(errs, "--only = \"%s\": %s named twice", value, tok);
+        } else if (!mok_impl_desc_find(tok)) {
             char allowed[256] = "";
             for (int i = 0; i < mok_impl_desc_count(); i++)
                 snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s", i ? ", " : "",

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -273,10 +274,13 @@ int main(int argc, char **argv)
     }
 
     char err[512];
-    if (mok_cluster_init_gpu(&cl, err, sizeof(err))) {
+    if (mok_cluster_init_gpu(&cl, err, sizeof(err))) { /* the environment: exit 2, and the output folder the check
+                                                         * above created (empty) goes again */
         fprintf(stderr, "mok-bench: %s\n", err);
+        if (cl.rank == 0 && out_plan.created)
+            rmdir(cfg.output_dir); /* mok_mkdir_p's parents stay; the folder itself is empty */
         free(config_json);
-        return finish(1);
+        return finish(2);
     }
     if (plan_fits_gpu(&cl, &cfg)) {
         free(config_json);

@@ -79,7 +79,7 @@ int mok_output_check(const char *dir, const char *name, bool create, struct mok_
             snprintf(err, err_len, "%s", why);
             return -1;
         }
-        plan->dir_exists = true;
+        plan->dir_exists = plan->created = true;
     }
     if (!plan->dir_exists) { /* dry-run: the directory would be created under its deepest existing ancestor */
         char anc[PATH_MAX];

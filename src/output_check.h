@@ -6,9 +6,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* What the check found. dir_exists: output.dir is there (else it is created, create = true, at the run's start). */
+/* What the check found. dir_exists: output.dir is there (else it is created, create = true, at the run's start);
+ * created: this check created it (a run that stops before writing removes it again). */
 struct mok_output_plan {
-    bool dir_exists;
+    bool dir_exists, created;
     char csv[1024], json[1024]; /* the report paths the run would write now (a -N suffix where names are taken) */
 };
 

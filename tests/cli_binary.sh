@@ -44,6 +44,12 @@ grep -q "^# plan:" "$SCRATCH/dry.out" || fail "dry-run: no plan"
 grep -q "peak device memory per rank" "$SCRATCH/dry.out" || fail "dry-run: no memory"
 [ ! -e "$SCRATCH/dry" ] || fail "dry-run wrote output"
 "$BIN" --dry-run --only nccl "$SRC/configs/quick.json" | grep -q "nccl-overlap" && fail "--only not applied"
+# without a GPU (CI) a real run is the environment's error: exit 2, and the output folder it made is gone again
+if ! have_gpu; then
+  "$BIN" -o "$SCRATCH/nogpu" "$SRC/configs/quick.json" > "$SCRATCH/nogpu.out" 2>&1
+  [ $? -eq 2 ] && grep -q "GPUs visible" "$SCRATCH/nogpu.out" || fail "no GPU: not exit 2 with the reason"
+  [ ! -e "$SCRATCH/nogpu" ] || fail "no GPU: the output folder stayed"
+fi
 # --tuned is read before anything runs: a malformed database or a directory fails the run (exit 2, nothing written)
 printf '{not json' > "$SCRATCH/bad-db.json"
 "$BIN" --dry-run -t "$SCRATCH/bad-db.json" -o "$SCRATCH/dbout" "$SRC/configs/quick.json" > "$SCRATCH/db.out" 2>&1

@@ -53,6 +53,10 @@ int main(void)
     CHECK(parse(&cli, &e, 4, a9b) == 2 && errors_contain(&e, "--no-check takes no value (given \"false\")") &&
               !cli.no_check && !cli.dry_run,
           "a switch with a value");
+    char *a9c[] = {"mok-bench", "--only", "nccl,", "c.json"};
+    CHECK(parse(&cli, &e, 4, a9c) == 1 && errors_contain(&e, "an empty name between commas"), "--only nccl,");
+    char *a9d[] = {"mok-bench", "--only", "nccl,nccl", "c.json"};
+    CHECK(parse(&cli, &e, 4, a9d) == 1 && errors_contain(&e, "nccl named twice"), "--only nccl,nccl");
     char *a10[] = {"mok-bench", "a.json", "b.json"};
     CHECK(parse(&cli, &e, 3, a10) == 1 && errors_contain(&e, "only one CONFIG.json"), "two configs");
     char *a12[] = {"mok-bench", "-t", "db.json", "--resume", "c.json"};
