@@ -506,7 +506,7 @@ static void follow_impl(struct impl_ctx *ic)
 
 static void open_journal_and_db(struct bench_state *b, const char *config_json)
 {
-    char err[ERR_LEN], note[ERR_LEN], identity[512];
+    char err[ERR_LEN], note[2048], identity[512]; /* the note names up to two journal paths */
     const struct mok_env *env = &b->cl->env;
     snprintf(identity, sizeof(identity), "config %016llx | %s | %d SMs | %d ranks | LSA %d",
              (unsigned long long)mok_hash64(config_json, strlen(config_json)), env->gpu, env->sm_count,
@@ -554,8 +554,9 @@ static int write_reports(const struct report_job *j, const char *dir, char *csv,
     return mok_summary_write_csv(sum_csv, j->items, j->nitems, j->moe_layers, err, (int)err_len);
 }
 
-/* The problem's roofline on this rank: the rows each global expert gets (layer mode: every rank's routes, summed;
- * gemm mode: this rank's own), against --probe's DRAM and GEMM figures. Collective in layer mode. */
+/* The problem's roofline: the rows each global expert gets (layer mode: every rank's routes, summed; gemm mode:
+ * this rank's own), against --probe's DRAM and GEMM figures, on each rank, then the slowest rank's on all.
+ * Collective with several ranks. */
 static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
 {
     int32_t *rows = calloc((size_t)p->experts, sizeof(int32_t));
@@ -568,6 +569,17 @@ static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
     mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps,
                     gemm_rate_for(&b->cl->env, p->spec.dtype), &b->roof);
     free(rows);
+    if (p->nranks > 1 && p->spec.mode != MOK_MODE_COMM) { /* the row's time is the max over ranks: its roofline
+                                                         * is the slowest rank's (by its bound, or without --probe
+                                                         * by its bytes), every column from that one rank */
+        const struct mok_roofline *r = &b->roof;
+        struct {
+            double v;
+            int rank;
+        } mine = {isnan(r->bound_us) ? r->weight_bytes + r->act_bytes : r->bound_us, p->rank}, slowest;
+        MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+        MPI_Bcast(&b->roof, (int)sizeof b->roof, MPI_BYTE, slowest.rank, MPI_COMM_WORLD);
+    }
 }
 
 int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,

@@ -34,7 +34,9 @@ double mok_problem_flops(const struct mok_problem_spec *s)
     if (s->mode == MOK_MODE_COMM)
         return 0.0; /* no expert compute */
     double per_token = 2.0 * 3.0 * m->hidden * (double)m->intermediate;
-    double fwd = (double)s->tokens_per_rank * per_token * (m->topk + m->shared_experts);
+    /* gemm mode runs the routed experts' GEMMs only: a model's shared experts count in layer mode */
+    const int shared = s->mode == MOK_MODE_LAYER ? m->shared_experts : 0;
+    double fwd = (double)s->tokens_per_rank * per_token * (m->topk + shared);
     /* the backward: dgrad and wgrad, two GEMMs of each forward GEMM's size */
     return (mok_pass_has_fwd(s->pass) ? fwd : 0.0) + (mok_pass_has_bwd(s->pass) ? 2.0 * fwd : 0.0);
 }

@@ -140,7 +140,7 @@ struct mok_problem {
 
     struct mok_outputs out;      /* what the implementation writes: {y} for the forward (buffers above) */
 
-    double flops;          /* per rank, forward */
+    double flops;          /* per rank, the problem's pass (mok_problem_flops) */
     double reference_ms;   /* time the reference took */
     size_t device_bytes;   /* allocated here */
 };

@@ -74,7 +74,7 @@ struct mok_row {
 
     int iters;
     double time_med_us, time_p10_us, time_p90_us;
-    double flops;  /* per rank: 2*T*k*3*H*I + shared experts 2*T*3*H*I*S */
+    double flops;  /* per rank, the pass's useful FLOPs (mok_problem_flops; docs/report-columns.md) */
     double tflops; /* flops / time_med */
     double dispatch_bytes, combine_bytes;
     double comm_gbps; /* (dispatch_bytes + combine_bytes) / time_med */
@@ -90,7 +90,7 @@ struct mok_row {
     double gemm_us;       /* expert GEMMs + SwiGLU inside the layer (summed over chunks) */
     double gemm1_us;      /* gemm mode: GEMM1 + SwiGLU alone */
     double gemm2_us;      /* gemm mode: GEMM2 alone */
-    double gemm_frac;     /* tflops / the dense bf16 GEMM rate --probe measured in this run */
+    double gemm_frac;     /* tflops / the dense GEMM rate of the row's dtype --probe measured in this run */
     double gemm_alone_us; /* the same GEMM calls on the same data, timed alone */
     double a2a_ref_us;    /* ncclAlltoAll moving the same remote bytes (padded), timed alone */
     double a2a_ref_gbps;

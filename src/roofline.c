@@ -49,11 +49,23 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }
     double act = rows * per_row, flops = rows * flops_per_row;
-    if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens */
-        double si = m->shared_experts * i, t = spec->tokens_per_rank;
-        weights += 3.0 * h * si * 2;
-        act += t * (h + 2 * si + h) * 2;
-        flops += t * 2.0 * 3.0 * h * si;
+    if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens, bf16
+                                                               * in every dtype, with the routed rows' per-pass
+                                                               * terms: its weights read once per pass (forward,
+                                                               * dgrad), its gradient's traffic, its rows */
+        const double si = m->shared_experts * i, t = spec->tokens_per_rank, shared_w = 3.0 * h * si * 2;
+        if (fwd) {
+            weights += shared_w;
+            act += t * (h + 2 * si + h) * 2;
+            flops += t * 2.0 * 3.0 * h * si;
+        }
+        if (bwd) {
+            const double grad = spec->wgrad == MOK_WGRAD_BF16 ? 3.0 * h * si * 2 : 3.0 * h * si * 4 * 2;
+            weights += shared_w + grad;
+            out->grad_bytes += grad;
+            act += t * (4 * h + 2 * si + 2 * si + 3 * 2 * si + 2 * si) * 2;
+            flops += t * 2.0 * 2.0 * 3.0 * h * si;
+        }
     }
     out->weight_bytes = weights;
     out->act_bytes = act;

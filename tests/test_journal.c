@@ -37,7 +37,7 @@ static void test_journal(const char *dir)
     struct mok_journal j;
     struct mok_row *back = NULL;
     int n = 0;
-    char note[256], err[512];
+    char note[1024], err[512];
     struct mok_row a = make_row(0, "nccl", "gemm=per_expert,gemm_streams=4", 123.5, "passed");
     struct mok_row b = make_row(1, "lsa", "sms=16,combine=per_rank", 77.25, "incorrect");
     CHECK(mok_journal_open(&j, dir, "run", "config=1 gpu=x", false, &env, &back, &n, note, sizeof note, err,

@@ -39,6 +39,18 @@ int main(void)
     mok_roofline_of(&s, 1, 0, rows, 0, 650, &r);
     CHECK(isnan(r.mem_us) && isnan(r.bound_us) && !isnan(r.gemm_us), "no DRAM figure: mem and bound NaN");
     CHECK(close_to(r.flops, (24576.0 - 64 + 4096) * 6 * 7168 * 3072), "shared flops %.4g", r.flops);
+    /* ... and in a training step their backward too: twice their forward's FLOPs, their weights read by dgrad, their
+     * fp32 gradient read and written, their rows' backward traffic */
+    s.pass = MOK_PASS_FWD_BWD;
+    mok_roofline_of(&s, 1, 0, rows, 0, 650, &r);
+    const double sw = 3.0 * 7168 * 3072, routed_w = 383.0 * 3 * 7168 * 3072;
+    CHECK(close_to(r.flops, (24576.0 - 64 + 4096) * 3 * 6 * 7168 * 3072), "fwd_bwd shared flops %.4g", r.flops);
+    CHECK(close_to(r.grad_bytes, (routed_w + sw) * 4 * 2), "fwd_bwd shared gradients %.4g", r.grad_bytes);
+    CHECK(close_to(r.weight_bytes, (routed_w + sw) * (2 * 2 + 4 * 2)), "fwd_bwd shared weights %.4g", r.weight_bytes);
+    CHECK(close_to(r.act_bytes, (24576.0 - 64) * ((7168 + 3072 + 3072 + 7168) + 4 * 7168 + 12 * 3072) * 2 +
+                                    4096.0 * ((7168 + 2 * 3072 + 7168) + 4 * 7168 + 12 * 3072) * 2),
+          "fwd_bwd shared rows %.4g", r.act_bytes);
+    s.pass = MOK_PASS_FWD;
 
     /* gemm mode: every expert, the rank's own routes; comm mode: nothing */
     s.mode = MOK_MODE_GEMM, s.model.shared_experts = 0;
