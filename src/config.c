@@ -312,6 +312,18 @@ static void parse_param(struct mok_errors *e, const cJSON *v, const char *path, 
                                    def->nchoices)) >= 0;
         else
             valid[i] = cfg_int_value(e, items[i], ip, def->min, def->max, 1, &x);
+        const int *set = NULL;
+        const int nset = def->choices ? 0 : mok_param_value_set(def->name, &set);
+        bool in_set = nset == 0;
+        for (int k = 0; valid[i] && k < nset; k++)
+            in_set |= set[k] == x;
+        if (valid[i] && !in_set) {
+            char allowed[64] = "";
+            for (int k = 0; k < nset; k++)
+                snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%d", k ? ", " : "", set[k]);
+            cfg_fail(e, ip, items[i], "not a size the kernels run (allowed: %s)", allowed);
+            valid[i] = false;
+        }
         for (int j = 0; valid[i] && j < i; j++)
             if (valid[j] && t->values[pi][j] == x) {
                 cfg_fail(e, ip, items[i], "duplicate value");

@@ -107,6 +107,23 @@ const char *mok_impl_param_removed(const char *impl, const char *name)
     return NULL;
 }
 
+int mok_param_value_set(const char *name, const int **values)
+{
+    static const int tile_n[] = {128, 256}, tile_m[] = {64, 128, 256}, fp8_n[] = {64, 128};
+    static const struct {
+        const char *name;
+        const int *values;
+        int n;
+    } sets[] = {{"tile_n", tile_n, 2}, {"tile_m", tile_m, 3}, {"fp8_n", fp8_n, 2}, {"fp8_tile_n", tile_n, 2}};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        if (!strcmp(sets[i].name, name)) {
+            *values = sets[i].values;
+            return sets[i].n;
+        }
+    *values = NULL;
+    return 0;
+}
+
 int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_problem_spec *spec, int nranks,
                            const int *params, char *why, int why_len)
 {
@@ -130,7 +147,13 @@ void mok_impl_params_markdown(FILE *out)
                     fprintf(out, "%s`%s`", c ? ", " : "", p->choices[c]);
                 fprintf(out, " | `%s` | ", p->choices[p->default_value]);
             } else {
-                fprintf(out, "%d..%d | %d | ", p->min, p->max, p->default_value);
+                const int *set = NULL;
+                const int nset = mok_param_value_set(p->name, &set);
+                for (int v = 0; v < nset; v++)
+                    fprintf(out, "%s%d", v ? ", " : "", set[v]);
+                if (!nset)
+                    fprintf(out, "%d..%d", p->min, p->max);
+                fprintf(out, " | %d | ", p->default_value);
             }
             for (const char *c = p->help; *c; c++) /* a '|' would end the cell */
                 fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, out);

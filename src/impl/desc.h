@@ -51,6 +51,10 @@ const struct mok_impl_desc *mok_impl_desc_find(const char *name);
 int mok_impl_param_index(const struct mok_impl_desc *desc, const char *name);
 /* The new name of a renamed parameter of impl, or NULL. */
 const char *mok_impl_param_renamed(const char *impl, const char *old_name);
+/* The values a numeric parameter takes where its range holds others that no kernel runs (tile sizes): their count,
+ * *values pointing at them in ascending order; 0 for a parameter whose whole [min, max] is allowed. Keyed by name:
+ * a name means one thing in every implementation. */
+int mok_param_value_set(const char *name, const int **values);
 /* Why a removed parameter of impl was taken out, or NULL. */
 const char *mok_impl_param_removed(const char *impl, const char *name);
 /* host_supports of the implementation (1 when it has none). */
