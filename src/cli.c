@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "desc.h"
 
@@ -160,6 +161,21 @@ int mok_cli_parse(int argc, char **argv, struct mok_cli *cli, struct mok_errors 
     const char *power = getenv("MOK_POWER");
     if (!cli->help && !cli->version && !cli->list_params && power && strcmp(power, "0") && strcmp(power, "1"))
         mok_errors_add(errs, "environment MOK_POWER = \"%s\": 0 (no power sampling) or 1 (the default)", power);
+    /* the iteration log a run appends to: its folder must take a file (checked without creating it: a dry run
+     * writes nothing), or the run would only warn per candidate and the log asked for never appear */
+    const char *iter_log = getenv("MOK_ITER_LOG");
+    if (!cli->help && !cli->version && !cli->list_params && iter_log && *iter_log) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", iter_log);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            slash == dir ? (void)(dir[1] = '\0') : (void)(*slash = '\0');
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (access(iter_log, F_OK) == 0 ? access(iter_log, W_OK) != 0 : access(dir, W_OK | X_OK) != 0)
+            mok_errors_add(errs, "environment MOK_ITER_LOG = \"%s\": cannot be written (%s): a file in a writable "
+                           "folder", iter_log, strerror(errno));
+    }
     return errs->count - before;
 }
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -96,6 +97,14 @@ int main(void)
     setenv("MOK_POWER", "0", 1);
     CHECK(parse(&cli, &e, 2, c1) == 0, "MOK_POWER=0: %s", e.count ? e.msg[0] : "");
     unsetenv("MOK_POWER");
+    /* MOK_ITER_LOG: a file a run can write (checked without creating it) */
+    setenv("MOK_ITER_LOG", "/nonexistent-mok-dir/iter.log", 1);
+    CHECK(parse(&cli, &e, 2, c1) == 1 && errors_contain(&e, "MOK_ITER_LOG = \"/nonexistent-mok-dir/iter.log\""),
+          "MOK_ITER_LOG in a missing folder: %s", e.count ? e.msg[0] : "(no error)");
+    setenv("MOK_ITER_LOG", "iter.log", 1);
+    CHECK(parse(&cli, &e, 2, c1) == 0 && access("iter.log", F_OK) != 0, "MOK_ITER_LOG=iter.log: %s",
+          e.count ? e.msg[0] : "");
+    unsetenv("MOK_ITER_LOG");
 
     printf("test_cli: %s (%d failures)\n", failures ? "FAILED" : "all passed", failures);
     return failures ? 1 : 0;
