@@ -30,6 +30,10 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         routed += expert_rows[e] > 0;
     }
     const bool fwd = mok_pass_has_fwd(spec->pass), bwd = mok_pass_has_bwd(spec->pass);
+    /* an MLP of intermediate n's backward, per row: dy (h) read by both GEMM2 GEMMs, x (h) by dW13's, dx (h)
+     * written, gu (2n) read, dh' (n) written and read, [dg, du] (2n) written and read by both GEMM1 GEMMs, w h (n)
+     * written and read; its weight gradients' traffic: fp32 read and written, or bf16 written */
+    const double bwd_row_i = 2 + 2 + 3 * 2 + 2, grad_per_weight = spec->wgrad == MOK_WGRAD_BF16 ? 2 : 4 * 2;
     double weights = 0, per_row = 0, flops_per_row = 0;
     if (fwd) { /* per row: x (h) in, gate and up (2i) in registers, h (i) stored and read back, out (h) stored */
         weights += routed * expert_bytes;
@@ -37,15 +41,12 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         flops_per_row += 2.0 * 3.0 * h * i;
     }
     if (bwd) {
-        /* dgrad reads the weights once more (bf16); wgrad reads and writes the fp32 gradients (fp32_accumulate) or
-         * writes bf16 ones (bf16);
-         * per row: dy (h) read by both GEMM2 GEMMs, x (h) by dW13's, dx (h) written, gu (2i) read, dh' (i) written
-         * and read, [dg, du] (2i) written and read by both GEMM1 GEMMs, w h (i) written and read; twice the
+        /* dgrad reads the weights once more (bf16), wgrad moves the gradients; the rows' terms above; twice the
          * forward's FLOPs (two dgrad and two wgrad GEMMs of the forward's sizes) */
-        const double grad_bytes = spec->wgrad == MOK_WGRAD_BF16 ? 3.0 * h * i * 2 : 3.0 * h * i * 4 * 2;
+        const double grad_bytes = 3.0 * h * i * grad_per_weight;
         weights += routed * (expert_bytes + grad_bytes);
         out->grad_bytes = routed * grad_bytes;
-        per_row += (4 * h + 2 * i + 2 * i + 3 * 2 * i + 2 * i) * 2;
+        per_row += (4 * h + bwd_row_i * i) * 2;
         flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }
     double act = rows * per_row, flops = rows * flops_per_row;
@@ -60,10 +61,10 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
             flops += t * 2.0 * 3.0 * h * si;
         }
         if (bwd) {
-            const double grad = spec->wgrad == MOK_WGRAD_BF16 ? 3.0 * h * si * 2 : 3.0 * h * si * 4 * 2;
+            const double grad = 3.0 * h * si * grad_per_weight;
             weights += shared_w + grad;
             out->grad_bytes += grad;
-            act += t * (4 * h + 2 * si + 2 * si + 3 * 2 * si + 2 * si) * 2;
+            act += t * (4 * h + bwd_row_i * si) * 2;
             flops += t * 2.0 * 2.0 * 3.0 * h * si;
         }
     }

@@ -234,36 +234,30 @@ static int plan_gathered_wgrad(struct mok_nccl_pipe *s, char *err, int err_len)
                 b->wg_groups[ng++] = (struct mok_gemm_group){e, first[e], first[e + 1] - first[e]};
     }
     b->wg_gfirst[s->expert_groups] = ng;
-    /* gemm=mok: every expert of each group, offsets from the group's first gathered row. Compared apart from the
-     * plan: two splits can gather the same rows in the same order with other expert boundaries (counts {0, 2 | 0, 2}
-     * and {2, 0 | 2, 0} over two experts and two chunks) */
+    /* gemm=mok: every expert of each group, offsets from the group's first gathered row, written in place and
+     * compared apart from the plan: two splits can gather the same rows in the same order with other expert
+     * boundaries (counts {0, 2 | 0, 2} and {2, 0 | 2, 0} over two experts and two chunks) */
     int off_same = b->wg_rows >= 0;
     for (int g = 0; b->h_wg_off && g < s->expert_groups; g++) {
         int gb = 0, ge = 0;
         mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
-        for (int e = gb; e <= ge && off_same; e++)
-            off_same = b->h_wg_off[(size_t)g * (EL + 1) + (e - gb)] == first[e] - first[gb];
+        for (int e = gb; e <= ge; e++) {
+            int32_t *o = &b->h_wg_off[(size_t)g * (EL + 1) + (e - gb)];
+            off_same &= *o == first[e] - first[gb];
+            *o = first[e] - first[gb];
+        }
     }
     const int plan_same = b->wg_rows == n && !memcmp(plan, b->h_wg_idx, (size_t)n * sizeof(int32_t));
-    if (plan_same && off_same)
-        return 0; /* the device holds this plan's rows and group offsets */
     if (!plan_same) {
         memcpy(b->h_wg_idx, plan, (size_t)n * sizeof(int32_t));
         MOK_CHECK(cuda, cudaMemcpyAsync(b->wg_idx, b->h_wg_idx, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
                                         s->compute), return -1);
     }
-    if (b->h_wg_off && !off_same) {
-        for (int g = 0; g < s->expert_groups; g++) {
-            int gb = 0, ge = 0;
-            mok_splits_group(EL, s->expert_groups, g, &gb, &ge);
-            for (int e = gb; e <= ge; e++)
-                b->h_wg_off[(size_t)g * (EL + 1) + (e - gb)] = first[e] - first[gb];
-        }
+    if (b->h_wg_off && !off_same)
         MOK_CHECK(cuda,
                   cudaMemcpyAsync(b->wg_off, b->h_wg_off, (size_t)s->expert_groups * (EL + 1) * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, s->compute),
                   return -1);
-    }
     b->wg_rows = n;
     return 0;
 }
