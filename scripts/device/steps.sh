@@ -161,6 +161,10 @@ mok_step() {
           -n 1 -o "$R/bwd-layer-san-$tool" tests/gpu_bwd_layer_sanitize.json > "$R/bwd-layer-$tool.log" 2>&1
         echo "compute-sanitizer $tool (layers' backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-layer-$tool.log"
       done;;
+    bwdlayermokrace) # racecheck of the NCCL layers' backward, gemm=mok only (cuBLAS's take ~2 s an iteration there)
+      $MPIRUN -np 1 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 -n 1 \
+        -o "$R/bwd-layer-mok-race" tests/gpu_bwd_layer_mok_racecheck.json > "$R/bwd-layer-mok-racecheck.log" 2>&1
+      echo "compute-sanitizer racecheck (layers' backward, gemm=mok) rc=$?"; grep -E "RACECHECK SUMMARY" "$R/bwd-layer-mok-racecheck.log";;
     h1split) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-split.json;; # one GPU: small groups, the megakernel with split_half 0 and 1 beside nccl gemm=mok, rooflines
     h1swap) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-swap.json;; # one GPU: small groups, the megakernel with swap_tail 0 and 1 beside nccl gemm=mok, rooflines
     h1forward) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-forward.json;; # one GPU: the forward beside the strong baselines (gemm=mok), rooflines
