@@ -294,6 +294,7 @@ struct bench_state {
     struct mok_baseline base; /* speedups are over the best baseline candidate so far in the current problem */
     struct mok_roofline roof; /* the current problem's, on this rank (roofline.h) */
     char run_start[24];       /* ISO 8601 UTC, on every row */
+    char sets_note[128];      /* the current problem's, where timing.input_sets leaves its inputs in L2's reach */
 };
 
 /* One problem x implementation on its way through a search. */
@@ -393,10 +394,12 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
     row->roofline_gemm_us = b->roof.gemm_us;
     row->roofline_us = b->roof.bound_us;
     row->time_over_roofline = row->time_med_us / row->roofline_us;
-    if (ic->note) { /* appended: the implementation's own note (capacity, stages...) may already be there */
-        size_t used = strlen(row->note);
-        snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", ic->note);
-    }
+    const char *extra[2] = {ic->note, b->sets_note[0] ? b->sets_note : NULL};
+    for (int i = 0; i < 2; i++) /* appended: the implementation's own note (capacity, stages...) may be there */
+        if (extra[i]) {
+            size_t used = strlen(row->note);
+            snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", extra[i]);
+        }
     if (b->cl->rank == 0) {
         char err[ERR_LEN];
         live_speedup(b, row);
@@ -609,6 +612,13 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         struct mok_problem prob;
         char err[ERR_LEN];
         int sets = mok_problem_sets_for(&spec, cl->nranks, prop.l2CacheSize);
+        struct mok_problem_spec sized = spec; /* what the default would rotate */
+        sized.input_sets = 0;
+        const int l2_sets = mok_problem_sets_for(&sized, cl->nranks, prop.l2CacheSize);
+        b.sets_note[0] = 0;
+        if (sets < l2_sets)
+            snprintf(b.sets_note, sizeof b.sets_note, "timing.input_sets %d (%d would exceed L2 twice): timed on "
+                     "inputs that may stay in L2", sets, l2_sets);
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
             die(cl, "problem setup", err);
         problem_roofline(&b, &prob);

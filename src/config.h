@@ -17,6 +17,7 @@
 #define MOK_MAX_ROUTINGS 8
 #define MOK_MAX_INPUTS 8
 #define MOK_MAX_INPUT_SCALE 64.0
+#define MOK_MAX_SETS 16 /* input copies a problem rotates through (timing.input_sets) */
 #define MOK_MAX_IMPLS 16
 #define MOK_MAX_PARAMS 24
 #define MOK_MAX_VALUES 16
@@ -122,6 +123,7 @@ struct mok_config {
     int warmup;
     int warmup_ms; /* the warm-up also lasts at least this long (0: warmup iterations only) */
     int iters;
+    int input_sets; /* 0: as many as exceed L2 twice (the default); n: n sets, whatever their size */
     bool check_enabled;
     double rtol;
 
@@ -149,6 +151,7 @@ struct mok_problem_spec {
     enum mok_dtype dtype;
     enum mok_pass pass;
     enum mok_wgrad wgrad; /* fp32_accumulate for the forward (unused there) */
+    int input_sets;       /* timing.input_sets: 0 sizes them to exceed L2 */
 };
 
 /* Parses and validates text. Returns the number of errors (0: cfg is complete and valid). The defaults of

@@ -106,6 +106,8 @@ char *mok_config_to_json(const struct mok_config *cfg)
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
     cJSON_AddNumberToObject(o, "warmup_ms", cfg->warmup_ms);
     cJSON_AddNumberToObject(o, "iters", cfg->iters);
+    if (cfg->input_sets) /* echoed only when set: the default leaves older configs' hashes (journals) alone */
+        cJSON_AddNumberToObject(o, "input_sets", cfg->input_sets);
     o = cJSON_AddObjectToObject(root, "check");
     cJSON_AddBoolToObject(o, "enabled", cfg->check_enabled);
     add_exact(o, "rtol", cfg->rtol);
@@ -143,6 +145,7 @@ void mok_config_problem_at(const struct mok_config *cfg, int index, struct mok_p
     out->index = index;
     out->mode = cfg->mode;
     out->capacity_factor = cfg->capacity_factor;
+    out->input_sets = cfg->input_sets;
     const int points = pass_points(cfg);
     for (int d = i % points, k = 0; k < cfg->npasses; k++) {
         const int n = mok_pass_has_bwd(cfg->passes[k]) ? cfg->nwgrads : 1;

@@ -20,7 +20,7 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2) +
                  (gemm ? t * k * h * 2 : 0);
     int sets = (int)((2.0 * (double)l2 + set - 1) / set);
-    sets = sets < 1 ? 1 : sets > 16 ? 16 : sets;
+    sets = s->input_sets > 0 ? s->input_sets : sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : sets;
     *sets_out = sets;
     double si = (m->shared_experts > 1 ? m->shared_experts : 1) * i;
     double rows = t * k > t ? t * k : t;
