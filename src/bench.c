@@ -297,6 +297,22 @@ struct bench_state {
     char sets_note[128];      /* the current problem's, where timing.input_sets leaves its inputs in L2's reach */
 };
 
+/* note becomes "first; note", cut at the field's end. */
+static void prepend_note(struct mok_row *row, const char *first)
+{
+    const size_t cap = sizeof row->note, n = strlen(first), sep = row->note[0] ? 2 : 0;
+    if (n + sep >= cap)
+        return;
+    size_t used = strlen(row->note);
+    if (n + sep + used >= cap)
+        used = cap - 1 - n - sep;
+    memmove(row->note + n + sep, row->note, used);
+    row->note[n + sep + used] = '\0';
+    memcpy(row->note, first, n);
+    if (sep)
+        memcpy(row->note + n, "; ", 2);
+}
+
 /* One problem x implementation on its way through a search. */
 struct impl_ctx {
     struct bench_state *b;
@@ -394,12 +410,12 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
     row->roofline_gemm_us = b->roof.gemm_us;
     row->roofline_us = b->roof.bound_us;
     row->time_over_roofline = row->time_med_us / row->roofline_us;
-    const char *extra[2] = {ic->note, b->sets_note[0] ? b->sets_note : NULL};
-    for (int i = 0; i < 2; i++) /* appended: the implementation's own note (capacity, stages...) may be there */
-        if (extra[i]) {
-            size_t used = strlen(row->note);
-            snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", extra[i]);
-        }
+    if (ic->note) { /* appended: the implementation's own note (capacity, stages...) may already be there */
+        size_t used = strlen(row->note);
+        snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", ic->note);
+    }
+    if (b->sets_note[0] && strcmp(row->disposition, MOK_DISPOSITION_NOT_SUPPORTED) != 0)
+        prepend_note(row, b->sets_note); /* first: a long note loses its end */
     if (b->cl->rank == 0) {
         char err[ERR_LEN];
         live_speedup(b, row);
@@ -448,7 +464,10 @@ static void decide_impl(struct impl_ctx *ic)
     struct bench_state *b = ic->b;
     struct mok_tune_key key;
     tune_key(b, &ic->prob->spec, &key);
-    if (b->opts->tuned_path) {
+    /* a problem timed on fewer input sets than the default (timing.input_sets) may run from L2: its times are not
+     * the problem's, so the database neither answers nor stores them */
+    const bool use_db = b->opts->tuned_path && !b->sets_note[0];
+    if (use_db) {
         const struct mok_tune_entry *e = mok_tunedb_find(&b->db, &key, ic->desc->name);
         char why[256] = "";
         int params[MOK_MAX_PARAMS] = {0};
@@ -475,7 +494,7 @@ static void decide_impl(struct impl_ctx *ic)
         printf("# search %s for %s: %d of %d candidates measured (%d not supported, %d failed)%s\n",
                mok_search_strategy_name(so.strategy), ic->desc->name, res.measured + res.failed, res.total,
                res.unsupported, res.failed, res.stopped ? ", stopped by its budget" : "");
-    if (b->opts->tuned_path && res.found) {
+    if (use_db && res.found) {
         struct mok_tune_entry e;
         memset(&e, 0, sizeof(e));
         e.key = key;
@@ -617,8 +636,8 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
         const int l2_sets = mok_problem_sets_for(&sized, cl->nranks, prop.l2CacheSize);
         b.sets_note[0] = 0;
         if (sets < l2_sets)
-            snprintf(b.sets_note, sizeof b.sets_note, "timing.input_sets %d (%d would exceed L2 twice): timed on "
-                     "inputs that may stay in L2", sets, l2_sets);
+            snprintf(b.sets_note, sizeof b.sets_note, "inputs: %d set%s (timing.input_sets; the default rotates %d): "
+                     "may stay in L2", sets, sets == 1 ? "" : "s", l2_sets);
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
             die(cl, "problem setup", err);
         problem_roofline(&b, &prob);

@@ -121,6 +121,7 @@ mok_step() {
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-gemm-mok-best.json;;
     h1bwdmix) $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-mega-mix.json;; # one GPU: the fused backward's weight-gradient tiles after GEMM1 dgrad or interleaved with it (wgrad_mix 0 / 1), beside nccl gemm=mok
     h2bwd) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/h200x2-bwd-layer.json;; # two GPUs (issue 23): the training pass of every layer implementation (nccl, nccl-overlap, lsa-layer, the fused backward) at Qwen3-235B and DeepSeek-V3 shapes
+    bwdoneset) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-one-set" tests/gpu_bwd_one_set.json;; # pass bwd on one input set (timing.input_sets 1), small problems: the fused backward's and lsa-layer's rows, which the multi-set configs skip
     bwdlayer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-layer" tests/gpu_bwd_layer_small.json;; # the NCCL baselines' backward and training step on small ragged problems, every output checked
     h2fp8) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/h200x2-fp8-layer.json;; # two GPUs (issue 23): the fp8_block and mxfp8 forwards beside bf16 for every layer implementation (those without FP8 say so) at Qwen3-235B and DeepSeek-V3 shapes; the summary's x bf16 columns
     h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
