@@ -12,7 +12,6 @@
 #include "config.h"
 #include "outputs.h"
 
-
 /* tensor ids of the seeded fill; a weight's id includes its global expert so any rank can regenerate it */
 enum mok_tensor_kind { MOK_T_X = 1, MOK_T_W13 = 2, MOK_T_W2 = 3, MOK_T_SHARED_W13 = 4, MOK_T_SHARED_W2 = 5,
                        MOK_T_DY = 6, MOK_T_DW13 = 7, MOK_T_DW2 = 8 };
