@@ -297,22 +297,6 @@ struct bench_state {
     char sets_note[128];      /* the current problem's, where timing.input_sets leaves its inputs in L2's reach */
 };
 
-/* note becomes "first; note", cut at the field's end. */
-static void prepend_note(struct mok_row *row, const char *first)
-{
-    const size_t cap = sizeof row->note, n = strlen(first), sep = row->note[0] ? 2 : 0;
-    if (n + sep >= cap)
-        return;
-    size_t used = strlen(row->note);
-    if (n + sep + used >= cap)
-        used = cap - 1 - n - sep;
-    memmove(row->note + n + sep, row->note, used);
-    row->note[n + sep + used] = '\0';
-    memcpy(row->note, first, n);
-    if (sep)
-        memcpy(row->note + n, "; ", 2);
-}
-
 /* One problem x implementation on its way through a search. */
 struct impl_ctx {
     struct bench_state *b;
@@ -415,7 +399,7 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
         snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", ic->note);
     }
     if (b->sets_note[0] && strcmp(row->disposition, MOK_DISPOSITION_NOT_SUPPORTED) != 0)
-        prepend_note(row, b->sets_note); /* first: a long note loses its end */
+        mok_row_note_prepend(row, b->sets_note); /* first: a long note loses its end */
     if (b->cl->rank == 0) {
         char err[ERR_LEN];
         live_speedup(b, row);

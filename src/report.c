@@ -62,6 +62,23 @@ void mok_row_init(struct mok_row *row)
             *(double *)FIELD_PTR(row, &mok_report_fields[i]) = NAN;
 }
 
+void mok_row_note_prepend(struct mok_row *row, const char *first)
+{
+    const size_t cap = sizeof row->note, n = strlen(first);
+    size_t used = strlen(row->note), sep = used ? 2 : 0;
+    if (n + 1 > cap)
+        return;
+    if (n + sep + used + 1 > cap) /* the old note's end goes */
+        used = n + sep + 1 < cap ? cap - 1 - n - sep : 0;
+    if (!used)
+        sep = 0;
+    memmove(row->note + n + sep, row->note, used);
+    row->note[n + sep + used] = '\0';
+    memcpy(row->note, first, n);
+    if (sep)
+        memcpy(row->note + n, "; ", 2);
+}
+
 int mok_row_set_output(struct mok_row *row, const char *name, const char *verdict, double max_rel_err)
 {
     static const struct {

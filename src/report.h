@@ -153,6 +153,10 @@ int mok_row_set_output(struct mok_row *row, const char *name, const char *verdic
 /* Fills every numeric field with NaN and strings with "". */
 void mok_row_init(struct mok_row *row);
 
+/* The row's note becomes "first; note" (first alone if the note was empty), cut at the field's end: what must be
+ * read goes first. A first that does not fit leaves the note as it was. */
+void mok_row_note_prepend(struct mok_row *row, const char *first);
+
 void mok_report_print_header(FILE *out, const struct mok_env *env, const char *config_source);
 void mok_report_print_table_head(FILE *out);
 void mok_report_print_row(FILE *out, const struct mok_row *row);

@@ -576,6 +576,34 @@ static void test_fmt_time(void)
     check_time(0.0512345, 4, "0.05123");
 }
 
+static void test_note_prepend(void)
+{
+    struct mok_row r;
+    mok_row_init(&r);
+    mok_row_note_prepend(&r, "first");
+    CHECK(strcmp(r.note, "first") == 0, "empty note: [%s]", r.note);
+    snprintf(r.note, sizeof r.note, "old");
+    mok_row_note_prepend(&r, "first");
+    CHECK(strcmp(r.note, "first; old") == 0, "[%s]", r.note);
+    char big[sizeof r.note];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    snprintf(r.note, sizeof r.note, "%s", big); /* a full note loses its end */
+    mok_row_note_prepend(&r, "first");
+    CHECK(strlen(r.note) == sizeof r.note - 1 && strncmp(r.note, "first; xxx", 10) == 0, "full: %zu", strlen(r.note));
+    snprintf(r.note, sizeof r.note, "old");
+    big[sizeof big - 3] = '\0'; /* first fills all but "; ": the old note goes, no dangling separator */
+    mok_row_note_prepend(&r, big);
+    CHECK(strlen(r.note) == sizeof r.note - 3 && r.note[strlen(r.note) - 1] == 'x', "no room: %zu", strlen(r.note));
+    big[sizeof big - 3] = 'x';
+    snprintf(r.note, sizeof r.note, "old"); /* first longer than the field: the note stays */
+    char huge[2 * sizeof r.note];
+    memset(huge, 'y', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    mok_row_note_prepend(&r, huge);
+    CHECK(strcmp(r.note, "old") == 0, "too long: [%.10s]", r.note);
+}
+
 static struct mok_row base_row(int problem, const char *impl, double t, const char *disp)
 {
     struct mok_row r;
@@ -926,6 +954,7 @@ int main(int argc, char **argv)
     test_choose_paths(dir);
     test_console();
     test_fmt_time();
+    test_note_prepend();
     test_baseline();
     test_schema1(argv[2], dir);
     test_journal_v1(dir);
