@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "candidate.h"
 #include "check.h"
 #include "impl.h"
 #include "journal.h"
@@ -16,40 +17,15 @@
 #include "search.h"
 #include "summary.h"
 #include "tunedb.h"
-#include "mok_kernels.h"
 #include "sweep.h"
-#include "timing.h"
 
 #define ERR_LEN 512
 
-struct layer_ctx {
-    const struct mok_impl_ops *ops;
-    void *state;
-    struct mok_problem *p;
-};
-
-/* --probe's GEMM rate for the problem's operand precision: cuBLAS bf16, or cuBLASLt's block-scaled FP8 for
- * fp8_block and mxfp8 (0 / NaN where not probed) */
-static double gemm_rate_for(const struct mok_env *env, enum mok_dtype dtype)
-{
-    /* mxfp8: the same FP8 tensor-core ceiling (no Hopper library runs MX GEMMs to measure one of its own) */
-    return dtype == MOK_DTYPE_FP8_BLOCK || dtype == MOK_DTYPE_MXFP8 ? env->probe_gemm_fp8_tflops
-                                                                   : env->probe_gemm_tflops;
-}
-
-static int layer_call(void *vctx, int iter, int slot, char *err, int err_len)
-{
-    struct layer_ctx *ctx = vctx;
-    return ctx->ops->run(ctx->state, iter % ctx->p->sets, &ctx->p->out, slot, err, err_len);
-}
-
-/* A failure inside a collective phase can leave peers blocked in NCCL; abort the job with the reason rather
- * than hang. */
 /* The journal rank 0 appends every finished row to (empty until it is open, and on the other ranks): an aborted run
  * names it, so what was measured before the failure is not lost. */
 static char journal_path[600];
 
-static void die(const struct mok_cluster *cl, const char *what, const char *err)
+void mok_bench_abort(const struct mok_cluster *cl, const char *what, const char *err)
 {
     fprintf(stderr, "mok-bench: rank %d: %s: %s\n", cl->rank, what, err);
     if (journal_path[0])
@@ -79,198 +55,6 @@ static void fill_problem_fields(struct mok_row *row, const struct mok_problem_sp
     snprintf(row->mode, sizeof(row->mode), "%s", mok_mode_name(spec->mode));
     row->capacity_factor = spec->capacity_factor;
     row->seed = (double)spec->routing.seed; /* at most 2^53 - 1 (config.c): exact */
-}
-
-static double median_of(double *v, int n)
-{
-    struct mok_stats st;
-    mok_stats_compute(v, n, &st);
-    return st.median;
-}
-
-/* Phase medians of the per-iteration max over ranks. */
-static void collect_phases(const struct mok_impl_ops *ops, void *state, int slots, struct mok_row *row)
-{
-    if (!ops->phase_ms || slots <= 0)
-        return;
-    double *ph = malloc(sizeof(double) * (size_t)slots * MOK_NPHASES);
-    double *col = malloc(sizeof(double) * (size_t)slots);
-    if (!ph || !col) {
-        free(ph);
-        free(col);
-        return;
-    }
-    for (size_t i = 0; i < (size_t)slots * MOK_NPHASES; i++)
-        ph[i] = NAN;
-    for (int s = 0; s < slots; s++)
-        ops->phase_ms(state, s, ph + (size_t)s * MOK_NPHASES);
-    MPI_Allreduce(MPI_IN_PLACE, ph, slots * MOK_NPHASES, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    double med[MOK_NPHASES];
-    for (int k = 0; k < MOK_NPHASES; k++) {
-        for (int s = 0; s < slots; s++)
-            col[s] = ph[(size_t)s * MOK_NPHASES + k];
-        med[k] = median_of(col, slots);
-    }
-    row->dispatch_us = med[MOK_PHASE_DISPATCH] * 1e3;
-    row->gemm_us = med[MOK_PHASE_GEMM] * 1e3;
-    row->combine_us = med[MOK_PHASE_COMBINE] * 1e3;
-    row->gemm1_us = med[MOK_PHASE_GEMM1] * 1e3;
-    row->gemm2_us = med[MOK_PHASE_GEMM2] * 1e3;
-    free(ph);
-    free(col);
-}
-
-/* Diagnostics: with MOK_ITER_LOG=file, rank 0 appends every timed iteration's time (max over ranks, ms) of each
- * candidate, one line each, to see a distribution the report's median and p10/p90 only summarize. */
-static void log_iterations(const struct mok_cluster *cl, const struct mok_row *row, const double *iter_ms, int iters)
-{
-    const char *path = getenv("MOK_ITER_LOG");
-    if (!path || !path[0] || cl->rank != 0)
-        return;
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        fprintf(stderr, "mok-bench: MOK_ITER_LOG: cannot open %s\n", path);
-        return;
-    }
-    fprintf(f, "%s %d %s %s %s:", row->model, row->tokens_per_rank, row->routing, row->impl, row->params);
-    for (int i = 0; i < iters; i++)
-        fprintf(f, " %.4f", iter_ms[i]);
-    fprintf(f, "\n");
-    fclose(f);
-}
-
-/* NaN into every output, so an element an implementation does not write fails its check. */
-static int poison_outputs(const struct mok_problem *p, cudaStream_t st)
-{
-    for (int i = 0; i < p->out.n; i++) {
-        const struct mok_output *o = &p->out.o[i];
-        int rc = o->init_id && o->type == MOK_OUT_F32
-                     ? mok_fill_f32(o->data, o->elems, o->init_seed, o->init_id, o->init_scale, (mok_stream_t)st)
-                 : o->type == MOK_OUT_F32 ? mok_poison_f32(o->data, o->elems, (mok_stream_t)st)
-                                          : mok_poison_bf16(o->data, o->elems, (mok_stream_t)st);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* The outputs an implementation keeps in its own buffers until asked (impl.h), written and waited for. */
-static int export_outputs(const struct mok_impl_ops *ops, void *state, const struct mok_problem *p,
-                          const struct mok_cluster *cl, char *err, int err_len)
-{
-    if (!ops->export_outputs)
-        return 0;
-    if (ops->export_outputs(state, &p->out, err, err_len))
-        return -1;
-    cudaError_t e = cudaStreamSynchronize(cl->stream);
-    if (e != cudaSuccess) {
-        snprintf(err, (size_t)err_len, "exporting the outputs: %s", cudaGetErrorString(e));
-        return -1;
-    }
-    return 0;
-}
-
-/* One candidate, start to end. Returns the row's disposition class: 0 fine, 1 a failure to report. */
-static int run_candidate(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
-                         struct mok_checker *checker, const struct mok_impl_ops *ops, const int *params,
-                         struct mok_row *row)
-{
-    char err[ERR_LEN] = "", why[256] = "";
-    /* what needs no GPU first (the dry-run showed the same verdict), then what the implementation asks of it */
-    int ok = mok_impl_host_supports(mok_impl_desc_find(ops->name), &p->spec, cl->nranks, params, why, sizeof(why)) &&
-             ops->supports(p, cl, params, why, sizeof(why));
-    int all_ok = ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) {
-        snprintf(row->disposition, sizeof(row->disposition), "%s", MOK_DISPOSITION_NOT_SUPPORTED);
-        snprintf(row->note, sizeof(row->note), "%s", why[0] ? why : "not supported on another rank");
-        return 0;
-    }
-    void *state = NULL;
-    int slots = cfg->iters < 256 ? cfg->iters : 256;
-    if (ops->setup(&state, p, cl, params, slots, err, sizeof(err)))
-        die(cl, "setup", err);
-    /* Setups fill their buffers with plain cudaMemcpy / cudaMemset, which run on the legacy stream and may return
-     * before they complete; the runs go on non-blocking streams that do not wait for it. Everything set up is
-     * done before the first run. */
-    cudaError_t setup_done = cudaDeviceSynchronize();
-    if (setup_done != cudaSuccess)
-        die(cl, "setup", cudaGetErrorString(setup_done));
-
-    /* correctness first: poisoned output, one run, compare */
-    int verdict = 1;
-    if (poison_outputs(p, cl->stream) || ops->run(state, 0, &p->out, -1, err, sizeof(err)) ||
-        cudaStreamSynchronize(cl->stream) != cudaSuccess)
-        die(cl, "check run", err[0] ? err : cudaGetErrorString(cudaGetLastError()));
-    if (cfg->check_enabled) {
-        if (export_outputs(ops, state, p, cl, err, sizeof(err)) ||
-            mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
-            die(cl, "check", err);
-        verdict = mok_check_outputs(checker, p, cfg->rtol, false, cl->stream, row, err, sizeof(err));
-        if (verdict < 0)
-            die(cl, "check", err);
-    }
-
-    struct layer_ctx ctx = {ops, state, p};
-    double *iter_ms = calloc((size_t)cfg->iters, sizeof(double));
-    struct mok_stats st;
-    struct mok_power_window pw;
-    if (!iter_ms)
-        die(cl, "timing", "out of host memory");
-    if (poison_outputs(p, cl->stream) ||
-        mok_time_layer(cl->stream, cfg->warmup, cfg->warmup_ms, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err,
-                       sizeof(err)))
-        die(cl, "timed run", err);
-    log_iterations(cl, row, iter_ms, cfg->iters);
-    free(iter_ms);
-
-    /* the timed iterations wrote the outputs too: check the last one, so a race that only shows back to back is
-     * caught (the accumulated ones have added every iteration's gradient: their check is the first run's) */
-    if (cfg->check_enabled && verdict == 1) {
-        struct mok_row again = *row;
-        if (export_outputs(ops, state, p, cl, err, sizeof(err)) ||
-            mok_problem_refresh_references(p, cl->stream, err, sizeof(err)))
-            die(cl, "check", err);
-        int v2 = mok_check_outputs(checker, p, cfg->rtol, true, cl->stream, &again, err, sizeof(err));
-        if (v2 < 0)
-            die(cl, "check", err);
-        if (v2 == 0) {
-            *row = again;
-            verdict = 0;
-            snprintf(row->note, sizeof(row->note), "first run passed, last timed run failed the check");
-        }
-    }
-    row->iters = st.n;
-    row->time_med_us = st.median * 1e3;
-    row->time_p10_us = st.p10 * 1e3;
-    row->time_p90_us = st.p90 * 1e3;
-    row->energy_j = pw.energy_j;
-    row->power_w = pw.power_w;
-    row->power_capped_share = pw.capped_frac;
-    collect_phases(ops, state, slots, row);
-    if (ops->extras && ops->extras(state, row, cfg->iters, err, sizeof(err)))
-        die(cl, "extras", err);
-    /* where a breakdown timed the compute alone (the megakernel's breakdown=1, the nccl baselines' GEMMs alone):
-     * what the communication adds to the layer */
-    if (p->spec.mode == MOK_MODE_LAYER)
-        row->exposed_comm_us = row->time_med_us - row->gemm_alone_us;
-    ops->teardown(state);
-
-    row->flops = p->flops;
-    row->tflops = p->flops > 0 ? p->flops / (row->time_med_us * 1e-6) / 1e12 : NAN; /* comm mode: no FLOPs */
-    row->comm_gbps = (row->dispatch_bytes + row->combine_bytes) / (row->time_med_us * 1e-6) / 1e9;
-    row->dispatch_gbps = row->dispatch_bytes / (row->dispatch_us * 1e-6) / 1e9;
-    /* every rank sends at once, so the ceiling is the both-directions peer bandwidth --probe measured */
-    if (cl->env.probe_bidir_gbps > 0)
-        row->peer_frac = row->comm_gbps / cl->env.probe_bidir_gbps;
-    const double rate = gemm_rate_for(&cl->env, p->spec.dtype);
-    if (rate > 0)
-        row->gemm_frac = row->tflops / rate;
-    const char *disp = !cfg->check_enabled ? MOK_DISPOSITION_NOT_VERIFIED
-                       : verdict == 1      ? MOK_DISPOSITION_PASSED
-                                           : MOK_DISPOSITION_INCORRECT;
-    snprintf(row->disposition, sizeof(row->disposition), "%s", disp);
-    return verdict == 1 ? 0 : 1;
 }
 
 /* ---- the sweep: rank 0 decides every candidate and broadcasts it; the others follow ----------------------- */
@@ -350,7 +134,7 @@ static struct mok_row *new_row(struct bench_state *b)
         int cap = b->cap_rows ? 2 * b->cap_rows : 64;
         struct mok_row *r = realloc(b->rows, sizeof(*r) * (size_t)cap);
         if (!r)
-            die(b->cl, "rows", "out of host memory");
+            mok_bench_abort(b->cl, "rows", "out of host memory");
         b->rows = r;
         b->cap_rows = cap;
     }
@@ -387,7 +171,7 @@ static int measure_params(struct impl_ctx *ic, const int *params, double *time_u
         memcpy(msg + 1, params, sizeof(int) * MOK_MAX_PARAMS);
         MPI_Bcast(msg, 1 + MOK_MAX_PARAMS, MPI_INT, 0, MPI_COMM_WORLD);
     }
-    b->failures += run_candidate(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
+    b->failures += mok_candidate_run(b->cfg, b->cl, ic->prob, &b->checker, ic->ops, params, row);
     row->roofline_bytes = b->roof.weight_bytes + b->roof.act_bytes;
     row->roofline_grad_bytes = b->roof.grad_bytes;
     row->roofline_mem_us = b->roof.mem_us;
@@ -473,7 +257,7 @@ static void decide_impl(struct impl_ctx *ic)
                                  .budget_s = b->cfg->search_budget_s, .seed = b->cfg->search_seed};
     struct mok_search_result res;
     if (mok_search_run(ic->desc->nparams, ic->tune->nvalues, &so, measure_index, ic, &res) != 0)
-        die(b->cl, "search", "invalid search space");
+        mok_bench_abort(b->cl, "search", "invalid search space");
     if (b->cfg->search_strategy != MOK_SEARCH_EXHAUSTIVE || res.stopped)
         printf("# search %s for %s: %d of %d candidates measured (%d not supported, %d failed)%s\n",
                mok_search_strategy_name(so.strategy), ic->desc->name, res.measured + res.failed, res.total,
@@ -567,13 +351,13 @@ static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
 {
     int32_t *rows = calloc((size_t)p->experts, sizeof(int32_t));
     if (!rows)
-        die(b->cl, "roofline", "out of host memory");
+        mok_bench_abort(b->cl, "roofline", "out of host memory");
     for (size_t r = 0; r < (size_t)p->tokens * p->topk; r++)
         rows[p->h_ids[r]]++;
     if (p->spec.mode == MOK_MODE_LAYER)
         MPI_Allreduce(MPI_IN_PLACE, rows, p->experts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
     mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps,
-                    gemm_rate_for(&b->cl->env, p->spec.dtype), &b->roof);
+                    mok_gemm_rate_for(&b->cl->env, p->spec.dtype), &b->roof);
     free(rows);
     if (p->nranks > 1 && p->spec.mode != MOK_MODE_COMM) { /* the row's time is the max over ranks: its roofline
                                                          * is the slowest rank's (by its bound, or without --probe
@@ -603,7 +387,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, cl->device);
     if (mok_checker_init(&b.checker))
-        die(cl, "start", "cannot allocate the checker");
+        mok_bench_abort(cl, "start", "cannot allocate the checker");
     if (root) {
         mok_report_print_header(stdout, &cl->env, cfg->source);
         open_journal_and_db(&b, config_json);
@@ -623,7 +407,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
             snprintf(b.sets_note, sizeof b.sets_note, "inputs: %d set%s (timing.input_sets; the default rotates %d): "
                      "may stay in L2", sets, sets == 1 ? "" : "s", l2_sets);
         if (mok_problem_create(&prob, &spec, cl, sets, cfg->check_enabled, err, sizeof(err)))
-            die(cl, "problem setup", err);
+            mok_bench_abort(cl, "problem setup", err);
         problem_roofline(&b, &prob);
         if (root) {
             char inputs[48];
@@ -637,7 +421,7 @@ int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opt
             struct impl_ctx ic = {.b = &b, .prob = &prob, .desc = mok_impl_desc_find(cfg->impls[ii]),
                                   .ops = mok_impl_find(cfg->impls[ii]), .tune = &cfg->tune[ii]};
             if (!ic.desc || !ic.ops)
-                die(cl, "registry", cfg->impls[ii]);
+                mok_bench_abort(cl, "registry", cfg->impls[ii]);
             if (root) {
                 decide_impl(&ic);
                 int stop[1 + MOK_MAX_PARAMS] = {MSG_STOP};

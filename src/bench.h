@@ -18,4 +18,8 @@ struct mok_bench_opts {
 int mok_bench_run(const struct mok_config *cfg, const struct mok_bench_opts *opts, const char *config_json,
                   struct mok_cluster *cl, int argc, char **argv);
 
+/* A failure inside a collective phase can leave peers blocked in NCCL: prints what failed (and, once open, the
+ * journal that keeps the rows measured so far) and aborts the job rather than hang. */
+void mok_bench_abort(const struct mok_cluster *cl, const char *what, const char *err);
+
 #endif
