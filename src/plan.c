@@ -1,6 +1,7 @@
 /* plan: the dry-run view of a config (see plan.h). */
 #include "plan.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,7 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     double el = gemm ? m->experts : (double)m->experts / nranks;
     double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2) +
                  (gemm ? t * k * h * 2 : 0);
-    int sets = (int)((2.0 * (double)l2 + set - 1) / set);
-    sets = s->input_sets > 0 ? s->input_sets : sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : sets;
+    const int sets = mok_plan_input_sets(s, set, l2);
     *sets_out = sets;
     double si = (m->shared_experts > 1 ? m->shared_experts : 1) * i;
     double rows = t * k > t ? t * k : t;
@@ -50,6 +50,14 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref) + fp8;
+}
+
+int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, long long l2_bytes)
+{
+    if (spec->input_sets > 0) /* the config's own count */
+        return spec->input_sets > MOK_MAX_SETS ? MOK_MAX_SETS : spec->input_sets;
+    const double sets = set_bytes > 0 ? ceil(2.0 * (double)l2_bytes / set_bytes) : 1;
+    return sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : (int)sets;
 }
 
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)

@@ -11,6 +11,10 @@
 /* L2 assumed for input rotation when no GPU can be asked (an H200 has 60 MiB). */
 #define MOK_PLAN_ASSUMED_L2_BYTES (60ll << 20)
 
+/* The input sets a problem rotates: timing.input_sets where the config sets it, else as many sets of set_bytes as
+ * exceed L2 twice, 1..MOK_MAX_SETS (src/problem.c's allocation and the dry run both ask here). */
+int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, long long l2_bytes);
+
 /* dtype fp8_block: the quantized copies of every set's weights and (gemm mode) rows (src/problem_fp8.c) and, with
  * the reference, gemm mode's scratch for one expert's rows (bounded by all rows; layer mode passes rows 0). */
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);

@@ -55,11 +55,7 @@ static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
 
 int mok_problem_sets_for(const struct mok_problem_spec *s, int nranks, long long l2_bytes)
 {
-    if (s->input_sets > 0) /* the config's own count (timing.input_sets) */
-        return s->input_sets > MOK_MAX_SETS ? MOK_MAX_SETS : s->input_sets;
-    size_t per = input_set_bytes(s, nranks);
-    long long sets = per ? (2 * l2_bytes + (long long)per - 1) / (long long)per : 1;
-    return sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : (int)sets;
+    return mok_plan_input_sets(s, (double)input_set_bytes(s, nranks), l2_bytes);
 }
 
 size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets, bool with_reference)
