@@ -127,7 +127,8 @@ int mok_candidate_run(const struct mok_config *cfg, struct mok_cluster *cl, stru
 {
     char err[ERR_LEN] = "", why[256] = "";
     /* what needs no GPU first (the dry-run showed the same verdict), then what the implementation asks of it */
-    int ok = mok_impl_host_supports(mok_impl_desc_find(ops->name), &p->spec, cl->nranks, params, why, sizeof(why)) &&
+    int ok = mok_impl_host_supports(mok_impl_desc_find(ops->name), &p->spec, cl->nranks, p->sets, params, why,
+                                    sizeof(why)) &&
              ops->supports(p, cl, params, why, sizeof(why));
     int all_ok = ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -43,6 +43,7 @@ struct parser {
     struct mok_errors *e;
     struct mok_config *cfg;
     bool model_list;
+    bool impls_refused; /* an impls entry was refused: tune blocks of known names outside impls are not blamed */
 };
 
 /* ---- sections ----------------------------------------------------------------------------------------- */
@@ -281,6 +282,7 @@ static void parse_impls(struct parser *ps, const cJSON *v)
         bool dup = false;
         for (int j = 0; k >= 0 && j < cfg->nimpls; j++)
             dup = dup || strcmp(cfg->impls[j], names[k]) == 0;
+        ps->impls_refused = ps->impls_refused || k < 0 || strcmp(mok_impl_desc_at(k)->mode, mode) != 0;
         if (k < 0)
             cfg_fail(ps->e, path, items[i], "unknown implementation (allowed: %s)", allowed);
         else if (strcmp(mok_impl_desc_at(k)->mode, mode) != 0)
@@ -371,7 +373,9 @@ static void parse_tune(struct parser *ps, const cJSON *v)
         const struct mok_impl_desc *d = mok_impl_desc_find(c->string);
         int ii = cfg_find_name(c->string, names, cfg->nimpls);
         cfg_join(p, "tune", c->string);
-        if (ii < 0) {
+        if (ii < 0 && d && ps->impls_refused) { /* likely the refused impls entry's block: that error says it */
+            continue;
+        } else if (ii < 0) {
             cfg_fail(e, p, c, "%s (allowed: the names in impls: %s)",
                  d ? "implementation not in impls" : "unknown implementation", impls);
             continue;
@@ -566,7 +570,7 @@ int mok_config_parse(const char *text, const char *source_name, struct mok_confi
         cJSON_Delete(root);
         return errs->count - before;
     }
-    struct parser ps = {errs, cfg, false};
+    struct parser ps = {errs, cfg, false, false};
     int d[MOK_NDTYPES], p[MOK_NPASSES];
     cfg_check_keys(errs, root, "", top_keys, COUNT(top_keys));
     parse_models(&ps, cJSON_GetObjectItemCaseSensitive(root, "model"));

@@ -259,7 +259,7 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
                 char why[256];
                 mok_sweep_at(d, &cfg->tune[ii], c, params);
                 mok_impl_params_label(d, params, label, sizeof(label));
-                if (!mok_impl_host_supports(d, &spec, nranks, params, why, sizeof why)) {
+                if (!mok_impl_host_supports(d, &spec, nranks, sets, params, why, sizeof why)) {
                     unsupported++;
                     fprintf(mem, "  %-14s %-32s not supported: %s\n", d->name, label, why);
                     continue;

@@ -269,6 +269,14 @@ static void test_misc(void)
     CHECK(strstr(e.msg[e.count - 1], "<string>:1:10: malformed JSON") != NULL, "%s", e.msg[e.count - 1]);
     CHECK(mok_config_parse(NULL, "x", &cfg, &e) == 1, "NULL text");
 
+    /* a typo in impls is the one error: the tune block of the name meant is not blamed as well */
+    mok_errors_init(&e);
+    CHECK(mok_config_parse("{\"model\":{\"hidden\":64,\"intermediate\":64,\"experts\":2,\"topk\":1},"
+                           "\"tokens_per_rank\":1,\"impls\":[\"nccl\",\"megakernl\"],"
+                           "\"tune\":{\"megakernel\":{\"comm_sms\":8}}}",
+                           NULL, &cfg, &e) == 1 && strstr(e.msg[0], "\"megakernl\": unknown implementation"),
+          "typo: %d errors, first: %s", e.count, e.msg[0]);
+
     /* missing file */
     mok_errors_init(&e);
     const char *missing = "/nonexistent/dir/config.json";

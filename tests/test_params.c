@@ -47,7 +47,7 @@ static void defaults(const char *impl, int *values)
 
 static int supports(const char *impl, const struct mok_problem_spec *s, int nranks, const int *values, char *why)
 {
-    return mok_impl_host_supports(mok_impl_desc_find(impl), s, nranks, values, why, 256);
+    return mok_impl_host_supports(mok_impl_desc_find(impl), s, nranks, 1, values, why, 256);
 }
 
 /* lsa-layer's FP8 forward (s: layer mode, fp8_block or mxfp8, pass fwd, hidden and intermediate multiples of 128):
@@ -215,6 +215,29 @@ int main(void)
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with mxfp8: %s", why);
     s.dtype = MOK_DTYPE_BF16, s.pass = MOK_PASS_FWD_BWD;
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with fwd_bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
+    /* pass bwd of the implementations that keep one saved forward (megakernel, lsa-layer): one input set only, said
+     * without a GPU (the dry run's verdict is the run's); fwd_bwd and nccl's bwd run any count */
+    defaults("megakernel", v);
+    mp = mok_params_megakernel(v);
+    mp.dispatch = 1, mp.combine = 0, mp.send = 1;
+    mok_params_megakernel_values(&mp, v);
+    s.pass = MOK_PASS_BWD;
+    const struct mok_impl_desc *mk = mok_impl_desc_find("megakernel");
+    CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel bwd, 1 set: %s", why);
+    CHECK(!mok_impl_host_supports(mk, &s, 2, 3, v, why, 256) && strstr(why, "one saved forward") &&
+              strstr(why, "rotates 3"), "megakernel bwd, 3 sets: %s", why);
+    s.pass = MOK_PASS_FWD_BWD;
+    CHECK(mok_impl_host_supports(mk, &s, 2, 3, v, why, 256), "megakernel fwd_bwd, 3 sets: %s", why);
+    s.pass = MOK_PASS_BWD;
+    defaults("lsa-layer", v);
+    v[mok_impl_param_index(mok_impl_desc_find("lsa-layer"), "combine")] = 0; /* per_route */
+    CHECK(mok_impl_host_supports(mok_impl_desc_find("lsa-layer"), &s, 2, 1, v, why, 256), "lsa-layer bwd: %s", why);
+    CHECK(!mok_impl_host_supports(mok_impl_desc_find("lsa-layer"), &s, 2, 3, v, why, 256) &&
+              strstr(why, "one saved forward"), "lsa-layer bwd, 3 sets: %s", why);
+    defaults("nccl", v);
+    v[mok_impl_param_index(mok_impl_desc_find("nccl"), "gemm")] = 1;
+    CHECK(mok_impl_host_supports(mok_impl_desc_find("nccl"), &s, 2, 3, v, why, 256), "nccl bwd, 3 sets: %s", why);
     s.pass = MOK_PASS_FWD;
     /* mok-gemm: 64-row tiles need tile_n 256 and no cluster */
     s.mode = MOK_MODE_GEMM;

@@ -30,23 +30,25 @@ MOK_PARAMS_FIT(lsa_layer)
 MOK_PARAMS_FIT(megakernel)
 #undef MOK_PARAMS_FIT
 
-#define IMPL(name, mode, impl, summary) {name, mode, summary, MOK_NPARAMS_##impl, impl##_params, impl##_host_supports}
+/* one_fwd: pass bwd replays one saved forward (mok_impl_desc.bwd_one_forward) */
+#define IMPL(name, mode, impl, one_fwd, summary)                                                                  \
+    {name, mode, summary, MOK_NPARAMS_##impl, impl##_params, impl##_host_supports, one_fwd}
 static const struct mok_impl_desc impl_descs[] = {
-    IMPL("nccl", "layer", nccl,
+    IMPL("nccl", "layer", nccl, false,
          "host-orchestrated: counts to host, grouped ncclSend/Recv, cuBLAS expert GEMMs, NCCL combine"),
-    IMPL("nccl-overlap", "layer", nccl_overlap,
+    IMPL("nccl-overlap", "layer", nccl_overlap, false,
          "nccl in stages (token chunks x expert groups): the all-to-all of one stage overlaps the GEMMs of another"),
-    IMPL("lsa", "comm", lsa,
+    IMPL("lsa", "comm", lsa, false,
          "mok's dispatch + combine: device-built schedule, NVLink loads/stores through LSA pointers, no host sync"),
     {"nccl-p2p", "comm", "the nccl baseline's dispatch + combine alone: counts to host, grouped ncclSend/Recv each way",
-     0, NULL, nccl_p2p_host_supports},
-    IMPL("cublas-gemm", "gemm", cublas_gemm,
+     0, NULL, nccl_p2p_host_supports, false},
+    IMPL("cublas-gemm", "gemm", cublas_gemm, false,
          "the expert GEMMs on cuBLAS (grouped or per expert over streams), GEMM1 and GEMM2 timed apart"),
-    IMPL("mok-gemm", "gemm", mok_gemm,
+    IMPL("mok-gemm", "gemm", mok_gemm, false,
          "mok's expert GEMMs: GEMM1 with SwiGLU fused, GEMM2, group sizes read on the device"),
-    IMPL("lsa-layer", "layer", lsa_layer,
+    IMPL("lsa-layer", "layer", lsa_layer, true,
          "the whole layer with no host sync: lsa dispatch, mok's expert GEMMs, lsa combine (unfused kernels)"),
-    IMPL("megakernel", "layer", megakernel,
+    IMPL("megakernel", "layer", megakernel, true,
          "the fused forward: dispatch, GEMM1 + SwiGLU, GEMM2 and combine in one persistent kernel (comm and compute "
          "blocks, ready counters), then the owner's sum"),
 };
@@ -125,11 +127,18 @@ int mok_param_value_set(const char *name, const int **values)
 }
 
 int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_problem_spec *spec, int nranks,
-                           const int *params, char *why, int why_len)
+                           int sets, const int *params, char *why, int why_len)
 {
     if (why_len > 0)
         why[0] = '\0';
-    return desc->host_supports ? desc->host_supports(spec, nranks, params, why, why_len) : 1;
+    if (desc->host_supports && !desc->host_supports(spec, nranks, params, why, why_len))
+        return 0;
+    if (desc->bwd_one_forward && spec->pass == MOK_PASS_BWD && sets != 1) {
+        snprintf(why, (size_t)why_len, "pass bwd runs on one saved forward: problems of one input set (inputs "
+                 "larger than L2, or timing.input_sets 1; this one rotates %d); pass fwd_bwd runs any", sets);
+        return 0;
+    }
+    return 1;
 }
 
 void mok_impl_params_markdown(FILE *out)

@@ -4,6 +4,7 @@
 #ifndef MOK_IMPL_DESC_H
 #define MOK_IMPL_DESC_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct mok_param_def {
@@ -32,6 +33,7 @@ struct mok_impl_desc {
     int nparams;
     const struct mok_param_def *params;
     mok_host_supports_fn host_supports;
+    bool bwd_one_forward; /* pass bwd replays one saved forward (libmok's): problems of one input set only */
 };
 
 /* A parameter's former name, refused with its new one (names mean one thing across implementations). */
@@ -57,9 +59,10 @@ const char *mok_impl_param_renamed(const char *impl, const char *old_name);
 int mok_param_value_set(const char *name, const int **values);
 /* Why a removed parameter of impl was taken out, or NULL. */
 const char *mok_impl_param_removed(const char *impl, const char *name);
-/* host_supports of the implementation (1 when it has none). */
+/* host_supports of the implementation (1 when it has none), and for one that keeps one saved forward, pass bwd
+ * on one input set (sets: the count the run rotates, as mok_plan_input_sets gives it). */
 int mok_impl_host_supports(const struct mok_impl_desc *desc, const struct mok_problem_spec *spec, int nranks,
-                           const int *params, char *why, int why_len);
+                           int sets, const int *params, char *why, int why_len);
 /* The parameter table of every implementation as Markdown (the README's, and `mok-bench --list-params`). */
 void mok_impl_params_markdown(FILE *out);
 /* Room for the longest label any implementation can write (tests/test_params.c checks every table against it);

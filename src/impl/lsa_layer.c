@@ -36,11 +36,6 @@ static int layer_supports(const struct mok_problem *p, const struct mok_cluster 
                  sms);
         return 0;
     }
-    if (mok_pass_has_bwd(p->spec.pass) && p->spec.pass == MOK_PASS_BWD && p->sets != 1) {
-        snprintf(why, (size_t)why_len, "pass bwd runs on one saved forward: problems of one input set (inputs larger "
-                 "than L2, or timing.input_sets 1; this one rotates %d); pass fwd_bwd runs any", p->sets);
-        return 0;
-    }
     if (mok_pass_has_bwd(p->spec.pass)) { /* the GEMM core's backward at these shapes (lsa_layer_bwd.c) */
         struct mok_core_bwd_config c = mok_core_bwd_config(lp.tile_n, lp.stages, 0, 1);
         if (!mok_core_bwd_supports(&c, p->local_experts, p->hidden, p->inter, why, why_len))

@@ -64,11 +64,6 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
 {
     /* this rank's tokens stand for max_tokens: supports() must not communicate (the driver takes the minimum) */
     struct mok_layer_desc d = mega_desc(p, mp, p->tokens > 0 ? p->tokens : 1);
-    if (p->spec.pass == MOK_PASS_BWD && p->sets != 1) { /* the workspace saves one forward: the last one */
-        snprintf(why, (size_t)why_len, "pass bwd runs on one saved forward: problems of one input set (inputs "
-                 "larger than L2, or timing.input_sets 1; this one rotates %d); pass fwd_bwd runs any", p->sets);
-        return 0;
-    }
     return mok_layer_check(cl->nccl, &d, why, why_len) == MOK_OK;
 }
 
