@@ -103,6 +103,13 @@ int mok_output_check(const char *dir, const char *name, bool create, struct mok_
     }
     if (probe_write(dir, err, err_len))
         return -1;
+    char journal[PATH_MAX]; /* journal.c's path: a directory or device there would fail only after the GPU setup */
+    if (snprintf(journal, sizeof journal, "%s/%s.journal.csv", dir, name) < (int)sizeof journal &&
+        stat(journal, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "%s: the journal's path exists and is not a regular file (move it, or change "
+                 "output.name)", journal);
+        return -1;
+    }
     char why[512];
     if (mok_report_choose_paths(dir, name, plan->csv, plan->json, (int)sizeof plan->csv, why, (int)sizeof why)) {
         snprintf(err, err_len, "%s", why);

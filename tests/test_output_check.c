@@ -41,6 +41,15 @@ int main(int argc, char **argv)
     CHECK(mok_output_check(dir, "quick", false, &plan, err, sizeof err) == 0 && strstr(plan.csv, "quick-1.csv"),
           "taken name: %s", plan.csv);
 
+    /* a directory where the journal goes: refused before the run, the journal's path named */
+    char journal[700];
+    snprintf(journal, sizeof journal, "%.600s/jd.journal.csv", dir);
+    mkdir(journal, 0755);
+    CHECK(mok_output_check(dir, "jd", false, &plan, err, sizeof err) == -1 && strstr(err, journal) &&
+              strstr(err, "not a regular file"), "journal dir: %s", err);
+    rmdir(journal);
+    CHECK(mok_output_check(dir, "jd", false, &plan, err, sizeof err) == 0, "journal dir removed: %s", err);
+
     /* a file where a directory should be, and a directory under a file: refused, the path named */
     CHECK(mok_output_check(file, "quick", false, &plan, err, sizeof err) == -1 && strstr(err, "not a directory"),
           "file as dir: %s", err);
