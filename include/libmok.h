@@ -113,7 +113,10 @@ struct mok_layer_desc {
     int shared_units;         /* with train and shared experts (shared_intermediate a multiple of 256), shared_sms 0:
                                  1, their backward runs as units of the backward kernel (their GEMM2-dgrad tiles
                                  first, while dy travels; the rest after the routed GEMM2 dgrad); 0, after the
-                                 kernel. Not yet run on a GPU */
+                                 kernel */
+    int wgrad_reduce;         /* with train, for backward calls with fp32 gradients (bf16 ones ignore it): 0, each
+                                 weight-gradient tile loads its gradient, adds its products and stores it; 1, its
+                                 products are added onto the gradient by TMA reduce in the L2 */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

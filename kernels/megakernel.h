@@ -133,6 +133,9 @@ struct mok_mega_bwd_args {
     int own_tokens;
     int wgrad_mix;           /* 0: the weight-gradient tiles after every GEMM1-dgrad tile; 1: interleaved with them
                                 (bwd_units.cuh) */
+    int wgrad_reduce;        /* fp32 gradients only: 0, each tile loads its gradient into the accumulators, adds its
+                                products and stores it; 1, the products alone are added onto it by TMA reduce (the
+                                L2 reads and writes the gradient; the SM never waits for its bytes) */
     int ctas;                /* persistent CTAs: 0, one per SM; fewer (more than m.comm_blocks) leave SMs to work
                                 that runs beside the kernel (libmok's shared experts' backward on a side stream).
                                 The same on every rank */

@@ -45,7 +45,7 @@
 /* A train variant: tuning fields, the input slot it routes (of input_slots), the token counts (rank 0; the other
  * ranks `t1` less 7 per rank) and whether 3 in 4 tokens' first expert is expert 0 (several row blocks there). */
 struct variant {
-    int comm_sms, raster, chunk_rows, input_slots, slot, t0, t1, hot;
+    int comm_sms, raster, chunk_rows, input_slots, slot, t0, t1, hot, wgrad_reduce;
 };
 
 /* One rank's problem for one variant: its inputs and the references. */
@@ -642,12 +642,13 @@ int main(int argc, char **argv)
 
     /* tuning: comm SMs 2 and 16, raster 0 and 1, chunk rows 7, 64 and the default, the dy slot of input slot 1 of 2,
      * skewed routing (expert 0 several row blocks), a variant whose rank 0 holds one token (experts without rows:
-     * their weight-gradient tiles have no k blocks); rank 0's tokens: 300 (= max_tokens) in one variant only */
+     * their weight-gradient tiles have no k blocks); rank 0's tokens: 300 (= max_tokens) in one variant only; the fp32
+ * gradients added by TMA reduce (wgrad_reduce) in two */
     const struct variant variants[] = {
-        {2, 0, 7, 1, 0, T_MAX, 123, 0},
-        {16, 1, 0, 2, 1, 123, T_MAX, 1},
-        {16, 0, 7, 1, 0, 1, 57, 0},
-        {2, 1, 64, 2, 1, 200, 255, 1},
+        {2, 0, 7, 1, 0, T_MAX, 123, 0, 0},
+        {16, 1, 0, 2, 1, 123, T_MAX, 1, 1},
+        {16, 0, 7, 1, 0, 1, 57, 0, 1},
+        {2, 1, 64, 2, 1, 200, 255, 1, 0},
     };
     const int nvar = (int)(sizeof variants / sizeof variants[0]);
     struct mok_layer_desc descs[sizeof variants / sizeof variants[0]];
@@ -657,7 +658,8 @@ int main(int argc, char **argv)
                                            .input_slots = variants[v].input_slots, .comm_sms = variants[v].comm_sms,
                                            .chunk_rows = variants[v].chunk_rows, .dispatch_push = 1,
                                            .combine_per_rank = 0, .send_from_gemm = 1,
-                                           .raster = variants[v].raster, .train = 1};
+                                           .raster = variants[v].raster, .train = 1,
+                                           .wgrad_reduce = variants[v].wgrad_reduce};
     /* not one NVLink domain: skip, as the forward's test does (every rank reaches the same answer) */
     char err[512] = "";
     int rc = mok_layer_check(comm, &descs[0], err, sizeof err);
@@ -703,10 +705,10 @@ int main(int argc, char **argv)
         }
         if (t.rank == 0)
             printf("variant %d: comm_sms %d, raster %d, chunk_rows %d, slot %d of %d, tokens %d (rank 0) / %d.. "
-                   "(others), %s routing, %d rank(s)\n",
+                   "(others), %s routing, wgrad_reduce %d, %d rank(s)\n",
                    v, variants[v].comm_sms, variants[v].raster, variants[v].chunk_rows, variants[v].slot,
                    variants[v].input_slots, variants[v].t0, variants[v].t1, variants[v].hot ? "skewed" : "uniform",
-                   t.nranks);
+                   variants[v].wgrad_reduce, t.nranks);
         if (run_variant(&t, &variants[v], v, ws, bytes_no_train))
             fprintf(stderr, "rank %d: variant %d stopped (above)\n", t.rank, v);
         mok_workspace_destroy(ws);

@@ -182,6 +182,16 @@ __device__ __forceinline__ void mok_tma_store_2d(const void *map, int c0, int c1
                  "r"(c0), "r"(c1), "r"(mok_smem_addr(src))
                  : "memory");
 }
+/* The same box added element-wise onto the tensor in global memory (the L2 does the read-modify-write; the type is
+ * the tensor map's, e.g. fp32 weight gradients accumulated without loading them into the SM). Each element gets
+ * exactly one add from one box here, so the result does not depend on timing. */
+__device__ __forceinline__ void mok_tma_reduce_add_2d(const void *map, int c0, int c1, const void *src)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(mok_smem_addr(src))
+                 : "memory");
+}
 /* This thread's bulk groups have finished reading their shared memory (the writes may still be in flight;
  * bulk.cuh's mok_bulk_wait(0) waits for those too). */
 __device__ __forceinline__ void mok_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }

@@ -521,6 +521,23 @@ __device__ __forceinline__ void stage_bf16(const float (&acc)[N], uint8_t *stage
     }
 }
 
+/* Stage kChunks 8-column chunks of accumulators as fp32, from chunk kFirst on, into staging columns [0, 8 kChunks)
+ * of rows la and lb: boxes of 64 rows x 32 floats (128B-swizzled, encode_tile_map_f32), kBoxBytes each, so a round
+ * of kChunks 8 stages two boxes. The 4 lanes of a row write 32 contiguous bytes: 2 wavefronts per warp's store. */
+template <int kFirst, int kChunks, int N>
+__device__ __forceinline__ void stage_f32(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq)
+{
+#pragma unroll
+    for (int i = 0; i < kChunks; i++) {
+        const int r = 4 * (kFirst + i), col = 8 * i + cq, box = col >> 5, chunk = (col & 31) >> 2;
+        const int in = (col & 3) * 4;
+        *reinterpret_cast<float2 *>(stage + box * kBoxBytes + la * kRowBytes + ((chunk ^ (la & 7)) << 4) + in) =
+            make_float2(acc[r], acc[r + 1]);
+        *reinterpret_cast<float2 *>(stage + box * kBoxBytes + lb * kRowBytes + ((chunk ^ (lb & 7)) << 4) + in) =
+            make_float2(acc[r + 2], acc[r + 3]);
+    }
+}
+
 /* SwiGLU (GEMM1): the tile's accumulator columns are gate columns [0, N) then the matching up columns [N, 2N)
  * (N accumulators = 2N columns / 4 lanes... per thread: gate column j in register chunk j/8, its up column N/2
  * registers further on); their silu(gate) * up is staged as N bf16 columns (N / 8 chunks). */
@@ -550,6 +567,15 @@ __device__ __forceinline__ void store_staged(const CUtensorMap *map, int col0, i
 {
     for (int b = 0; b < boxes; b++)
         mok_tma_store_2d(map, col0 + b * 64, row0, stage + b * kBoxBytes);
+    mok_bulk_commit();
+}
+
+/* As store_staged, for stage_f32's boxes (64 rows x 32 floats): added onto the fp32 tensor by TMA reduce. */
+__device__ __forceinline__ void reduce_staged_f32(const CUtensorMap *map, int col0, int row0, uint8_t *stage,
+                                                  int boxes)
+{
+    for (int b = 0; b < boxes; b++)
+        mok_tma_reduce_add_2d(map, col0 + b * 32, row0, stage + b * kBoxBytes);
     mok_bulk_commit();
 }
 
@@ -583,6 +609,9 @@ void diag_print();
 /* Host side, defined in sm90_grouped.cu: the 128B-swizzled tensor map of a row-major bf16 matrix [rows][k] read or
  * written in boxes of box_rows x 64. */
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
+/* The same over fp32 [rows][cols] in boxes of box_rows x 32 (one 128-byte swizzle row): weight gradients added
+ * by TMA reduce (stage_f32). */
+bool encode_tile_map_f32(CUtensorMap *map, float *base, uint64_t rows, uint64_t cols, uint32_t box_rows);
 /* The same over e4m3 bytes [rows][k]: boxes of box_rows x 128 bytes (128 K), the fp8 policies' operands; rows
  * row_bytes apart (0: k; else a multiple of 16 >= k, e.g. wire rows with their scales behind the values). land:
  * mxfp8 scheme (b)'s landing boxes instead, box_rows x 64 bytes, 64B swizzle (gemm/sm90_mx_expand.cuh). */

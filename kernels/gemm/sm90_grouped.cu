@@ -470,6 +470,26 @@ bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows
     return encode_map(map, base, rows, k, box_rows);
 }
 
+bool mok_sm90::encode_tile_map_f32(CUtensorMap *map, float *base, uint64_t rows, uint64_t cols, uint32_t box_rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode)
+        return false;
+    cuuint64_t dims[2] = {cols, rows};
+    cuuint64_t strides[1] = {cols * 4};
+    cuuint32_t box[2] = {kRowBytes / 4, box_rows}; /* 32 floats: one 128-byte swizzle row */
+    cuuint32_t elem_strides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, elem_strides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for fp32 [%llu][%llu]\n",
+                (int)r, (unsigned long long)rows, (unsigned long long)cols);
+        return false;
+    }
+    return true;
+}
+
 bool mok_sm90::encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
                                         uint32_t land_blocks)
 {

@@ -91,7 +91,8 @@ size_t bwd_counters(int capacity, int t_max)
 
 /* The shared experts' tensor maps: the routed ones' roles (BwdMaps) on the own tokens' rows (t_max of them: TMA
  * reads zeros past them) and the one MLP's weights and gradients (group 0). */
-bool encode_shared_maps(BwdMaps *s, const mok_mega_bwd_args::mok_mega_bwd_shared &sh, uint64_t t_max, uint64_t H)
+bool encode_shared_maps(BwdMaps *s, const mok_mega_bwd_args::mok_mega_bwd_shared &sh, uint64_t t_max, uint64_t H,
+                        bool reduce)
 {
     const uint64_t SI = (uint64_t)sh.inter;
     return encode_tile_map(&s->dy, sh.dy, t_max, H, kTileM) && encode_tile_map(&s->w2t, sh.w2, H, SI, 64) &&
@@ -100,7 +101,9 @@ bool encode_shared_maps(BwdMaps *s, const mok_mega_bwd_args::mok_mega_bwd_shared
            encode_tile_map(&s->hwt, sh.hw, t_max, SI, 64) && encode_tile_map(&s->dgut, sh.dgu, t_max, 2 * SI, 64) &&
            encode_tile_map(&s->xt, sh.x, t_max, H, 64) &&
            (!sh.dw2_bf16 || encode_tile_map(&s->dw2c, sh.dw2_bf16, H, SI, 64)) &&
-           (!sh.dw13_bf16 || encode_tile_map(&s->dw13c, sh.dw13_bf16, 2 * SI, H, 64));
+           (!sh.dw13_bf16 || encode_tile_map(&s->dw13c, sh.dw13_bf16, 2 * SI, H, 64)) &&
+           (!reduce || (encode_tile_map_f32(&s->dw2c, sh.dw2_f32, H, SI, 64) &&
+                        encode_tile_map_f32(&s->dw13c, sh.dw13_f32, 2 * SI, H, 64)));
 }
 
 int resolve_stages(const mok_mega_args *m, size_t limit)
@@ -179,6 +182,9 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
         return say(why, why_len, "x, gu, dgu, hw, dr_part and lsa.xin (dy's slots) must be device pointers%.0lld", 0);
     if (!!b->dw13_f32 + !!b->dw13_bf16 != 1 || !!b->dw2_f32 != !!b->dw13_f32 || !!b->dw2_bf16 != !!b->dw13_bf16)
         return say(why, why_len, "weight gradients: dw13_f32 and dw2_f32, or dw13_bf16 and dw2_bf16%.0lld", 0);
+    if (b->wgrad_reduce != 0 && (b->wgrad_reduce != 1 || !b->dw13_f32))
+        return say(why, why_len, "wgrad_reduce %lld: 0, or 1 with fp32 gradients (dw13_f32, dw2_f32)",
+                   b->wgrad_reduce);
     if (b->ctas < 0 || b->ctas > mok_sm_count() || (b->ctas && b->ctas <= m->comm_blocks))
         return say(why, why_len, "ctas %lld: 0 (one per SM) or more than the comm blocks and at most the GPU's SMs",
                    b->ctas);
@@ -209,10 +215,12 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         !encode_tile_map(&maps.dgut, b->dgu, cap, (uint64_t)2 * I, 64) ||
         !encode_tile_map(&maps.xt, b->x, cap, (uint64_t)H, 64) ||
         (b->dw2_bf16 && !encode_tile_map(&maps.dw2c, b->dw2_bf16, (uint64_t)el * H, (uint64_t)I, 64)) ||
-        (b->dw13_bf16 && !encode_tile_map(&maps.dw13c, b->dw13_bf16, (uint64_t)el * 2 * I, (uint64_t)H, 64)))
+        (b->dw13_bf16 && !encode_tile_map(&maps.dw13c, b->dw13_bf16, (uint64_t)el * 2 * I, (uint64_t)H, 64)) ||
+        (b->wgrad_reduce && !encode_tile_map_f32(&maps.dw2c, b->dw2_f32, (uint64_t)el * H, (uint64_t)I, 64)) ||
+        (b->wgrad_reduce && !encode_tile_map_f32(&maps.dw13c, b->dw13_f32, (uint64_t)el * 2 * I, (uint64_t)H, 64)))
         return (int)cudaErrorInvalidValue;
     const struct mok_mega_bwd_args::mok_mega_bwd_shared &sh = b->sh;
-    if (sh.inter && !encode_shared_maps(&smaps, sh, (uint64_t)a.t_max, (uint64_t)H))
+    if (sh.inter && !encode_shared_maps(&smaps, sh, (uint64_t)a.t_max, (uint64_t)H, b->wgrad_reduce))
         return (int)cudaErrorInvalidValue;
     void (*kernel)(BwdMaps, mok_mega_bwd_args, mok_sm90_diag *, BwdMaps) =
         sh.inter ? megakernel_bwd_kernel<true> : megakernel_bwd_kernel<false>;

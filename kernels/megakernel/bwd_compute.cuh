@@ -21,8 +21,9 @@ struct BwdMaps {
     CUtensorMap hwt;  /* hw [capacity][I], 64 x 64: B of dW2 */
     CUtensorMap dgut; /* dgu, 64 x 64: A of dW13 */
     CUtensorMap xt;   /* x slots [capacity][H], 64 x 64: B of dW13 */
-    CUtensorMap dw2c;  /* bf16 dW2 [EL H][I] as C: 64 x 64 store boxes (bf16 gradients only) */
-    CUtensorMap dw13c; /* bf16 dW13 [EL 2I][H] as C */
+    CUtensorMap dw2c;  /* bf16 dW2 [EL H][I] as C: 64 x 64 store boxes (bf16 gradients); or fp32 with wgrad_reduce:
+                        * 64 x 32 boxes added by TMA reduce (encode_tile_map_f32) */
+    CUtensorMap dw13c; /* dW13 [EL 2I][H] as C, the same way */
 };
 
 #if MOK_SM90_DEVICE
@@ -442,7 +443,35 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
         const int rows = sh ? b.sh.tokens : a.rows[g], k_blocks = (rows + kBlockK - 1) / kBlockK;
         const size_t ra = (size_t)mt * kTileM + cwg * 64 + la, off = (size_t)g * M * N + nt * kTileN + cq;
         const KTail tail = {rows - (k_blocks - 1) * kBlockK, cwg, 0};
-        if (b.dw13_f32) {
+        if (b.dw13_f32 && b.wgrad_reduce) { /* the products alone, added onto the gradient by TMA reduce in four
+                                               * rounds of 64 columns: the SM never waits for the gradient's bytes */
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
+                role, v, 0, tail);
+            const BwdMaps &mp = sh ? smaps : maps;
+            const CUtensorMap *mc = w2 ? &mp.dw2c : &mp.dw13c;
+            const int row0 = g * M + mt * kTileM + cwg * 64, col0 = nt * kTileN;
+            epilogue_begin(leader, cwg);
+            stage_f32<0, 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                reduce_staged_f32(mc, col0, row0, stage, 2);
+            epilogue_begin(leader, cwg);
+            stage_f32<8, 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                reduce_staged_f32(mc, col0 + 64, row0, stage, 2);
+            epilogue_begin(leader, cwg);
+            stage_f32<16, 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                reduce_staged_f32(mc, col0 + 128, row0, stage, 2);
+            epilogue_begin(leader, cwg);
+            stage_f32<24, 8>(acc[0], stage, la, lb, cq);
+            staged_ready(1 + cwg);
+            if (leader)
+                reduce_staged_f32(mc, col0 + 192, row0, stage, 2);
+        } else if (b.dw13_f32) {
             float *c = (sh ? (w2 ? b.sh.dw2_f32 : b.sh.dw13_f32) : (w2 ? b.dw2_f32 : b.dw13_f32)) + off;
             wgrad_load(c, ra, ra + 8, N, acc[0]);
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, true>(

@@ -102,6 +102,7 @@ mok_step() {
     h1fp8gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-gemm.json;; # one GPU: bf16 and fp8_block expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B shapes
     bwdmega) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega" tests/gpu_bwd_mega_small.json;; # the fused backward (megakernel bwd, fwd_bwd) on small ragged problems, every output checked
     bwdshunits) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-shared-units" tests/gpu_bwd_mega_shared_units.json;; # the fused backward with the shared experts' backward inside the kernel (shared_units 1) and after it (0), small ragged problems, every output checked
+    bwdreduce) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega-reduce" tests/gpu_bwd_mega_reduce.json;; # the fused backward's fp32 gradients added by TMA reduce (wgrad_reduce 1) beside the load-add-store tiles (0): with and without shared experts inside, both act, both wgrad_mix, small ragged problems, every output checked
     bwdmegasan) for tool in memcheck racecheck; do # the fused backward under compute-sanitizer, a small problem
         timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
           -n 1 -o "$R/bwd-mega-san-$tool" tests/gpu_bwd_mega_sanitize.json > "$R/bwd-mega-$tool.log" 2>&1

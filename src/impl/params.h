@@ -195,6 +195,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(wgrad_mix, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "pass bwd / fwd_bwd: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved with them " \
       "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")                                   \
+    X(wgrad_reduce, MOK_NUMERIC, 0, 1, 0,                                                                        \
+      "pass bwd / fwd_bwd, wgrad fp32_accumulate: 0, each weight-gradient tile loads its fp32 gradient, adds its " \
+      "products and stores it; 1, its products are added onto the gradient by TMA reduce (in the L2)")        \
     X(shared_sms, MOK_NUMERIC, 0, 130, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts: 0, their backward after the backward kernel on every SM; k, on a " \
       "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \

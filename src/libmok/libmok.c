@@ -142,6 +142,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (rc = check_flag("train", d->train, err, err_len)) ||
         (rc = check_flag("act_recompute", d->act_recompute, err, err_len)) ||
         (rc = check_flag("wgrad_mix", d->wgrad_mix, err, err_len)) ||
+        (rc = check_flag("wgrad_reduce", d->wgrad_reduce, err, err_len)) ||
         (rc = check_flag("raster", d->raster, err, err_len)))
         return rc;
     return MOK_OK;
