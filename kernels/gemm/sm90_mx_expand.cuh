@@ -93,13 +93,12 @@ __device__ __forceinline__ void mx_sts128(uint32_t a, uint32_t x, uint32_t y, ui
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 
-/* 16 codes of one row (a landing chunk at la) into two bf16 chunks of the slot, at sa and sa ^ 16 (the row's chunks
- * 2c and 2c + 1: 2c's swizzled place XOR 1), under one scale's factors (mok_mx_factor, _hi; two: s > 134):
- * mok_mx_expand4_f's operations, the second multiply under one branch per chunk instead of one per word (a branch
- * per word split the chunk into basic blocks). */
-__device__ __forceinline__ void mx_expand_chunk(uint32_t la, uint32_t sa, uint32_t f, uint32_t f_hi, int two)
+/* 16 codes of one row (a landing chunk, already loaded into v) into two bf16 chunks of the slot, at sa and sa ^ 16
+ * (the row's chunks 2c and 2c + 1: 2c's swizzled place XOR 1), under one scale's factors (mok_mx_factor, _hi; two:
+ * s > 134): mok_mx_expand4_f's operations, the second multiply under one branch per chunk instead of one per word (a
+ * branch per word split the chunk into basic blocks). */
+__device__ __forceinline__ void mx_expand_chunk(const uint4 &v, uint32_t sa, uint32_t f, uint32_t f_hi, int two)
 {
-    const uint4 v = mx_lds128(la);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t o[8];
 #pragma unroll
@@ -119,17 +118,27 @@ __device__ __forceinline__ void mx_expand_chunk(uint32_t la, uint32_t sa, uint32
 /* Row r of a landing region into row r of a slot region: l_row, s_row their shared-window addresses (64- and
  * 128-byte aligned). Per k32 half h: landing chunks 2h (at its 64B-swizzled place (2h ^ (r / 2 % 4))) and 2h + 1
  * (that XOR 1), into slot chunks 4h .. 4h + 3 (4h's 128B-swizzled place (4h ^ (r % 8)), then XOR 1, 2, 3), under
- * the half's scale, its factors computed once. */
+ * the half's scale, its factors computed once. The row's four loads are issued before any conversion: one wait for
+ * shared memory's latency per row, not one per chunk (the loads and stores are volatile and ordered, so a load
+ * placed after the previous chunk's stores waited for them; the producer warp is alone on its scheduler and has
+ * nothing else to hide that latency with). */
 __device__ __forceinline__ void mx_expand_row(uint32_t l_row, uint32_t s_row, int r, uint32_t s_lo, uint32_t s_hi)
 {
     const uint32_t lsw = (r >> 1) & 3, r8 = r & 7;
+    uint4 v[4];
+#pragma unroll
+    for (uint32_t h = 0; h < 2; h++) {
+        const uint32_t la = l_row + (((2 * h) ^ lsw) << 4);
+        v[2 * h] = mx_lds128(la);
+        v[2 * h + 1] = mx_lds128(la ^ 16);
+    }
 #pragma unroll
     for (uint32_t h = 0; h < 2; h++) {
         const uint32_t s = h ? s_hi : s_lo, f = mok_mx_factor(s), f_hi = mok_mx_factor_hi(s);
         const int two = s > 134u;
-        const uint32_t la = l_row + (((2 * h) ^ lsw) << 4), sa = s_row + (((4 * h) ^ r8) << 4);
-        mx_expand_chunk(la, sa, f, f_hi, two);
-        mx_expand_chunk(la ^ 16, sa ^ 32, f, f_hi, two);
+        const uint32_t sa = s_row + (((4 * h) ^ r8) << 4);
+        mx_expand_chunk(v[2 * h], sa, f, f_hi, two);
+        mx_expand_chunk(v[2 * h + 1], sa ^ 32, f, f_hi, two);
     }
 }
 
