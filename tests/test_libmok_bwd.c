@@ -614,6 +614,20 @@ static size_t check_train_fields(struct test *t, ncclComm_t comm, const struct m
     mok_workspace_destroy(ws);
     ws = NULL;
     d = *train_desc;
+    d.wgrad_reduce = 2; /* a flag */
+    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_workspace_create with wgrad_reduce 2");
+    report(t, !ws && strstr(err, "wgrad_reduce"), "the refusal names wgrad_reduce, no workspace: %s", err);
+    mok_workspace_destroy(ws);
+    ws = NULL;
+    d = *train_desc;
+    d.train = 0, d.wgrad_reduce = 1; /* no backward: no gradients to add */
+    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
+              "mok_workspace_create with wgrad_reduce 1 and train 0");
+    report(t, !ws && strstr(err, "wgrad_reduce"), "the refusal names wgrad_reduce, no workspace: %s", err);
+    mok_workspace_destroy(ws);
+    ws = NULL;
+    d = *train_desc;
     d.train = 0;
     int rc = mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err);
     report(t, rc == MOK_OK, "mok_workspace_create with train = 0: %s %s", mok_status_string(rc), err);
@@ -643,7 +657,7 @@ int main(int argc, char **argv)
     /* tuning: comm SMs 2 and 16, raster 0 and 1, chunk rows 7, 64 and the default, the dy slot of input slot 1 of 2,
      * skewed routing (expert 0 several row blocks), a variant whose rank 0 holds one token (experts without rows:
      * their weight-gradient tiles have no k blocks); rank 0's tokens: 300 (= max_tokens) in one variant only; the fp32
- * gradients added by TMA reduce (wgrad_reduce) in two */
+     * gradients added by TMA reduce (wgrad_reduce) in two */
     const struct variant variants[] = {
         {2, 0, 7, 1, 0, T_MAX, 123, 0, 0},
         {16, 1, 0, 2, 1, 123, T_MAX, 1, 1},

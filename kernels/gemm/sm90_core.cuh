@@ -12,7 +12,8 @@
  *             of 64 K) or fp8_block (consume_tile_fp8_block: e4m3 boxes of 128 K, K-major, the same bytes,
  *             promoted into fp32 per 128 K with the row and block scales), or mxfp8 (consume_tile_mxfp8).
  *   epilogue  pieces the kernels compose: bf16 or SwiGLU staging of accumulator columns into 128B-swizzled boxes
- *             (stage_bf16, stage_swiglu), their TMA store (staged_ready, store_staged); the guarded stores of the grouped GEMM
+ *             (stage_bf16, stage_swiglu), their TMA store (staged_ready, store_staged); fp32 staging added onto a
+ *             gradient by TMA reduce (stage_f32, reduce_staged_f32); the guarded stores of the grouped GEMM
  *             and the megakernel's sends from registers are those kernels' own epilogues.
  * Every wait times out into the failure record (sm90_ptx.cuh). See sm90_grouped.cu for how the roles fit together. */
 #pragma once

@@ -185,6 +185,10 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
     if (b->wgrad_reduce != 0 && (b->wgrad_reduce != 1 || !b->dw13_f32))
         return say(why, why_len, "wgrad_reduce %lld: 0, or 1 with fp32 gradients (dw13_f32, dw2_f32)",
                    b->wgrad_reduce);
+    if (b->wgrad_reduce && (((uintptr_t)b->dw13_f32 | (uintptr_t)b->dw2_f32 | (uintptr_t)sh.dw13_f32 |
+                             (uintptr_t)sh.dw2_f32) & 15))
+        return say(why, why_len, "wgrad_reduce 1: the fp32 gradients (and the shared experts') must be 16-byte "
+                   "aligned (TMA)%.0lld", 0);
     if (b->ctas < 0 || b->ctas > mok_sm_count() || (b->ctas && b->ctas <= m->comm_blocks))
         return say(why, why_len, "ctas %lld: 0 (one per SM) or more than the comm blocks and at most the GPU's SMs",
                    b->ctas);

@@ -96,6 +96,9 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         return say(err, err_len, MOK_ERR_ARGUMENT, "train = 1 needs intermediate a multiple of 256 (%d), dispatch_push "
                    "1 (%d), combine_per_rank 0 (%d), send_from_gemm 1 (%d) and split_half 0 (%d)", d->intermediate,
                    d->dispatch_push, d->combine_per_rank, d->send_from_gemm, d->split_half);
+    if (d->wgrad_reduce && !d->train)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "wgrad_reduce = 1 with train = 0: there are no weight gradients "
+                   "to add");
     if (d->act_recompute && !d->train)
         return say(err, err_len, MOK_ERR_ARGUMENT, "act_recompute = 1 with train = 0: there is no backward to "
                    "recompute for");
