@@ -16,10 +16,9 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     const struct mok_model *m = &s->model;
     double t = s->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
     bool comm = s->mode == MOK_MODE_COMM; /* no weights, and a reference of one fp32 tensor */
-    bool gemm = s->mode == MOK_MODE_GEMM; /* every expert's weights, and the expert-major copy of the rows */
+    bool gemm = s->mode == MOK_MODE_GEMM;
     double el = gemm ? m->experts : (double)m->experts / nranks;
-    double set = t * h * 2 + (comm ? 0 : el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2) +
-                 (gemm ? t * k * h * 2 : 0);
+    const double set = mok_plan_set_bytes(s, nranks);
     const int sets = mok_plan_input_sets(s, set, l2);
     *sets_out = sets;
     double si = (m->shared_experts > 1 ? m->shared_experts : 1) * i;
@@ -50,6 +49,17 @@ static double problem_bytes(const struct mok_problem_spec *s, int nranks, long l
     if (gemm) /* y and its fp32 reference hold GEMM2's rows; the reference's scratch is one expert's */
         return sets * set + t * k * h * (2 + 4) + t * k * 8 + rows * 2 * i * 4 + rows * i * 2 + fp8;
     return sets * set + t * h * 2 + t * k * 8 + (comm ? t * h * 4 : ref) + fp8;
+}
+
+double mok_plan_set_bytes(const struct mok_problem_spec *s, int nranks)
+{
+    const struct mok_model *m = &s->model;
+    const double t = s->tokens_per_rank, h = m->hidden, i = m->intermediate, k = m->topk;
+    if (s->mode == MOK_MODE_COMM)
+        return t * h * 2;
+    const bool gemm = s->mode == MOK_MODE_GEMM;
+    const double el = gemm ? m->experts : (double)(m->experts / nranks);
+    return t * h * 2 + el * 3 * h * i * 2 + m->shared_experts * 3 * h * i * 2 + (gemm ? t * k * h * 2 : 0);
 }
 
 int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, long long l2_bytes)

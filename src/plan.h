@@ -14,6 +14,11 @@
 /* The input sets a problem rotates: timing.input_sets where the config sets it, else as many sets of set_bytes as
  * exceed L2 twice, 1..MOK_MAX_SETS (src/problem.c's allocation and the dry run both ask here). */
 int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, long long l2_bytes);
+/* One input set's bytes on a rank, what mok_plan_input_sets weighs against L2 (the dry run and src/problem.c's
+ * allocation both ask here): the tokens, and but in comm mode the experts' weights (the local ones; gemm mode: every
+ * expert's, each rank running its own routes over all of them) and the shared experts'; gemm mode also the gathered
+ * expert-major copy of the rows (src/problem_gemm.c gemm_a). */
+double mok_plan_set_bytes(const struct mok_problem_spec *spec, int nranks);
 
 /* dtype fp8_block: the quantized copies of every set's weights and (gemm mode) rows (src/problem_fp8.c) and, with
  * the reference, gemm mode's scratch for one expert's rows (bounded by all rows; layer mode passes rows 0). */

@@ -41,28 +41,16 @@ double mok_problem_flops(const struct mok_problem_spec *s)
     return (mok_pass_has_fwd(s->pass) ? fwd : 0.0) + (mok_pass_has_bwd(s->pass) ? 2.0 * fwd : 0.0);
 }
 
-static size_t input_set_bytes(const struct mok_problem_spec *s, int nranks)
-{
-    const struct mok_model *m = &s->model;
-    size_t el = (size_t)(m->experts / nranks);
-    size_t xb = (size_t)s->tokens_per_rank * m->hidden * 2;
-    if (s->mode == MOK_MODE_COMM)
-        return xb; /* comm mode has no expert weights */
-    size_t wb = el * 3 * (size_t)m->hidden * m->intermediate * 2;
-    size_t sb = (size_t)m->shared_experts * 3 * (size_t)m->hidden * m->intermediate * 2;
-    return xb + wb + sb;
-}
-
 int mok_problem_sets_for(const struct mok_problem_spec *s, int nranks, long long l2_bytes)
 {
-    return mok_plan_input_sets(s, (double)input_set_bytes(s, nranks), l2_bytes);
+    return mok_plan_input_sets(s, mok_plan_set_bytes(s, nranks), l2_bytes);
 }
 
 size_t mok_problem_bytes(const struct mok_problem_spec *s, int nranks, int sets, bool with_reference)
 {
     const struct mok_model *m = &s->model;
     size_t t = (size_t)s->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate, k = (size_t)m->topk;
-    size_t bytes = (size_t)sets * input_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
+    size_t bytes = (size_t)sets * (size_t)mok_plan_set_bytes(s, nranks) + t * h * 2 + t * k * 8;
     if (mok_pass_has_bwd(s->pass) && s->mode != MOK_MODE_GEMM) { /* problem_bwd.c; the forward's reference with fwd_bwd */
         bytes += mok_plan_layer_bwd_bytes(s, nranks, sets, with_reference);
         with_reference = with_reference && mok_pass_has_fwd(s->pass);
