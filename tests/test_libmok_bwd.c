@@ -584,6 +584,18 @@ static int run_variant(struct test *t, const struct variant *v, int vi, mok_work
     return 0;
 }
 
+/* A description mok_workspace_create refuses with MOK_ERR_ARGUMENT, naming `field`, creating nothing. */
+static void expect_refused(struct test *t, ncclComm_t comm, const struct mok_layer_desc *d, const char *what,
+                           const char *field)
+{
+    char err[512] = "";
+    const char *tag = "";
+    mok_workspace *ws = NULL;
+    EXPECT_RC(mok_workspace_create(comm, d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT, what);
+    report(t, !ws && strstr(err, field), "the refusal names %s, no workspace: %s", field, err);
+    mok_workspace_destroy(ws);
+}
+
 /* Descriptions refused or limited by train, on workspaces of their own: train with intermediate 128 is refused
  * (nothing created), a train = 0 workspace has no backward and no grad input slots. Returns the train = 0
  * workspace's bytes (0 if it could not be created). */
@@ -593,40 +605,20 @@ static size_t check_train_fields(struct test *t, ncclComm_t comm, const struct m
     const char *tag = "";
     struct mok_layer_desc d = *train_desc;
     d.intermediate = 128;
-    mok_workspace *ws = NULL;
-    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_workspace_create with train = 1 and intermediate 128");
-    report(t, !ws && strstr(err, "intermediate"), "the refusal names intermediate, no workspace: %s", err);
-    mok_workspace_destroy(ws);
-    ws = NULL;
+    expect_refused(t, comm, &d, "mok_workspace_create with train = 1 and intermediate 128", "intermediate");
     d = *train_desc;
     d.shared_sms = 8; /* the shared experts' SMs: this layer has none */
-    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_workspace_create with shared_sms 8 and no shared experts");
-    report(t, !ws && strstr(err, "shared_sms"), "the refusal names shared_sms, no workspace: %s", err);
-    mok_workspace_destroy(ws);
-    ws = NULL;
+    expect_refused(t, comm, &d, "mok_workspace_create with shared_sms 8 and no shared experts", "shared_sms");
     d = *train_desc;
     d.shared_units = 1; /* the shared experts' backward inside the kernel: this layer has none */
-    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_workspace_create with shared_units 1 and no shared experts");
-    report(t, !ws && strstr(err, "shared_units"), "the refusal names shared_units, no workspace: %s", err);
-    mok_workspace_destroy(ws);
-    ws = NULL;
+    expect_refused(t, comm, &d, "mok_workspace_create with shared_units 1 and no shared experts", "shared_units");
     d = *train_desc;
     d.wgrad_reduce = 2; /* a flag */
-    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_workspace_create with wgrad_reduce 2");
-    report(t, !ws && strstr(err, "wgrad_reduce"), "the refusal names wgrad_reduce, no workspace: %s", err);
-    mok_workspace_destroy(ws);
-    ws = NULL;
+    expect_refused(t, comm, &d, "mok_workspace_create with wgrad_reduce 2", "wgrad_reduce");
     d = *train_desc;
     d.train = 0, d.wgrad_reduce = 1; /* no backward: no gradients to add */
-    EXPECT_RC(mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err), MOK_ERR_ARGUMENT,
-              "mok_workspace_create with wgrad_reduce 1 and train 0");
-    report(t, !ws && strstr(err, "wgrad_reduce"), "the refusal names wgrad_reduce, no workspace: %s", err);
-    mok_workspace_destroy(ws);
-    ws = NULL;
+    expect_refused(t, comm, &d, "mok_workspace_create with wgrad_reduce 1 and train 0", "wgrad_reduce");
+    mok_workspace *ws = NULL;
     d = *train_desc;
     d.train = 0;
     int rc = mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err);
