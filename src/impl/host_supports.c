@@ -318,9 +318,13 @@ int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, con
 /* The first of the megakernel's backward-only parameters that is set, by name. */
 static const char *bwd_only_param(const struct mok_params_megakernel *p)
 {
-    return p->act ? "act=recompute" : p->wgrad_mix ? "wgrad_mix=1" : p->wgrad_reduce ? "wgrad_reduce=1"
-           : p->shared_sms                                        ? "shared_sms"
-                                                                  : "shared_units";
+    if (p->act)
+        return "act=recompute";
+    if (p->wgrad_mix)
+        return "wgrad_mix=1";
+    if (p->wgrad_reduce)
+        return "wgrad_reduce=1";
+    return p->shared_sms ? "shared_sms" : "shared_units";
 }
 
 int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, const int *params, char *why,
