@@ -1,5 +1,5 @@
-/* libmok_test: what the libmok GPU tests (test_libmok.c, test_libmok_bwd.c) share: their seeded host generator,
- * bf16 rounding (tests/bf16.h) and their start. */
+/* libmok_test: what the libmok GPU tests (test_libmok.c, test_libmok_bwd.c, test_libmok_fp8.c) share: their seeded
+ * host generator and bf16 rounding (tests/seeded.h) and their start. */
 #ifndef MOK_TESTS_LIBMOK_TEST_H
 #define MOK_TESTS_LIBMOK_TEST_H
 
@@ -9,15 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bf16.h"
-
-static uint32_t lcg(uint32_t *s)
-{
-    *s = *s * 1664525u + 1013904223u;
-    return *s >> 8;
-}
-static float uniform(uint32_t *s) { return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f; }
-static float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+#include "seeded.h"
 
 /* Fails the calling check (returns 1) with the rank and a message, where a `t` with a `rank` is in scope. */
 #define CK(cond, ...)                                                                                            \
