@@ -42,6 +42,7 @@ mok_step() {
     ncugemm) bash scripts/device/ncu_gemm.sh configs/gemm-ncu.json 12;; # ncu metrics of the expert GEMMs, ours and cuBLAS's
     ncumx) bash scripts/device/ncu_gemm.sh configs/gemm-ncu-mx.json 24;; # ncu metrics (tensor pipe, shared-memory bank reads and writes) of mok's mxfp8 scheme (b) and bf16 GEMMs on 128 x 256 tiles at DeepSeek-V3-local 4096 (scheme (a): results/h100x1/2026-12-05-first-h100): is the expansion bound by shared-memory bandwidth
     ncubwd) NCU_KERNELS="megakernel_ gemm_sm90|wgrad_sm90" bash scripts/device/ncu_gemm.sh configs/ncu-bwd-mega.json 24;; # ncu of the fused backward (and the forward before it) and of nccl gemm=mok's backward GEMMs (DeepSeek-V3 shape, 64 experts, 128 rows each; fp32 and bf16 gradients): tensor pipe, DRAM bytes and throughput: does the weight-gradient traffic stream at the DRAM rate, and does it overlap the dgrad work
+    ncubwdrows) NCU_KERNELS="megakernel_bwd gemm_sm90|wgrad_sm90" bash scripts/device/ncu_gemm.sh configs/ncu-bwd-mega-rows.json 32;; # ncubwd at 256 and 512 rows per expert (2048 / 4096 tokens, 64 experts), where the fused backward is 1.4-1.6x its roofline (results/h100x1/2026-12-05-wgrad-reduce)
     ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank;; # SASS stall sampling, 1 rank
     inputs) "$DEV/bin/test_gpu_fill"; echo "rc=$?" # the seeded fills' statistics; the layer implementations on normal / scaled inputs
       sh tests/gpu_impls.sh "$BIN" . "$R/gpu-inputs" tests/gpu_inputs_small.json;;
