@@ -115,6 +115,11 @@ static int rewrite(const char *path, const struct mok_env *env, const struct mok
     return 0;
 }
 
+void mok_journal_path(char *out, size_t len, const char *dir, const char *name)
+{
+    snprintf(out, len, "%s/%s.journal.csv", dir, name);
+}
+
 int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, const char *identity, bool resume,
                      const struct mok_env *env, struct mok_row **resumed, int *nresumed, char *note, int note_len,
                      char *err, int err_len)
@@ -125,7 +130,7 @@ int mok_journal_open(struct mok_journal *j, const char *dir, const char *name, c
     note[0] = '\0';
     if (mok_mkdir_p(dir, err, err_len))
         return -1;
-    snprintf(j->path, sizeof j->path, "%s/%s.journal.csv", dir, name);
+    mok_journal_path(j->path, sizeof j->path, dir, name);
     snprintf(j->id_path, sizeof j->id_path, "%s/%s.journal.id", dir, name);
     bool keep = false;
     if (resume) {

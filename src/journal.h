@@ -15,6 +15,8 @@ struct mok_journal {
     FILE *f;
 };
 
+/* The journal's path, <dir>/<name>.journal.csv, into out (truncated to len). */
+void mok_journal_path(char *out, size_t len, const char *dir, const char *name);
 /* Opens the journal for appending. With resume and a matching identity, the rows already there are returned in
  * *resumed (malloc'ed, *nresumed of them; free them) and kept; otherwise the journal starts empty (a mismatch
  * with resume is reported in note). Returns 0, or -1 with a message in err. */

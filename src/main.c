@@ -1,5 +1,6 @@
 /* mok-bench: command line, config distribution and checks across ranks, then dry-run or the benchmark. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "desc.h"
+#include "journal.h"
 #include "mok_build.h"
 #include "output_check.h"
 #include "plan.h"
@@ -262,10 +264,11 @@ int main(int argc, char **argv)
         MPI_Allreduce(&plan, &pmin, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
         MPI_Allreduce(&plan, &pmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
         if (cl.rank == 0) {
-            printf("# output: %s (%s, writable): reports %s and %s (the summary CSV beside them), journal "
-                   "%s/%s.journal.csv\n",
+            char journal[PATH_MAX];
+            mok_journal_path(journal, sizeof journal, cfg.output_dir, cfg.output_name);
+            printf("# output: %s (%s, writable): reports %s and %s (the summary CSV beside them), journal %s\n",
                    cfg.output_dir, out_plan.dir_exists ? "exists" : "would be created", out_plan.csv,
-                   out_plan.json, cfg.output_dir, cfg.output_name);
+                   out_plan.json, journal);
             printf("# config %016llx, plan %016llx: %s across %d ranks\n", h, plan,
                    pmin == pmax ? "identical" : "DIFFERENT", cl.nranks);
         }

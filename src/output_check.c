@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "journal.h"
 #include "report.h"
 
 /* Creates and removes a probe file in dir: access(2) says yes to root on any mode and knows nothing of read-only
@@ -103,9 +104,9 @@ int mok_output_check(const char *dir, const char *name, bool create, struct mok_
     }
     if (probe_write(dir, err, err_len))
         return -1;
-    char journal[PATH_MAX]; /* journal.c's path: a directory or device there would fail only after the GPU setup */
-    if (snprintf(journal, sizeof journal, "%s/%s.journal.csv", dir, name) < (int)sizeof journal &&
-        stat(journal, &st) == 0 && !S_ISREG(st.st_mode)) {
+    char journal[PATH_MAX]; /* a directory or device there would fail only after the GPU setup */
+    mok_journal_path(journal, sizeof journal, dir, name);
+    if (stat(journal, &st) == 0 && !S_ISREG(st.st_mode)) {
         snprintf(err, err_len, "%s: the journal's path exists and is not a regular file (move it, or change "
                  "output.name)", journal);
         return -1;

@@ -189,6 +189,21 @@ __device__ __forceinline__ void wgrad_store_bf16(uint16_t *c, size_t ra, size_t 
     }
 }
 
+/* Round kRound of a weight-gradient tile added by TMA reduce (wgrad_reduce): this warpgroup's accumulator columns
+ * [64 kRound, +64) staged as fp32 (two 64 x 32 boxes) once the previous round's boxes are read, then added onto
+ * the gradient at column col0 + 64 kRound of rows row0.. by the leader. A template, so the accumulator indexes
+ * are constants. */
+template <int kRound>
+__device__ __forceinline__ void reduce_round(const float (&acc)[kTileN / 2], uint8_t *stage, int la, int lb, int cq,
+                                             bool leader, int cwg, const CUtensorMap *mc, int col0, int row0)
+{
+    epilogue_begin(leader, cwg);
+    stage_f32<8 * kRound, 8>(acc, stage, la, lb, cq);
+    staged_ready(1 + cwg);
+    if (leader)
+        reduce_staged_f32(mc, col0 + 64 * kRound, row0, stage, 2);
+}
+
 /* ---- the compute role ----------------------------------------------------------------------------------------- */
 /* As the forward's compute_role (compute.cuh): one producer thread takes units by the ticket, waits for what they
  * read and loads their k blocks into the ring, writing the unit beside the slot of its first k block; two consumer
@@ -451,26 +466,10 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
             const BwdMaps &mp = sh ? smaps : maps;
             const CUtensorMap *mc = w2 ? &mp.dw2c : &mp.dw13c;
             const int row0 = g * M + mt * kTileM + cwg * 64, col0 = nt * kTileN;
-            epilogue_begin(leader, cwg);
-            stage_f32<0, 8>(acc[0], stage, la, lb, cq);
-            staged_ready(1 + cwg);
-            if (leader)
-                reduce_staged_f32(mc, col0, row0, stage, 2);
-            epilogue_begin(leader, cwg);
-            stage_f32<8, 8>(acc[0], stage, la, lb, cq);
-            staged_ready(1 + cwg);
-            if (leader)
-                reduce_staged_f32(mc, col0 + 64, row0, stage, 2);
-            epilogue_begin(leader, cwg);
-            stage_f32<16, 8>(acc[0], stage, la, lb, cq);
-            staged_ready(1 + cwg);
-            if (leader)
-                reduce_staged_f32(mc, col0 + 128, row0, stage, 2);
-            epilogue_begin(leader, cwg);
-            stage_f32<24, 8>(acc[0], stage, la, lb, cq);
-            staged_ready(1 + cwg);
-            if (leader)
-                reduce_staged_f32(mc, col0 + 192, row0, stage, 2);
+            reduce_round<0>(acc[0], stage, la, lb, cq, leader, cwg, mc, col0, row0);
+            reduce_round<1>(acc[0], stage, la, lb, cq, leader, cwg, mc, col0, row0);
+            reduce_round<2>(acc[0], stage, la, lb, cq, leader, cwg, mc, col0, row0);
+            reduce_round<3>(acc[0], stage, la, lb, cq, leader, cwg, mc, col0, row0);
         } else if (b.dw13_f32) {
             float *c = (sh ? (w2 ? b.sh.dw2_f32 : b.sh.dw13_f32) : (w2 ? b.dw2_f32 : b.dw13_f32)) + off;
             wgrad_load(c, ra, ra + 8, N, acc[0]);
