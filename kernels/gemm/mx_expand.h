@@ -10,7 +10,7 @@
  *   bits   an e4m3 code b = s.eeee.mmm becomes the bf16 bits s.0000eeee.mmm0000, ((b & 0x80) << 8) |
  *          ((b & 0x7f) << 4), which read as bf16 is exactly e4m3(b) x 2^-120, subnormals included: exponent field
  *          e >= 1 gives bf16's 2^(e - 127) x 1.mmm against e4m3's 2^(e - 7) x 1.mmm; e = 0 gives bf16's subnormal
- *          2^-126 x 0.mmm against e4m3's 2^-6 x 0.mmm. Four codes of a word in 7 integer ops (mok_mx_e4m3x4_bits).
+ *          2^-126 x 0.mmm against e4m3's 2^-6 x 0.mmm. Four codes of a word in 6 integer ops (mok_mx_e4m3x4_bits).
  *   scale  times 2^(s - 7), s the e8m0 byte (value = e4m3 x 2^(s - 127)), by fma.rn.bf16x2 with addend -0.0 (so -0 x f
  *          stays -0; bf16 FMA has no flush-to-zero form, subnormal inputs and outputs are kept). 2^(s - 7) is a normal
  *          bf16 while s <= 134; above, two multiplies: 2^127 (exact: the product is at most 448 x 2^7), then
@@ -33,17 +33,25 @@
 #define MOK_MX_HD
 #endif
 
-/* prmt.b32 d, a, b, sel (the default mode): byte i of d is byte sel_i (nibble i of sel, 0..7) of the 8 bytes {b, a},
- * a's bytes being 0..3. */
+/* prmt.b32 d, a, b, sel (the default mode): byte i of d is byte (nibble i of sel) & 7 of the 8 bytes {b, a}, a's
+ * bytes being 0..3, or, where the nibble's bit 3 is set, that byte's top bit copied into all 8 bits (sign mode).
+ * Inline PTX on the device: __byte_perm is documented for the 3-bit selectors only. */
 static inline MOK_MX_HD uint32_t mok_mx_prmt(uint32_t a, uint32_t b, uint32_t sel)
 {
 #ifdef __CUDA_ARCH__
-    return __byte_perm(a, b, sel);
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
 #else
     const uint64_t x = (uint64_t)b << 32 | a;
     uint32_t d = 0;
-    for (int i = 0; i < 4; i++)
-        d |= (uint32_t)((x >> (8 * ((sel >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+    for (int i = 0; i < 4; i++) {
+        const uint32_t nib = (sel >> (4 * i)) & 0xFu;
+        uint32_t byte = (uint32_t)(x >> (8 * (nib & 7u))) & 0xFFu;
+        if (nib & 8u)
+            byte = byte & 0x80u ? 0xFFu : 0u;
+        d |= byte << (8 * i);
+    }
     return d;
 #endif
 }
@@ -52,15 +60,16 @@ struct mok_mx_pair {
     uint32_t lo, hi; /* bf16 pairs, K order: lo holds the first two values (the first in its low half) */
 };
 
-/* The four codes of w (the first K element in the low byte) as bf16 bits of e4m3 x 2^-120. Per code the magnitude
- * byte (eeee.mmm) and a byte holding the sign at bit 3 go side by side into a 16-bit half, and one shift by 4 puts
- * the magnitude at bits 4..10 and the sign at bit 15: and, shift + and, then two prmt + shift. */
+/* The four codes of w (the first K element in the low byte) as bf16 bits of e4m3 x 2^-120, 3 integer ops per pair:
+ * one prmt puts two codes into the two 16-bit halves, each sign-extended (its byte, then its sign in all 8 bits of
+ * the next: prmt's sign mode), a shift by 4 takes the magnitude eeee.mmm to bits 4..10 with sign copies above it,
+ * and the and keeps bit 15 of those (the sign) and the magnitude, clearing bits 11..14 and the low half's spill
+ * into the high one's bits 0..3. */
 static inline MOK_MX_HD struct mok_mx_pair mok_mx_e4m3x4_bits(uint32_t w)
 {
-    const uint32_t mag = w & 0x7F7F7F7Fu, sgn = (w >> 4) & 0x08080808u;
     struct mok_mx_pair r;
-    r.lo = mok_mx_prmt(mag, sgn, 0x5140u) << 4; /* mag.b0, sgn.b0, mag.b1, sgn.b1 */
-    r.hi = mok_mx_prmt(mag, sgn, 0x7362u) << 4; /* mag.b2, sgn.b2, mag.b3, sgn.b3 */
+    r.lo = (mok_mx_prmt(w, 0, 0x9180u) << 4) & 0x87F087F0u; /* b0, sign(b0), b1, sign(b1) */
+    r.hi = (mok_mx_prmt(w, 0, 0xB3A2u) << 4) & 0x87F087F0u; /* b2, sign(b2), b3, sign(b3) */
     return r;
 }
 
@@ -68,6 +77,10 @@ static inline MOK_MX_HD struct mok_mx_pair mok_mx_e4m3x4_bits(uint32_t w)
  * mok_mx_factor_hi, 2^(s - 134), follows it (bf16 exponent field e at bits 7..14 of each half, value 2^(e - 127)). */
 static inline MOK_MX_HD uint32_t mok_mx_factor(uint32_t s) { return ((s <= 134u ? s : 134u) + 120u) * 0x00800080u; }
 static inline MOK_MX_HD uint32_t mok_mx_factor_hi(uint32_t s) { return (s - 7u) * 0x00800080u; }
+/* The second factor of a block whose multiplies all run twice (sm90_mx_expand.cuh's blocks with a scale above
+ * 134): mok_mx_factor_hi(s) where s > 134, else 1.0 (x 1.0 is exact in bf16 FMA, subnormals included: the same
+ * bits as one multiply). */
+static inline MOK_MX_HD uint32_t mok_mx_factor_two(uint32_t s) { return s > 134u ? mok_mx_factor_hi(s) : 0x3F803F80u; }
 
 /* a x f per bf16 half, rounded to nearest even: fma.rn.bf16x2 with addend -0.0 on the device. The model: a bf16 times
  * a power of two is exact in fp32 (8 significant bits, at least 2^-136 in magnitude here: above fp32's smallest

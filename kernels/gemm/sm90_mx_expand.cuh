@@ -29,10 +29,10 @@
  * Cost per k block, 128 x 256 tiles (A 128 x 64 + B 256 x 64 = 24K values, 12K bf16 pairs; ~1,024 cycles of tensor
  * work at the bf16 rate: 4.2 MFLOP at ~4K per cycle per SM), counted in this instance's PTX (sm_90a, CUDA 13.0; the
  * SASS may differ) and estimated, not measured:
- *   integer   3.5 ops per pair for the bits (per word of 4 codes: and, shift + and, 2 x (prmt + shift)) and ~0.9 for
- *             addresses, scale bytes and factors: ~420 per thread, ~54K per SM, ~840 cycles at 64 per cycle per SM
- *             (16 per sub-partition, where each producer warp runs: 2 cycles per warp instruction); ptxas may move
- *             shifts and the factors' multiplies to the FMA pipe (IMAD), which would lower it;
+ *   integer   3 ops per pair for the bits (prmt, shift, and: mok_mx_e4m3x4_bits) and ~0.9 for addresses, scale
+ *             bytes and factors: ~375 per thread, ~48K per SM, ~750 cycles at 64 per cycle per SM (16 per
+ *             sub-partition, where each producer warp runs: 2 cycles per warp instruction); ptxas moves the shifts
+ *             to the FMA pipe (IMAD.SHL in the SASS), which lowers it;
  *   bf16 FMA  1 per pair (2 in blocks of scale above 2^7, s > 134): 96 per thread, ~100 cycles at 128 per SM;
  *   shared    12 16-byte loads and 24 16-byte stores per thread: 72 KB moved by the threads, plus the TMA's 24.5 KB
  *             into the landing ring, against the bf16 instance's 48 KB of TMA: +48 KB per k block beside the
@@ -94,10 +94,12 @@ __device__ __forceinline__ void mx_sts128(uint32_t a, uint32_t x, uint32_t y, ui
 }
 
 /* 16 codes of one row (a landing chunk, already loaded into v) into two bf16 chunks of the slot, at sa and sa ^ 16
- * (the row's chunks 2c and 2c + 1: 2c's swizzled place XOR 1), under one scale's factors (mok_mx_factor, _hi; two:
- * s > 134): mok_mx_expand4_f's operations, the second multiply under one branch per chunk instead of one per word (a
- * branch per word split the chunk into basic blocks). */
-__device__ __forceinline__ void mx_expand_chunk(const uint4 &v, uint32_t sa, uint32_t f, uint32_t f_hi, int two)
+ * (the row's chunks 2c and 2c + 1: 2c's swizzled place XOR 1), under one scale's factors: f = mok_mx_factor(s), and
+ * with kTwo (a block with some scale above 134) a second multiply by f2 = mok_mx_factor_two(s) (1.0 where s <= 134:
+ * the same bits) on every pair. No branch inside a block: a branch per chunk cut the row into basic blocks that
+ * ptxas could not interleave (the producer warp is alone on its scheduler and lives on that interleaving). */
+template <bool kTwo>
+__device__ __forceinline__ void mx_expand_chunk(const uint4 &v, uint32_t sa, uint32_t f, uint32_t f2)
 {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t o[8];
@@ -106,40 +108,33 @@ __device__ __forceinline__ void mx_expand_chunk(const uint4 &v, uint32_t sa, uin
         const struct mok_mx_pair b = mok_mx_e4m3x4_bits(w[i]);
         o[2 * i] = mok_mx_mul(b.lo, f);
         o[2 * i + 1] = mok_mx_mul(b.hi, f);
+        if constexpr (kTwo) {
+            o[2 * i] = mok_mx_mul(o[2 * i], f2);
+            o[2 * i + 1] = mok_mx_mul(o[2 * i + 1], f2);
+        }
     }
-    if (two)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            o[i] = mok_mx_mul(o[i], f_hi);
     mx_sts128(sa, o[0], o[1], o[2], o[3]);
     mx_sts128(sa ^ 16, o[4], o[5], o[6], o[7]);
 }
 
-/* Row r of a landing region into row r of a slot region: l_row, s_row their shared-window addresses (64- and
- * 128-byte aligned). Per k32 half h: landing chunks 2h (at its 64B-swizzled place (2h ^ (r / 2 % 4))) and 2h + 1
- * (that XOR 1), into slot chunks 4h .. 4h + 3 (4h's 128B-swizzled place (4h ^ (r % 8)), then XOR 1, 2, 3), under
- * the half's scale, its factors computed once. The row's four loads are issued before any conversion: one wait for
- * shared memory's latency per row, not one per chunk (the loads and stores are volatile and ordered, so a load
- * placed after the previous chunk's stores waited for them; the producer warp is alone on its scheduler and has
- * nothing else to hide that latency with). */
-__device__ __forceinline__ void mx_expand_row(uint32_t l_row, uint32_t s_row, int r, uint32_t s_lo, uint32_t s_hi)
+/* One k32 half h of row r of a landing region (l_row: the row's shared-window address, 64-byte aligned) into
+ * registers: landing chunks 2h (at its 64B-swizzled place (2h ^ (r / 2 % 4))) and 2h + 1 (that XOR 1). */
+__device__ __forceinline__ void mx_load_half(uint4 (&v)[2], uint32_t l_row, int r, uint32_t h)
 {
-    const uint32_t lsw = (r >> 1) & 3, r8 = r & 7;
-    uint4 v[4];
-#pragma unroll
-    for (uint32_t h = 0; h < 2; h++) {
-        const uint32_t la = l_row + (((2 * h) ^ lsw) << 4);
-        v[2 * h] = mx_lds128(la);
-        v[2 * h + 1] = mx_lds128(la ^ 16);
-    }
-#pragma unroll
-    for (uint32_t h = 0; h < 2; h++) {
-        const uint32_t s = h ? s_hi : s_lo, f = mok_mx_factor(s), f_hi = mok_mx_factor_hi(s);
-        const int two = s > 134u;
-        const uint32_t sa = s_row + (((4 * h) ^ r8) << 4);
-        mx_expand_chunk(v[2 * h], sa, f, f_hi, two);
-        mx_expand_chunk(v[2 * h + 1], sa ^ 32, f, f_hi, two);
-    }
+    const uint32_t la = l_row + (((2 * h) ^ ((r >> 1) & 3)) << 4);
+    v[0] = mx_lds128(la);
+    v[1] = mx_lds128(la ^ 16);
+}
+
+/* A loaded half h into row r of a slot region (s_row, 128-byte aligned): slot chunks 4h .. 4h + 3 (4h's
+ * 128B-swizzled place (4h ^ (r % 8)), then XOR 1, 2, 3), under the half's scale s. */
+template <bool kTwo>
+__device__ __forceinline__ void mx_convert_half(const uint4 (&v)[2], uint32_t s_row, int r, uint32_t h, uint32_t s)
+{
+    const uint32_t f = mok_mx_factor(s), f2 = kTwo ? mok_mx_factor_two(s) : 0u;
+    const uint32_t sa = s_row + (((4 * h) ^ (r & 7)) << 4);
+    mx_expand_chunk<kTwo>(v[0], sa, f, f2);
+    mx_expand_chunk<kTwo>(v[1], sa ^ 32, f, f2);
 }
 
 /* One k block's landing stage by TMA (thread 0 of the producer warpgroup): the e4m3 A rows [row0, +128) and B rows
@@ -179,24 +174,61 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
     }
 }
 
+/* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row pt (the A
+ * scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at a time,
+ * each half's two loads issued before the previous half is converted: the loads and stores are volatile and
+ * ordered, so a load placed after a half's stores would wait for them and then for shared memory's latency, which
+ * the producer warp, alone on its scheduler, has nothing else to hide it with. Two halves in flight: one row's
+ * registers (a whole row ahead spilled at kMxProducerRegs); in blocks with a scale above 134 (kTwo) one. */
+template <int TILE_N, bool kTwo>
+__device__ __forceinline__ void mx_expand_rows(uint32_t l_at, uint8_t *slot_a, uint8_t *slot_b, int pt,
+                                               uint32_t sb, uint32_t sa2)
+{
+    constexpr int kRows = TILE_N / 128 + 1, kHalves = 2 * kRows;
+    /* row j: B row pt + 128 j (landing row kTileM + that) for j < kRows - 1, then A row pt (landing row pt) */
+    auto r_of = [&](int j) { return j < kRows - 1 ? pt + 128 * j : pt; };
+    auto land_row = [&](int j) { return l_at + (j < kRows - 1 ? kTileM + pt + 128 * j : pt) * kMxLandRowBytes; };
+    uint4 v[2][2];
+    mx_load_half(v[0], land_row(0), r_of(0), 0);
+#pragma unroll
+    for (int i = 0; i < kHalves; i++) {
+        const int j = i >> 1;
+        const uint32_t h = i & 1;
+        if (i + 1 < kHalves && !kTwo) /* kTwo: its second factor takes the registers, so no half ahead */
+            mx_load_half(v[(i + 1) & 1], land_row((i + 1) >> 1), r_of((i + 1) >> 1), (i + 1) & 1);
+        if (kTwo && i > 0)
+            mx_load_half(v[i & 1], land_row(j), r_of(j), h);
+        if (j < kRows - 1)
+            mx_convert_half<kTwo>(v[i & 1], mok_smem_addr(slot_b) + r_of(j) * kRowBytes, r_of(j), h,
+                                  (sb >> (8 * (2 * j + h))) & 0xFFu);
+        else
+            mx_convert_half<kTwo>(v[i & 1], mok_smem_addr(slot_a) + pt * kRowBytes, pt, h, h ? sa2 >> 8 : sa2 & 0xFFu);
+    }
+}
+
 /* The expansion of one k block, by every thread of the producer warpgroup, once its landing stage lnd holds the
- * bytes and the bf16 slot is free: this thread's rows, B's first (the A scales sa2, K [0, 32) in the low byte, were
- * loaded before: the B rows hide that load); its generic accesses (the slot writes, the landing reads) fenced for
- * the async proxy (the wgmmas reading the slot, the next TMA into the stage); an arrive on the slot's full barrier
- * (full once all 128 have); then the warpgroup's named barrier: after it the landing stage may be loaded again. */
+ * bytes and the bf16 slot is free: this thread's rows (mx_expand_rows) with one multiply per pair, or two where a
+ * scale of the warp's rows in this block exceeds 134 (a warp vote: one branch per block, the warp's path uniform);
+ * its generic accesses (the slot writes, the landing reads) fenced for the async proxy (the wgmmas reading the
+ * slot, the next TMA into the stage); an arrive on the slot's full barrier (full once all 128 have); then the
+ * warpgroup's named barrier: after it the landing stage may be loaded again. */
 template <int TILE_N>
 __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b,
                                                 uint64_t *full_bar, int pt, const int (&bs_at)[TILE_N / 128],
                                                 uint32_t sa2)
 {
     const uint32_t l_at = mok_smem_addr(lnd);
+    uint32_t sb = 0, top = (sa2 & 0xFFu) > (sa2 >> 8) ? (sa2 & 0xFFu) : (sa2 >> 8);
 #pragma unroll
     for (int j = 0; j < TILE_N / 128; j++) {
-        const int row = pt + 128 * j; /* the landing stage's B rows follow its 128 A rows */
-        mx_expand_row(l_at + (kTileM + row) * kMxLandRowBytes, mok_smem_addr(slot_b) + row * kRowBytes, row,
-                      lnd[bs_at[j]], lnd[bs_at[j] + 64]);
+        const uint32_t lo = lnd[bs_at[j]], hi = lnd[bs_at[j] + 64];
+        sb |= (lo | hi << 8) << (16 * j);
+        top = max(top, max(lo, hi));
     }
-    mx_expand_row(l_at + pt * kMxLandRowBytes, mok_smem_addr(slot_a) + pt * kRowBytes, pt, sa2 & 0xFFu, sa2 >> 8);
+    if (__any_sync(0xFFFFFFFFu, top > 134u))
+        mx_expand_rows<TILE_N, true>(l_at, slot_a, slot_b, pt, sb, sa2);
+    else
+        mx_expand_rows<TILE_N, false>(l_at, slot_a, slot_b, pt, sb, sa2);
     mok_fence_proxy_async_shared();
     mok_mbar_arrive(full_bar);
     mok_named_barrier(kMxProducerBarrier, 128);
