@@ -37,11 +37,16 @@
  *   shared    12 16-byte loads and 24 16-byte stores per thread: 72 KB moved by the threads, plus the TMA's 24.5 KB
  *             into the landing ring, against the bf16 instance's 48 KB of TMA: +48 KB per k block beside the
  *             consumers' wgmma operand reads (a bound not estimated here: the first thing to measure);
- *   issue     ~580 instructions per producer thread: ~580 of the ~1,024 issue cycles of each sub-partition.
- * So the integer pipe sets the pace at ~0.8 of the tensor time: on 128 x 256 tiles the expansion keeps up with the
- * bf16 wgmma, with little margin, if shared memory bandwidth allows. 128 x 128 tiles (2 rows per thread, ~512 cycles
- * of tensor work) need ~560 cycles of integer work: bound by the expansion near 1.1x the bf16 time; built because
- * it costs one more instance. */
+ *   issue     ~580 instructions per producer thread before 3df25cf (~580 of the ~1,024 issue cycles of each
+ *             sub-partition); ncu counted 15% fewer executed since (one branch per block, 3 ops per pair).
+ * So the integer pipe would set the pace at ~0.75 of the tensor time: on 128 x 256 tiles the expansion would keep
+ * up with the bf16 wgmma if shared memory bandwidth allows. 128 x 128 tiles (2 rows per thread, ~512 cycles of
+ * tensor work) need ~500 cycles of integer work: bound by the expansion near the bf16 time; built because it costs
+ * one more instance.
+ * Measured (one H100, 3df25cf, results/h100x1/2026-12-05-mx-expand): 1.48-1.55x the bf16 GEMMs' time at 128 x 256;
+ * the producer warps issue in 29% of their sampled cycles and wait on fixed-latency dependencies (19%), barriers
+ * (~24%) and shared-memory loads (12%): one warp per scheduler cannot hide its own latencies, so the pace is
+ * latency, not the integer pipe (NOTES.md, issue 22, says what is next). */
 #pragma once
 #include <stdint.h>
 
@@ -174,8 +179,8 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
     }
 }
 
-/* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row pt (the A
- * scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at a time,
+/* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row
+ * pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at a time,
  * each half's two loads issued before the previous half is converted: the loads and stores are volatile and
  * ordered, so a load placed after a half's stores would wait for them and then for shared memory's latency, which
  * the producer warp, alone on its scheduler, has nothing else to hide it with. Two halves in flight: one row's
