@@ -180,8 +180,8 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
 }
 
 /* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row
- * pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at a time,
- * each half's two loads issued before the previous half is converted: the loads and stores are volatile and
+ * pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at
+ * a time, each half's two loads issued before the previous half is converted: the loads and stores are volatile and
  * ordered, so a load placed after a half's stores would wait for them and then for shared memory's latency, which
  * the producer warp, alone on its scheduler, has nothing else to hide it with. Two halves in flight: one row's
  * registers (a whole row ahead spilled at kMxProducerRegs); in blocks with a scale above 134 (kTwo) one. */
