@@ -52,11 +52,6 @@ void print_record()
                 "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
                 "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,
                 d->slot, d->parity, d->tile, d->kb);
-    else if (d->role == MOK_SM90_DIAG_LANDING_FREE)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) loader) waited ~10 s for "
-                "the producer warps to finish reading landing stage %d (parity %d; tile %d, k block %d): a producer "
-                "warp is stuck (its own record, if it timed out too, says where)\n", d->block, d->thread, d->slot,
-                d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);

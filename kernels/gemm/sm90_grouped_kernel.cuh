@@ -20,12 +20,12 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
  * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
- * stages 512-aligned), with a full and a free barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
+ * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
 size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
-           (size_t)land * (mx_land_stage_bytes(tile_n) + 16) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+           (size_t)land * (mx_land_stage_bytes(tile_n) + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -170,14 +170,13 @@ __device__ __forceinline__ void mx_load_next(int &lt, int &lkb, int &row0, int &
 
 /* The producer warpgroup of the kMxExpand instances: every thread walks the CTA's (tile, k block) sequence and runs
  * mx_producer_step on each k block (its A row's two scale bytes loaded first); thread 0 also keeps the landing ring
- * land_stages k blocks ahead, loading each stage again once every producer warp has released it. */
+ * land_stages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
 template <int TILE_N>
 __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                const CUtensorMap *map_bs, uint8_t *smem_a, uint8_t *smem_b,
                                                uint8_t *land, uint64_t *full, uint64_t *empty, uint64_t *land_full,
-                                               uint64_t *land_free, const int *tile_start, const int32_t *offset,
-                                               int groups, int n_tiles, int n_major, int n_out, int swiglu, int stages,
-                                               int k_blocks,
+                                               const int *tile_start, const int32_t *offset, int groups, int n_tiles,
+                                               int n_major, int n_out, int swiglu, int stages, int k_blocks,
                                                int unit0, int unit_step, int total_tiles, int rows_capacity, int k,
                                                const uint8_t *a_mx_scale, int land_stages, struct mok_sm90_diag *diag)
 {
@@ -201,16 +200,14 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
         for (int kb = 0; kb < k_blocks; kb++) {
             const uint32_t sa2 = __ldg(sa + kb);
             mx_producer_step<TILE_N>(land + (size_t)stage * mx_land_stage_bytes(TILE_N), &land_full[stage],
-                                     &land_free[stage], land_phase, smem_a + (size_t)ring.slot * kTileM * kRowBytes,
+                                     land_phase, smem_a + (size_t)ring.slot * kTileM * kRowBytes,
                                      smem_b + (size_t)ring.slot * TILE_N * kRowBytes, ring, full, empty, pt, bs_at,
                                      sa2, diag, stage, t, kb);
             ring.advance(stages);
-            if (pt == 0 && lt < total_tiles) {
-                mx_wait_stage_free(&land_free[stage], land_phase, diag, stage, t, kb);
+            if (pt == 0)
                 mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, stage, land, land_full, map_a, map_b, map_bs,
                                      tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step,
                                      total_tiles);
-            }
             if (++stage == land_stages) {
                 stage = 0;
                 land_phase ^= 1;
@@ -292,9 +289,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
                                                   (kMxExpand ? land_stages * mx_land_stage_bytes(TILE_N) : 0));
     uint64_t *empty = full + stages;
-    uint64_t *land_full = empty + stages;           /* scheme (b) */
-    uint64_t *land_free = land_full + land_stages;  /* scheme (b) */
-    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? 2 * land_stages : 0));
+    uint64_t *land_full = empty + stages; /* scheme (b) */
+    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? land_stages : 0));
 
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kElemsK;
@@ -312,10 +308,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
         if constexpr (kMxExpand)
-            for (int s = 0; s < land_stages; s++) {
+            for (int s = 0; s < land_stages; s++)
                 mok_mbar_init(&land_full[s], 1); /* thread 0's arrive.expect_tx, the TMA bytes */
-                mok_mbar_init(&land_free[s], kMxProducerWarps); /* each producer warp's release */
-            }
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
         mok_tma_prefetch_map(&map_a);
         mok_tma_prefetch_map(&map_b);
@@ -340,8 +334,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
         /* ---------------- producer warpgroup (the lean layout has none: InlineProducer) ---------------- */
         mok_setmaxnreg_dec<kMxExpand ? kMxProducerRegs : kProducerRegs>();
         if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
-            mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, land_free,
-                                   tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
+            mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, tile_start,
+                                   offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
                                    unit_step, total_tiles, rows_capacity, k, a_mx_scale, land_stages, diag);
             return;
         }

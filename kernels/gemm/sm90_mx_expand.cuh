@@ -16,10 +16,8 @@
  *             (chunk q of row r at q ^ (r % 8)): lanes on consecutive rows, so 8 lanes store into 8 distinct bank
  *             groups. Then each thread fences its generic writes for the async proxy (wgmma reads the slot) and
  *             arrives on the slot's full barrier (128 arrivals for this instance, no transaction bytes); the empty
- *             barriers are the bf16 instance's. Each warp then arrives on the stage's free barrier (4 arrivals), and
- *             thread 0 waits on it before loading the k block land_stages on into the stage: the other warps go on
- *             to their next block instead of meeting at a named barrier every block (the barrier cost the producer
- *             warps ~10% of their sampled cycles on one H100, results/h100x1/2026-12-05-mx-expand).
+ *             barriers are the bf16 instance's. A named barrier of the warpgroup then says the landing stage is read,
+ *             and thread 0 loads the k block land_stages on into it.
  *   scales    A's e8m0 bytes per row per 32 K from global memory ([rows][k / 32], the quantizer's layout, as scheme
  *             (a) reads them: a 2-byte load per row per k block, issued before the waits and used after the B rows,
  *             so its latency hides). B's from its tile layout (mok_mxfp8_scale_tiles, scheme (a)'s b_mx_scale) by TMA
@@ -68,7 +66,7 @@ namespace mok_sm90 {
 constexpr int kMxLandMin = 2, kMxLandMax = 4;
 constexpr int kMxLandRowBytes = 64;  /* e4m3 of one 64-K block per row */
 constexpr int kMxLandScaleRow = 128; /* B scale bytes per 64-row block per k block (two k32 steps of 64 bytes) */
-constexpr int kMxProducerWarps = 4; /* the arrivals on a landing stage's free barrier */
+constexpr int kMxProducerBarrier = 6; /* named barrier of the producer warpgroup (1, 2: the consumers' epilogues) */
 /* setmaxnreg of these instances: 128 x 72 + 256 x 216 = 384 x 168, the sum the 384-thread layout starts with
  * (sm90_core.cuh). The producer's 40 made ptxas spill the expansion (60 bytes at 128 x 256), 56 still 28; the bf16
  * consumers of 128 x 256 tiles fit 216 without a spill (ptxas -v, CUDA 13.0). */
@@ -181,23 +179,6 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
     }
 }
 
-/* A producer warp is done with a landing stage (its reads of it, fenced for the async proxy by each thread before,
- * since the next TMA overwrites it): one arrive per warp on the stage's free barrier, once all its lanes are here. */
-__device__ __forceinline__ void mx_release_stage(uint64_t *free_bar)
-{
-    __syncwarp();
-    if (threadIdx.x % 32 == 0)
-        mok_mbar_arrive(free_bar);
-}
-
-/* The loader (thread 0) before loading into a landing stage it loaded before: wait until every producer warp has
- * released it (the phase of the read it last loaded for: parity, the stage's land_full phase then). */
-__device__ __forceinline__ void mx_wait_stage_free(uint64_t *free_bar, uint32_t parity, struct mok_sm90_diag *diag,
-                                                   int stage, int tile, int kb)
-{
-    mok_sm90_wait(free_bar, parity, diag, MOK_SM90_DIAG_LANDING_FREE, stage, tile, kb);
-}
-
 /* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row
  * pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at
  * a time, each half's two loads issued before the previous half is converted: the loads and stores are volatile and
@@ -235,11 +216,11 @@ __device__ __forceinline__ void mx_expand_rows(uint32_t l_at, uint8_t *slot_a, u
  * scale of the warp's rows in this block exceeds 134 (a warp vote: one branch per block, the warp's path uniform);
  * its generic accesses (the slot writes, the landing reads) fenced for the async proxy (the wgmmas reading the
  * slot, the next TMA into the stage); an arrive on the slot's full barrier (full once all 128 have); then the
- * warp's arrive on the stage's free barrier (mx_release_stage). */
+ * warpgroup's named barrier: after it the landing stage may be loaded again. */
 template <int TILE_N>
 __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b,
-                                                uint64_t *full_bar, uint64_t *free_bar, int pt,
-                                                const int (&bs_at)[TILE_N / 128], uint32_t sa2)
+                                                uint64_t *full_bar, int pt, const int (&bs_at)[TILE_N / 128],
+                                                uint32_t sa2)
 {
     const uint32_t l_at = mok_smem_addr(lnd);
     uint32_t sb = 0, top = (sa2 & 0xFFu) > (sa2 >> 8) ? (sa2 & 0xFFu) : (sa2 >> 8);
@@ -255,21 +236,20 @@ __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slo
         mx_expand_rows<TILE_N, false>(l_at, slot_a, slot_b, pt, sb, sa2);
     mok_fence_proxy_async_shared();
     mok_mbar_arrive(full_bar);
-    mx_release_stage(free_bar);
+    mok_named_barrier(kMxProducerBarrier, 128);
 }
 
 /* The producer step of one k block in the grouped GEMM: wait for the landing stage's bytes (MOK_SM90_DIAG_LANDING)
  * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), then expand it (mx_expand_block). */
 template <int TILE_N>
-__device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint64_t *land_free_bar,
-                                                 uint32_t land_phase, uint8_t *slot_a, uint8_t *slot_b,
-                                                 const RingPos &r, uint64_t *full, uint64_t *empty, int pt,
-                                                 const int (&bs_at)[TILE_N / 128], uint32_t sa2,
-                                                 struct mok_sm90_diag *diag, int stage, int tile, int kb)
+__device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
+                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
+                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
+                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
 {
     mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
     mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
-    mx_expand_block<TILE_N>(lnd, slot_a, slot_b, &full[r.slot], land_free_bar, pt, bs_at, sa2);
+    mx_expand_block<TILE_N>(lnd, slot_a, slot_b, &full[r.slot], pt, bs_at, sa2);
 }
 #endif
 

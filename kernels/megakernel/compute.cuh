@@ -269,10 +269,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx && kTiles128 ? (size_t)stages * kMxScaleSlot : 0) +
                                                   (kExpand ? (size_t)m.land_stages * mx_land_stage_bytes(kTileN) : 0));
     uint64_t *empty = full + stages;
-    uint64_t *land_full = empty + stages;            /* kExpand */
-    uint64_t *land_free = land_full + m.land_stages; /* kExpand */
-    int *mstart = reinterpret_cast<int *>(land_full + (kExpand ? 2 * m.land_stages : 0)); /* first row block of each
-                                                                                             * group, [groups + 1] */
+    uint64_t *land_full = empty + stages; /* kExpand */
+    int *mstart = reinterpret_cast<int *>(land_full + (kExpand ? m.land_stages : 0)); /* first row block of each
+                                                                                         * group, [groups + 1] */
     int *own_pack = mstart + groups + 1, *own_start = own_pack + groups; /* own_first's sets (OwnBlocks): there
                                                                                only with own_first */
     /* the unit whose first k block is in each slot: static, so its address is a constant and costs the consumers
@@ -289,10 +288,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             mok_mbar_init(&empty[s], 8);                /* one arrive per consumer warp */
         }
         if constexpr (kExpand)
-            for (int s = 0; s < m.land_stages; s++) {
+            for (int s = 0; s < m.land_stages; s++)
                 mok_mbar_init(&land_full[s], 1); /* the loader's arrive (with the TMA bytes) */
-                mok_mbar_init(&land_free[s], kMxProducerWarps); /* each producer warp's release */
-            }
         mok_fence_mbar_init();
     }
     if (warp == 0) /* row-block prefix: the schedule pads every expert to a multiple of 128 rows */
@@ -364,8 +361,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         /* ---- producer: one thread takes the units and issues every TMA load ---- */
         mok_setmaxnreg_dec<kExpand ? kMxProducerRegs : kProducerRegs>();
         if constexpr (kExpand) { /* all 128 threads */
-            produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, land_free,
-                                             full, empty, slot_unit, diag);
+            produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, full, empty,
+                                             slot_unit, diag);
             return;
         } else if constexpr (kFp8) {
             if (threadIdx.x == 0)

@@ -29,12 +29,12 @@ __host__ __device__ constexpr int slot_b_bytes(bool fp8) { return fp8 ? kTileM *
  * and with own_first [own_pack][own_start] (only then: they would cost a ring stage at some expert counts). fp8:
  * mok_mega_args.fp8 (1 fp8_block, 2 mxfp8, whose slots carry the B rows' e8m0 scales too: kMxScaleSlot bytes).
  * land > 0: mxfp8 with mx_scheme 1 (mx_expand.cuh), bf16 slots, and after the staging the landing ring of e4m3 rows
- * (`land` stages, 512-aligned: the staging ends 1024-aligned) with its full and free barriers after the ring's. */
+ * (`land` stages, 512-aligned: the staging ends 1024-aligned) with its full barriers after the ring's. */
 size_t smem_bytes(int stages, int groups, int own_first, int fp8 = 0, int land = 0, bool wide = false)
 {
     const bool tiles128 = fp8 != 0 && land == 0 && !wide; /* wide: fp8_block on the bf16 kernel's tiles */
     return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(tiles128) + (tiles128 && fp8 == 2 ? kMxScaleSlot : 0)) +
-           kStageBytes + (size_t)land * (mx_land_stage_bytes(kTileN) + 16) + 2 * (size_t)stages * 8 +
+           kStageBytes + (size_t)land * (mx_land_stage_bytes(kTileN) + 8) + 2 * (size_t)stages * 8 +
            (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);
 }
 

@@ -15,10 +15,9 @@
  *             earlier tickets) may depend on it. Otherwise it probes them and defers the load.
  *   expander  every thread: wait for the stage, read its LandInfo, wait for the bf16 slot, expand its rows
  *             (mx_expand_block: A row pt with its two scale bytes, read through L2 since this kernel wrote them,
- *             and B rows pt and pt + 128), fence, arrive on the slot's full barrier (128 arrivals), and each warp
- *             on the stage's free barrier (4 arrivals), which the loader waits on before writing the stage (its
- *             LandInfo or its TMA) again. The unit goes beside the slot of its first k block (slot_unit) as in the
- *             bf16 kernel.
+ *             and B rows pt and pt + 128), fence, arrive on the slot's full barrier (128 arrivals), and the named
+ *             barrier after which the stage may be loaded again. The unit goes beside the slot of its first k
+ *             block (slot_unit) as in the bf16 kernel.
  *   shared    the shared experts' units are bf16 (as in the fp8 instances): their k blocks pass through the landing
  *             ring as empty stages (kind kLandDirect, a plain arrive) so that every thread walks the same slot
  *             sequence; in the step thread 0 loads the bf16 A and B boxes straight into the slot by TMA (its
@@ -58,8 +57,6 @@ struct ExpandLoader {
     int pending;  /* landing stages loaded and not yet expanded */
     int stage;    /* the next landing stage to load */
     int ended;    /* the end is loaded */
-    int loaded;   /* bit s: stage s was loaded before (its free barrier has a phase to wait for) */
-    int free_par; /* bit s: the parity of stage s's next free phase */
 };
 
 __device__ __forceinline__ volatile LandInfo *land_info()
@@ -112,19 +109,16 @@ __device__ __forceinline__ bool expand_inputs(const mok_mega_args &m, const vola
 }
 
 /* Thread 0: load k blocks into the landing ring while stages are free (see the top), the end once no unit is
- * left. Called before the first step and after each of thread 0's steps; a stage loaded before is written again only
- * once its free barrier says every producer warp has read it. */
+ * left. Called before the first step and after every step (whose named barrier freed a stage). */
 __device__ __forceinline__ void expand_load(const Maps &maps, const mok_mega_args &m, const volatile UnitList &L,
                                             const int *mstart, OwnBlocks own, uint8_t *land, uint64_t *land_full,
-                                            uint64_t *land_free, struct mok_sm90_diag *diag)
+                                            struct mok_sm90_diag *diag)
 {
     ExpandLoader &ld = *expand_loader();
     volatile LandInfo *info = land_info();
     const int hidden = m.lsa.hidden, inter = m.inter;
     while (ld.pending < m.land_stages && !ld.ended) {
         const int s = ld.stage;
-        if (ld.loaded >> s & 1) /* every producer warp is done reading it (again after a deferral: returns at once) */
-            mx_wait_stage_free(&land_free[s], ld.free_par >> s & 1, diag, s, -1, 0);
         if (ld.u < 0) {
             ld.u = atomicAdd(m.done, 1); /* the ticket */
             if (ld.u >= L.units) {
@@ -165,9 +159,6 @@ __device__ __forceinline__ void expand_load(const Maps &maps, const mok_mega_arg
         if (++ld.kb == ld.k_blocks)
             ld.u = -1;
         ld.pending++;
-        if (ld.loaded >> s & 1)
-            ld.free_par ^= 1 << s;
-        ld.loaded |= 1 << s;
         ld.stage = s + 1 == m.land_stages ? 0 : s + 1;
     }
 }
@@ -177,15 +168,15 @@ template <bool kShared>
 __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok_mega_args &m,
                                                      const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                      uint8_t *smem_a, uint8_t *smem_b, uint8_t *land,
-                                                     uint64_t *land_full, uint64_t *land_free, uint64_t *full,
-                                                     uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag)
+                                                     uint64_t *land_full, uint64_t *full, uint64_t *empty,
+                                                     int *slot_unit, struct mok_sm90_diag *diag)
 {
     const int pt = threadIdx.x, stages = m.stages, hidden = m.lsa.hidden, inter = m.inter;
     const volatile LandInfo *info = land_info();
     if (pt == 0) {
         ExpandLoader &ld = *expand_loader();
-        ld.u = -1, ld.pending = 0, ld.stage = 0, ld.ended = 0, ld.loaded = 0, ld.free_par = 0;
-        expand_load(maps, m, L, mstart, own, land, land_full, land_free, diag);
+        ld.u = -1, ld.pending = 0, ld.stage = 0, ld.ended = 0;
+        expand_load(maps, m, L, mstart, own, land, land_full, diag);
     }
     RingPos ring = {0, 0};
     int stage = 0;
@@ -213,7 +204,7 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
             } else {
                 mok_mbar_arrive(&full[ring.slot]);
             }
-            mx_release_stage(&land_free[stage]); /* this warp has read the stage's LandInfo */
+            mok_named_barrier(kMxProducerBarrier, 128); /* every thread has read the stage's LandInfo */
         } else {
             const bool g1 = p.job == 0;
             /* row pt's scale bytes of this k block (K [0, 32) in the low byte): behind its wire row's values
@@ -228,16 +219,16 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
             if (pt == 0 && kb == 0)
                 slot_unit[ring.slot] = unit; /* published by thread 0's arrive in the expansion (release) */
             mx_expand_block<kTileN>(land + (size_t)stage * mx_land_stage_bytes(kTileN), slot_a, slot_b,
-                                    &full[ring.slot], &land_free[stage], pt, bs_at, sa2);
+                                    &full[ring.slot], pt, bs_at, sa2);
         }
         ring.advance(stages);
         if (++stage == m.land_stages) {
             stage = 0;
             land_phase ^= 1;
         }
-        if (pt == 0) { /* this thread is done with the stage; expand_load waits for the other warps */
+        if (pt == 0) { /* the stage is free again (the step's named barrier) */
             expand_loader()->pending--;
-            expand_load(maps, m, L, mstart, own, land, land_full, land_free, diag);
+            expand_load(maps, m, L, mstart, own, land, land_full, diag);
         }
     }
     /* the end: the next slot carries -1, once all 128 have arrived (this instance's full barriers count them) */
