@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""sass_stalls.py SOURCE.csv[.gz] [TOP]: where a kernel's warps wait, from ncu's warp-stall sampling.
+"""sass_stalls.py SOURCE.csv[.gz] [TOP] [--lines A:B]: where a kernel's warps wait, from ncu's warp-stall sampling.
 
 Input: `ncu --import R.ncu-rep --page source --csv --print-source sass` of a report collected with
 `--section SourceCounters` (scripts/device/ncu_stalls.sh does both). Prints the TOP (default 25) SASS lines by
@@ -13,6 +13,10 @@ share of all warp samples, then the share of the samples that fall on each kind 
 
 Samples are per warp: a block's roles weigh by their warp counts (the megakernel: 4 producer-side warps, of which
 one issues, 8 consumer warps), so read a share as "of the warps' time", not of the SM's.
+
+--lines A:B (SASS lines A to B - 1, as numbered in the table): the stall reasons of that range's samples (ncu's
+stall_* columns, which the WarpStateStats section adds) as shares of them, and its executed warp instructions: one
+role's code, e.g. mxfp8 scheme (b)'s producer warps (results/h100x1/2026-12-05-mx-expand).
 """
 import csv
 import gzip
@@ -34,17 +38,47 @@ def number(text):
         return 0.0
 
 
-def read_lines(path):
-    """[(source text, samples)] in address order, from the CSV's header row on."""
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def read_table(path):
+    """(header, rows) in address order, from the CSV's header row on."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
         rows = list(csv.reader(f))
     for i, row in enumerate(rows):
-        if "Source" in row and "Warp Stall Sampling (All Samples)" in row:
-            src, smp = row.index("Source"), row.index("Warp Stall Sampling (All Samples)")
-            return [(r[src], number(r[smp])) for r in rows[i + 1:] if len(r) > max(src, smp)]
+        if "Source" in row and SAMPLES in row:
+            return row, [r for r in rows[i + 1:] if len(r) == len(row)]
     raise SystemExit(f"sass_stalls: {path}: no 'Source' and 'Warp Stall Sampling (All Samples)' columns "
                      "(export with --page source --csv --print-source sass from a SourceCounters report)")
+
+
+def read_lines(path):
+    """[(source text, samples)] in address order."""
+    header, rows = read_table(path)
+    src, smp = header.index("Source"), header.index(SAMPLES)
+    return [(r[src], number(r[smp])) for r in rows]
+
+
+def print_range(path, lo, hi, total):
+    """The stall reasons of SASS lines [lo, hi)."""
+    header, rows = read_table(path)
+    cols = [i for i, c in enumerate(header) if c.startswith("stall_") and "Not Issued" not in c]
+    if not cols:
+        raise SystemExit(f"sass_stalls: {path}: no stall_* columns (collect with --section WarpStateStats)")
+    if not 0 <= lo < hi <= len(rows):
+        raise SystemExit(f"sass_stalls: --lines {lo}:{hi}: outside the {len(rows)} SASS lines")
+    part = rows[lo:hi]
+    samples = sum(number(r[header.index(SAMPLES)]) for r in part)
+    executed = header.index("Instructions Executed") if "Instructions Executed" in header else None
+    insts = sum(number(r[executed]) for r in part) if executed is not None else float("nan")
+    print(f"\nlines {lo}..{hi - 1}: {samples:.0f} warp samples ({100 * samples / total:.1f}% of all), "
+          f"{insts:.4g} warp instructions executed")
+    print("| stall reason | share of these samples |\n|---|---|")
+    shares = sorted(((sum(number(r[i]) for r in part), header[i][6:]) for i in cols), reverse=True)
+    for value, name in shares:
+        if value > 0:
+            print(f"| {name} | {100 * value / max(samples, 1):.1f}% |")
 
 
 def kind_of(lines, i):
@@ -61,6 +95,14 @@ def kind_of(lines, i):
 
 
 def main(argv):
+    span = None
+    if "--lines" in argv:
+        i = argv.index("--lines")
+        try:
+            lo, hi = (int(x) for x in argv[i + 1].split(":"))
+        except (IndexError, ValueError):
+            raise SystemExit("sass_stalls: --lines A:B (two line numbers)")
+        span, argv = (lo, hi), argv[:i] + argv[i + 2:]
     if len(argv) < 2:
         raise SystemExit(__doc__)
     top = int(argv[2]) if len(argv) > 2 else 25
@@ -80,6 +122,8 @@ def main(argv):
     print("\n| wait kind | share of warp samples |\n|---|---|")
     for name, _ in KINDS:
         print(f"| {name} | {100 * shares.get(name, 0.0) / total:.1f}% |")
+    if span:
+        print_range(argv[1], span[0], span[1], total)
 
 
 if __name__ == "__main__":

@@ -34,4 +34,15 @@ out=$(python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-sass.csv" 3) || fail "
 echo "$out" | grep -qF "| mbarrier wait | 25.0% |" || { echo "$out"; fail "sass_stalls: mbarrier wait share"; }
 echo "$out" | grep -qF "| 48.08% | 12 | \`WARPGROUP.DEPBAR.LE gsb0, 0x1\` |" || { echo "$out"; fail "sass_stalls: top line"; }
 python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-iters.txt" > /dev/null 2>&1 && fail "sass_stalls on a file without samples"
+# --lines: the stall reasons of lines 1..2 of tests/data/sample-sass-stalls.csv (made up: 500 samples, 6000
+# instructions; wait 150 + 90, selected 50 + 90, barrier 120); a range past the end and a CSV without stall columns
+out=$(python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-sass-stalls.csv" 2 --lines 1:3) || fail "sass_stalls --lines exit $?"
+echo "$out" | grep -qF "lines 1..2: 500 warp samples (50.0% of all), 6000 warp instructions executed" ||
+  { echo "$out"; fail "sass_stalls --lines: the range's totals"; }
+echo "$out" | grep -qF "| wait | 48.0% |" && echo "$out" | grep -qF "| selected | 28.0% |" &&
+  echo "$out" | grep -qF "| barrier | 24.0% |" || { echo "$out"; fail "sass_stalls --lines: the shares"; }
+python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-sass-stalls.csv" 2 --lines 3:9 > /dev/null 2>&1 &&
+  fail "sass_stalls --lines past the end"
+python3 "$SRC/scripts/sass_stalls.py" "$DATA/sample-sass.csv" 2 --lines 0:2 > /dev/null 2>&1 &&
+  fail "sass_stalls --lines on a CSV without stall columns"
 echo "test_summarize: all passed"
