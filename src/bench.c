@@ -357,7 +357,8 @@ static void problem_roofline(struct bench_state *b, const struct mok_problem *p)
     if (p->spec.mode == MOK_MODE_LAYER)
         MPI_Allreduce(MPI_IN_PLACE, rows, p->experts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
     mok_roofline_of(&p->spec, p->nranks, p->rank, rows, b->cl->env.probe_dram_gbps,
-                    mok_gemm_rate_for(&b->cl->env, p->spec.dtype), &b->roof);
+                    mok_gemm_rate_for(&b->cl->env, p->spec.dtype), mok_gemm_rate_for(&b->cl->env, MOK_DTYPE_BF16),
+                    &b->roof);
     free(rows);
     if (p->nranks > 1 && p->spec.mode != MOK_MODE_COMM) { /* the row's time is the max over ranks: its roofline
                                                          * is the slowest rank's (by its bound, or without --probe

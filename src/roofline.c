@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, const int32_t *expert_rows,
-                     double dram_gbps, double gemm_tflops, struct mok_roofline *out)
+                     double dram_gbps, double gemm_tflops, double bf16_tflops, struct mok_roofline *out)
 {
     *out = (struct mok_roofline){NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     if (spec->mode == MOK_MODE_COMM)
@@ -49,7 +49,7 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         per_row += (4 * h + bwd_row_i * i) * 2;
         flops_per_row += 2.0 * 2.0 * 3.0 * h * i;
     }
-    double act = rows * per_row, flops = rows * flops_per_row;
+    double act = rows * per_row, flops = rows * flops_per_row, shared_flops = 0;
     if (m->shared_experts && spec->mode == MOK_MODE_LAYER) { /* one MLP of shared x i over this rank's tokens, bf16
                                                                * in every dtype, with the routed rows' per-pass
                                                                * terms: its weights read once per pass (forward,
@@ -58,23 +58,26 @@ void mok_roofline_of(const struct mok_problem_spec *spec, int nranks, int rank, 
         if (fwd) {
             weights += shared_w;
             act += t * (h + 2 * si + h) * 2;
-            flops += t * 2.0 * 3.0 * h * si;
+            shared_flops += t * 2.0 * 3.0 * h * si;
         }
         if (bwd) {
             const double grad = 3.0 * h * si * grad_per_weight;
             weights += shared_w + grad;
             out->grad_bytes += grad;
             act += t * (4 * h + bwd_row_i * si) * 2;
-            flops += t * 2.0 * 2.0 * 3.0 * h * si;
+            shared_flops += t * 2.0 * 2.0 * 3.0 * h * si;
         }
     }
     out->weight_bytes = weights;
     out->act_bytes = act;
-    out->flops = flops;
+    out->flops = flops + shared_flops;
     if (dram_gbps > 0)
         out->mem_us = (weights + act) / (dram_gbps * 1e9) * 1e6;
-    if (gemm_tflops > 0)
-        out->gemm_us = flops / (gemm_tflops * 1e12) * 1e6;
-    if (dram_gbps > 0 && gemm_tflops > 0)
+    /* the routed experts' FLOPs at the problem's precision's rate, the shared experts' (bf16 in every dtype) at
+     * bf16's */
+    const bool rates = gemm_tflops > 0 && (shared_flops == 0 || bf16_tflops > 0);
+    if (rates)
+        out->gemm_us = (flops / gemm_tflops + (shared_flops > 0 ? shared_flops / bf16_tflops : 0)) / 1e12 * 1e6;
+    if (dram_gbps > 0 && rates)
         out->bound_us = out->mem_us > out->gemm_us ? out->mem_us : out->gemm_us;
 }
