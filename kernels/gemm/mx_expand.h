@@ -108,23 +108,25 @@ static inline MOK_MX_HD uint32_t mok_mx_mul(uint32_t a, uint32_t f)
 #endif
 }
 
-/* Four codes under one scale, the factors given (f = mok_mx_factor(s), f_hi = mok_mx_factor_hi(s), two = s > 134):
- * four bf16 values e4m3 x 2^(s - 127), K order. The kernel computes the factors once per 16 codes. */
-static inline MOK_MX_HD struct mok_mx_pair mok_mx_expand4_f(uint32_t w, uint32_t f, uint32_t f_hi, int two)
+/* Four codes under one scale's factors, f = mok_mx_factor(s) and, where two, f2 = mok_mx_factor_two(s): four bf16
+ * values e4m3 x 2^(s - 127), K order. The kernel (sm90_mx_expand.cuh mx_expand_chunk) computes the factors once per
+ * 16 codes and passes two as a constant: 1 in a block with any scale above 134 (f2 is then 1.0 for the others: the
+ * same bits), so it has no branch; the host model passes s > 134. */
+static inline MOK_MX_HD struct mok_mx_pair mok_mx_expand4_f(uint32_t w, uint32_t f, uint32_t f2, int two)
 {
     struct mok_mx_pair r = mok_mx_e4m3x4_bits(w);
     r.lo = mok_mx_mul(r.lo, f);
     r.hi = mok_mx_mul(r.hi, f);
     if (two) {
-        r.lo = mok_mx_mul(r.lo, f_hi);
-        r.hi = mok_mx_mul(r.hi, f_hi);
+        r.lo = mok_mx_mul(r.lo, f2);
+        r.hi = mok_mx_mul(r.hi, f2);
     }
     return r;
 }
 
 static inline MOK_MX_HD struct mok_mx_pair mok_mx_expand4(uint32_t w, uint32_t s)
 {
-    return mok_mx_expand4_f(w, mok_mx_factor(s), mok_mx_factor_hi(s), s > 134u);
+    return mok_mx_expand4_f(w, mok_mx_factor(s), mok_mx_factor_two(s), s > 134u);
 }
 
 /* One code: the bf16 bits of e4m3 code x 2^(s - 127), rounded to nearest even. */

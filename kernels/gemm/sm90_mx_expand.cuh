@@ -110,13 +110,9 @@ __device__ __forceinline__ void mx_expand_chunk(const uint4 &v, uint32_t sa, uin
     uint32_t o[8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const struct mok_mx_pair b = mok_mx_e4m3x4_bits(w[i]);
-        o[2 * i] = mok_mx_mul(b.lo, f);
-        o[2 * i + 1] = mok_mx_mul(b.hi, f);
-        if constexpr (kTwo) {
-            o[2 * i] = mok_mx_mul(o[2 * i], f2);
-            o[2 * i + 1] = mok_mx_mul(o[2 * i + 1], f2);
-        }
+        const struct mok_mx_pair b = mok_mx_expand4_f(w[i], f, f2, kTwo);
+        o[2 * i] = b.lo;
+        o[2 * i + 1] = b.hi;
     }
     mx_sts128(sa, o[0], o[1], o[2], o[3]);
     mx_sts128(sa ^ 16, o[4], o[5], o[6], o[7]);
