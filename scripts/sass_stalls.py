@@ -53,16 +53,14 @@ def read_table(path):
                      "(export with --page source --csv --print-source sass from a SourceCounters report)")
 
 
-def read_lines(path):
+def lines_of(header, rows):
     """[(source text, samples)] in address order."""
-    header, rows = read_table(path)
     src, smp = header.index("Source"), header.index(SAMPLES)
     return [(r[src], number(r[smp])) for r in rows]
 
 
-def print_range(path, lo, hi, total):
-    """The stall reasons of SASS lines [lo, hi)."""
-    header, rows = read_table(path)
+def print_range(path, header, rows, lo, hi, total):
+    """The stall reasons of SASS lines [lo, hi) of read_table's header and rows."""
     cols = [i for i, c in enumerate(header) if c.startswith("stall_") and "Not Issued" not in c]
     if not cols:
         raise SystemExit(f"sass_stalls: {path}: no stall_* columns (collect with --section WarpStateStats)")
@@ -106,7 +104,8 @@ def main(argv):
     if len(argv) < 2:
         raise SystemExit(__doc__)
     top = int(argv[2]) if len(argv) > 2 else 25
-    lines = read_lines(argv[1])
+    header, rows = read_table(argv[1])
+    lines = lines_of(header, rows)
     total = sum(s for _, s in lines)
     if total <= 0:
         raise SystemExit(f"sass_stalls: {argv[1]}: no warp samples")
@@ -123,7 +122,7 @@ def main(argv):
     for name, _ in KINDS:
         print(f"| {name} | {100 * shares.get(name, 0.0) / total:.1f}% |")
     if span:
-        print_range(argv[1], span[0], span[1], total)
+        print_range(argv[1], header, rows, span[0], span[1], total)
 
 
 if __name__ == "__main__":
