@@ -10,7 +10,8 @@
  *             64B-swizzled (16-byte chunk c of row r at c ^ ((r / 2) % 4)): the expansion's 16-byte loads, lanes on 32
  *             consecutive rows at one chunk, then hit 8 distinct bank groups per 8 lanes (r % 2 picks the half of a
  *             128-byte line, (r / 2) % 4 the chunk within it): no conflict.
- *   expansion all 128 threads of the producer warpgroup: thread p owns A row p and B rows p + 128 j, and per row its
+ *   expansion all 128 threads of the producer warpgroup (in the grouped GEMM B's rows only: its consumer warpgroups
+ *             expand A between their wgmmas, MxAHand below): thread p owns A row p and B rows p + 128 j, and per row its
  *             4 chunks of 16 codes (one scale each: chunks 0, 1 take K [0, 32), 2, 3 take [32, 64)) -> 2 x 16 bytes of
  *             bf16 each, into the row's chunks 2c, 2c + 1 of the bf16 slot at the 128B swizzle TMA would have written
  *             (chunk q of row r at q ^ (r % 8)): lanes on consecutive rows, so 8 lanes store into 8 distinct bank
