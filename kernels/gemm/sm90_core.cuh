@@ -240,13 +240,6 @@ __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 
                     db + (LayoutB::kK16Step >> 4) * kk + q * (b_part_bytes >> 4));
 }
 
-/* consume_tile's hook between k blocks: nothing, or mxfp8 scheme (b)'s consumer-side A expansion (MxAHand,
- * sm90_mx_expand.cuh), called once per k block after the previous block's slot went back, with the next slot. */
-struct NoHands {
-    static constexpr bool kActive = false;
-    __device__ __forceinline__ void expand(uint8_t *, int) {}
-};
-
 /* One consumer warpgroup's k loop over a tile: zero the accumulators (kKeepAcc: they hold a start value the caller
  * loaded, wgrad's fp32 gradient, and the products are added onto it); per k block wait for the slot's bytes, run
  * 4 x kSub x kParts wgmma m64nNk16 (N = TILE_N) from it (this warpgroup's A rows at a_offset in the slot, sub-tile u
@@ -256,18 +249,15 @@ struct NoHands {
  * (1, 0 without). kParts 2: two B blocks anywhere in the slot computed as one accumulator tile of 2N columns (the
  * 64-row tiles' column halves). a_sub_bytes: where sub-tile u's A rows start, u a_sub_bytes on (64 rows: the
  * sub-tiles adjacent; the megakernel's swapped GEMM1 tail units pair a gate block with its up block 128 rows on).
- * hands (Hands::kActive): after each k block's wgmmas are issued and the previous slot given back, hands->expand
- * fills the next slot's A part (the next block's: this tile's or the next tile's first).
  * The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
 template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
-          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false, class Hands = NoHands>
+          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
                                              struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0,
-                                             KTail tail = {64, 0, 0}, int a_sub_bytes = 64 * kRowBytes,
-                                             Hands *hands = nullptr)
+                                             KTail tail = {64, 0, 0}, int a_sub_bytes = 64 * kRowBytes)
 {
     static_assert(!kTail || kParts == 1, "a K tail is zeroed in kSub A blocks and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
@@ -319,8 +309,6 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
             mok_wgmma_wait<1>();
             release_slot(&empty[prev_slot], cm, lane, crank);
         }
-        if constexpr (Hands::kActive) /* the next slot's last reader was this warpgroup's finished block */
-            hands->expand(smem_a + (size_t)(r.slot + 1 == stages ? 0 : r.slot + 1) * kSlotA, tile);
         prev_slot = r.slot;
         r.advance(stages);
     }

@@ -10,8 +10,7 @@
  *             64B-swizzled (16-byte chunk c of row r at c ^ ((r / 2) % 4)): the expansion's 16-byte loads, lanes on 32
  *             consecutive rows at one chunk, then hit 8 distinct bank groups per 8 lanes (r % 2 picks the half of a
  *             128-byte line, (r / 2) % 4 the chunk within it): no conflict.
- *   expansion all 128 threads of the producer warpgroup (in the grouped GEMM B's rows only: its consumer warpgroups
- *             expand A between their wgmmas, MxAHand below): thread p owns A row p and B rows p + 128 j, and per row its
+ *   expansion all 128 threads of the producer warpgroup: thread p owns A row p and B rows p + 128 j, and per row its
  *             4 chunks of 16 codes (one scale each: chunks 0, 1 take K [0, 32), 2, 3 take [32, 64)) -> 2 x 16 bytes of
  *             bf16 each, into the row's chunks 2c, 2c + 1 of the bf16 slot at the 128B swizzle TMA would have written
  *             (chunk q of row r at q ^ (r % 8)): lanes on consecutive rows, so 8 lanes store into 8 distinct bank
@@ -46,8 +45,11 @@
  * one more instance.
  * Measured (one H100, 3df25cf, results/h100x1/2026-12-05-mx-expand): 1.48-1.55x the bf16 GEMMs' time at 128 x 256;
  * the producer warps issue in 29% of their sampled cycles and wait on fixed-latency dependencies (19%), barriers
- * (~24%) and shared-memory loads (12%): one warp per scheduler cannot hide its own latencies, so the pace is
- * latency, not the integer pipe (NOTES.md, issue 22, says what is next). */
+ * (~24%) and shared-memory loads (12%). More hands did not help (results/h100x1/2026-12-05-mx-hands): the consumer
+ * warpgroups expanding their own A rows between their wgmmas (3189c03, reverted) was 3-7% slower, and 128 x 128
+ * tiles (a third more codes per FLOP) take 1.36-1.43x the time of 128 x 256 whatever the ring and landing depths:
+ * the time follows the codes expanded per FLOP, whichever warps expand them, so a resource the SM's warps share
+ * sets the pace, not one warp's latency (NOTES.md, issue 22). */
 #pragma once
 #include <stdint.h>
 
@@ -176,21 +178,20 @@ __device__ __forceinline__ void mx_scale_places(int pt, int swiglu, int (&bs_at)
     }
 }
 
-/* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then with kWithA
- * (the megakernel) A's row pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that
- * load; in the grouped GEMM the consumer warpgroups expand A, MxAHand), one k32 half at
+/* This thread's rows of one k block, B's rows pt + 128 j first (scale bytes: byte 2j + half of sb), then A's row
+ * pt (the A scales sa2, K [0, 32) in the low byte, were loaded before: the B rows hide that load), one k32 half at
  * a time, each half's two loads issued before the previous half is converted: the loads and stores are volatile and
  * ordered, so a load placed after a half's stores would wait for them and then for shared memory's latency, which
  * the producer warp, alone on its scheduler, has nothing else to hide it with. Two halves in flight: one row's
  * registers (a whole row ahead spilled at kMxProducerRegs); in blocks with a scale above 134 (kTwo) one. */
-template <int TILE_N, bool kTwo, bool kWithA>
+template <int TILE_N, bool kTwo>
 __device__ __forceinline__ void mx_expand_rows(uint32_t l_at, uint8_t *slot_a, uint8_t *slot_b, int pt,
                                                uint32_t sb, uint32_t sa2)
 {
-    constexpr int kB = TILE_N / 128, kRows = kB + (kWithA ? 1 : 0), kHalves = 2 * kRows;
-    /* row j: B row pt + 128 j (landing row kTileM + that) for j < kB, then (kWithA) A row pt (landing row pt) */
-    auto r_of = [&](int j) { return j < kB ? pt + 128 * j : pt; };
-    auto land_row = [&](int j) { return l_at + (j < kB ? kTileM + pt + 128 * j : pt) * kMxLandRowBytes; };
+    constexpr int kRows = TILE_N / 128 + 1, kHalves = 2 * kRows;
+    /* row j: B row pt + 128 j (landing row kTileM + that) for j < kRows - 1, then A row pt (landing row pt) */
+    auto r_of = [&](int j) { return j < kRows - 1 ? pt + 128 * j : pt; };
+    auto land_row = [&](int j) { return l_at + (j < kRows - 1 ? kTileM + pt + 128 * j : pt) * kMxLandRowBytes; };
     uint4 v[2][2];
     mx_load_half(v[0], land_row(0), r_of(0), 0);
 #pragma unroll
@@ -201,7 +202,7 @@ __device__ __forceinline__ void mx_expand_rows(uint32_t l_at, uint8_t *slot_a, u
             mx_load_half(v[(i + 1) & 1], land_row((i + 1) >> 1), r_of((i + 1) >> 1), (i + 1) & 1);
         if (kTwo && i > 0)
             mx_load_half(v[i & 1], land_row(j), r_of(j), h);
-        if (j < kB)
+        if (j < kRows - 1)
             mx_convert_half<kTwo>(v[i & 1], mok_smem_addr(slot_b) + r_of(j) * kRowBytes, r_of(j), h,
                                   (sb >> (8 * (2 * j + h))) & 0xFFu);
         else
@@ -215,13 +216,13 @@ __device__ __forceinline__ void mx_expand_rows(uint32_t l_at, uint8_t *slot_a, u
  * its generic accesses (the slot writes, the landing reads) fenced for the async proxy (the wgmmas reading the
  * slot, the next TMA into the stage); an arrive on the slot's full barrier (full once all 128 have); then the
  * warpgroup's named barrier: after it the landing stage may be loaded again. */
-template <int TILE_N, bool kWithA = true>
+template <int TILE_N>
 __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slot_a, uint8_t *slot_b,
                                                 uint64_t *full_bar, int pt, const int (&bs_at)[TILE_N / 128],
                                                 uint32_t sa2)
 {
     const uint32_t l_at = mok_smem_addr(lnd);
-    uint32_t sb = 0, top = !kWithA ? 0u : (sa2 & 0xFFu) > (sa2 >> 8) ? (sa2 & 0xFFu) : (sa2 >> 8);
+    uint32_t sb = 0, top = (sa2 & 0xFFu) > (sa2 >> 8) ? (sa2 & 0xFFu) : (sa2 >> 8);
 #pragma unroll
     for (int j = 0; j < TILE_N / 128; j++) {
         const uint32_t lo = lnd[bs_at[j]], hi = lnd[bs_at[j] + 64];
@@ -229,92 +230,26 @@ __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slo
         top = max(top, max(lo, hi));
     }
     if (__any_sync(0xFFFFFFFFu, top > 134u))
-        mx_expand_rows<TILE_N, true, kWithA>(l_at, slot_a, slot_b, pt, sb, sa2);
+        mx_expand_rows<TILE_N, true>(l_at, slot_a, slot_b, pt, sb, sa2);
     else
-        mx_expand_rows<TILE_N, false, kWithA>(l_at, slot_a, slot_b, pt, sb, sa2);
+        mx_expand_rows<TILE_N, false>(l_at, slot_a, slot_b, pt, sb, sa2);
     mok_fence_proxy_async_shared();
     mok_mbar_arrive(full_bar);
     mok_named_barrier(kMxProducerBarrier, 128);
 }
 
 /* The producer step of one k block in the grouped GEMM: wait for the landing stage's bytes (MOK_SM90_DIAG_LANDING)
- * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), then expand its B rows
- * (mx_expand_block; the consumer warpgroups expand A, MxAHand). */
+ * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), then expand it (mx_expand_block). */
 template <int TILE_N>
 __device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
-                                                 uint8_t *slot_b, const RingPos &r, uint64_t *full, uint64_t *empty,
-                                                 int pt, const int (&bs_at)[TILE_N / 128], struct mok_sm90_diag *diag,
-                                                 int stage, int tile, int kb)
+                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
+                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
+                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
 {
     mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
     mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
-    mx_expand_block<TILE_N, false>(lnd, nullptr, slot_b, &full[r.slot], pt, bs_at, 0u);
+    mx_expand_block<TILE_N>(lnd, slot_a, slot_b, &full[r.slot], pt, bs_at, sa2);
 }
-
-/* The consumer warpgroups' hands in the grouped GEMM (consume_tile's hook): each warpgroup expands its own 64 A rows
- * of the next k block into the next bf16 slot while its wgmmas of this one run, so the producer warpgroup expands
- * only B (2/3 of a 128 x 256 tile's codes: the producer alone set the pace, its warps issuing in 29% of their
- * sampled cycles, results/h100x1/2026-12-05-mx-expand). Thread t of the warpgroup takes row 64 w + t % 64 (w the
- * warpgroup), k32 half t / 64: two 16-byte landing loads, four 16-byte stores. Order:
- *   - a block's A rows come from the landing stage the producer's loader filled (the consumers wait on its full
- *     barrier too) and are written into the slot the block will occupy: that slot's previous block was this
- *     warpgroup's own, finished (wait<1> before, or the tile's wait<0>), and the producer writes only its B part;
- *   - the writes are fenced for the async proxy and the warpgroup meets at named barrier kMxHandBarrier + w before
- *     any of its wgmmas can read them (they come later in every thread's program order);
- *   - after that barrier the warpgroup's thread 0 arrives on the stage's free barrier (2 arrivals: both consumer
- *     warpgroups), which the loader waits on before loading the stage again.
- * The A scale byte of each block is loaded one block ahead (global memory, the quantizer's layout). The blocks go
- * in the ring's order over the CTA's tiles: x_row0 / x_kb is the next one, next_row0 the first row of the tile
- * after the current one (set by the caller at each tile, -1 for none; a tile has >= 2 k blocks: k % 128 == 0). */
-constexpr int kMxHandBarrier = 7; /* and 8: the consumer warpgroups' (6: the producer's) */
-struct MxAHand {
-    static constexpr bool kActive = true;
-    const uint8_t *land;           /* the landing ring */
-    uint64_t *land_full, *land_free;
-    const uint8_t *scale;          /* a_mx_scale [rows_capacity][k / 32] */
-    int k32, rows_capacity, land_stages, land_bytes, k_blocks;
-    int r, leader, bar_id;         /* this thread's tile row, thread 0 of the warpgroup, its named barrier */
-    uint32_t h;                    /* this thread's k32 half */
-    int stage;                     /* the landing stage of block x */
-    uint32_t phase;
-    int x_row0, x_kb, next_row0;   /* block x: the next to expand */
-    uint32_t s_x;                  /* block x's scale byte for this thread */
-    struct mok_sm90_diag *diag;
-
-    __device__ __forceinline__ uint32_t load_scale() const
-    {
-        return x_row0 < 0 ? 0u
-                          : __ldg(scale + (size_t)min(x_row0 + r, rows_capacity - 1) * k32 + 2 * x_kb + (int)h);
-    }
-    /* Expand block x into the slot at slot_a (its A part, row 0 of the tile), then step x on. */
-    __device__ __forceinline__ void expand(uint8_t *slot_a, int tile)
-    {
-        if (x_row0 < 0)
-            return;
-        const uint32_t s = s_x;
-        mok_sm90_wait(&land_full[stage], phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, x_kb);
-        uint4 v[2];
-        mx_load_half(v, mok_smem_addr(land + (size_t)stage * land_bytes) + r * kMxLandRowBytes, r, h);
-        const uint32_t row = mok_smem_addr(slot_a) + r * kRowBytes;
-        if (__any_sync(0xFFFFFFFFu, s > 134u))
-            mx_convert_half<true>(v, row, r, h, s);
-        else
-            mx_convert_half<false>(v, row, r, h, s);
-        mok_fence_proxy_async_shared();
-        mok_named_barrier(bar_id, 128);
-        if (leader)
-            mok_mbar_arrive(&land_free[stage]);
-        if (++stage == land_stages) {
-            stage = 0;
-            phase ^= 1;
-        }
-        if (++x_kb == k_blocks) {
-            x_kb = 0;
-            x_row0 = next_row0;
-        }
-        s_x = load_scale();
-    }
-};
 #endif
 
 } // namespace mok_sm90
