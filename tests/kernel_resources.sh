@@ -34,8 +34,7 @@ done
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -I"$SRC/kernels" -ptx "$SRC/kernels/gemm/sm90_grouped.cu" -o "$SCRATCH/gemm_sm90_grouped.ptx" ||
   fail "no PTX"
 # setmaxnreg hands registers from the producer warpgroup (dec 40) to the two consumers (inc 232): that balances only
-# if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232; mxfp8 scheme (b)'s 72 / 216 and
-# 88 / 208 the same sum).
+# if every warp starts with 168 (168 x 384 threads = 128 x 40 + 256 x 232; mxfp8 scheme (b)'s 72 / 216 the same sum).
 # With fewer at launch the consumers' setmaxnreg.inc would wait forever for registers that do not exist.
 # The lean instances (fp8_block's 128 x 256 with lean 1: gemm_sm90_kernel<128, 256, 64 | 128, 0, 0, 0, 1>, 256
 # threads, no setmaxnreg) may hold up to 255 (two warps per SM quarter).

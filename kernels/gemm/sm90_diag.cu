@@ -46,14 +46,8 @@ void print_record()
                                : "backward: shared experts' GEMM2-dgrad tiles done, for their weight gradients (row "
                                  "block)",
                 d->tile, d->extra, d->kb);
-    else if (d->role == MOK_SM90_DIAG_LANDING_FREE)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) loader) waited ~10 s for "
-                "the consumer warps to read the A rows of landing stage %d (parity %d; tile %d, k block %d): a "
-                "consumer warp is stuck (its own record, if it timed out too, says where)\n", d->block, d->thread,
-                d->slot, d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_LANDING)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer, or in the "
-                "grouped GEMM a consumer thread > 127) waited ~10 s on "
+        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "
                 "landing stage %d for the phase of parity %d (tile %d, k block %d): its TMA bytes never all arrived "
                 "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
                 "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,

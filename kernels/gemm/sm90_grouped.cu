@@ -26,10 +26,9 @@
  * slot, so one wgmma with N = tile_n computes both and the epilogue pairs column j with column j + tile_n/2.
  *
  * mxfp8 with mx_scheme 1 (issue 22's scheme (b), sm90_mx_expand.cuh): the producer warpgroup's 128 threads all work.
- * Thread 0 loads the e4m3 rows of each k block into a small landing ring; every thread expands its B rows, e4m3 x
- * 2^scale, into the bf16 slot the consumers read (K permuted within the block), then arrives on the slot's full
- * barrier (128 arrivals). Each consumer thread expands its own A fragment from the landing stage into registers and
- * runs wgmma with A from registers (consume_tile_mx_regs); the epilogue is the bf16 instance's.
+ * Thread 0 loads the e4m3 rows of each k block into a small landing ring; every thread expands its rows, e4m3 x
+ * 2^scale, into the bf16 slot the consumers read, then arrives on the slot's full barrier (128 arrivals). The
+ * consumers and the epilogue are the bf16 instance's.
  *
  * Rows of a tile past its group's end are loaded anyway (they belong to the next group, or lie outside A and
  * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
@@ -276,8 +275,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
     }
-    /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232; scheme (b)'s instances 88 /
-     * 208, the same total); the pool balances only if every warp starts with 168 (tests/kernel_resources.sh checks
+    /* setmaxnreg moves registers from the producer (dec 40) to the consumers (inc 232; scheme (b)'s instances 72 /
+     * 216, the same total); the pool balances only if every warp starts with 168 (tests/kernel_resources.sh checks
      * the build; this checks the image loaded) */
     if (c->lean < 0 || c->lean > 1 || (c->lean && !lean_layout(c->tile_m, c->tile_n, fp8, mx, true))) {
         say(why, why_len, "lean %d: 0, or 1 with fp8_block's 128 x 256 tiles (tile %d x %d)", c->lean, c->tile_m,
@@ -286,7 +285,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     const bool lean = lean_layout(c->tile_m, c->tile_n, fp8, mx, c->lean != 0); /* no setmaxnreg there */
     if (!lean && fa.numRegs * kThreads < 128 * kProducerRegs + 256 * kConsumerRegs) {
-        say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 (88/208) needs 168",
+        say(why, why_len, "the kernel starts with %d registers per thread, setmaxnreg 40/232 (72/216) needs 168",
             fa.numRegs);
         return cudaErrorNotSupported;
     }

@@ -20,12 +20,12 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
  * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
- * stages 512-aligned), with a full and a free barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
+ * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
 size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0)
 {
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
-           (size_t)land * (mx_land_stage_bytes(tile_n) + 16) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+           (size_t)land * (mx_land_stage_bytes(tile_n) + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -169,17 +169,16 @@ __device__ __forceinline__ void mx_load_next(int &lt, int &lkb, int &row0, int &
 }
 
 /* The producer warpgroup of the kMxExpand instances: every thread walks the CTA's (tile, k block) sequence and runs
- * mx_producer_step on each k block (B's rows; the consumers expand A into registers, consume_tile_mx_regs); thread 0
- * also keeps the landing ring land_stages k blocks ahead, loading each stage again once the step's named barrier
- * says the producer read it and its free barrier says every consumer warp did. */
+ * mx_producer_step on each k block (its A row's two scale bytes loaded first); thread 0 also keeps the landing ring
+ * land_stages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
 template <int TILE_N>
 __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const CUtensorMap *map_b,
-                                               const CUtensorMap *map_bs, uint8_t *smem_b, uint8_t *land,
-                                               uint64_t *full, uint64_t *empty, uint64_t *land_full,
-                                               uint64_t *land_free, const int *tile_start, const int32_t *offset,
-                                               int groups, int n_tiles, int n_major, int n_out, int swiglu,
-                                               int stages, int k_blocks, int unit0, int unit_step, int total_tiles,
-                                               int land_stages, struct mok_sm90_diag *diag)
+                                               const CUtensorMap *map_bs, uint8_t *smem_a, uint8_t *smem_b,
+                                               uint8_t *land, uint64_t *full, uint64_t *empty, uint64_t *land_full,
+                                               const int *tile_start, const int32_t *offset, int groups, int n_tiles,
+                                               int n_major, int n_out, int swiglu, int stages, int k_blocks,
+                                               int unit0, int unit_step, int total_tiles, int rows_capacity, int k,
+                                               const uint8_t *a_mx_scale, int land_stages, struct mok_sm90_diag *diag)
 {
     const int pt = threadIdx.x; /* 0..127 */
     int bs_at[TILE_N / 128];
@@ -193,17 +192,22 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
     int stage = 0;
     uint32_t land_phase = 0;
     for (int t = unit0; t < total_tiles; t += unit_step) {
+        const TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, 1, 0, n_major, kTileM);
+        /* row pt's scale bytes, k / 32 per row (k a multiple of 128: a k block's two are 2-byte aligned); rows past
+         * the allocation read the last row's (their A rows are TMA's zeros, and never stored) */
+        const uint16_t *sa = reinterpret_cast<const uint16_t *>(
+            a_mx_scale + (size_t)min(p.row0 + pt, rows_capacity - 1) * (k / 32));
         for (int kb = 0; kb < k_blocks; kb++) {
+            const uint32_t sa2 = __ldg(sa + kb);
             mx_producer_step<TILE_N>(land + (size_t)stage * mx_land_stage_bytes(TILE_N), &land_full[stage],
-                                     land_phase, smem_b + (size_t)ring.slot * TILE_N * kRowBytes, ring, full, empty,
-                                     pt, bs_at, diag, stage, t, kb);
+                                     land_phase, smem_a + (size_t)ring.slot * kTileM * kRowBytes,
+                                     smem_b + (size_t)ring.slot * TILE_N * kRowBytes, ring, full, empty, pt, bs_at,
+                                     sa2, diag, stage, t, kb);
             ring.advance(stages);
-            if (pt == 0 && lt < total_tiles) {
-                mok_sm90_wait(&land_free[stage], land_phase, diag, MOK_SM90_DIAG_LANDING_FREE, stage, t, kb);
+            if (pt == 0)
                 mx_load_next<TILE_N>(lt, lkb, lrow0, lb_row, lbs, stage, land, land_full, map_a, map_b, map_bs,
                                      tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, k_blocks, unit_step,
                                      total_tiles);
-            }
             if (++stage == land_stages) {
                 stage = 0;
                 land_phase ^= 1;
@@ -228,9 +232,8 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
 /* kMxExpand (kFp8N 0, 128 x 128 or 128 x 256, no clusters or lockstep): mxfp8 scheme (b), sm90_mx_expand.cuh. The
  * operands are mxfp8's (a_fp8 and a_mx_scale as for kMx, B e4m3 with its scales in the tile layout through map_bs),
  * map_a and map_b e4m3 in boxes of 64 bytes (one 64-K block) x rows, 64B-swizzled, into the landing ring; the
- * producer warpgroup expands B into the bf16 slots (K permuted within each block), whose full barriers count its 128
- * threads; each consumer thread expands its A fragment into registers (consume_tile_mx_regs); the epilogue is the
- * bf16 instance's. */
+ * producer warpgroup expands them into the bf16 slots, whose full barriers count its 128 threads; the consumers and
+ * the epilogue are the bf16 instance's. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false,
           bool kLeanReq = false>
 __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, kLeanReq) ? kLeanThreads : kThreads, 1)
@@ -286,9 +289,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
                                                   (kMxExpand ? land_stages * mx_land_stage_bytes(TILE_N) : 0));
     uint64_t *empty = full + stages;
-    uint64_t *land_full = empty + stages;          /* scheme (b) */
-    uint64_t *land_free = land_full + land_stages; /* scheme (b): the consumers' A rows read */
-    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? 2 * land_stages : 0));
+    uint64_t *land_full = empty + stages; /* scheme (b) */
+    int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? land_stages : 0));
 
     const int n_tiles = n_out / cols_per_tile;
     const int k_blocks = k / kElemsK;
@@ -306,10 +308,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
         if constexpr (kMxExpand)
-            for (int s = 0; s < land_stages; s++) {
+            for (int s = 0; s < land_stages; s++)
                 mok_mbar_init(&land_full[s], 1); /* thread 0's arrive.expect_tx, the TMA bytes */
-                mok_mbar_init(&land_free[s], 8); /* every consumer warp's A rows read */
-            }
         mok_fence_mbar_init(); /* inits visible to the async proxy (TMA complete_tx) */
         mok_tma_prefetch_map(&map_a);
         mok_tma_prefetch_map(&map_b);
@@ -332,11 +332,11 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
 
     if (!kLean && warp < 4) {
         /* ---------------- producer warpgroup (the lean layout has none: InlineProducer) ---------------- */
-        mok_setmaxnreg_dec<kMxExpand ? kMxGemmProducerRegs : kProducerRegs>();
+        mok_setmaxnreg_dec<kMxExpand ? kMxProducerRegs : kProducerRegs>();
         if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
-            mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_b, land, full, empty, land_full, land_free,
-                                   tile_start, offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks,
-                                   unit0, unit_step, total_tiles, land_stages, diag);
+            mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, tile_start,
+                                   offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
+                                   unit_step, total_tiles, rows_capacity, k, a_mx_scale, land_stages, diag);
             return;
         }
         if (threadIdx.x != 0) {
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     } else {
         /* ---------------- consumer warpgroups ---------------- */
         if constexpr (!kLean)
-            mok_setmaxnreg_inc<kMxExpand ? kMxGemmConsumerRegs : kConsumerRegs>();
+            mok_setmaxnreg_inc<kMxExpand ? kMxConsumerRegs : kConsumerRegs>();
         /* 0: tile rows [0, TILE_M/2), 1: rows [TILE_M/2, TILE_M) (kSplitN: the column halves [0, TILE_N/2),
          * [TILE_N/2, TILE_N) of the 64 rows) */
         const int cwg = kLean ? warp / 4 : warp / 4 - 1;
@@ -430,7 +430,6 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             pump.ring = {0, 0}, pump.t = unit0, pump.kb = 0, pump.issued = 0, pump.consumed = 0;
             pump.active = threadIdx.x == 0;
         }
-        MxLandPos lpos = {0, 0}; /* scheme (b): the landing ring as this thread walks it */
         for (int t = unit0; t < total_tiles; t += unit_step) {
             TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
             if constexpr (kMx) {
@@ -458,14 +457,6 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                     ring, stages, full, empty, acc[0], k_blocks, smem_a, cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b,
                     kSlotBBytes, cm, lane, crank, diag, role, t, a_scale + (size_t)ra * k_blocks, (rb - ra) * k_blocks,
                     b_scale + (size_t)(b_first / 128) * k_blocks, (b_second / 128 - b_first / 128) * k_blocks, pump);
-            } else if constexpr (kMxExpand) {
-                /* A expanded into registers: rows r0 and r0 + 8 of the tile, landing chunk q (sm90_mx_expand.cuh) */
-                const int r0 = cwg * 64 + wq * 16 + lane / 4, q = lane % 4;
-                const int ra = min(p.row0 + r0, rows_capacity - 1), rb = min(p.row0 + r0 + 8, rows_capacity - 1);
-                consume_tile_mx_regs<TILE_N>(ring, stages, full, empty, acc[0], k_blocks, smem_b, land, land_full,
-                                             land_free, lpos, land_stages, r0, q,
-                                             a_mx_scale + (size_t)ra * (k / 32) + q / 2,
-                                             a_mx_scale + (size_t)rb * (k / 32) + q / 2, lane, diag, role, t);
             } else {
                 /* this warpgroup's rows of A: (TILE_M/2) * 128 B into the slot, still 1024-aligned (kSplitN: all 64
                  * rows; B blocks of 64 rows: with SwiGLU gate rows [64 w, +64) and up rows [128 + 64 w, +64) of the

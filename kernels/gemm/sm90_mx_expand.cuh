@@ -74,9 +74,6 @@ constexpr int kMxProducerBarrier = 6; /* named barrier of the producer warpgroup
  * (sm90_core.cuh). The producer's 40 made ptxas spill the expansion (60 bytes at 128 x 256), 56 still 28; the bf16
  * consumers of 128 x 256 tiles fit 216 without a spill (ptxas -v, CUDA 13.0). */
 constexpr int kMxProducerRegs = 72, kMxConsumerRegs = 216;
-/* The grouped GEMM's instances (A in registers, below): the producer holds a whole B row's 64 codes, the consumers
- * 128 accumulators and a k block's A fragment (16 registers): 128 x 88 + 256 x 208, the same sum. */
-constexpr int kMxGemmProducerRegs = 88, kMxGemmConsumerRegs = 208;
 
 /* One landing stage: A rows, B rows, B's scale boxes; stages 512-aligned, the 64B swizzle's atom (8 rows of 64
  * bytes), not 1024: with 1024 the 128 x 256 SwiGLU instance fits one bf16 slot fewer (its third slot misses by
@@ -241,154 +238,17 @@ __device__ __forceinline__ void mx_expand_block(const uint8_t *lnd, uint8_t *slo
     mok_named_barrier(kMxProducerBarrier, 128);
 }
 
-/* ---- The grouped GEMM's instances: A in registers (kMxExpand, sm90_grouped_kernel.cuh) ----
- * Scheme (b) is bound by shared-memory traffic first (results/h100x1/2026-12-05-mx-hands sections 4, 5). In the
- * grouped GEMM A is not expanded into shared memory: each consumer thread expands its own A fragment from the
- * landing stage into registers and wgmma reads A from there (mok_wgmma_m64n256k16_rs), so A's bf16 never touches
- * shared memory (neither its stores nor the wgmmas' A reads). The fragment of m16n8k16 gives thread (lane) the K
- * pairs {2q, 2q + 1} and {2q + 8, 2q + 9} of each k16 step (q = lane % 4), 8 values of each of its two rows
- * (lane / 4 and + 8): not contiguous in the landing row. So the k block's K order is permuted, A and B alike
- * (any order of K gives the same products): logical step kk, positions {2q, 2q + 1} hold natural K 16 q + 4 kk
- * + {0, 1}, positions {2q + 8, 2q + 9} natural 16 q + 4 kk + {2, 3}. Thread q then takes landing chunk q of each
- * row (one 16-byte load: natural K [16 q, 16 q + 16), one k32 scale: q / 2), and word kk of it expands to its two
- * registers of step kk (mok_mx_expand4_f: lo, hi). The producer writes B's bf16 rows in the same order: word kk of
- * natural chunk c gives slot chunk 2 kk its pair at 4c bytes (lo) and chunk 2 kk + 1 its pair at 4c (hi), so one
- * row's four landing chunks become its eight slot chunks, eight 16-byte stores as before. */
-
-/* This producer thread's B rows pt + 128 j of one k block into the bf16 slot in the permuted K order (above); sb:
- * scale bytes, byte 2j K [0, 32) of row j, 2j + 1 K [32, 64). */
-template <int TILE_N, bool kTwo>
-__device__ __forceinline__ void mx_expand_b_permuted(uint32_t l_at, uint8_t *slot_b, int pt, uint32_t sb)
-{
-#pragma unroll
-    for (int j = 0; j < TILE_N / 128; j++) {
-        const int r = pt + 128 * j;
-        const uint32_t l_row = l_at + (kTileM + r) * kMxLandRowBytes, sw = (r >> 1) & 3;
-        uint4 c[4];
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            c[q] = mx_lds128(l_row + ((q ^ sw) << 4));
-        const uint32_t s0 = (sb >> (16 * j)) & 0xFFu, s1 = (sb >> (16 * j + 8)) & 0xFFu;
-        const uint32_t f0 = mok_mx_factor(s0), f1 = mok_mx_factor(s1);
-        const uint32_t g0 = kTwo ? mok_mx_factor_two(s0) : 0u, g1 = kTwo ? mok_mx_factor_two(s1) : 0u;
-        const uint32_t s_row = mok_smem_addr(slot_b) + r * kRowBytes;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t lo[4], hi[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const uint32_t w = kk == 0 ? c[q].x : kk == 1 ? c[q].y : kk == 2 ? c[q].z : c[q].w;
-                const struct mok_mx_pair b = mok_mx_expand4_f(w, q < 2 ? f0 : f1, q < 2 ? g0 : g1, kTwo);
-                lo[q] = b.lo, hi[q] = b.hi;
-            }
-            mx_sts128(s_row + (((2 * kk) ^ (r & 7)) << 4), lo[0], lo[1], lo[2], lo[3]);
-            mx_sts128(s_row + (((2 * kk + 1) ^ (r & 7)) << 4), hi[0], hi[1], hi[2], hi[3]);
-        }
-    }
-}
-
 /* The producer step of one k block in the grouped GEMM: wait for the landing stage's bytes (MOK_SM90_DIAG_LANDING)
- * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), expand B's rows (one multiply per
- * pair, or two where a scale of the warp's rows exceeds 134: a warp vote), fence the generic accesses for the
- * async proxy, arrive on the slot's full barrier (128 arrivals), then the warpgroup's named barrier (the stage's B
- * part is read; the consumers say so of A on its free barrier). */
+ * and for the bf16 slot's release by the consumers (MOK_SM90_DIAG_PRODUCER), then expand it (mx_expand_block). */
 template <int TILE_N>
 __device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
-                                                 uint8_t *slot_b, const RingPos &r, uint64_t *full, uint64_t *empty,
-                                                 int pt, const int (&bs_at)[TILE_N / 128], struct mok_sm90_diag *diag,
-                                                 int stage, int tile, int kb)
+                                                 uint8_t *slot_a, uint8_t *slot_b, const RingPos &r, uint64_t *full,
+                                                 uint64_t *empty, int pt, const int (&bs_at)[TILE_N / 128],
+                                                 uint32_t sa2, struct mok_sm90_diag *diag, int stage, int tile, int kb)
 {
     mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
     mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
-    uint32_t sb = 0, top = 0;
-#pragma unroll
-    for (int j = 0; j < TILE_N / 128; j++) {
-        const uint32_t lo = lnd[bs_at[j]], hi = lnd[bs_at[j] + 64];
-        sb |= (lo | hi << 8) << (16 * j);
-        top = max(top, max(lo, hi));
-    }
-    if (__any_sync(0xFFFFFFFFu, top > 134u))
-        mx_expand_b_permuted<TILE_N, true>(mok_smem_addr(lnd), slot_b, pt, sb);
-    else
-        mx_expand_b_permuted<TILE_N, false>(mok_smem_addr(lnd), slot_b, pt, sb);
-    mok_fence_proxy_async_shared();
-    mok_mbar_arrive(&full[r.slot]);
-    mok_named_barrier(kMxProducerBarrier, 128);
-}
-
-/* The landing ring as a consumer thread walks it (the CTA's k blocks in order, as the producer does). */
-struct MxLandPos {
-    int stage;
-    uint32_t phase;
-};
-
-/* One consumer warpgroup's k loop over a tile of the grouped GEMM's scheme (b) (128 x TILE_N, TILE_N / 2
- * accumulators): per k block its A fragment from the landing stage (this thread's rows r0 and r0 + 8 of the tile,
- * landing chunk q, their scale bytes at sa0[2 kb] and sa1[2 kb]), the stage released on its free barrier (one
- * arrive per warp: 8 in all), then B's slot (full barrier), 4 wgmma m64nNk16 with A from registers, and the slot
- * given back once they are done (wait<0>: the registers are rewritten by the next block; the other warpgroup's
- * wgmmas keep the tensor cores busy meanwhile). */
-template <int TILE_N>
-__device__ __forceinline__ void consume_tile_mx_regs(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
-                                                     float (&acc)[TILE_N / 2], int k_blocks, uint8_t *smem_b,
-                                                     const uint8_t *land, uint64_t *land_full, uint64_t *land_free,
-                                                     MxLandPos &lp, int land_stages, int r0, int q,
-                                                     const uint8_t *sa0, const uint8_t *sa1, int lane,
-                                                     struct mok_sm90_diag *diag, int role, int tile)
-{
-    constexpr int kAcc = TILE_N / 2;
-#pragma unroll
-    for (int i = 0; i < kAcc; i++)
-        acc[i] = 0.0f;
-    const uint32_t off0 = r0 * kMxLandRowBytes + ((q ^ ((r0 >> 1) & 3)) << 4);
-    const uint32_t off1 = (r0 + 8) * kMxLandRowBytes + ((q ^ (((r0 + 8) >> 1) & 3)) << 4);
-    for (int kb = 0; kb < k_blocks; kb++) {
-        const uint32_t s0 = __ldg(sa0 + 2 * kb), s1 = __ldg(sa1 + 2 * kb);
-        mok_sm90_wait(&land_full[lp.stage], lp.phase, diag, MOK_SM90_DIAG_LANDING, lp.stage, tile, kb);
-        const uint32_t l_at = mok_smem_addr(land + (size_t)lp.stage * mx_land_stage_bytes(TILE_N));
-        const uint4 c0 = mx_lds128(l_at + off0), c1 = mx_lds128(l_at + off1);
-        uint32_t a[4][4];
-        const uint32_t f0 = mok_mx_factor(s0), f1 = mok_mx_factor(s1);
-        const bool two = __any_sync(0xFFFFFFFFu, s0 > 134u || s1 > 134u);
-        const uint32_t g0 = mok_mx_factor_two(s0), g1 = mok_mx_factor_two(s1);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint32_t w0 = kk == 0 ? c0.x : kk == 1 ? c0.y : kk == 2 ? c0.z : c0.w;
-            const uint32_t w1 = kk == 0 ? c1.x : kk == 1 ? c1.y : kk == 2 ? c1.z : c1.w;
-            const struct mok_mx_pair p0 = mok_mx_expand4_f(w0, f0, g0, two), p1 = mok_mx_expand4_f(w1, f1, g1, two);
-            a[kk][0] = p0.lo, a[kk][1] = p1.lo, a[kk][2] = p0.hi, a[kk][3] = p1.hi;
-        }
-        /* the landing reads done (their values consumed above) and fenced for the next TMA into the stage */
-        mok_fence_proxy_async_shared();
-        __syncwarp();
-        if (lane == 0)
-            mok_mbar_arrive(&land_free[lp.stage]);
-        if (++lp.stage == land_stages) {
-            lp.stage = 0;
-            lp.phase ^= 1;
-        }
-        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
-#pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            mok_reg_fence(acc[i]);
-        mok_wgmma_fence(); /* the zeroing and the A registers before the wgmmas that read them */
-        const uint64_t db = KMajor::desc(smem_b + (size_t)r.slot * TILE_N * kRowBytes);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            if constexpr (TILE_N == 256)
-                mok_wgmma_m64n256k16_rs(acc, a[kk][0], a[kk][1], a[kk][2], a[kk][3],
-                                        db + (KMajor::kK16Step >> 4) * kk);
-            else
-                mok_wgmma_m64n128k16_rs(acc, a[kk][0], a[kk][1], a[kk][2], a[kk][3],
-                                        db + (KMajor::kK16Step >> 4) * kk);
-        mok_wgmma_commit();
-        mok_wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < kAcc; i++)
-            mok_reg_fence(acc[i]);
-        release_slot(&empty[r.slot], 1, lane, 0);
-        r.advance(stages);
-    }
+    mx_expand_block<TILE_N>(lnd, slot_a, slot_b, &full[r.slot], pt, bs_at, sa2);
 }
 #endif
 
