@@ -46,7 +46,7 @@
  * Measured (one H100, 3df25cf, results/h100x1/2026-12-05-mx-expand): 1.48-1.55x the bf16 GEMMs' time at 128 x 256;
  * the producer warps issue in 29% of their sampled cycles and wait on fixed-latency dependencies (19%), barriers
  * (~24%) and shared-memory loads (12%). More hands did not help (results/h100x1/2026-12-05-mx-hands): the consumer
- * warpgroups expanding their own A rows between their wgmmas (3189c03, reverted) was 3-7% slower, and 128 x 128
+ * warpgroups expanding their own A rows between their wgmmas (3189c03, reverted) was 3-7.5% slower, and 128 x 128
  * tiles (a third more codes per FLOP) take 1.36-1.43x the time of 128 x 256 whatever the ring and landing depths:
  * the time follows the codes expanded per FLOP, whichever warps expand them, so a resource the SM's warps share
  * sets the pace, not one warp's latency (NOTES.md, issue 22). */
