@@ -64,21 +64,6 @@ template <typename Kernel> static inline int ring_config(Kernel kernel, int hidd
     return warps;
 }
 
-/* mbarrier wait with the clock64 budget every spin in this code has: a local bulk load that never completes is
- * reported (rank, block, warp, buffer) and traps instead of hanging. */
-__device__ __forceinline__ void ring_wait_full(uint64_t *bar, uint32_t parity, const mok_lsa_args &a, int warp, int d)
-{
-    long long start = clock64();
-    while (!mok_mbar_try_wait(mok_smem_addr(bar), parity)) {
-        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
-            printf("mok-bench: TIMEOUT rank %d block %d phase ring: warp %d waited for its row load into buffer %d "
-                   "(parity %u)\n",
-                   a.rank, (int)blockIdx.x, warp, d, parity);
-            __trap();
-        }
-    }
-}
-
 /* reduce=overlap's chunk flags (here because the ring flags chunks too; lsa_transfer.cu includes this file):
  * chunks of a.reduce_chunk owner tokens, and the flag of chunk c of owner `owner`'s tokens, set by source
  * rank src, in the owner's window. */
@@ -245,7 +230,7 @@ __device__ __forceinline__ void ring_stream(const mok_lsa_args &a, ring_smem *rs
     int closed_upto = -1, closed_groups = 0; /* combine: positions all stored, not yet known complete */
     for (int k = 0; k < loaded; k++) {
         int d = k % RING_DEPTH;
-        ring_wait_full(&full[d], (uint32_t)((k / RING_DEPTH) & 1), a, warp, d);
+        mok_wait_mbar(&full[d], (uint32_t)((k / RING_DEPTH) & 1), a.rank, "ring", "row load into buffer", d);
         ring_meta *m = &meta[d];
         uint4 *row = (uint4 *)(ring + (size_t)d * row_bytes);
         if (kCombine) { /* the per-rank partial in place: weigh_landed, as the warp path (bitwise the same) */

@@ -138,7 +138,8 @@ __device__ __forceinline__ void bulk_pipeline(const mok_lsa_args &a, pipe_smem *
             break;
         int stage = done % stages; /* the oldest load: wait for it, store it everywhere it goes */
         if (lane == 0) {
-            mok_mbar_wait(&ps->bar[stage], (uint32_t)((done / stages) & 1));
+            mok_wait_mbar(&ps->bar[stage], (uint32_t)((done / stages) & 1), a.rank, DISPATCH ? "dispatch" : "combine",
+                          "row load into stage", stage);
             const char *row = buf + (size_t)stage * row_bytes;
             if (DISPATCH) {
                 for (int i = 0; i < ps->nslots[stage]; i++)

@@ -51,18 +51,7 @@ __device__ __forceinline__ bool mok_mbar_test_wait(uint32_t bar, uint32_t parity
 }
 #undef MOK_MBAR_PROBE
 
-/* Spins until the barrier's phase with this parity completed. */
-__device__ __forceinline__ void mok_mbar_wait(uint64_t *bar, uint32_t parity)
-{
-    asm volatile("{\n"
-                 " .reg .pred done;\n"
-                 "WAIT_%=:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 " @!done bra WAIT_%=;\n"
-                 "}\n" ::"r"(mok_smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
+/* No unbounded wait here: lsa_sync.cuh's mok_wait_mbar spins with a timeout and a diagnostic. */
 
 /* global -> shared, bytes a multiple of 16, both 16-byte aligned; completes on bar (expect_tx first). */
 __device__ __forceinline__ void mok_bulk_load(void *smem_dst, const void *gmem_src, uint32_t bytes, uint64_t *bar)

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/bulk.cuh"
+
 /* about 10 s at the H200's 1.98 GHz: far beyond any legitimate wait, short enough to report */
 #define MOK_SPIN_TIMEOUT_CYCLES (20000000000ll)
 
@@ -54,6 +56,22 @@ __device__ __forceinline__ void mok_wait_geq_gpu(const int *counter, int target,
         if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
             printf("mok-bench: TIMEOUT rank %d block %d phase %s: waited for %s[%d] >= %d, saw %d\n", rank,
                    (int)blockIdx.x, phase, what, index, target, seen);
+            __trap();
+        }
+    }
+}
+
+/* Spins until the phase with this parity of a shared-memory mbarrier completed (a bulk load into this SM), with the
+ * same budget: a load that never completes is reported (rank, block, warp, phase, what, index) and traps. */
+__device__ __forceinline__ void mok_wait_mbar(uint64_t *bar, uint32_t parity, int rank, const char *phase,
+                                              const char *what, int index)
+{
+    const uint32_t addr = mok_smem_addr(bar);
+    long long start = clock64();
+    while (!mok_mbar_try_wait(addr, parity)) {
+        if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES) {
+            printf("mok-bench: TIMEOUT rank %d block %d warp %d phase %s: waited for %s[%d] (parity %u)\n", rank,
+                   (int)blockIdx.x, (int)(threadIdx.x >> 5), phase, what, index, parity);
             __trap();
         }
     }
