@@ -168,10 +168,14 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
     if (!strcmp(impl, "mok-gemm") && mok_pass_has_bwd(spec->pass)) /* mok_gemm.c: h, dh', [dg, du], w h; fwd_bwd
                                                                        * keeps its forward's gate/up rows too */
         return t * k * (i + i + 2 * i + i) * 2 + (mok_pass_has_fwd(spec->pass) ? t * k * 2 * i * 2 : 0);
-    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (FP8: and h quantized) */
+    if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (FP8: and h quantized;
+                                    * mxfp8's mx_scheme 2: every set's weights expanded to bf16) */
         return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128)
                                 : spec->dtype == MOK_DTYPE_MXFP8   ? t * k * i * (1 + 1.0 / 32)
-                                                                   : 0);
+                                                                   : 0) +
+               (spec->dtype == MOK_DTYPE_MXFP8 && mok_params_mok_gemm(params).mx_scheme == 2
+                    ? sets * (double)m->experts * 3 * h * i * 2
+                    : 0);
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */
         bool mega = !strcmp(impl, "megakernel");
         int per_rank = mega ? mok_params_megakernel(params).combine : mok_params_lsa_layer(params).combine;

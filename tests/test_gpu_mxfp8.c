@@ -11,7 +11,9 @@
  *      dequantized operands (SwiGLU on bf16-rounded gate and up, as the kernel's epilogue), within 1e-2 of max |ref|
  *      (bf16 output), no NaN (the output is poisoned), rows of no group untouched: mx_scheme 0 with products of 64
  *      and 128 columns; mx_scheme 1 (expanded to bf16) on 128 x 128 and 128 x 256 tiles, and with A's blocks scaled
- *      past 2^7 (scale bytes above 134: the conversion's two multiplies).
+ *      past 2^7 (scale bytes above 134: the conversion's two multiplies); mx_scheme 2 (A expanded, B's MX values in
+ *      bf16 from mok_dequant_mxfp8_bf16) the same, and bit for bit mx_scheme 1's output on the same operands (the
+ *      same values through the same consumers).
  * Exit 0 pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -179,6 +181,20 @@ static void test_expand(void)
     cudaFree(d);
 }
 
+/* One launch of mok's mxfp8 kernel into c (poisoned first); 0 on success. */
+static int run_kernel(struct mok_gemm_args *args, const struct mok_gemm_sm90_config *cfg, uint16_t *c, size_t c_bytes,
+                      const char *what)
+{
+    char why[256];
+    cudaMemset(args->c, 0xFF, c_bytes); /* NaN */
+    CHECK(mok_gemm_sm90_supports(args, cfg, why, sizeof why), "%s: %s", what, why);
+    int rc = mok_gemm_sm90(args, cfg, NULL);
+    cudaError_t sync = cudaDeviceSynchronize();
+    CHECK(rc == 0 && sync == cudaSuccess, "%s: launch %d, %s", what, rc, cudaGetErrorString(sync));
+    cudaMemcpy(c, args->c, c_bytes, cudaMemcpyDeviceToHost);
+    return rc == 0 && sync == cudaSuccess ? 0 : -1;
+}
+
 /* 5: mok's kernel. rows of groups ragged; B [groups][swiglu ? 2 n_out : n_out][k]; C poisoned. scheme: mx_scheme;
  * a_shift: A's values scaled by 2^a_shift (24: scale bytes near 145, past the single multiply's 134) */
 static void test_kernel(int swiglu, int fp8_n, int stages, int scheme, int tile_n, int a_shift)
@@ -224,21 +240,25 @@ static void test_kernel(int swiglu, int fp8_n, int stages, int scheme, int tile_
     uint8_t *dqb = dev_copy(qb, (size_t)G * b_rows * KK), *dtb = dev_copy(tb, (size_t)G * b_rows * kb);
     uint16_t *dc = dev_copy(NULL, 2 * (size_t)ROWS_CAP * n_out);
     int32_t *doff = dev_copy(offset, sizeof offset);
-    CHECK(dqa && dsa && dqb && dtb && dc && doff, "kernel: allocation");
-    cudaMemset(dc, 0xFF, 2 * (size_t)ROWS_CAP * n_out); /* NaN */
+    /* mx_scheme 2: B's MX values in bf16, from the plain scales */
+    uint8_t *dsb = scheme == 2 ? dev_copy(sb, (size_t)G * b_rows * kb) : NULL;
+    uint16_t *dbx = scheme == 2 ? dev_copy(NULL, 2 * (size_t)G * b_rows * KK) : NULL;
+    CHECK(dqa && dsa && dqb && dtb && dc && doff && (scheme != 2 || (dsb && dbx)), "kernel: allocation");
+    if (scheme == 2)
+        CHECK(mok_dequant_mxfp8_bf16(dqb, dsb, (long long)G * b_rows, KK, dbx, NULL) == 0 &&
+                  cudaDeviceSynchronize() == cudaSuccess,
+              "kernel: B expanded to bf16");
     struct mok_gemm_args args = {.c = dc, .offset = doff, .groups = G, .rows_capacity = ROWS_CAP, .n_out = n_out,
                                  .k = KK, .swiglu = swiglu, .dtype = MOK_GEMM_MXFP8, .a_fp8 = dqa, .b_fp8 = dqb,
                                  .a_mx_scale = dsa, .b_mx_scale = dtb};
+    if (scheme == 2)
+        args.b = dbx, args.b_fp8 = NULL, args.b_mx_scale = NULL;
     struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .fp8_n = fp8_n,
                                        .mx_scheme = scheme};
-    char why[256], what[96];
+    char what[96];
     snprintf(what, sizeof what, "kernel mx_scheme %d tile_n %d swiglu %d fp8_n %3d stages %d a x 2^%d", scheme, tile_n,
              swiglu, fp8_n, stages, a_shift);
-    CHECK(mok_gemm_sm90_supports(&args, &cfg, why, sizeof why), "%s: %s", what, why);
-    int rc = mok_gemm_sm90(&args, &cfg, NULL);
-    cudaError_t sync = cudaDeviceSynchronize();
-    CHECK(rc == 0 && sync == cudaSuccess, "%s: launch %d, %s", what, rc, cudaGetErrorString(sync));
-    cudaMemcpy(c, dc, 2 * (size_t)ROWS_CAP * n_out, cudaMemcpyDeviceToHost);
+    run_kernel(&args, &cfg, c, 2 * (size_t)ROWS_CAP * n_out, what);
     double amax = 0, dmax = 0;
     long long nan = 0, touched = 0;
     for (int i = 0; i < R * n_out; i++)
@@ -256,6 +276,21 @@ static void test_kernel(int swiglu, int fp8_n, int stages, int scheme, int tile_
     CHECK(err <= 1e-2 && nan == 0 && touched == 0, "%s: max err %.3g of max |ref|, %lld NaN, %lld elements past the "
           "groups written", what, err, nan, touched);
     printf("%s: max |c - ref| / max |ref| = %.3g\n", what, err);
+    if (scheme == 2) { /* scheme (b) on the same operands: the same bits */
+        uint16_t *c1 = malloc(2 * (size_t)ROWS_CAP * n_out);
+        struct mok_gemm_args a1 = args;
+        struct mok_gemm_sm90_config cfg1 = cfg;
+        a1.b = NULL, a1.b_fp8 = dqb, a1.b_mx_scale = dtb, cfg1.mx_scheme = 1;
+        CHECK(c1, "kernel: allocation");
+        if (c1 && run_kernel(&a1, &cfg1, c1, 2 * (size_t)ROWS_CAP * n_out, what) == 0) {
+            long long differ = 0;
+            for (int i = 0; i < ROWS_CAP * n_out; i++)
+                differ += c1[i] != c[i];
+            CHECK(differ == 0, "%s: %lld elements differ from mx_scheme 1's", what, differ);
+        }
+        free(c1);
+    }
+    cudaFree(dsb), cudaFree(dbx);
     cudaFree(dqa), cudaFree(dsa), cudaFree(dqb), cudaFree(dtb), cudaFree(dc), cudaFree(doff);
     free(a), free(b), free(qa), free(sa), free(qb), free(sb), free(tb), free(da), free(db), free(c), free(ref);
 }
@@ -286,11 +321,12 @@ int main(void)
             for (int stages = 0; stages <= 2; stages += 2) {
                 for (int n = 64; n <= 128; n += 64)
                     test_kernel(swiglu, n, stages, 0, 128, 0);
-                for (int tile_n = 128; tile_n <= 256; tile_n += 128)
-                    test_kernel(swiglu, 128, stages, 1, tile_n, 0);
+                for (int scheme = 1; scheme <= 2; scheme++)
+                    for (int tile_n = 128; tile_n <= 256; tile_n += 128)
+                        test_kernel(swiglu, 128, stages, scheme, tile_n, 0);
             }
         for (int swiglu = 0; swiglu < 2; swiglu++) /* the two-multiply range, against scheme (a) alike */
-            for (int scheme = 0; scheme < 2; scheme++)
+            for (int scheme = 0; scheme < 3; scheme++)
                 test_kernel(swiglu, 128, 0, scheme, scheme ? 256 : 128, 24);
     } else {
         printf("note: not sm_90 (sm_%d0): mok's mxfp8 kernel not run\n", major);

@@ -23,6 +23,14 @@ __device__ __forceinline__ void mok_mbar_expect_tx(uint64_t *bar, uint32_t bytes
                  : "memory");
 }
 
+/* Raises the barrier's expected transaction bytes without an arrive: a thread that loads bytes by TMA into a slot and
+ * also writes part of it itself arms the bytes first and arrives once, after its own writes (mxfp8 mx_scheme 2). */
+__device__ __forceinline__ void mok_mbar_expect_tx_only(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(mok_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
 /* One probe of the phase with this parity: true once it has completed. try_wait may itself suspend the thread for a
  * short, hardware-chosen time before answering false, so a loop of these is not a hot spin; test_wait answers at once
  * (an inline producer polls a slot between its own work). One asm text, the instruction named by OP. */

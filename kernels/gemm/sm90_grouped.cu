@@ -28,7 +28,9 @@
  * mxfp8 with mx_scheme 1 (issue 22's scheme (b), sm90_mx_expand.cuh): the producer warpgroup's 128 threads all work.
  * Thread 0 loads the e4m3 rows of each k block into a small landing ring; every thread expands its rows, e4m3 x
  * 2^scale, into the bf16 slot the consumers read, then arrives on the slot's full barrier (128 arrivals). The
- * consumers and the epilogue are the bf16 instance's.
+ * consumers and the epilogue are the bf16 instance's. mx_scheme 2: B is the weights' MX values already expanded to bf16
+ * (at setup, by the caller: mok_mx_expand_rows_bf16), loaded by TMA as the bf16 instance loads it; only A lands and
+ * is expanded, and each slot's full barrier also counts B's TMA bytes (thread 0 adds them before the loads).
  *
  * Rows of a tile past its group's end are loaded anyway (they belong to the next group, or lie outside A and
  * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
@@ -76,10 +78,15 @@ void say(char *why, int why_len, const char *fmt, ...)
 /* The instantiations: 128 x 128, 128 x 256, 256 x 128 (256 x 256 would need 256 accumulators a thread) and 64 x 256
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
  * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout); mxfp8 scheme (b)'s
- * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh). */
+ * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh), with B in
+ * bf16 (b_bf16: mx_scheme 2) or e4m3. */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false,
-                       bool expand = false, bool lean = false)
+                       bool expand = false, bool lean = false, bool b_bf16 = false)
 {
+    if (expand && b_bf16)
+        return tile_n == 256
+                   ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true, false, true>)
+                   : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, false, true, false, true>);
     if (expand)
         return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true>)
                              : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, false, true>);
@@ -107,28 +114,48 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
                          : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128>);
 }
 
-/* mxfp8 scheme (b): the kMxExpand instances, whose slots the producer warpgroup fills with expanded bf16. */
+/* mxfp8 scheme (b) and mx_scheme 2: the kMxExpand instances, whose slots the producer warpgroup fills with expanded
+ * bf16 (all of them, or A's rows while TMA loads B's bf16: mx_b_bf16). */
 bool mx_expand(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c)
 {
-    return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 1;
+    return g->dtype == MOK_GEMM_MXFP8 && (c->mx_scheme == 1 || c->mx_scheme == 2);
+}
+
+bool mx_b_bf16(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c)
+{
+    return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 2;
 }
 
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
  * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). mxfp8 scheme
  * (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to kMxLandMax, beside
  * a bf16 ring of two (or the configured one); then the bf16 ring as deep as still fits (128 x 256: GEMM1 2 + 3,
- * GEMM2 2 + 2). */
+ * GEMM2 2 + 2). mx_scheme 2 (A's rows land, B comes by TMA into the slots) the other way round: the bf16 ring as deep
+ * as fits beside two landing stages, then the landing ring (128 x 256: GEMM1 3 + 4, GEMM2 3 + 2). */
 struct Ring {
     int stages, land; /* bf16 (or fp8) slots; scheme (b)'s landing stages (0 for the other instances) */
 };
 
 Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
-    const bool ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex;
+    const bool ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex, land_a = mx_b_bf16(g, c);
     auto fits = [&](int s, int l) {
-        return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l) <= limit;
+        return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l, land_a) <= limit;
     };
     Ring r = {c->stages, ex ? c->land_stages : 0};
+    if (land_a) { /* B's TMA wants the slots' lead: the bf16 ring first (beside two landing stages), then the rest */
+        if (r.stages == 0) {
+            r.stages = kMaxStages;
+            while (r.stages > 2 && !fits(r.stages, r.land ? r.land : kMxLandMin))
+                r.stages--;
+        }
+        if (r.land == 0) {
+            r.land = kMxLandMax;
+            while (r.land > kMxLandMin && !fits(r.stages, r.land))
+                r.land--;
+        }
+        return r;
+    }
     if (ex && r.land == 0) {
         r.land = kMxLandMax;
         while (r.land > kMxLandMin && !fits(r.stages ? r.stages : 2, r.land))
@@ -188,22 +215,22 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "dtype %d: bf16 (0), fp8_block (1) or mxfp8 (2)", (int)g->dtype);
         return cudaErrorInvalidValue;
     }
-    if (c->mx_scheme < 0 || c->mx_scheme > 1 || (c->mx_scheme && !mx)) {
-        say(why, why_len, "mx_scheme %d: 0 (promote per 32 K), or 1 (expand to bf16) with dtype mxfp8 (dtype %d)",
-            c->mx_scheme, (int)g->dtype);
+    if (c->mx_scheme < 0 || c->mx_scheme > 2 || (c->mx_scheme && !mx)) {
+        say(why, why_len, "mx_scheme %d: 0 (promote per 32 K), or with dtype mxfp8 1 (expand to bf16) or 2 (expand A, "
+            "B given in bf16) (dtype %d)", c->mx_scheme, (int)g->dtype);
         return cudaErrorInvalidValue;
     }
-    const bool ex = mx && c->mx_scheme == 1;
+    const bool ex = mx && c->mx_scheme >= 1, b_bf16 = mx && c->mx_scheme == 2;
     if (c->land_stages != 0 && (!ex || c->land_stages < kMxLandMin || c->land_stages > kMxLandMax)) {
-        say(why, why_len, "land_stages %d: 0 (as many as fit), or %d..%d with mxfp8's mx_scheme 1 (its landing ring)",
-            c->land_stages, kMxLandMin, kMxLandMax);
+        say(why, why_len, "land_stages %d: 0 (as many as fit), or %d..%d with mxfp8's mx_scheme 1 or 2 (its landing "
+            "ring)", c->land_stages, kMxLandMin, kMxLandMax);
         return cudaErrorInvalidValue;
     }
     if (ex && (c->tile_m != 128 || c->lockstep || cluster_of(c) != 1 || (c->fp8_n != 0 && c->fp8_n != 128))) {
         /* scheme (b): thread 0 of the producer loads its own landing stages (no multicast), no lockstep barrier */
-        say(why, why_len, "mxfp8 scheme (b) runs 128 x 128 or 128 x 256 tiles without lockstep or clusters, fp8_n "
-            "unused (tile %d x %d, lockstep %d, cluster_m %d, fp8_n %d)", c->tile_m, c->tile_n, c->lockstep,
-            c->cluster_m, c->fp8_n);
+        say(why, why_len, "mxfp8 mx_scheme %d runs 128 x 128 or 128 x 256 tiles without lockstep or clusters, fp8_n "
+            "unused (tile %d x %d, lockstep %d, cluster_m %d, fp8_n %d)", c->mx_scheme, c->tile_m, c->tile_n,
+            c->lockstep, c->cluster_m, c->fp8_n);
         return cudaErrorInvalidValue;
     }
     if (mx) {
@@ -217,7 +244,11 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
             say(why, why_len, "fp8_n %d: 64 or 128 (0: 128)", c->fp8_n);
             return cudaErrorInvalidValue;
         }
-        if (!g->a_fp8 || !g->b_fp8 || !g->a_mx_scale || !g->b_mx_scale) {
+        if (b_bf16 && (!g->a_fp8 || !g->a_mx_scale || !g->b)) {
+            say(why, why_len, "mxfp8 mx_scheme 2 needs a_fp8, a_mx_scale and b (the weights' MX values in bf16)");
+            return cudaErrorInvalidValue;
+        }
+        if (!b_bf16 && (!g->a_fp8 || !g->b_fp8 || !g->a_mx_scale || !g->b_mx_scale)) {
             say(why, why_len, "mxfp8 needs a_fp8, b_fp8, a_mx_scale and b_mx_scale");
             return cudaErrorInvalidValue;
         }
@@ -226,7 +257,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
                 "scale blocks of B)", g->k, g->n_out);
             return cudaErrorInvalidValue;
         }
-        if ((uintptr_t)g->a_mx_scale % 4 || (uintptr_t)g->b_mx_scale % 16) {
+        if ((uintptr_t)g->a_mx_scale % 4 || (uintptr_t)g->b_mx_scale % 16) { /* (b_mx_scale NULL in scheme 2) */
             say(why, why_len, "mxfp8: a_mx_scale 4-byte and b_mx_scale 16-byte aligned (word loads, bulk copies)");
             return cudaErrorInvalidValue;
         }
@@ -270,7 +301,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed, ex,
-                                              c->lean != 0)) != cudaSuccess) {
+                                              c->lean != 0, b_bf16)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -355,19 +386,19 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "ready counters need their targets and ready_rows >= 1 (ready_rows %d)", g->ready_rows);
         return cudaErrorInvalidValue;
     }
-    if (((uintptr_t)(fp8 ? (const void *)g->a_fp8 : g->a) | (uintptr_t)(fp8 ? (const void *)g->b_fp8 : g->b) |
-         (uintptr_t)g->c) % 16) {
+    if (((uintptr_t)(fp8 ? (const void *)g->a_fp8 : g->a) |
+         (uintptr_t)(fp8 && !b_bf16 ? (const void *)g->b_fp8 : g->b) | (uintptr_t)g->c) % 16) {
         say(why, why_len, "a, b and c must be 16-byte aligned (TMA)");
         return cudaErrorInvalidValue;
     }
     size_t limit = smem_limit(optin);
     const Ring ring = resolve_ring(g, c, limit);
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex, ring.land);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex, ring.land, b_bf16);
     if (smem > limit) {
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + %d landing stages "
             "of %d bytes + prefix of %d groups)", smem, limit, ring.stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
-            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ring.land, mx_land_stage_bytes(c->tile_n),
-            g->groups);
+            c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ring.land,
+            b_bf16 ? kMxLandABytes : mx_land_stage_bytes(c->tile_n), g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -528,20 +559,22 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
-    const bool bt = g->b_transposed != 0, ex = mx_expand(g, c);
+    const bool bt = g->b_transposed != 0, ex = mx_expand(g, c), b_bf16 = mx_b_bf16(g, c);
+    const bool b_e4m3 = fp8 && !b_bf16; /* mx_scheme 2 reads B in bf16 */
     if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
                     (uint32_t)c->tile_m, fp8, 0, ex) ||
         /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
         (bt && !encode_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
-        (!bt && !encode_map(&map_b, fp8 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
+        (!bt && !encode_map(&map_b, b_e4m3 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
                             /* halves: SwiGLU's gate/up, or a cluster's */
-                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), fp8, 0, ex)) ||
+                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), b_e4m3, 0,
+                            ex && !b_bf16)) ||
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
     if (mx && !ex && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
-    if (ex && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
+    if (ex && !b_bf16 && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
                                    kMxLandScaleRow, (uint32_t)c->tile_n / 64))
         return cudaErrorInvalidValue;
 
@@ -552,9 +585,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         return (int)cudaGetLastError();
     const Ring ring = resolve_ring(g, c, smem_limit(optin));
     const int stages = ring.stages;
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ring.land);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ring.land, b_bf16);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -563,7 +596,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = mok_sm90::diag_record(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -605,12 +638,19 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
                        g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,       \
                        g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale,  \
                        map_bs, ring.land)
+#define MOK_LAUNCH_SM90_EXPAND_A(TN)                                                                             \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, true, false, true>, map_a, map_b, map_c, g->c, \
+                       g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
+                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
+                       g->a_mx_scale, map_bs, ring.land)
 #define MOK_LAUNCH_SM90_LEAN(FP8N)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, FP8N, false, false, false, true>, map_a, map_b, map_c, g->c,  \
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
                        g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
                        g->a_mx_scale, map_bs, 0)
-    if (ex)
+    if (b_bf16)
+        e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND_A(256) : MOK_LAUNCH_SM90_EXPAND_A(128);
+    else if (ex)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
     else if (bt)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90(128, 256, 0, false, true) : MOK_LAUNCH_SM90(128, 128, 0, false, true);
@@ -636,6 +676,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         e = MOK_LAUNCH_SM90(128, 128, 0, false, false);
 #undef MOK_LAUNCH_SM90
 #undef MOK_LAUNCH_SM90_EXPAND
+#undef MOK_LAUNCH_SM90_EXPAND_A
 #undef MOK_LAUNCH_SM90_LEAN
     if (e != cudaSuccess)
         return (int)e;

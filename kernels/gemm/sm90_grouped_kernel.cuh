@@ -20,12 +20,15 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * staging: the tile's rows x its output columns in bf16, 1024-aligned like the slots. mxfp8: each slot's B scales
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
  * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
- * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); land 0 for the other instances. */
-size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0)
+ * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); mx_scheme 2 (land_a): stages of A's rows
+ * only; land 0 for the other instances. */
+size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0,
+                  bool land_a = false)
 {
+    const size_t land_bytes = land_a ? (size_t)kMxLandABytes : (size_t)mx_land_stage_bytes(tile_n);
     return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
-           (size_t)land * (mx_land_stage_bytes(tile_n) + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
+           (size_t)land * (land_bytes + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
 /* Where tile t lies. */
@@ -215,6 +218,72 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
         }
     }
 }
+
+/* The producer warpgroup of the kMxBBf16 instances (mx_scheme 2, sm90_mx_expand.cuh): every thread walks the CTA's
+ * (tile, k block) sequence and runs mx_a_producer_step on each k block (its A row's two scale bytes loaded first);
+ * thread 0 loads each k block's B (bf16, the bf16 instance's boxes) into the slot, and keeps A's landing ring
+ * land_stages k blocks ahead, loading each stage again once the step's named barrier says it is read. */
+template <int TILE_N>
+__device__ __forceinline__ void mx_expand_a_loop(const CUtensorMap *map_a, const CUtensorMap *map_b, uint8_t *smem_a,
+                                                 uint8_t *smem_b, uint8_t *land, uint64_t *full, uint64_t *empty,
+                                                 uint64_t *land_full, const int *tile_start, const int32_t *offset,
+                                                 int groups, int n_tiles, int n_major, int n_out, int swiglu,
+                                                 int stages, int k_blocks, int unit0, int unit_step, int total_tiles,
+                                                 int rows_capacity, int k, const uint8_t *a_mx_scale, int land_stages,
+                                                 struct mok_sm90_diag *diag)
+{
+    const int pt = threadIdx.x; /* 0..127 */
+    int lt = unit0, lkb = 0, lrow0 = 0; /* thread 0: the next k block to land */
+    auto load_next = [&](int st) {
+        if (lt >= total_tiles)
+            return;
+        if (lkb == 0)
+            lrow0 = map_tile(lt, tile_start, offset, groups, n_tiles, 1, 0, n_major, kTileM).row0;
+        mx_load_a_block(land + (size_t)st * kMxLandABytes, &land_full[st], map_a, lkb, lrow0);
+        if (++lkb == k_blocks) {
+            lkb = 0;
+            lt += unit_step;
+        }
+    };
+    if (pt == 0)
+        for (int st = 0; st < land_stages; st++)
+            load_next(st);
+    RingPos ring = {0, 0};
+    int stage = 0;
+    uint32_t land_phase = 0;
+    for (int t = unit0; t < total_tiles; t += unit_step) {
+        const TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, 1, 0, n_major, kTileM);
+        const int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
+        /* row pt's scale bytes, as mx_expand_loop reads them */
+        const uint16_t *sa = reinterpret_cast<const uint16_t *>(
+            a_mx_scale + (size_t)min(p.row0 + pt, rows_capacity - 1) * (k / 32));
+        for (int kb = 0; kb < k_blocks; kb++) {
+            const uint32_t sa2 = __ldg(sa + kb);
+            uint8_t *b_dst = smem_b + (size_t)ring.slot * TILE_N * kRowBytes;
+            const int kc = kb * kBlockK;
+            mx_a_producer_step(land + (size_t)stage * kMxLandABytes, &land_full[stage], land_phase,
+                               smem_a + (size_t)ring.slot * kTileM * kRowBytes, ring, full, empty, pt, sa2,
+                               (uint32_t)(TILE_N * kRowBytes),
+                               [&](uint64_t *bar) { /* the bf16 instance's B boxes: SwiGLU's gate half, then up */
+                                   if (swiglu) {
+                                       mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+                                       mok_tma_load_2d(b_dst + (TILE_N / 2) * kRowBytes, map_b, kc, b_row + n_out,
+                                                       bar);
+                                   } else {
+                                       mok_tma_load_2d(b_dst, map_b, kc, b_row, bar);
+                                   }
+                               },
+                               diag, stage, t, kb);
+            ring.advance(stages);
+            if (pt == 0)
+                load_next(stage);
+            if (++stage == land_stages) {
+                stage = 0;
+                land_phase ^= 1;
+            }
+        }
+    }
+}
 #endif
 
 /* kFp8N: 0 for bf16, else the fp8_block precision policy (sm90_core.cuh, consume_tile_fp8_block) with products of
@@ -233,9 +302,11 @@ __device__ __forceinline__ void mx_expand_loop(const CUtensorMap *map_a, const C
  * operands are mxfp8's (a_fp8 and a_mx_scale as for kMx, B e4m3 with its scales in the tile layout through map_bs),
  * map_a and map_b e4m3 in boxes of 64 bytes (one 64-K block) x rows, 64B-swizzled, into the landing ring; the
  * producer warpgroup expands them into the bf16 slots, whose full barriers count its 128 threads; the consumers and
- * the epilogue are the bf16 instance's. */
+ * the epilogue are the bf16 instance's.
+ * kMxBBf16 (with kMxExpand): mx_scheme 2. B is bf16 (the weights' MX values expanded at setup), map_b the bf16
+ * instance's; only A lands and is expanded; the full barriers count the 128 arrivals and B's TMA bytes. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false,
-          bool kLeanReq = false>
+          bool kLeanReq = false, bool kMxBBf16 = false>
 __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, kLeanReq) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -267,6 +338,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     static_assert(!kMx || kFp8, "mxfp8 is an FP8 policy: kFp8N gives its product width");
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
     static_assert(!kMxExpand || (!kFp8 && !kBT && TILE_M == 128), "mxfp8 scheme (b) runs 128-row tiles, bf16 slots");
+    static_assert(!kMxBBf16 || kMxExpand, "mx_scheme 2 is scheme (b) with B in bf16");
+    constexpr int kLandBytes = kMxBBf16 ? kMxLandABytes : mx_land_stage_bytes(TILE_N); /* one landing stage */
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
@@ -287,7 +360,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     uint8_t *smem_bs = smem_c + (size_t)TILE_M * cols_per_tile * 2; /* mxfp8: stages x kMxScaleSlot */
     uint8_t *land = smem_bs; /* scheme (b): land_stages landing stages */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
-                                                  (kMxExpand ? land_stages * mx_land_stage_bytes(TILE_N) : 0));
+                                                  (kMxExpand ? land_stages * kLandBytes : 0));
     uint64_t *empty = full + stages;
     uint64_t *land_full = empty + stages; /* scheme (b) */
     int *tile_start = reinterpret_cast<int *>(empty + stages + (kMxExpand ? land_stages : 0));
@@ -303,7 +376,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             /* the producer's arrive.expect_tx, TMA (ours and the peer's) adding bytes; scheme (b): every producer
-             * thread's arrival once its rows are expanded */
+             * thread's arrival once its rows are expanded (mx_scheme 2: thread 0 adds B's bytes, no arrive) */
             mok_mbar_init(&full[s], kMxExpand ? 128 : 1);
             mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
         }
@@ -333,7 +406,12 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     if (!kLean && warp < 4) {
         /* ---------------- producer warpgroup (the lean layout has none: InlineProducer) ---------------- */
         mok_setmaxnreg_dec<kMxExpand ? kMxProducerRegs : kProducerRegs>();
-        if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
+        if constexpr (kMxBBf16) { /* all 128 threads expand A; thread 0 loads B too */
+            mx_expand_a_loop<TILE_N>(&map_a, &map_b, smem_a, smem_b, land, full, empty, land_full, tile_start, offset,
+                                     groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0, unit_step,
+                                     total_tiles, rows_capacity, k, a_mx_scale, land_stages, diag);
+            return;
+        } else if constexpr (kMxExpand) { /* all 128 threads expand (no clusters: no exit barrier) */
             mx_expand_loop<TILE_N>(&map_a, &map_b, &map_bs, smem_a, smem_b, land, full, empty, land_full, tile_start,
                                    offset, groups, n_tiles, n_major, n_out, swiglu, stages, k_blocks, unit0,
                                    unit_step, total_tiles, rows_capacity, k, a_mx_scale, land_stages, diag);

@@ -252,4 +252,67 @@ __device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *l
 }
 #endif
 
+/* ---- mx_scheme 2: the tokens expanded, the weights expanded once at setup ----
+ * The grouped GEMM's kMxBBf16 instances: B is the weights' exact MX values held in bf16 (expanded once, at setup,
+ * by mok_mx_expand_rows_bf16: the same bits this expansion would give), loaded by TMA straight into the bf16 slot as
+ * the bf16 instance loads it; only A's e4m3 rows land (kMxLandABytes a stage) and are expanded by the producer
+ * warpgroup, one row a thread. The expansion's share of a k block falls to a third at 128 x 256 (A's 8K codes of
+ * 24K), its shared-memory traffic from ~176 KB to ~144 KB a k block (bf16: ~128 KB, NOTES.md issue 22), at twice
+ * the FP8 weight bytes in memory and in the weight stream (a bf16 GEMM's). The products and their order are scheme
+ * (b)'s: the same values in the same K order through the same consumers. */
+constexpr int kMxLandABytes = kTileM * kMxLandRowBytes; /* one stage: A's 128 rows of 64 codes (512-aligned) */
+
+#if MOK_SM90_DEVICE
+/* A's e4m3 rows [row0, +128) at k block kb into a landing stage (thread 0 of the producer warpgroup). */
+__device__ __forceinline__ void mx_load_a_block(uint8_t *dst, uint64_t *bar, const CUtensorMap *map_a, int kb,
+                                                int row0)
+{
+    mok_mbar_expect_tx(bar, (uint32_t)kMxLandABytes);
+    mok_tma_load_2d(dst, map_a, kb * kBlockK, row0, bar);
+}
+
+/* Row pt of a k block's A: both k32 halves loaded (four 16-byte loads), then converted under their scale bytes (sa2:
+ * K [0, 32) in the low byte) into the slot's row pt at the 128B swizzle. */
+template <bool kTwo>
+__device__ __forceinline__ void mx_expand_a_row(uint32_t l_at, uint8_t *slot_a, int pt, uint32_t sa2)
+{
+    const uint32_t l_row = l_at + pt * kMxLandRowBytes, s_row = mok_smem_addr(slot_a) + pt * kRowBytes;
+    uint4 v[2][2];
+    mx_load_half(v[0], l_row, pt, 0);
+    mx_load_half(v[1], l_row, pt, 1);
+    mx_convert_half<kTwo>(v[0], s_row, pt, 0, sa2 & 0xFFu);
+    mx_convert_half<kTwo>(v[1], s_row, pt, 1, sa2 >> 8);
+}
+
+/* The producer step of one k block of a kMxBBf16 instance, by every thread of the producer warpgroup: wait for the
+ * slot's release (MOK_SM90_DIAG_PRODUCER); thread 0 then raises the slot's full barrier's transaction bytes by B's
+ * (no arrive: its arrive comes after its own A row, below) and loads B (load_b: the kernel's boxes); wait for A's
+ * landing stage (MOK_SM90_DIAG_LANDING), expand this thread's A row (two multiplies per pair where a scale of the
+ * warp's rows exceeds 134: a warp vote), fence the generic writes for the async proxy, arrive (full once B's bytes
+ * have landed and all 128 have arrived, as scheme (b)'s), then the warpgroup's named barrier: the landing stage may
+ * be loaded again. */
+template <typename LoadB>
+__device__ __forceinline__ void mx_a_producer_step(const uint8_t *lnd, uint64_t *land_full_bar, uint32_t land_phase,
+                                                   uint8_t *slot_a, const RingPos &r, uint64_t *full,
+                                                   uint64_t *empty, int pt, uint32_t sa2, uint32_t b_bytes,
+                                                   LoadB load_b, struct mok_sm90_diag *diag, int stage, int tile,
+                                                   int kb)
+{
+    mok_sm90_wait(&empty[r.slot], r.phase ^ 1, diag, MOK_SM90_DIAG_PRODUCER, r.slot, tile, kb);
+    if (pt == 0) {
+        mok_mbar_expect_tx_only(&full[r.slot], b_bytes);
+        load_b(&full[r.slot]);
+    }
+    mok_sm90_wait(land_full_bar, land_phase, diag, MOK_SM90_DIAG_LANDING, stage, tile, kb);
+    const uint32_t top = max(sa2 & 0xFFu, sa2 >> 8);
+    if (__any_sync(0xFFFFFFFFu, top > 134u))
+        mx_expand_a_row<true>(mok_smem_addr(lnd), slot_a, pt, sa2);
+    else
+        mx_expand_a_row<false>(mok_smem_addr(lnd), slot_a, pt, sa2);
+    mok_fence_proxy_async_shared();
+    mok_mbar_arrive(&full[r.slot]);
+    mok_named_barrier(kMxProducerBarrier, 128);
+}
+#endif
+
 } // namespace mok_sm90

@@ -168,16 +168,15 @@ int lsa_host_supports(const struct mok_problem_spec *spec, int nranks, const int
     return 1;
 }
 
-/* mok-gemm's and the megakernel's mx_scheme and land_stages: mxfp8's forward only, land_stages with scheme (b) (one
- * candidate per configuration of the other dtypes, not one per value of a parameter they ignore) */
+/* mok-gemm's and the megakernel's mx_scheme and land_stages: mxfp8's forward only, land_stages with an expanding
+ * scheme (one candidate per configuration of the other dtypes, not one per value of a parameter they ignore) */
 static int mx_scheme_own(const struct mok_problem_spec *spec, int mx_scheme, int land_stages, char *why, int why_len)
 {
     if (mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
                   "at 0)", mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
-    if (land_stages != 0 && (mx_scheme != 1 || land_stages < 2))
-        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 (scheme (b)'s landing ring)",
-                  land_stages);
+    if (land_stages != 0 && (mx_scheme == 0 || land_stages < 2))
+        return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 or 2 (their landing ring)", land_stages);
     return 1;
 }
 
@@ -228,11 +227,11 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
         if (spec->model.hidden % 128 || spec->model.intermediate % 128)
             return no(why, why_len, "mxfp8: hidden %d and intermediate %d must be multiples of 128",
                       spec->model.hidden, spec->model.intermediate);
-        if (p.mx_scheme == 1) { /* kernels/gemm/sm90_mx_expand.cuh */
+        if (p.mx_scheme >= 1) { /* kernels/gemm/sm90_mx_expand.cuh */
             if (p.tile_m != 128 || (p.tile_n != 128 && p.tile_n != 256) || p.lockstep_k != 0 || p.cluster != 1)
-                return no(why, why_len, "mxfp8 mx_scheme 1 runs 128 x 128 or 128 x 256 tiles without lockstep or "
-                          "clusters (tile_m %d, tile_n %d, lockstep_k %d, cluster %d)", p.tile_m, p.tile_n,
-                          p.lockstep_k, p.cluster);
+                return no(why, why_len, "mxfp8 mx_scheme %d runs 128 x 128 or 128 x 256 tiles without lockstep or "
+                          "clusters (tile_m %d, tile_n %d, lockstep_k %d, cluster %d)", p.mx_scheme, p.tile_m,
+                          p.tile_n, p.lockstep_k, p.cluster);
             if (p.fp8_n != 128)
                 return no(why, why_len, "fp8_n %d applies to mx_scheme 0 only (leave it at 128)", p.fp8_n);
             return 1;

@@ -5,7 +5,8 @@
  * GEMM2 (timed with GEMM1: the quantization in GEMM1's epilogue is not written yet). dtype mxfp8: the same with the
  * kernel's mxfp8 policy (mx_scheme 0: every 32 K promoted with the row's and the column's e8m0 scales; 1: the
  * operands expanded to bf16 in shared memory for bf16 wgmma; src/problem_mxfp8.c's operands, the weights' scales in
- * the kernel's tile layout either way) and h quantized per 32 by the mxfp8 quantizer.
+ * the kernel's tile layout either way; 2: the rows expanded so, the weights' MX values expanded to bf16 here at setup,
+ * not timed, as the quantization is not) and h quantized per 32 by the mxfp8 quantizer.
  * pass bwd (bf16): the backward on the GEMM core (gemm_mok_bwd.h: dgrad with the weights read transposed, the
  * SwiGLU backward, wgrad with K = each expert's rows), from the problem's saved gate/up rows, timed whole; fwd_bwd:
  * the forward keeps GEMM1's gate/up output for it (GEMM1 unfused into gu, the SwiGLU kernel, GEMM2), then the
@@ -41,6 +42,7 @@ struct mg_state {
     uint8_t *h_fp8; /* fp8_block and mxfp8: h quantized for GEMM2, and its scales (one of the two) */
     float *h_scale;
     uint8_t *h_mx_scale;
+    uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS]; /* mx_scheme 2: every set's weights expanded to bf16 */
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
     struct mok_core_bwd_config bwd; /* pass bwd, fwd_bwd */
     uint16_t *gu, *dhp, *dgu, *hw;  /* fwd_bwd: the forward's [rows][2I] gate/up; the backward's scratch */
@@ -103,6 +105,7 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
             const uintptr_t a = 256; /* alignment only: supports() reads no operand */
             g.a_fp8 = (const uint8_t *)a, g.b_fp8 = g.a_fp8, g.a_scale = (const float *)a, g.b_scale = g.a_scale;
             g.a_mx_scale = g.a_fp8, g.b_mx_scale = g.a_fp8;
+            g.b = (const uint16_t *)a; /* mx_scheme 2's bf16 weights */
         } else {
             g.a = (const uint16_t *)(uintptr_t)256, g.b = g.a;
         }
@@ -138,6 +141,22 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
             ce = cudaMalloc((void **)&s->h_mx_scale, (size_t)p->gemm_rows * (p->inter / 32) + 16);
         else if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
+    }
+    if (ce == cudaSuccess && mx && s->cfg.mx_scheme == 2) { /* exact: mok_dequant_mxfp8_bf16 */
+        const long long E = p->experts, H = p->hidden, I = p->inter;
+        for (int set = 0; set < p->sets && ce == cudaSuccess; set++) {
+            ce = cudaMalloc((void **)&s->w13_x[set], (size_t)(E * 2 * I * H) * 2);
+            if (ce == cudaSuccess)
+                ce = cudaMalloc((void **)&s->w2_x[set], (size_t)(E * H * I) * 2);
+            if (ce == cudaSuccess)
+                ce = (cudaError_t)mok_dequant_mxfp8_bf16(p->mx.w13[set], p->mx.w13_scale[set], E * 2 * I, (int)H,
+                                                         s->w13_x[set], (mok_stream_t)s->st);
+            if (ce == cudaSuccess)
+                ce = (cudaError_t)mok_dequant_mxfp8_bf16(p->mx.w2[set], p->mx.w2_scale[set], E * H, (int)I,
+                                                         s->w2_x[set], (mok_stream_t)s->st);
+        }
+        if (ce == cudaSuccess)
+            ce = cudaStreamSynchronize(s->st);
     }
     if (ce == cudaSuccess && mok_pass_has_bwd(p->spec.pass)) {
         const size_t rows = (size_t)p->gemm_rows, I = (size_t)p->inter;
@@ -229,6 +248,8 @@ static int forward_gemms(struct mg_state *s, int set, uint16_t *h, uint16_t *y, 
     for (int part = 0; part < 2; part++) {
         struct mok_gemm_args g;
         gemm_args(s->p, set, h, s->h_fp8, s->h_scale, s->h_mx_scale, y, part == 0, &g);
+        if (s->w13_x[set]) /* mx_scheme 2: B is the weights' MX values in bf16 */
+            g.b = part == 0 ? s->w13_x[set] : s->w2_x[set], g.b_fp8 = NULL, g.b_mx_scale = NULL;
         if (timed)
             mok_slot_events_record(&s->ev, slot, part, s->st);
         int rc = s->portable ? mok_gemm_portable(&g, (mok_stream_t)s->st)
@@ -300,6 +321,10 @@ static void mg_teardown(void *state)
     cudaFree(s->h_fp8);
     cudaFree(s->h_scale);
     cudaFree(s->h_mx_scale);
+    for (int set = 0; set < MOK_MAX_SETS; set++) {
+        cudaFree(s->w13_x[set]);
+        cudaFree(s->w2_x[set]);
+    }
     cudaFree(s->gu);
     cudaFree(s->dhp);
     cudaFree(s->dgu);
