@@ -21,11 +21,12 @@ extern "C" {
  * B with one per 128 x 128 block (b_scale [B rows / 128][k/128]); fp32 accumulation promoted per 128 K; C bf16.
  * mxfp8 (OCP MX v1.0): A and B e4m3 (a_fp8, b_fp8) with one e8m0 scale byte per row per 32 K each: a_mx_scale
  * [rows_capacity][k/32] as the quantizer writes it, b_mx_scale in the GEMM's tile layout (mok_scale_mx_tiles in
- * mok_kernels.h: [B rows / 64][k / 128][256 bytes]); C bf16. The Hopper kernel runs it one of three ways
+ * mok_kernels.h: [B rows / 64][k / 128][256 bytes]); C bf16. The Hopper kernel runs it one of four ways
  * (mok_gemm_sm90_config.mx_scheme): every 32 K's e4m3 product promoted into fp32 with both scales, or the operands
  * expanded to bf16 (e4m3 x 2^scale) in shared memory and multiplied by bf16 wgmma; or (mx_scheme 2) A expanded so
  * and B given as the weights' MX values already in bf16 (b, [groups][B rows][k]: mok_dequant_mxfp8_bf16 of b_fp8,
- * exact), b_fp8 and b_mx_scale unused. */
+ * exact), b_fp8 and b_mx_scale unused; or (mx_scheme 3) A expanded into the consumer threads' registers and B so,
+ * K permuted within each 64-K block (mok_expand_mxfp8_bf16_k64perm). */
 enum mok_gemm_dtype { MOK_GEMM_BF16 = 0, MOK_GEMM_FP8_BLOCK = 1, MOK_GEMM_MXFP8 = 2 };
 
 struct mok_gemm_args {
@@ -69,7 +70,9 @@ struct mok_gemm_sm90_config {
                       (0: 128) */
     int mx_scheme; /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 (128 x 128 tiles); 1 expands the
                       operands to bf16 in shared memory for bf16 wgmma (tile_n 128 or 256); 2 expands A so, B read in
-                      bf16 (the weights expanded at setup). 0 for the other dtypes */
+                      bf16 (the weights expanded at setup); 3 expands A into the consumers' registers, B read in bf16
+                      with K permuted within each 64-K block (mok_expand_mxfp8_bf16_k64perm). 0 for the other
+                      dtypes */
     int land_stages; /* mx_scheme 1 and 2: the e4m3 landing ring's depth, 2..4 (0: as deep as fits beside two bf16
                         slots, or beside `stages`); 0 otherwise */
     int lean;        /* fp8_block's 128 x 256 tiles: 1 the lean layout (two consumer warpgroups, 256 threads, one

@@ -287,6 +287,11 @@ int mok_quant_fp8_block_weights_bf16(const uint16_t *w, long long mats, int rows
  * and out 16-byte aligned. What an MX-emulating baseline runs before bf16 GEMMs (cublas-gemm's mxfp8). */
 int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
                            mok_stream_t stream);
+/* The same values with K permuted within each 64-K block as mok's mxfp8 mx_scheme 3 reads its B (mok_mx_k64_pos in
+ * kernels/gemm/mx_expand.h): q [rows][k] e4m3, scale [rows][k / 32], out [rows][k] bf16; k a multiple of 64, q and
+ * out 4-byte aligned. Bits as mok's expansion gives them (mok_mx_expand4). */
+int mok_expand_mxfp8_bf16_k64perm(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
+                                  mok_stream_t stream);
 
 /* ---- FP8 rows on the wire (kernels/util/fp8_rows.cu): a wire row is a token row's k e4m3 bytes, then its k / 32
  * bytes of scales (fp8_block: k / 128 fp32; mxfp8: k / 32 e8m0), padded to wire_bytes (a multiple of 16, >= k + k /

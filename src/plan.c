@@ -169,11 +169,11 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
                                                                        * keeps its forward's gate/up rows too */
         return t * k * (i + i + 2 * i + i) * 2 + (mok_pass_has_fwd(spec->pass) ? t * k * 2 * i * 2 : 0);
     if (!strcmp(impl, "mok-gemm")) /* SwiGLU's output only: GEMM1's stays in registers (FP8: and h quantized;
-                                    * mxfp8's mx_scheme 2: every set's weights expanded to bf16) */
+                                    * mxfp8's mx_scheme 2 and 3: every set's weights expanded to bf16) */
         return t * k * i * 2 + (spec->dtype == MOK_DTYPE_FP8_BLOCK ? t * k * i * (1 + 4.0 / 128)
                                 : spec->dtype == MOK_DTYPE_MXFP8   ? t * k * i * (1 + 1.0 / 32)
                                                                    : 0) +
-               (spec->dtype == MOK_DTYPE_MXFP8 && mok_params_mok_gemm(params).mx_scheme == 2
+               (spec->dtype == MOK_DTYPE_MXFP8 && mok_params_mok_gemm(params).mx_scheme >= 2
                     ? sets * (double)m->experts * 3 * h * i * 2
                     : 0);
     if (!strcmp(impl, "lsa-layer") || !strcmp(impl, "megakernel")) { /* lsa with slots, plus experts' h and out */

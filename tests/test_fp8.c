@@ -1,7 +1,8 @@
 /* test_fp8: the host reference of the FP8 formats (src/fp8.h), on cases worked by hand: every e4m3 code round
  * trips, ties go to even (normals and subnormals), saturation at 448, the mxfp8 scale rounds up so nothing
  * saturates, a block of zeros gets scale 1, non-finite input is refused; mxfp8's dequantization and the scale tile
- * layout of mok's GEMM; scheme (b)'s bf16 conversion (kernels/gemm/mx_expand.h) for every code and scale. */
+ * layout of mok's GEMM; scheme (b)'s bf16 conversion (kernels/gemm/mx_expand.h) for every code and scale;
+ * mx_scheme 3's K order (mok_mx_k64_pos) a permutation placing each pair where the register fragment wants it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +88,20 @@ static void test_mx_expand(void)
               mok_mx_expand_bf16(0x7E, 135) == 0x47E0,
           "hand cases: %04x %04x %04x", mok_mx_expand_bf16(0x38, 127), mok_mx_expand_bf16(0x01, 7),
           mok_mx_expand_bf16(0x7E, 135));
+    /* mx_scheme 3's K order: a permutation of the 64 places, each word's pairs where the register fragment wants
+     * them (natural 16 q + 4 kk + {0, 1} at 16 kk + 2q + {0, 1}, + {2, 3} at 16 kk + 2q + 8 + {0, 1}) */
+    int seen[64] = {0}, wrong = 0;
+    for (int n = 0; n < 64; n++) {
+        const int pos = mok_mx_k64_pos(n), q = n / 16, kk = n % 16 / 4, j = n % 4;
+        if (pos >= 0 && pos < 64)
+            seen[pos]++;
+        wrong += pos != 16 * kk + 2 * q + (j < 2 ? j : 8 + j - 2);
+    }
+    int twice = 0;
+    for (int i = 0; i < 64; i++)
+        twice += seen[i] != 1;
+    CHECK(twice == 0 && wrong == 0, "mok_mx_k64_pos: %d places not hit exactly once, %d off the fragment's", twice,
+          wrong);
 }
 
 int main(void)

@@ -2,7 +2,8 @@
  *   1. the reference GEMM (mok_ref_gemm_mxfp8) against a host double GEMM of the host-dequantized operands, to 1e-5
  *      of max |ref|, m = 1, 37, 200, n = 256, k = 384, a magnitude per 32-block from 2^-6 to 2^6; two wrong
  *      readings of the scales (every row taking row 0's, the weights' scales one per 128 K) must miss by far more;
- *   2. the dequantization to bf16 (mok_dequant_mxfp8_bf16), bit for bit the host's exact values;
+ *   2. the dequantization to bf16 (mok_dequant_mxfp8_bf16), bit for bit the host's exact values, and mx_scheme 3's
+ *      weight expansion (mok_expand_mxfp8_bf16_k64perm) bit for bit the host model's values at their permuted places;
  *   3. the GEMM's B-scale tile layout (mok_scale_mx_tiles), byte for byte the host's, plain and paired halves;
  *   4. scheme (b)'s conversion (kernels/gemm/mx_expand.h) on the device for every code and every scale 0..254, bit
  *      for bit its host model (mok_mx_expand_bf16, itself checked against src/fp8.c's decoder by test_fp8);
@@ -13,7 +14,8 @@
  *      and 128 columns; mx_scheme 1 (expanded to bf16) on 128 x 128 and 128 x 256 tiles, and with A's blocks scaled
  *      past 2^7 (scale bytes above 134: the conversion's two multiplies); mx_scheme 2 (A expanded, B's MX values in
  *      bf16 from mok_dequant_mxfp8_bf16) the same, and bit for bit mx_scheme 1's output on the same operands (the
- *      same values through the same consumers).
+ *      same values through the same consumers); mx_scheme 3 (A into registers, B from mok_expand_mxfp8_bf16_k64perm)
+ *      the same against the host (not bitwise: its K order differs within each wgmma step).
  * Exit 0 pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -130,6 +132,17 @@ static void test_dequant(const uint8_t *qa, const uint8_t *sa)
     CHECK(inexact == 0, "dequant: %d host values not exact in bf16 (the test's data)", inexact);
     CHECK(bad == 0, "dequant: %d of %d values differ from the host's", bad, M_MAX * K);
     CHECK(mok_dequant_mxfp8_bf16(dq, ds, 1, 100, dout, NULL) == (int)cudaErrorInvalidValue, "k 100 accepted");
+    /* mx_scheme 3's weight expansion: the same values, K permuted within each 64-K block (mok_mx_k64_pos) */
+    CHECK(mok_expand_mxfp8_bf16_k64perm(dq, ds, M_MAX, K, dout, NULL) == 0 && cudaDeviceSynchronize() == cudaSuccess,
+          "k64perm launch");
+    cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost);
+    bad = 0;
+    for (int r = 0; r < M_MAX; r++)
+        for (int col = 0; col < K; col++)
+            bad += got[(size_t)r * K + (col & ~63) + mok_mx_k64_pos(col & 63)] !=
+                   mok_mx_expand_bf16(qa[(size_t)r * K + col], sa[(size_t)r * NB + col / 32]);
+    CHECK(bad == 0, "k64perm: %d of %d values differ from the host model's at their permuted place", bad, M_MAX * K);
+    CHECK(mok_expand_mxfp8_bf16_k64perm(dq, ds, 1, 96, dout, NULL) == (int)cudaErrorInvalidValue, "k 96 accepted");
     cudaFree(dq), cudaFree(ds), cudaFree(dout);
 }
 
@@ -240,18 +253,19 @@ static void test_kernel(int swiglu, int fp8_n, int stages, int scheme, int tile_
     uint8_t *dqb = dev_copy(qb, (size_t)G * b_rows * KK), *dtb = dev_copy(tb, (size_t)G * b_rows * kb);
     uint16_t *dc = dev_copy(NULL, 2 * (size_t)ROWS_CAP * n_out);
     int32_t *doff = dev_copy(offset, sizeof offset);
-    /* mx_scheme 2: B's MX values in bf16, from the plain scales */
-    uint8_t *dsb = scheme == 2 ? dev_copy(sb, (size_t)G * b_rows * kb) : NULL;
-    uint16_t *dbx = scheme == 2 ? dev_copy(NULL, 2 * (size_t)G * b_rows * KK) : NULL;
-    CHECK(dqa && dsa && dqb && dtb && dc && doff && (scheme != 2 || (dsb && dbx)), "kernel: allocation");
-    if (scheme == 2)
-        CHECK(mok_dequant_mxfp8_bf16(dqb, dsb, (long long)G * b_rows, KK, dbx, NULL) == 0 &&
+    /* mx_scheme 2 and 3: B's MX values in bf16, from the plain scales (3: K permuted) */
+    uint8_t *dsb = scheme >= 2 ? dev_copy(sb, (size_t)G * b_rows * kb) : NULL;
+    uint16_t *dbx = scheme >= 2 ? dev_copy(NULL, 2 * (size_t)G * b_rows * KK) : NULL;
+    CHECK(dqa && dsa && dqb && dtb && dc && doff && (scheme < 2 || (dsb && dbx)), "kernel: allocation");
+    if (scheme >= 2)
+        CHECK((scheme == 3 ? mok_expand_mxfp8_bf16_k64perm : mok_dequant_mxfp8_bf16)(
+                  dqb, dsb, (long long)G * b_rows, KK, dbx, NULL) == 0 &&
                   cudaDeviceSynchronize() == cudaSuccess,
               "kernel: B expanded to bf16");
     struct mok_gemm_args args = {.c = dc, .offset = doff, .groups = G, .rows_capacity = ROWS_CAP, .n_out = n_out,
                                  .k = KK, .swiglu = swiglu, .dtype = MOK_GEMM_MXFP8, .a_fp8 = dqa, .b_fp8 = dqb,
                                  .a_mx_scale = dsa, .b_mx_scale = dtb};
-    if (scheme == 2)
+    if (scheme >= 2)
         args.b = dbx, args.b_fp8 = NULL, args.b_mx_scale = NULL;
     struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tile_n, .stages = stages, .fp8_n = fp8_n,
                                        .mx_scheme = scheme};
@@ -321,12 +335,12 @@ int main(void)
             for (int stages = 0; stages <= 2; stages += 2) {
                 for (int n = 64; n <= 128; n += 64)
                     test_kernel(swiglu, n, stages, 0, 128, 0);
-                for (int scheme = 1; scheme <= 2; scheme++)
+                for (int scheme = 1; scheme <= 3; scheme++)
                     for (int tile_n = 128; tile_n <= 256; tile_n += 128)
                         test_kernel(swiglu, 128, stages, scheme, tile_n, 0);
             }
         for (int swiglu = 0; swiglu < 2; swiglu++) /* the two-multiply range, against scheme (a) alike */
-            for (int scheme = 0; scheme < 3; scheme++)
+            for (int scheme = 0; scheme < 4; scheme++)
                 test_kernel(swiglu, 128, 0, scheme, scheme ? 256 : 128, 24);
     } else {
         printf("note: not sm_90 (sm_%d0): mok's mxfp8 kernel not run\n", major);

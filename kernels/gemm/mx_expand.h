@@ -135,4 +135,16 @@ static inline MOK_MX_HD uint16_t mok_mx_expand_bf16(uint8_t code, uint8_t s)
     return (uint16_t)mok_mx_expand4(code, s).lo;
 }
 
+/* mx_scheme 3's K order within each 64-K block (kernels/gemm/sm90_mx_rega.cuh): the logical place of natural K n
+ * (0..63). A consumer thread's A fragment of wgmma step kk (0..3) holds the K pairs {2q, 2q + 1} and {2q + 8, 2q + 9}
+ * (q = lane % 4) of its rows; filled from one 16-byte chunk of the e4m3 row (natural K [16 q, 16 q + 16)), word kk of
+ * it (natural 16 q + 4 kk + j, j = 0..3) gives {2q, 2q + 1} the codes j = 0, 1 and {2q + 8, 2q + 9} the codes j = 2,
+ * 3. So natural 16 q + 4 kk + j sits at 16 kk + 2 q + (j & 1) + 8 (j >> 1); B's rows are stored in that order (any
+ * one order of K for both operands gives the same products). */
+static inline MOK_MX_HD int mok_mx_k64_pos(int n)
+{
+    const int q = n >> 4, kk = (n >> 2) & 3, j = n & 3;
+    return 16 * kk + 2 * q + (j & 1) + 8 * (j >> 1);
+}
+
 #endif

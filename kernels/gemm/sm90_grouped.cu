@@ -31,6 +31,9 @@
  * consumers and the epilogue are the bf16 instance's. mx_scheme 2: B is the weights' MX values already expanded to bf16
  * (at setup, by the caller: mok_mx_expand_rows_bf16), loaded by TMA as the bf16 instance loads it; only A lands and
  * is expanded, and each slot's full barrier also counts B's TMA bytes (thread 0 adds them before the loads).
+ * mx_scheme 3 (sm90_mx_rega.cuh): the bf16 instance's producer loads A's e4m3 rows and B's bf16 (K permuted within
+ * each 64-K block at setup: mok_expand_mxfp8_bf16_k64perm), and each consumer thread expands its A fragment into
+ * registers, wgmma reading A from there.
  *
  * Rows of a tile past its group's end are loaded anyway (they belong to the next group, or lie outside A and
  * TMA fills them with zeros) and computed, but never stored: every store is guarded by row < offset[g+1].
@@ -53,6 +56,7 @@
 #include "common/common.cuh"
 #include "gemm/sm90_core.cuh"
 #include "gemm/sm90_mx_expand.cuh"
+#include "gemm/sm90_mx_rega.cuh"
 #include "mok_gemm.h"
 #include "common/sm90_ptx.cuh"
 
@@ -79,10 +83,15 @@ void say(char *why, int why_len, const char *fmt, ...)
  * (the small groups' tile: the warpgroups split the columns); fp8_block's and mxfp8's 128 x 128 with products of 64
  * or 128 columns, and fp8_block's 128 x 256 in the lean layout (sm90_core.cuh, lean_layout); mxfp8 scheme (b)'s
  * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh), with B in
- * bf16 (b_bf16: mx_scheme 2) or e4m3. */
+ * bf16 (b_bf16: mx_scheme 2) or e4m3; mx_scheme 3's 128 x 128 and 128 x 256 (rega: A in registers). */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false,
-                       bool expand = false, bool lean = false, bool b_bf16 = false)
+                       bool expand = false, bool lean = false, bool b_bf16 = false, bool rega = false)
 {
+    if (rega)
+        return tile_n == 256 ? reinterpret_cast<const void *>(
+                                   &gemm_sm90_kernel<128, 256, 0, false, false, false, false, false, true>)
+                             : reinterpret_cast<const void *>(
+                                   &gemm_sm90_kernel<128, 128, 0, false, false, false, false, false, true>);
     if (expand && b_bf16)
         return tile_n == 256
                    ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true, false, true>)
@@ -126,6 +135,12 @@ bool mx_b_bf16(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config 
     return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 2;
 }
 
+/* mx_scheme 3: the kMxRegA instances (A expanded into the consumers' registers, B in bf16). */
+bool mx_rega(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c)
+{
+    return g->dtype == MOK_GEMM_MXFP8 && c->mx_scheme == 3;
+}
+
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
  * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). mxfp8 scheme
  * (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to kMxLandMax, beside
@@ -138,9 +153,10 @@ struct Ring {
 
 Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
 {
-    const bool ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex, land_a = mx_b_bf16(g, c);
+    const bool rega = mx_rega(g, c), ex = mx_expand(g, c), mx = g->dtype == MOK_GEMM_MXFP8 && !ex && !rega;
+    const bool land_a = mx_b_bf16(g, c);
     auto fits = [&](int s, int l) {
-        return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l, land_a) <= limit;
+        return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l, land_a, rega) <= limit;
     };
     Ring r = {c->stages, ex ? c->land_stages : 0};
     if (land_a) { /* B's TMA wants the slots' lead: the bf16 ring first (beside two landing stages), then the rest */
@@ -215,18 +231,21 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "dtype %d: bf16 (0), fp8_block (1) or mxfp8 (2)", (int)g->dtype);
         return cudaErrorInvalidValue;
     }
-    if (c->mx_scheme < 0 || c->mx_scheme > 2 || (c->mx_scheme && !mx)) {
-        say(why, why_len, "mx_scheme %d: 0 (promote per 32 K), or with dtype mxfp8 1 (expand to bf16) or 2 (expand A, "
-            "B given in bf16) (dtype %d)", c->mx_scheme, (int)g->dtype);
+    if (c->mx_scheme < 0 || c->mx_scheme > 3 || (c->mx_scheme && !mx)) {
+        say(why, why_len, "mx_scheme %d: 0 (promote per 32 K), or with dtype mxfp8 1 (expand to bf16), 2 (expand A, "
+            "B given in bf16) or 3 (A into registers, B given in bf16, K permuted) (dtype %d)", c->mx_scheme,
+            (int)g->dtype);
         return cudaErrorInvalidValue;
     }
-    const bool ex = mx && c->mx_scheme >= 1, b_bf16 = mx && c->mx_scheme == 2;
+    const bool ex = mx && (c->mx_scheme == 1 || c->mx_scheme == 2), b_bf16 = mx && c->mx_scheme >= 2;
+    const bool rega = mx && c->mx_scheme == 3;
     if (c->land_stages != 0 && (!ex || c->land_stages < kMxLandMin || c->land_stages > kMxLandMax)) {
         say(why, why_len, "land_stages %d: 0 (as many as fit), or %d..%d with mxfp8's mx_scheme 1 or 2 (its landing "
             "ring)", c->land_stages, kMxLandMin, kMxLandMax);
         return cudaErrorInvalidValue;
     }
-    if (ex && (c->tile_m != 128 || c->lockstep || cluster_of(c) != 1 || (c->fp8_n != 0 && c->fp8_n != 128))) {
+    if ((ex || rega) &&
+        (c->tile_m != 128 || c->lockstep || cluster_of(c) != 1 || (c->fp8_n != 0 && c->fp8_n != 128))) {
         /* scheme (b): thread 0 of the producer loads its own landing stages (no multicast), no lockstep barrier */
         say(why, why_len, "mxfp8 mx_scheme %d runs 128 x 128 or 128 x 256 tiles without lockstep or clusters, fp8_n "
             "unused (tile %d x %d, lockstep %d, cluster_m %d, fp8_n %d)", c->mx_scheme, c->tile_m, c->tile_n,
@@ -235,7 +254,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     if (mx) {
         /* one CTA loads its own B scales (no multicast of them is written): no clusters */
-        if (!ex && (c->tile_m != 128 || c->tile_n != 128 || c->lockstep || cluster_of(c) != 1)) {
+        if (!ex && !rega && (c->tile_m != 128 || c->tile_n != 128 || c->lockstep || cluster_of(c) != 1)) {
             say(why, why_len, "mxfp8 runs 128 x 128 tiles without lockstep or clusters (tile %d x %d, lockstep %d, "
                 "cluster_m %d)", c->tile_m, c->tile_n, c->lockstep, c->cluster_m);
             return cudaErrorInvalidValue;
@@ -245,7 +264,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
             return cudaErrorInvalidValue;
         }
         if (b_bf16 && (!g->a_fp8 || !g->a_mx_scale || !g->b)) {
-            say(why, why_len, "mxfp8 mx_scheme 2 needs a_fp8, a_mx_scale and b (the weights' MX values in bf16)");
+            say(why, why_len, "mxfp8 mx_scheme %d needs a_fp8, a_mx_scale and b (the weights' MX values in bf16%s)",
+                c->mx_scheme, rega ? ", K permuted" : "");
             return cudaErrorInvalidValue;
         }
         if (!b_bf16 && (!g->a_fp8 || !g->b_fp8 || !g->a_mx_scale || !g->b_mx_scale)) {
@@ -301,7 +321,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, g->b_transposed, ex,
-                                              c->lean != 0, b_bf16)) != cudaSuccess) {
+                                              c->lean != 0, b_bf16, rega)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -393,7 +413,8 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     }
     size_t limit = smem_limit(optin);
     const Ring ring = resolve_ring(g, c, limit);
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex, ring.land, b_bf16);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex && !rega, ring.land,
+                             b_bf16 && !rega, rega);
     if (smem > limit) {
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + %d landing stages "
             "of %d bytes + prefix of %d groups)", smem, limit, ring.stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
@@ -559,10 +580,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     CUtensorMap map_a, map_b, map_c;
     int b_rows = g->groups * (g->swiglu ? 2 : 1) * g->n_out;
     const bool mx = g->dtype == MOK_GEMM_MXFP8, fp8 = g->dtype == MOK_GEMM_FP8_BLOCK || mx;
-    const bool bt = g->b_transposed != 0, ex = mx_expand(g, c), b_bf16 = mx_b_bf16(g, c);
-    const bool b_e4m3 = fp8 && !b_bf16; /* mx_scheme 2 reads B in bf16 */
+    const bool bt = g->b_transposed != 0, ex = mx_expand(g, c), rega = mx_rega(g, c);
+    const bool b_bf16 = mx_b_bf16(g, c) || rega;
+    const bool b_e4m3 = fp8 && !b_bf16; /* mx_scheme 2 and 3 read B in bf16 */
     if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
-                    (uint32_t)c->tile_m, fp8, 0, ex) ||
+                    (uint32_t)c->tile_m, fp8, 0, ex || rega) ||
         /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
         (bt && !encode_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
         (!bt && !encode_map(&map_b, b_e4m3 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
@@ -572,7 +594,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
-    if (mx && !ex && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
+    if (mx && !ex && !rega && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
     if (ex && !b_bf16 && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
                                    kMxLandScaleRow, (uint32_t)c->tile_n / 64))
@@ -585,9 +607,10 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         return (int)cudaGetLastError();
     const Ring ring = resolve_ring(g, c, smem_limit(optin));
     const int stages = ring.stages;
-    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex, ring.land, b_bf16);
+    size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex && !rega, ring.land,
+                             b_bf16 && !rega, rega);
     cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16),
+        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16, rega),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -596,7 +619,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = mok_sm90::diag_record(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16);
+    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16, rega);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -643,12 +666,19 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
                        g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
                        g->a_mx_scale, map_bs, ring.land)
+#define MOK_LAUNCH_SM90_REGA(TN)                                                                                 \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, false, false, false, true>, map_a, map_b,      \
+                       map_c, g->c, g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, \
+                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
+                       g->a_mx_scale, map_bs, 0)
 #define MOK_LAUNCH_SM90_LEAN(FP8N)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, FP8N, false, false, false, true>, map_a, map_b, map_c, g->c,  \
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
                        g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
                        g->a_mx_scale, map_bs, 0)
-    if (b_bf16)
+    if (rega)
+        e = c->tile_n == 256 ? MOK_LAUNCH_SM90_REGA(256) : MOK_LAUNCH_SM90_REGA(128);
+    else if (b_bf16)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND_A(256) : MOK_LAUNCH_SM90_EXPAND_A(128);
     else if (ex)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
@@ -677,6 +707,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 #undef MOK_LAUNCH_SM90
 #undef MOK_LAUNCH_SM90_EXPAND
 #undef MOK_LAUNCH_SM90_EXPAND_A
+#undef MOK_LAUNCH_SM90_REGA
 #undef MOK_LAUNCH_SM90_LEAN
     if (e != cudaSuccess)
         return (int)e;

@@ -21,12 +21,13 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
  * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
  * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); mx_scheme 2 (land_a): stages of A's rows
- * only; land 0 for the other instances. */
+ * only; land 0 for the other instances. mx_scheme 3 (rega): A's slots hold its e4m3 codes, 64 bytes a row. */
 size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0,
-                  bool land_a = false)
+                  bool land_a = false, bool rega = false)
 {
     const size_t land_bytes = land_a ? (size_t)kMxLandABytes : (size_t)mx_land_stage_bytes(tile_n);
-    return 1024 + (size_t)stages * ((size_t)tile_m * kRowBytes + (size_t)tile_n * kRowBytes) +
+    const size_t a_row = rega ? (size_t)kMxLandRowBytes : (size_t)kRowBytes; /* mx_scheme 3: A's e4m3 codes */
+    return 1024 + (size_t)stages * ((size_t)tile_m * a_row + (size_t)tile_n * kRowBytes) +
            (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
            (size_t)land * (land_bytes + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
@@ -304,9 +305,13 @@ __device__ __forceinline__ void mx_expand_a_loop(const CUtensorMap *map_a, const
  * producer warpgroup expands them into the bf16 slots, whose full barriers count its 128 threads; the consumers and
  * the epilogue are the bf16 instance's.
  * kMxBBf16 (with kMxExpand): mx_scheme 2. B is bf16 (the weights' MX values expanded at setup), map_b the bf16
- * instance's; only A lands and is expanded; the full barriers count the 128 arrivals and B's TMA bytes. */
+ * instance's; only A lands and is expanded; the full barriers count the 128 arrivals and B's TMA bytes.
+ * kMxRegA (kFp8N 0, 128 x 128 or 128 x 256, no clusters or lockstep): mx_scheme 3, sm90_mx_rega.cuh. The bf16
+ * instance's producer loads A's e4m3 rows (map_a in 64-byte boxes, 64B-swizzled: 8 KiB A slots) and B in bf16 (the
+ * weights' MX values with K permuted within each 64-K block); each consumer thread expands its A fragment into
+ * registers for wgmma's register operand; the epilogue is the bf16 instance's. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false,
-          bool kLeanReq = false, bool kMxBBf16 = false>
+          bool kLeanReq = false, bool kMxBBf16 = false, bool kMxRegA = false>
 __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, kLeanReq) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -339,9 +344,10 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     static_assert(!kBT || (!kFp8 && TILE_M == 128), "dgrad (kBT) runs bf16 128-row tiles");
     static_assert(!kMxExpand || (!kFp8 && !kBT && TILE_M == 128), "mxfp8 scheme (b) runs 128-row tiles, bf16 slots");
     static_assert(!kMxBBf16 || kMxExpand, "mx_scheme 2 is scheme (b) with B in bf16");
+    static_assert(!kMxRegA || (!kFp8 && !kBT && !kMxExpand && TILE_M == 128), "mx_scheme 3 runs 128-row tiles");
     constexpr int kLandBytes = kMxBBf16 ? kMxLandABytes : mx_land_stage_bytes(TILE_N); /* one landing stage */
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
-    constexpr int kSlotA = TILE_M * kRowBytes;  /* 8, 16 or 32 KiB */
+    constexpr int kSlotA = kMxRegA ? kMxRegASlotBytes : TILE_M * kRowBytes; /* 8, 16 or 32 KiB (mx_scheme 3: codes) */
     constexpr int kSlotBBytes = TILE_N * kRowBytes;
     constexpr int kSub = kSplitN ? 1 : TILE_M / 128; /* 64-row wgmma sub-tiles per consumer warpgroup */
     constexpr int kWgN = kSplitN ? TILE_N / 2 : TILE_N; /* columns of the accumulator tile a warpgroup computes */
@@ -519,6 +525,16 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                                                 cwg * (TILE_M / 2) * kRowBytes, kSlotA, smem_b, kSlotBBytes, smem_bs,
                                                 lane, diag, role, t, a_mx_scale + (size_t)ra * (k / 32),
                                                 (rb - ra) * (k / 32));
+            } else if constexpr (kMxRegA) {
+                /* rows r0 and r0 + 8 of the tile, chunk q (sm90_mx_rega.cuh), their scale bytes of chunk q's k32
+                 * blocks (rows past the allocation read the last row's: never stored) */
+                const int r0 = cwg * 64 + wq * 16 + lane / 4, q = lane % 4;
+                const int ra = min(p.row0 + r0, rows_capacity - 1), rb = min(p.row0 + r0 + 8, rows_capacity - 1);
+                const MxRegA mt = {(uint32_t)(r0 * kMxLandRowBytes + ((q ^ ((r0 >> 1) & 3)) << 4)),
+                                   (uint32_t)((r0 + 8) * kMxLandRowBytes + ((q ^ (((r0 + 8) >> 1) & 3)) << 4)),
+                                   a_mx_scale + (size_t)ra * (k / 32) + q / 2, a_mx_scale + (size_t)rb * (k / 32) + q / 2};
+                consume_tile_mx_rega<TILE_N>(ring, stages, full, empty, acc[0], k_blocks, smem_a, smem_b, mt, lane, diag,
+                                             role, t);
             } else if constexpr (kFp8) {
                 /* this thread's two rows' scales, k_blocks per row (rows past the allocation read the last row's: never
                  * stored) */

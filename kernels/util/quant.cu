@@ -4,10 +4,11 @@
  * Rows: mxfp8 one thread per scale block (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half
  * warp per block of 128. Weights (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large
  * model): one CTA per block, 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). And
- * mxfp8's dequantization back to bf16, which an MX-emulating baseline runs. */
+ * mxfp8's dequantization back to bf16, which an MX-emulating baseline runs, and mx_scheme 3's weight expansion. */
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
+#include "gemm/mx_expand.h"
 #include "util/fp8_quant.cuh"
 
 namespace {
@@ -169,7 +170,37 @@ __global__ void dequant_mxfp8_kernel(const uint8_t *q, const uint8_t *scale, lon
     }
 }
 
+/* mxfp8 -> bf16 with K permuted within each 64-K block (mx_scheme 3's weights, mok_mx_k64_pos): a thread per word
+ * of four codes (natural K 4w .. 4w + 3 of a row), expanded by the GEMM's own conversion (mok_mx_expand4: the bits
+ * scheme (b) would put in its slots) into its two pairs' places. */
+__global__ void expand_mxfp8_k64perm_kernel(const uint8_t *q, const uint8_t *scale, long long words, int k,
+                                            uint16_t *out)
+{
+    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += (long long)gridDim.x * blockDim.x) {
+        const long long e = 4 * w, row = e / k;
+        const int col = (int)(e - row * k), n = col & 63;
+        const struct mok_mx_pair p = mok_mx_expand4(*reinterpret_cast<const uint32_t *>(q + e),
+                                                    scale[row * (k / 32) + col / 32]);
+        uint32_t *o = reinterpret_cast<uint32_t *>(out + row * k + (col - n));
+        o[mok_mx_k64_pos(n) / 2] = p.lo;
+        o[mok_mx_k64_pos(n + 2) / 2] = p.hi;
+    }
+}
+
 } // namespace
+
+extern "C" int mok_expand_mxfp8_bf16_k64perm(const uint8_t *q, const uint8_t *scale, long long rows, int k,
+                                             uint16_t *out, mok_stream_t stream)
+{
+    if (rows < 0 || k < 0 || k % 64 || (uintptr_t)q % 4 || (uintptr_t)out % 4)
+        return (int)cudaErrorInvalidValue;
+    const long long words = rows * (k / 4);
+    if (words == 0)
+        return 0;
+    expand_mxfp8_k64perm_kernel<<<mok_blocks_for((size_t)words, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(
+        q, scale, words, k, out);
+    return MOK_LAUNCH_RESULT();
+}
 
 extern "C" int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
                                       mok_stream_t stream)

@@ -131,15 +131,15 @@ mok_step() {
     h1bwdlayer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer.json # one GPU: the layers' bwd and fwd_bwd (nccl, nccl-overlap) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
       $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-zipf.json;;
     h1bwdlayermok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mok.json;; # one GPU: the layers' bwd and fwd_bwd with gemm=mok (mok's GEMM core, grouped), the shapes of h1bwdlayer (run beside it)
-    refmx) "$DEV/bin/test_gpu_mxfp8";; # mxfp8 against the host: reference GEMM, dequantization, scale tiles, scheme (b)'s conversion table, mok's mxfp8 kernel (mx_scheme 0, 1 and 2) on ragged groups
-    mxgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mxfp8-gemm" tests/gpu_mxfp8_gemm_small.json;; # mxfp8 expert GEMMs (mok's policies, mx_scheme 0, 1 and 2; cuBLAS emulated) on small ragged problems
-    mxsanitize) for tool in memcheck racecheck; do # the mxfp8 GEMMs (mok's policies, mx_scheme 0, 1 and 2; the emulation) under compute-sanitizer
+    refmx) "$DEV/bin/test_gpu_mxfp8";; # mxfp8 against the host: reference GEMM, dequantization, scale tiles, scheme (b)'s conversion table, mok's mxfp8 kernel (mx_scheme 0 to 3) on ragged groups
+    mxgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mxfp8-gemm" tests/gpu_mxfp8_gemm_small.json;; # mxfp8 expert GEMMs (mok's policies, mx_scheme 0 to 3; cuBLAS emulated) on small ragged problems
+    mxsanitize) for tool in memcheck racecheck; do # the mxfp8 GEMMs (mok's policies, mx_scheme 0 to 3; the emulation) under compute-sanitizer
         timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
           -n 1 -o "$R/mx-san-$tool" tests/gpu_mxfp8_sanitize.json > "$R/mx-sanitize-$tool.log" 2>&1
         echo "compute-sanitizer $tool (mxfp8) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mx-sanitize-$tool.log" | sort | uniq -c | head
       done;;
     h1mxgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-mxfp8-gemm.json;; # one GPU: bf16, fp8_block and mxfp8 (mx_scheme 0 and 1) expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B (64) shapes
-    mxscheme2) $MPIRUN -np 1 "$BIN" -o "$R" configs/gemm-mx-scheme2.json;; # one GPU: mok-gemm's mxfp8 mx_scheme 1 and 2 beside its bf16 GEMMs at the DeepSeek-V3 (128 experts) and Qwen3-235B (64) shapes
+    mxschemes) $MPIRUN -np 1 "$BIN" -o "$R" configs/gemm-mx-schemes.json;; # one GPU: mok-gemm's mxfp8 mx_scheme 1, 2 and 3 beside its bf16 GEMMs at the DeepSeek-V3 (128 experts) and Qwen3-235B (64) shapes
     bwdgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-gemm" tests/gpu_bwd_gemm_small.json;; # the expert GEMMs' backward on small ragged problems, every output checked
     growshrink) for m in layer gemm comm; do # every mode over problems that grow and shrink (issue 19 item 8)
         sh tests/gpu_impls.sh "$BIN" . "$R/gpu-grow-shrink-$m" "tests/gpu_grow_shrink_$m.json"; echo "grow/shrink $m rc=$?"

@@ -175,7 +175,7 @@ static int mx_scheme_own(const struct mok_problem_spec *spec, int mx_scheme, int
     if (mx_scheme != 0 && (spec->dtype != MOK_DTYPE_MXFP8 || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "mx_scheme %d applies to dtype mxfp8's forward only (this problem: %s %s; leave it "
                   "at 0)", mx_scheme, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
-    if (land_stages != 0 && (mx_scheme == 0 || land_stages < 2))
+    if (land_stages != 0 && (mx_scheme == 0 || mx_scheme == 3 || land_stages < 2))
         return no(why, why_len, "land_stages %d: 0, or 2..4 with mx_scheme 1 or 2 (their landing ring)", land_stages);
     return 1;
 }

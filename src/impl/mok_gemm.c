@@ -6,7 +6,8 @@
  * kernel's mxfp8 policy (mx_scheme 0: every 32 K promoted with the row's and the column's e8m0 scales; 1: the
  * operands expanded to bf16 in shared memory for bf16 wgmma; src/problem_mxfp8.c's operands, the weights' scales in
  * the kernel's tile layout either way; 2: the rows expanded so, the weights' MX values expanded to bf16 here at setup,
- * not timed, as the quantization is not) and h quantized per 32 by the mxfp8 quantizer.
+ * not timed, as the quantization is not; 3: the rows expanded into the consumers' registers, the weights so expanded
+ * with K permuted within each 64-K block) and h quantized per 32 by the mxfp8 quantizer.
  * pass bwd (bf16): the backward on the GEMM core (gemm_mok_bwd.h: dgrad with the weights read transposed, the
  * SwiGLU backward, wgrad with K = each expert's rows), from the problem's saved gate/up rows, timed whole; fwd_bwd:
  * the forward keeps GEMM1's gate/up output for it (GEMM1 unfused into gu, the SwiGLU kernel, GEMM2), then the
@@ -42,7 +43,7 @@ struct mg_state {
     uint8_t *h_fp8; /* fp8_block and mxfp8: h quantized for GEMM2, and its scales (one of the two) */
     float *h_scale;
     uint8_t *h_mx_scale;
-    uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS]; /* mx_scheme 2: every set's weights expanded to bf16 */
+    uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS]; /* mx_scheme 2, 3: every set's weights expanded to bf16 */
     struct mok_slot_events ev; /* marks: start, GEMM1 done, GEMM2 done (bwd: start and end) */
     struct mok_core_bwd_config bwd; /* pass bwd, fwd_bwd */
     uint16_t *gu, *dhp, *dgu, *hw;  /* fwd_bwd: the forward's [rows][2I] gate/up; the backward's scratch */
@@ -142,18 +143,20 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         else if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
     }
-    if (ce == cudaSuccess && mx && s->cfg.mx_scheme == 2) { /* exact: mok_dequant_mxfp8_bf16 */
+    if (ce == cudaSuccess && mx && s->cfg.mx_scheme >= 2) { /* exact; mx_scheme 3 in its K order */
         const long long E = p->experts, H = p->hidden, I = p->inter;
+        int (*expand)(const uint8_t *, const uint8_t *, long long, int, uint16_t *, mok_stream_t) =
+            s->cfg.mx_scheme == 3 ? mok_expand_mxfp8_bf16_k64perm : mok_dequant_mxfp8_bf16;
         for (int set = 0; set < p->sets && ce == cudaSuccess; set++) {
             ce = cudaMalloc((void **)&s->w13_x[set], (size_t)(E * 2 * I * H) * 2);
             if (ce == cudaSuccess)
                 ce = cudaMalloc((void **)&s->w2_x[set], (size_t)(E * H * I) * 2);
             if (ce == cudaSuccess)
-                ce = (cudaError_t)mok_dequant_mxfp8_bf16(p->mx.w13[set], p->mx.w13_scale[set], E * 2 * I, (int)H,
-                                                         s->w13_x[set], (mok_stream_t)s->st);
+                ce = (cudaError_t)expand(p->mx.w13[set], p->mx.w13_scale[set], E * 2 * I, (int)H, s->w13_x[set],
+                                         (mok_stream_t)s->st);
             if (ce == cudaSuccess)
-                ce = (cudaError_t)mok_dequant_mxfp8_bf16(p->mx.w2[set], p->mx.w2_scale[set], E * H, (int)I,
-                                                         s->w2_x[set], (mok_stream_t)s->st);
+                ce = (cudaError_t)expand(p->mx.w2[set], p->mx.w2_scale[set], E * H, (int)I, s->w2_x[set],
+                                         (mok_stream_t)s->st);
         }
         if (ce == cudaSuccess)
             ce = cudaStreamSynchronize(s->st);
@@ -248,7 +251,7 @@ static int forward_gemms(struct mg_state *s, int set, uint16_t *h, uint16_t *y, 
     for (int part = 0; part < 2; part++) {
         struct mok_gemm_args g;
         gemm_args(s->p, set, h, s->h_fp8, s->h_scale, s->h_mx_scale, y, part == 0, &g);
-        if (s->w13_x[set]) /* mx_scheme 2: B is the weights' MX values in bf16 */
+        if (s->w13_x[set]) /* mx_scheme 2, 3: B is the weights' MX values in bf16 */
             g.b = part == 0 ? s->w13_x[set] : s->w2_x[set], g.b_fp8 = NULL, g.b_mx_scale = NULL;
         if (timed)
             mok_slot_events_record(&s->ev, slot, part, s->st);

@@ -130,11 +130,13 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(fp8_n, MOK_NUMERIC, 64, 128, 128,                                                                          \
       "dtype fp8_block (mxfp8 with mx_scheme 0): columns of each wgmma product promoted into fp32 per 128 K (per " \
       "32 K) (64: two per tile, 128: one)")                                                                      \
-    X(mx_scheme, MOK_NUMERIC, 0, 2, 0,                                                                           \
+    X(mx_scheme, MOK_NUMERIC, 0, 3, 0,                                                                           \
       "dtype mxfp8: 0, e4m3 wgmma with each 32 K's product promoted into fp32 with both scales (128 x 128 "        \
       "tiles); 1, the operands expanded to bf16 (e4m3 x 2^scale, exact) in shared memory by the producer "       \
       "warpgroup and bf16 wgmma (tile_n 128 or 256, no clusters or lockstep); 2, as 1 for the rows, the weights' " \
-      "MX values held in bf16 (expanded once at setup: twice the FP8 weight bytes) and loaded as bf16")          \
+      "MX values held in bf16 (expanded once at setup: twice the FP8 weight bytes) and loaded as bf16; 3, the "    \
+      "weights as 2 (K permuted within each 64-K block), the rows expanded by the consumer threads into "        \
+      "registers for wgmma's register operand")                                                                  \
     MOK_PARAM_LAND_STAGES(X)                                                                                      \
     X(lean, MOK_NUMERIC, 0, 1, 0,                                                                                \
       "dtype fp8_block with tile_n 256: 1, the lean layout (two consumer warpgroups, one thread issuing the "     \
