@@ -101,7 +101,10 @@ struct mok_layer_desc {
                                  split_half; the shared experts stay bf16 (their weights too). Not yet run on a GPU */
     int mx_scheme;            /* MOK_LAYER_MXFP8 only: 0, every 32 K's e4m3 product promoted into fp32 with both
                                  scales (128 x 128 tiles); 1, the e4m3 operands expanded to bf16 in shared memory and
-                                 the bf16 tiles run (exact but for values below 2^-133). Not yet run on a GPU */
+                                 the bf16 tiles run (exact but for values below 2^-133); 3, the weights given as
+                                 their MX values in bf16 (struct mok_weights' w13 and w2, from
+                                 mok_expand_weights_mxfp8: twice the FP8 weight bytes), the rows expanded by the
+                                 consumer threads into registers (not yet run on a GPU) */
     int swap_tail;            /* MOK_LAYER_BF16 forward without train or split_half: 1, an expert's last row block of
                                  at most 112 real rows runs with the weights as wgmma's M and its tokens as N
                                  (32, 64, 96 or 112 rows) instead of as a padded 128-row block (small groups). Not
@@ -121,7 +124,8 @@ struct mok_layer_desc {
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones
  * in the description's dtype: bf16 (w13, w2; the e4m3 fields NULL), fp8_block (w13_e4m3, w13_scale, w2_e4m3,
- * w2_scale) or mxfp8 (w13_e4m3, w13_mx, w2_e4m3, w2_mx); the fields of the other dtypes NULL. */
+ * w2_scale) or mxfp8 (w13_e4m3, w13_mx, w2_e4m3, w2_mx; with mx_scheme 3 w13 and w2 instead, the MX values in bf16
+ * from mok_expand_weights_mxfp8); the fields of the other dtypes NULL. */
 struct mok_weights {
     const uint16_t *w13;        /* [experts / ranks][2 * intermediate][hidden]: gate rows, then up rows */
     const uint16_t *w2;         /* [experts / ranks][hidden][intermediate] */
@@ -245,6 +249,12 @@ int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, in
  * stream; MOK_ERR_ARGUMENT when w holds inf or NaN. */
 int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, int gate_up, uint8_t *q,
                                uint8_t *scale_tiles, cudaStream_t stream, char *err, int err_len);
+/* mxfp8 weights for mx_scheme 3, from bf16: `matrices` stacked [rows][k] matrices (k a multiple of 128) quantized as
+ * mok_quantize_weights_mxfp8 does and written back as their MX values in bf16 (exact), K permuted within each 64-K
+ * block as the kernel reads them, into out (the same shape, 16-byte aligned). Allocates rows x k x 33 / 32 bytes of
+ * scratch for the call; synchronizes stream; MOK_ERR_ARGUMENT when w holds inf or NaN. */
+int mok_expand_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, uint16_t *out, cudaStream_t stream,
+                             char *err, int err_len);
 /* For checks, collective: the last full forward's SwiGLU output h per route of this rank's tokens, bf16
  * [tokens][topk][intermediate] (route (t, k) at row t x topk + k), as the experts' ranks computed it (FP8: before
  * its quantization for GEMM2). Between that forward's mok_forward_sum and the next mok_route; it moves the rows

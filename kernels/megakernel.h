@@ -97,7 +97,10 @@ struct mok_mega_args {
                                 stages, or beside `stages`; the launcher resolves it) */
     int mx_scheme;           /* mxfp8: 0 promotes each 32 K's e4m3 product into fp32 with both scales (128 x 128
                                 tiles, fp8_compute.cuh); 1 expands the e4m3 operands to bf16 in shared memory and runs
-                                the bf16 tiles and consumers (kernels/megakernel/mx_expand.cuh) */
+                                the bf16 tiles and consumers (kernels/megakernel/mx_expand.cuh); 3 runs the bf16 tiles
+                                with the rows expanded into the consumers' registers and the weights' MX values in
+                                bf16 as w13 and w2 (K permuted within each 64-K block: mok_expand_mxfp8_bf16_k64perm;
+                                w13q, w2q and their scales unused; gemm/sm90_mx_rega.cuh) */
     int fp8_tile_n;          /* fp8 1 (fp8_block): 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
                                 (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
 };

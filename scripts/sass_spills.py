@@ -5,12 +5,14 @@ Usage: sass_spills.py KERNELS.cubin [--match SUBSTRING] [--window BEFORE AFTER]
 
 Build the cubin as scripts/cubin_text_cmp.py says (nvcc -cubin -gencode arch=compute_90a,code=sm_90a ...). The build
 machine has no cuobjdump or nvdisasm, so this reads the sm_90a machine code itself: 16-byte instructions whose low
-12 bits are the opcode. Three opcodes are used, each identified here by experiment on CUDA 13.0's ptxas, not from
+12 bits are the opcode. Five opcodes are used, each identified here by experiment on CUDA 13.0's ptxas, not from
 documentation:
   0x983 LDL (a load from local memory: a spill reload), 0x387 STL (a spill store): their counts times 4 bytes equal
         ptxas -v's "bytes spill loads / stores" on the megakernel's instances (single-word spills);
   0x9f0 HGMMA (bf16 wgmma), 0x9f3 QGMMA (e4m3): kernels with 3 and with 5 unrolled wgmma.mma_async of the kind
-        differ by exactly two of them.
+        differ by exactly two of them; 0xdf0 HGMMA with A from registers: mxfp8 mx_scheme 3's grouped GEMM instance
+        holds 8 of it (its 8 unrolled register-A wgmmas) and no 0x9f0, the bf16 one none (the only other opcode it
+        adds, 0x848, occurs 12 / 4 times in the scheme 1 / 2 instances: their 16-byte shared-memory loads).
 Runs of HGMMA or QGMMA (gaps under 40 instructions) are the wgmma main loops' bodies; a k loop also holds its
 barrier wait before them and the slot release after, so a spill within BEFORE instructions before a run's first
 wgmma or AFTER after its last (default 64 / 32: the megakernel's bf16 k loop spans 61 before and 27 after) is
@@ -22,7 +24,7 @@ import re
 import subprocess
 import sys
 
-LDL, STL, GMMA = 0x983, 0x387, (0x9F0, 0x9F3)
+LDL, STL, GMMA = 0x983, 0x387, (0x9F0, 0x9F3, 0xDF0)
 
 
 def kernels(path):

@@ -2,14 +2,15 @@
  * program, against a host reference built on src/fp8.c (the formats' host definition, matched to ml_dtypes; none of
  * libmok's code), each format in turn:
  *   weights   mok_quantize_weights_fp8_block / _mxfp8 on the device, byte for byte the host quantizer's (mxfp8: the
- *             scales in the host's tile layout) and a weight with a NaN refused;
+ *             scales in the host's tile layout) and a weight with a NaN refused; mxfp8's mok_expand_weights_mxfp8 (for
+ *             mx_scheme 3) bit for bit the host's dequantized values at their places in the kernel's K order;
  *   h         each route's SwiGLU output from mok_workspace_export_h, against GEMM1 in fp32 on the host-quantized
  *             x rows (1 x 128, or per 32) and weights, rounded to bf16 and SwiGLU'd as the bf16 layer, to 1e-2 of
  *             max |ref|;
  *   y         against GEMM2 in fp32 on the exported h quantized by the host, the expert outputs rounded to bf16 and
  *             summed in fp32 over k in order, to 1e-2 (the layer check's split: a re-quantized h turns GEMM1's
  *             last-bit differences into whole e4m3 steps, src/problem_fp8_layer.c);
- * per tuning variant (send_from_gemm, combine_per_rank, comm_sms, raster; mxfp8's mx_scheme 0 and 1, and
+ * per tuning variant (send_from_gemm, combine_per_rank, comm_sms, raster; mxfp8's mx_scheme 0, 1 and 3, and
  * fp8_block's fp8_tile_n 128 and 256, each refused by the other format), with ragged token counts, y bitwise the
  * same on a second forward, and the calls and weights the dtype does not take refused. Exit 0 pass, 1 fail, 77 skip
  * (no GPU, not sm_90, not one NVLink domain). */
@@ -44,6 +45,7 @@ struct test {
     uint16_t *d_w13, *d_w2;   /* this rank's experts, bf16 (device) */
     uint8_t *d_w13q, *d_w2q;  /* ... quantized on the device */
     void *d_w13s, *d_w2s;     /* ... their scales (mxfp8: in the tile layout) */
+    uint16_t *d_w13x, *d_w2x; /* mxfp8: their MX values in bf16, mx_scheme 3's K order (mok_expand_weights_mxfp8) */
     int32_t *d_ids;
     float *d_w;
     uint16_t *d_y, *d_h;
@@ -103,11 +105,21 @@ static void make_test(struct test *t)
     t->d_w2 = upload(w2 + (size_t)t->rank * l2, 2 * l2);
     t->d_w13q = upload(NULL, l13), t->d_w2q = upload(NULL, l2);
     t->d_w13s = upload(NULL, scale_bytes(1, l13 / H, H)), t->d_w2s = upload(NULL, scale_bytes(1, l2 / I, I));
+    t->d_w13x = upload(NULL, 2 * l13), t->d_w2x = upload(NULL, 2 * l2);
     t->d_ids = upload(t->ids, sizeof(int32_t) * T * K);
     t->d_w = upload(t->w, sizeof(float) * T * K);
     t->d_y = upload(NULL, 2 * (size_t)T * H);
     t->d_h = upload(NULL, 2 * (size_t)T * K * I);
     free(w13), free(w2);
+}
+
+/* mx_scheme 3's place of natural K n within its 64-K block, stated here from the wgmma register fragment (lane q of
+ * a quad holds K pairs {2q, 2q + 1} and {2q + 8, 2q + 9} of each k16 step kk, filled from natural K 16 q + 4 kk ..
+ * + 3), independently of libmok's own definition. */
+static size_t k64_place(size_t n)
+{
+    const size_t q = n / 16, kk = n % 16 / 4, j = n % 4;
+    return 16 * kk + 2 * q + j % 2 + 8 * (j / 2);
 }
 
 /* One weight matrix set [mats][rows][k] quantized by the host in the format under test, and dequantized. */
@@ -159,6 +171,26 @@ static int check_weights_quantized(struct test *t)
         free(q), free(sc), free(tiles);
     }
     CK(same, "mok_quantize_weights_%s differs from src/fp8.c's quantizer", mx ? "mxfp8" : "fp8_block");
+    if (mx) { /* mx_scheme 3's weights: the host's dequantized values, each at its place in the 64-K block */
+        rc = mok_expand_weights_mxfp8(t->d_w13, EL, 2 * I, H, t->d_w13x, t->st, err, sizeof err);
+        CK(rc == MOK_OK, "expand w13: %s (%s)", mok_status_string(rc), err);
+        rc = mok_expand_weights_mxfp8(t->d_w2, EL, H, I, t->d_w2x, t->st, err, sizeof err);
+        CK(rc == MOK_OK, "expand w2: %s (%s)", mok_status_string(rc), err);
+        long long differ = 0;
+        for (int m = 0; m < 2; m++) {
+            const int rows = m ? H : 2 * I, k = m ? I : H;
+            const size_t n = (size_t)EL * rows * k;
+            const float *hd = (m ? t->w2d : t->w13d) + (size_t)t->rank * n;
+            uint16_t *x = malloc(2 * n);
+            cudaMemcpy(x, m ? t->d_w2x : t->d_w13x, 2 * n, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < n; i++) {
+                const size_t c = i % (size_t)k;
+                differ += x[i - c + (c & ~(size_t)63) + k64_place(c & 63)] != f32_to_bf16(hd[i]);
+            }
+            free(x);
+        }
+        CK(differ == 0, "mok_expand_weights_mxfp8: %lld values differ from the host's dequantized ones", differ);
+    }
     /* a NaN in w: refused by name, nothing else disturbed (the copy is quantized into scratch) */
     uint16_t nan = 0x7FC0, *d_bad = upload(NULL, 2 * (size_t)2 * I * H);
     uint8_t *d_q = upload(NULL, (size_t)2 * I * H), *d_s = upload(NULL, scale_bytes(1, 2 * I, H));
@@ -277,7 +309,7 @@ static int forward(const struct test *t, mok_workspace *ws, const struct mok_wei
 }
 
 struct variant {
-    int comm_sms, send, per_rank, raster, mx_scheme; /* mx_scheme 1: mxfp8 only (expanded to bf16) */
+    int comm_sms, send, per_rank, raster, mx_scheme; /* mx_scheme 1, 3: mxfp8 only (expanded to bf16) */
     int fp8_tile_n;                                  /* 256: fp8_block only (the bf16 kernel's tiles) */
 };
 
@@ -304,18 +336,22 @@ static int run_variant(const struct test *t, ncclComm_t comm, const struct varia
     }
     int rc = mok_workspace_create(comm, &d, t->st, &ws, err, sizeof err);
     CK(rc == MOK_OK, "create: %s (%s)", mok_status_string(rc), err);
+    const int in_bf16 = t->mx && v->mx_scheme == 3; /* the MX values in bf16 */
     const struct mok_weights bf16 = {.w13 = t->d_w13, .w2 = t->d_w2};
-    const struct mok_weights wt = t->mx ? (struct mok_weights){.w13_e4m3 = t->d_w13q, .w13_mx = t->d_w13s,
-                                                               .w2_e4m3 = t->d_w2q, .w2_mx = t->d_w2s}
-                                        : (struct mok_weights){.w13_e4m3 = t->d_w13q, .w13_scale = t->d_w13s,
-                                                               .w2_e4m3 = t->d_w2q, .w2_scale = t->d_w2s};
+    const struct mok_weights e4m3 = t->mx ? (struct mok_weights){.w13_e4m3 = t->d_w13q, .w13_mx = t->d_w13s,
+                                                                 .w2_e4m3 = t->d_w2q, .w2_mx = t->d_w2s}
+                                          : (struct mok_weights){.w13_e4m3 = t->d_w13q, .w13_scale = t->d_w13s,
+                                                                 .w2_e4m3 = t->d_w2q, .w2_scale = t->d_w2s};
+    const struct mok_weights wt = in_bf16 ? (struct mok_weights){.w13 = t->d_w13x, .w2 = t->d_w2x} : e4m3;
     rc = mok_workspace_export_h(ws, t->d_h, t->st, err, sizeof err);
     int fails = rc != MOK_ERR_ORDER;
     if (fails)
         fprintf(stderr, "rank %d: export_h before a forward: %s (%s)\n", t->rank, mok_status_string(rc), err);
-    rc = mok_forward_kernel(ws, &bf16, MOK_VARIANT_FULL, t->st, err, sizeof err);
+    /* the other kind of weights refused by the dtype's name (mx_scheme 3 takes bf16 fields, the others e4m3) */
+    rc = mok_forward_kernel(ws, in_bf16 ? &e4m3 : &bf16, MOK_VARIANT_FULL, t->st, err, sizeof err);
     if (rc != MOK_ERR_ARGUMENT || !strstr(err, t->mx ? "MOK_LAYER_MXFP8" : "MOK_LAYER_FP8_BLOCK")) {
-        fprintf(stderr, "rank %d: bf16 weights to an FP8 workspace: %s (%s)\n", t->rank, mok_status_string(rc), err);
+        fprintf(stderr, "rank %d: %s weights to this FP8 workspace: %s (%s)\n", t->rank, in_bf16 ? "e4m3" : "bf16",
+                mok_status_string(rc), err);
         fails++;
     }
     uint16_t *y = malloc(2 * (size_t)t->T * H), *y2 = malloc(2 * (size_t)t->T * H);
@@ -353,7 +389,7 @@ int main(int argc, char **argv)
     const struct variant variants[] = {{4, 1, 0, 1, 0, 128}, {2, 0, 0, 0, 0, 128}, {2, 0, 1, 1, 0, 128},
                                        {3, 1, 0, 0, 0, 0},   {4, 1, 0, 1, 1, 0},   {2, 0, 0, 0, 1, 0},
                                        {2, 0, 1, 1, 1, 0},   {4, 1, 0, 1, 0, 256}, {2, 0, 0, 0, 0, 256},
-                                       {2, 0, 1, 1, 0, 256}};
+                                       {2, 0, 1, 1, 0, 256}, {4, 1, 0, 1, 3, 0},   {2, 0, 1, 0, 3, 0}};
     for (t->mx = 0; t->mx < 2; t->mx++) {
         if (any_rank(check_weights_quantized(t))) {
             failures++;

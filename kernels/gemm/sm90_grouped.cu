@@ -594,7 +594,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
-    if (mx && !ex && !rega && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
+    if (mx && !ex && !rega &&
+        !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
     if (ex && !b_bf16 && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
                                    kMxLandScaleRow, (uint32_t)c->tile_n / 64))

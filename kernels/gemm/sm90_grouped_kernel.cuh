@@ -532,9 +532,10 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                 const int ra = min(p.row0 + r0, rows_capacity - 1), rb = min(p.row0 + r0 + 8, rows_capacity - 1);
                 const MxRegA mt = {(uint32_t)(r0 * kMxLandRowBytes + ((q ^ ((r0 >> 1) & 3)) << 4)),
                                    (uint32_t)((r0 + 8) * kMxLandRowBytes + ((q ^ (((r0 + 8) >> 1) & 3)) << 4)),
-                                   a_mx_scale + (size_t)ra * (k / 32) + q / 2, a_mx_scale + (size_t)rb * (k / 32) + q / 2};
-                consume_tile_mx_rega<TILE_N>(ring, stages, full, empty, acc[0], k_blocks, smem_a, smem_b, mt, lane, diag,
-                                             role, t);
+                                   a_mx_scale + (size_t)ra * (k / 32) + q / 2,
+                                   a_mx_scale + (size_t)rb * (k / 32) + q / 2};
+                consume_tile_mx_rega<TILE_N>(ring, stages, full, empty, acc[0], k_blocks, smem_a, smem_b, mt, lane,
+                                             diag, role, t);
             } else if constexpr (kFp8) {
                 /* this thread's two rows' scales, k_blocks per row (rows past the allocation read the last row's: never
                  * stored) */

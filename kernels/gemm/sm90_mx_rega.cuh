@@ -51,7 +51,8 @@ __device__ __forceinline__ void mx_rega_fragment(uint32_t (&a)[4][4], uint32_t s
     const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
-        const struct mok_mx_pair p0 = mok_mx_expand4_f(w0[kk], f0, g0, kTwo), p1 = mok_mx_expand4_f(w1[kk], f1, g1, kTwo);
+        const struct mok_mx_pair p0 = mok_mx_expand4_f(w0[kk], f0, g0, kTwo);
+        const struct mok_mx_pair p1 = mok_mx_expand4_f(w1[kk], f1, g1, kTwo);
         a[kk][0] = p0.lo, a[kk][1] = p1.lo, a[kk][2] = p0.hi, a[kk][3] = p1.hi;
     }
 }
@@ -64,8 +65,10 @@ struct MxRegA {
 };
 
 /* One k block kb: the fragment into cur (the other buffer, prev, holds block kb - 1's, read by its wgmmas still in
- * flight), its 4 wgmmas, then the wait for block kb - 1's and its slot given back. */
-template <int TILE_N>
+ * flight), its 4 wgmmas, then the wait for block kb - 1's and its slot given back. kL2: the scale bytes through L2
+ * (__ldcg: the megakernel writes them while it runs), else through the read-only cache. kSlotA: the A slots' stride
+ * (the megakernel keeps bf16's 16 KiB for its shared experts' tiles). */
+template <int TILE_N, bool kL2 = false, int kSlotA = kMxRegASlotBytes>
 __device__ __forceinline__ void mx_rega_block(RingPos &r, int &prev_slot, int stages, uint64_t *full,
                                               uint64_t *empty, float (&acc)[TILE_N / 2], uint32_t (&cur)[4][4],
                                               uint32_t (&prev)[4][4], int kb, uint8_t *smem_a, uint8_t *smem_b,
@@ -73,9 +76,10 @@ __device__ __forceinline__ void mx_rega_block(RingPos &r, int &prev_slot, int st
                                               int tile)
 {
     constexpr int kAcc = TILE_N / 2;
-    const uint32_t s0 = __ldg(t.sa0 + 2 * kb), s1 = __ldg(t.sa1 + 2 * kb);
+    const uint32_t s0 = kL2 ? __ldcg(t.sa0 + 2 * kb) : __ldg(t.sa0 + 2 * kb);
+    const uint32_t s1 = kL2 ? __ldcg(t.sa1 + 2 * kb) : __ldg(t.sa1 + 2 * kb);
     mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
-    const uint32_t slot_a = mok_smem_addr(smem_a + (size_t)r.slot * kMxRegASlotBytes);
+    const uint32_t slot_a = mok_smem_addr(smem_a + (size_t)r.slot * kSlotA);
     if (__any_sync(0xFFFFFFFFu, s0 > 134u || s1 > 134u))
         mx_rega_fragment<true>(cur, slot_a, t.off0, t.off1, s0, s1);
     else
@@ -111,8 +115,9 @@ __device__ __forceinline__ void mx_rega_block(RingPos &r, int &prev_slot, int st
     r.advance(stages);
 }
 
-/* One consumer warpgroup's k loop over a 128 x TILE_N tile (TILE_N / 2 accumulators a thread), k_blocks even. */
-template <int TILE_N>
+/* One consumer warpgroup's k loop over a 128 x TILE_N tile (TILE_N / 2 accumulators a thread), k_blocks even (kL2,
+ * kSlotA: mx_rega_block's). */
+template <int TILE_N, bool kL2 = false, int kSlotA = kMxRegASlotBytes>
 __device__ __forceinline__ void consume_tile_mx_rega(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                      float (&acc)[TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                                      uint8_t *smem_b, const MxRegA &t, int lane,
@@ -125,10 +130,10 @@ __device__ __forceinline__ void consume_tile_mx_rega(RingPos &r, int stages, uin
     uint32_t a0[4][4], a1[4][4];
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb += 2) {
-        mx_rega_block<TILE_N>(r, prev_slot, stages, full, empty, acc, a0, a1, kb, smem_a, smem_b, t, lane, diag, role,
-                              tile);
-        mx_rega_block<TILE_N>(r, prev_slot, stages, full, empty, acc, a1, a0, kb + 1, smem_a, smem_b, t, lane, diag,
-                              role, tile);
+        mx_rega_block<TILE_N, kL2, kSlotA>(r, prev_slot, stages, full, empty, acc, a0, a1, kb, smem_a, smem_b, t,
+                                           lane, diag, role, tile);
+        mx_rega_block<TILE_N, kL2, kSlotA>(r, prev_slot, stages, full, empty, acc, a1, a0, kb + 1, smem_a, smem_b, t,
+                                           lane, diag, role, tile);
     }
     mok_wgmma_wait<0>();
 #pragma unroll

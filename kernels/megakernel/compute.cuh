@@ -249,14 +249,17 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
     }
 }
 
+/* kRegA: mxfp8 with mx_scheme 3 (gemm/sm90_mx_rega.cuh): the bf16 kernel's tiles, producer and epilogues; a routed
+ * unit's A slot holds its e4m3 rows (8 of its 16 KiB), B the weights' MX values in bf16 (K permuted within each 64-K
+ * block, mok_mega_args.w13 / w2), and each consumer thread expands its A fragment into registers. */
 template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false, bool kWide = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
     constexpr int kAcc = kTileN / 2;
-    /* the FP8 policies' 128 x 128 tiles (layout.cuh); kExpand and kWide run the bf16 kernel's 128 x 256 */
-    constexpr bool kTiles128 = kFp8 && !kExpand && !kWide;
+    /* the FP8 policies' 128 x 128 tiles (layout.cuh); kExpand, kWide and kRegA run the bf16 kernel's 128 x 256 */
+    constexpr bool kTiles128 = kFp8 && !kExpand && !kWide && !kRegA;
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, groups = a.local_experts, hidden = a.hidden, inter = m.inter;
     extern __shared__ uint8_t smem_raw[];
@@ -364,7 +367,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, full, empty,
                                              slot_unit, diag);
             return;
-        } else if constexpr (kFp8) {
+        } else if constexpr (kFp8 && !kRegA) {
             if (threadIdx.x == 0)
                 produce_units_fp8<kMx, kFp8Shared, kWide>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full,
                                                           empty, slot_unit, diag);
@@ -414,7 +417,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                         if constexpr (kSwap)
                             slot_rows()[ring.slot] = block_rows(a, p);
                     }
-                    uint64_t *bar = producer_arm(ring, full, kSlotABytes + kSlotBBytes);
+                    /* kRegA: a routed unit's A is its e4m3 rows, 64 bytes of K a row (the shared units' bf16) */
+                    uint64_t *bar = producer_arm(
+                        ring, full, (kRegA && p.job <= 1 ? kMxRegASlotBytes : kSlotABytes) + kSlotBBytes);
                     uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
                     uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                     int kc = kb * kBlockK;
@@ -439,7 +444,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const bool leader = wq == 0 && lane == 0;
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
-    if constexpr (kFp8 && !kExpand) {
+    if constexpr (kFp8 && !kExpand && !kRegA) {
         consume_units_fp8<kSend, kMx, kFp8Shared, kWide>(maps, m, full, empty, smem_a, smem_b, smem_bs,
                                                          smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit,
                                                          comb_base, cwg, wq, lane, leader, diag, role);
@@ -486,8 +491,23 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             continue;
         }
         /* this warpgroup's 64 rows of A in the slot; the first k block's wait completes at once (one probe) */
-        consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
-                                                           cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role, u);
+        if (kRegA && (!kFp8Shared || p.job <= 1)) { /* (without shared experts every unit is routed) */
+            /* rows r0 and r0 + 8 of the tile, chunk q (gemm/sm90_mx_rega.cuh); their scale bytes behind the slot's
+             * wire row (GEMM1) or in hs (GEMM2), both written during this kernel: read through L2 */
+            const int r0 = cwg * 64 + wq * 16 + lane / 4, q = lane % 4, row = p.rb * kTileM + r0;
+            const uint8_t *s0 = p.job == 0 ? m.xq + (size_t)row * fp8_row_bytes(hidden) + hidden
+                                           : static_cast<const uint8_t *>(m.hs) + (size_t)row * (inter / 32);
+            const size_t s_step = p.job == 0 ? (size_t)8 * fp8_row_bytes(hidden) : (size_t)8 * (inter / 32);
+            const MxRegA mt = {(uint32_t)(r0 * kMxLandRowBytes + ((q ^ ((r0 >> 1) & 3)) << 4)),
+                               (uint32_t)((r0 + 8) * kMxLandRowBytes + ((q ^ (((r0 + 8) >> 1) & 3)) << 4)),
+                               s0 + q / 2, s0 + s_step + q / 2};
+            consume_tile_mx_rega<kTileN, true, kSlotABytes>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
+                                                            smem_b, mt, lane, diag, role, u);
+        } else {
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
+                                                               cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role,
+                                                               u);
+        }
 
         /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256
          * columns in two (send_from_gemm's GEMM2: no staging, stores from the registers). The routed jobs' row
@@ -499,7 +519,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         if (p.job == 0 || p.job == 2) {
             epilogue_begin(leader, cwg);
             stage_swiglu(acc[0], stage, la, lb, cq);
-            if (kExpand && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
+            if ((kExpand || kRegA) && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
                 const int row0 = p.rb * kTileM + cwg * 64;
                 staged_ready(1 + cwg);
                 if (leader)

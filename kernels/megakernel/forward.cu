@@ -47,6 +47,7 @@
 
 #include "common/common.cuh"
 #include "gemm/sm90_core.cuh"
+#include "gemm/sm90_mx_rega.cuh"
 #include "comm/lsa_device.cuh"
 #include "megakernel.h"
 #include "common/sm90_ptx.cuh"
@@ -71,7 +72,7 @@ namespace {
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
 template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false, bool kWide = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -93,14 +94,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                kScatterAll, diag);
         }
         if ((int)blockIdx.x < combine_blocks(m) && !kSend) {
-            comm_combine<kFp8 && !kExpand && !kWide>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
+            comm_combine<kFp8 && !kExpand && !kWide && !kRegA>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide>(maps, m, 0, 0, true,
-                                                                                            diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA>(maps, m, 0, 0,
+                                                                                                   true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide>(
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA>(
             maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
@@ -115,6 +116,14 @@ using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_dia
  * 116 bytes against 36 / 88 without). */
 template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
 {
+    if (kMx && m->mx_scheme == 3) { /* the rows into the consumers' registers: gemm/sm90_mx_rega.cuh */
+        constexpr bool f = false, t = true;
+        if (m->shared_inter)
+            return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, t, t, f, f, f, t>
+                                     : megakernel_fwd_kernel<f, f, f, t, t, t, f, f, f, t>;
+        return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, t, f, f, f, f, t>
+                                 : megakernel_fwd_kernel<f, f, f, t, t, f, f, f, f, t>;
+    }
     if (kMx && m->mx_scheme == 1) { /* scheme (b): mx_expand.cuh */
         if (m->shared_inter)
             return m->send_from_gemm ? megakernel_fwd_kernel<true, false, false, true, true, true, true>
@@ -142,6 +151,14 @@ bool expands(const mok_mega_args *m) { return m->fp8 == 2 && m->mx_scheme == 1; 
 
 /* fp8_block on the bf16 kernel's 128 x 256 tiles (fp8_compute.cuh Fp8Tile) */
 bool wide(const mok_mega_args *m) { return m->fp8 == 1 && m->fp8_tile_n == 256; }
+
+/* mxfp8 mx_scheme 3: the bf16 kernel's tiles, A's e4m3 rows expanded into the consumers' registers, B the weights'
+ * MX values in bf16 (m->w13, m->w2, K permuted within each 64-K block) */
+bool rega(const mok_mega_args *m) { return m->fp8 == 2 && m->mx_scheme == 3; }
+
+/* The FP8 instances on the bf16 kernel's 128 x 256 tiles and 48 KiB slots besides scheme (b)'s (layout.cuh
+ * smem_bytes' `wide`) */
+bool bf16_slots(const mok_mega_args *m) { return wide(m) || rega(m); }
 
 /* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: fp8_kernel_for). */
 MegaKernel kernel_for(const mok_mega_args *m)
@@ -212,7 +229,7 @@ struct Ring {
 Ring resolve_ring(const mok_mega_args *m, size_t limit)
 {
     auto fits = [&](int s, int l) {
-        return smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, l, wide(m)) <= limit;
+        return smem_bytes(s, m->lsa.local_experts, m->own_first, m->fp8, l, bf16_slots(m)) <= limit;
     };
     Ring r = {m->stages, expands(m) ? m->land_stages : 0};
     if (expands(m) && r.land == 0) {
@@ -300,11 +317,15 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->fp8 && (!a.push || m->gu || m->gemm1_only || m->split_half || m->own_first))
         return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without saved "
                    "activations, split_half or own_first (not implemented; own_first %lld)", m->own_first);
-    if (m->fp8 && (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
-                   (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
+    if (m->fp8 && !rega(m) &&
+        (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
+         (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
         return say(why, why_len, "fp8 needs xq, hq, hs, w13q, w2q and the weights' scales (fp8_block: w13s, w2s; "
                    "mxfp8: w13mx, w2mx)%.0lld", 0);
-    if (m->fp8 && !expands(m) && !wide(m) &&
+    if (rega(m) && (!m->xq || !m->hq || !m->hs || !m->w13 || !m->w2))
+        return say(why, why_len, "mxfp8 mx_scheme 3 needs xq, hq, hs and w13, w2 (the weights' MX values in bf16, K "
+                   "permuted within each 64-K block: mok_expand_mxfp8_bf16_k64perm)%.0lld", 0);
+    if (m->fp8 && !expands(m) && !bf16_slots(m) &&
         (m->inter / kFp8HCols > 255 || m->shared_inter / kFp8HCols > 255 || a.hidden / kFp8OutCols > 255))
         return say(why, why_len, "fp8: intermediate, shared intermediate or hidden (%lld) too large for the unit "
                    "packing (at most 255 column tiles of 64 and 128)", a.hidden);
@@ -315,9 +336,10 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if ((m->fp8_tile_n != 0 && m->fp8_tile_n != 128 && m->fp8_tile_n != 256) || (m->fp8_tile_n == 256 && m->fp8 != 1))
         return say(why, why_len, "fp8_tile_n %lld: 0 or 128 (128 x 128 fp8 tiles), or 256 with fp8 1 (fp8_block on "
                    "the bf16 kernel's 128 x 256 tiles)", m->fp8_tile_n);
-    if (m->mx_scheme < 0 || m->mx_scheme > 1 || (m->mx_scheme && m->fp8 != 2))
-        return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or 1 (expanded to "
-                   "bf16 in shared memory, mx_expand.cuh) with fp8 2 (mxfp8)", m->mx_scheme);
+    if (m->mx_scheme < 0 || m->mx_scheme > 3 || m->mx_scheme == 2 || (m->mx_scheme && m->fp8 != 2))
+        return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or with fp8 2 "
+                   "(mxfp8) 1 (expanded to bf16 in shared memory, mx_expand.cuh) or 3 (the rows into the consumers' "
+                   "registers, the weights in bf16: gemm/sm90_mx_rega.cuh)", m->mx_scheme);
     if (m->stages && (m->stages < 2 || m->stages > 8))
         return say(why, why_len, "stages %lld: 0 (as many as fit) or 2..8", m->stages);
     if (m->land_stages && (!expands(m) || m->land_stages < kMxLandMin || m->land_stages > kMxLandMax))
@@ -325,7 +347,7 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
                    "ring)", m->land_stages);
     const size_t limit = dynamic_limit(m, optin);
     const Ring ring = resolve_ring(m, limit);
-    if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land, wide(m)) > limit)
+    if (smem_bytes(ring.stages, a.local_experts, m->own_first, m->fp8, ring.land, bf16_slots(m)) > limit)
         return say(why, why_len, "shared memory: %lld ring stages (48 KiB each in bf16, mxfp8's scheme (b) and "
                    "fp8_block's 128 x 256 tiles, 32 in fp8_block's 128 x 128, 32.5 in mxfp8) + 32 KiB staging (+ 24.5 "
                    "KiB per landing stage in scheme (b)) do not fit", ring.stages);
@@ -359,7 +381,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     const int SI = m->shared_inter;
     /* the shared MLP's tiles are bf16 in either kernel; FP8's 128 x 128 tiles take w13 in 64-row and w2 in 128-row
      * boxes (fp8_compute.cuh shared_unit_bf16) */
-    const bool ex = expands(m), tiles128 = m->fp8 && !ex && !wide(m); /* scheme (b), wide: the bf16 tiles */
+    /* scheme (b), wide and mx_scheme 3: the bf16 tiles */
+    const bool ex = expands(m), tiles128 = m->fp8 && !ex && !bf16_slots(m);
     const uint32_t sbox13 = tiles128 ? kFp8HCols : kTileN / 2, sbox2 = tiles128 ? kFp8OutCols : kTileN;
     if (SI && (!encode_tile_map(&maps.sx, m->x_local, (uint64_t)a.t_max, (uint64_t)H, kTileM) ||
                !encode_tile_map(&maps.sw13, m->sw13, (uint64_t)2 * SI, (uint64_t)H, sbox13) ||
@@ -395,6 +418,13 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                                          kTileN / 64) ||
                !encode_mx_scale_tile_map(&maps.bs2, m->w2mx, (uint64_t)el * H / 64, (uint64_t)I / 128, kTileN / 64)))
         return (int)cudaErrorInvalidValue;
+    /* mx_scheme 3: A's e4m3 rows in scheme (b)'s landing boxes (into the slots), B in bf16 as the bf16 kernel's */
+    if (rega(m) && (!encode_tile_map_e4m3(&maps.x, m->xq, (uint64_t)a.capacity, (uint64_t)H, kTileM,
+                                          (uint64_t)fp8_row_bytes(H), true) ||
+                    !encode_tile_map_e4m3(&maps.ha, m->hq, (uint64_t)a.capacity, (uint64_t)I, kTileM, 0, true) ||
+                    !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
+                    !encode_tile_map(&maps.w2, m->w2, (uint64_t)el * H, (uint64_t)I, kTileN)))
+        return (int)cudaErrorInvalidValue;
     if ((!m->fp8 && (!encode_tile_map(&maps.x, a.xin, (uint64_t)a.capacity, (uint64_t)H, kTileM) ||
                      !encode_tile_map(&maps.w13, m->w13, (uint64_t)el * 2 * I, (uint64_t)H, kTileN / 2) ||
                      !encode_tile_map(&maps.ha, m->h, (uint64_t)a.capacity, (uint64_t)I, kTileM) ||
@@ -408,7 +438,7 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     mok_mega_args args = *m;
     const Ring ring = resolve_ring(m, dynamic_limit(m, optin));
     args.stages = ring.stages, args.land_stages = ring.land;
-    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, ring.land, wide(m));
+    size_t smem = smem_bytes(args.stages, el, m->own_first, m->fp8, ring.land, bf16_slots(m));
     auto kernel = kernel_for(m);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)

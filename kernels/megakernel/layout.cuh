@@ -32,7 +32,8 @@ __host__ __device__ constexpr int slot_b_bytes(bool fp8) { return fp8 ? kTileM *
  * (`land` stages, 512-aligned: the staging ends 1024-aligned) with its full barriers after the ring's. */
 size_t smem_bytes(int stages, int groups, int own_first, int fp8 = 0, int land = 0, bool wide = false)
 {
-    const bool tiles128 = fp8 != 0 && land == 0 && !wide; /* wide: fp8_block on the bf16 kernel's tiles */
+    const bool tiles128 = fp8 != 0 && land == 0 && !wide; /* wide: fp8 on the bf16 kernel's tiles and slots
+                                                            * (fp8_block's fp8_tile_n 256, mxfp8's mx_scheme 3) */
     return 1024 + (size_t)stages * (kSlotABytes + slot_b_bytes(tiles128) + (tiles128 && fp8 == 2 ? kMxScaleSlot : 0)) +
            kStageBytes + (size_t)land * (mx_land_stage_bytes(kTileN) + 8) + 2 * (size_t)stages * 8 +
            (size_t)(groups + 1) * 4 + (own_first ? (size_t)(2 * groups + 1) * 4 : 0);

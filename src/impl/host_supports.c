@@ -333,6 +333,9 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     const struct mok_model *m = &spec->model;
     if (!mx_scheme_own(spec, p.mx_scheme, p.land_stages, why, why_len))
         return 0;
+    if (p.mx_scheme == 2)
+        return no(why, why_len, "mx_scheme 2 (the rows expanded in shared memory beside bf16 weights) is mok-gemm's "
+                  "only: 0, 1 or 3");
     /* fp8_tile_n applies to fp8_block's forward; elsewhere only its default (256) is one candidate */
     if ((p.fp8_tile_n != 128 && p.fp8_tile_n != 256) ||
         (p.fp8_tile_n == 128 && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass))))

@@ -34,6 +34,8 @@ struct mega_state {
     uint16_t *dx, *y; /* y: the forward's output (pass bwd: scratch for the untimed forward at setup) */
     float *d_router;
     uint16_t *y_scratch;
+    /* mxfp8 with mx_scheme 3: every set's weights as their MX values in bf16 (mok_expand_weights_mxfp8, at setup) */
+    uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS];
 };
 
 /* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
@@ -69,16 +71,19 @@ static int mega_supports(const struct mok_problem *p, const struct mok_cluster *
 }
 
 /* This set's weights in the problem's dtype (FP8: quantized once at setup, src/problem_fp8.c, problem_mxfp8.c;
- * mxfp8's scales in the GEMM tile layout), the shared experts' only where the model has them. */
-static struct mok_weights set_weights(const struct mok_problem *p, int set)
+ * mxfp8's scales in the GEMM tile layout; with mx_scheme 3 the same MX values in bf16, expanded at setup), the
+ * shared experts' only where the model has them. */
+static struct mok_weights set_weights(const struct mega_state *s, int set)
 {
+    const struct mok_problem *p = s->p;
     struct mok_weights w = {.w13 = p->w13[set], .w2 = p->w2[set]};
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
         w = (struct mok_weights){.w13_e4m3 = p->fp8.w13[set], .w13_scale = p->fp8.w13_scale[set],
                                  .w2_e4m3 = p->fp8.w2[set], .w2_scale = p->fp8.w2_scale[set]};
     if (p->spec.dtype == MOK_DTYPE_MXFP8)
-        w = (struct mok_weights){.w13_e4m3 = p->mx.w13[set], .w13_mx = p->mx.w13_tiles[set],
-                                 .w2_e4m3 = p->mx.w2[set], .w2_mx = p->mx.w2_tiles[set]};
+        w = s->w13_x[set] ? (struct mok_weights){.w13 = s->w13_x[set], .w2 = s->w2_x[set]}
+                          : (struct mok_weights){.w13_e4m3 = p->mx.w13[set], .w13_mx = p->mx.w13_tiles[set],
+                                                 .w2_e4m3 = p->mx.w2[set], .w2_mx = p->mx.w2_tiles[set]};
     if (p->shared)
         w.shared_w13 = p->shared_w13[set], w.shared_w2 = p->shared_w2[set];
     return w;
@@ -99,7 +104,7 @@ static int lib_fail(int rc, const char *call, char *err, int err_len)
 static int forward_all(struct mega_state *s, int set, uint16_t *y, cudaStream_t st, char *err, int err_len)
 {
     struct mok_problem *p = s->p;
-    struct mok_weights w = set_weights(p, set);
+    struct mok_weights w = set_weights(s, set);
     if (lib_fail(mok_route(s->ws, set, p->tokens, p->ids, p->w, st, err, err_len), "mok_route", err, err_len) ||
         lib_fail(mok_forward_kernel(s->ws, &w, MOK_VARIANT_FULL, st, err, err_len), "mok_forward_kernel", err,
                  err_len))
@@ -115,7 +120,7 @@ static int train_phase(struct mega_state *s, int phase, int set, cudaStream_t st
     if (phase == 0)
         return p->spec.pass == MOK_PASS_FWD_BWD ? forward_all(s, set, s->y, st, err, err_len) : 0;
     if (phase == 1) {
-        struct mok_weights w = set_weights(p, set);
+        struct mok_weights w = set_weights(s, set);
         return lib_fail(mok_backward_kernel(s->ws, &w, &s->grads, MOK_VARIANT_FULL, st, err, err_len),
                         "mok_backward_kernel", err, err_len);
     }
@@ -132,7 +137,7 @@ static int mega_phase(void *ctx, int phase, int set, uint16_t *y, cudaStream_t s
     if (phase == 0)
         return lib_fail(mok_route(s->ws, set, p->tokens, p->ids, p->w, st, err, err_len), "mok_route", err, err_len);
     if (phase == 1) {
-        struct mok_weights w = set_weights(p, set);
+        struct mok_weights w = set_weights(s, set);
         return lib_fail(mok_forward_kernel(s->ws, &w, MOK_VARIANT_FULL, st, err, err_len), "mok_forward_kernel",
                         err, err_len);
     }
@@ -153,6 +158,19 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
     if (lib_fail(mok_workspace_create(cl->nccl, &s->desc, cl->stream, &s->ws, err, err_len), "mok_workspace_create",
                  err, err_len))
         return -1;
+    if (s->desc.dtype == MOK_LAYER_MXFP8 && s->desc.mx_scheme == 3) /* the problem's quantizer, its values in bf16 */
+        for (int set = 0; set < p->sets; set++) {
+            const size_t el = (size_t)p->local_experts, H = (size_t)p->hidden, I = (size_t)p->inter;
+            MOK_CHECK(cuda, cudaMalloc((void **)&s->w13_x[set], el * 2 * I * H * 2), return -1);
+            MOK_CHECK(cuda, cudaMalloc((void **)&s->w2_x[set], el * H * I * 2), return -1);
+            if (lib_fail(mok_expand_weights_mxfp8(p->w13[set], (int)el, 2 * p->inter, p->hidden, s->w13_x[set],
+                                                  cl->stream, err, err_len),
+                         "mok_expand_weights_mxfp8", err, err_len) ||
+                lib_fail(mok_expand_weights_mxfp8(p->w2[set], (int)el, p->hidden, p->inter, s->w2_x[set], cl->stream,
+                                                  err, err_len),
+                         "mok_expand_weights_mxfp8", err, err_len))
+                return -1;
+        }
     /* the input sets into the workspace's slots (no peer reads them before a forward routes them); dy beside them */
     for (int set = 0; set < p->sets; set++) {
         MOK_CHECK(cuda, cudaMemcpy(mok_workspace_input(s->ws, set), p->x[set], (size_t)p->tokens * p->hidden * 2,
@@ -233,7 +251,7 @@ static void mega_phase_ms(void *state, int slot, double out[MOK_NPHASES])
  * (comm only: the whole communication path, flags and epochs advancing as in a forward). */
 static int variant_once(struct mega_state *s, enum mok_variant variant, cudaStream_t st, char *err, int err_len)
 {
-    struct mok_weights w = set_weights(s->p, 0);
+    struct mok_weights w = set_weights(s, 0);
     int comm = variant == MOK_VARIANT_COMM_ONLY;
     if (s->desc.train) { /* the backward's: compute alone on the last full one's dy rows; or its communication
                           * path (dispatch, sends, the owner's sum) with nothing computed */
@@ -390,6 +408,10 @@ static void mega_teardown(void *state)
     phased_run_destroy(&s->run);
     mok_workspace_destroy(s->ws); /* collective: waits for every rank (peers may still read this window) */
     cudaFree(s->y_scratch);
+    for (int set = 0; set < MOK_MAX_SETS; set++) {
+        cudaFree(s->w13_x[set]);
+        cudaFree(s->w2_x[set]);
+    }
     mok_schedule_free(&s->host);
     free(s);
 }

@@ -207,9 +207,12 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(shared_units, MOK_NUMERIC, 0, 1, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts, shared_sms 0: 1, their backward runs as units of the backward "   \
       "kernel (GEMM2-dgrad tiles first, while dy travels; the rest after the routed GEMM2 dgrad); 0, after it")  \
-    X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
+    X(mx_scheme, MOK_NUMERIC, 0, 3, 0,                                                                           \
       "dtype mxfp8: 0, each 32 K's e4m3 product promoted into fp32 with both scales (128 x 128 tiles); 1, the "  \
-      "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run")                         \
+      "producer warpgroup expands e4m3 to bf16 in shared memory and the bf16 tiles run; 3, the bf16 tiles with "  \
+      "the weights' MX values held in bf16 (expanded at setup: twice the FP8 weight bytes) and the rows "        \
+      "expanded by the consumer threads into registers for wgmma's register operand (mok-gemm's 3; 2 is "       \
+      "mok-gemm's only)")                                                                                        \
     X(swap_tail, MOK_NUMERIC, 0, 1, 0,                                                                           \
       "bf16 forward: 1, an expert's last row block of <= 112 real rows runs with the weights as wgmma's M and "   \
       "its tokens as N (32, 64, 96 or 112 rows), not as a padded 128-row block; 0: padded")                      \

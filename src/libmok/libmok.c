@@ -125,9 +125,10 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (d->swap_tail && (d->dtype != MOK_LAYER_BF16 || d->train || d->split_half)))
         return say(err, err_len, MOK_ERR_ARGUMENT, "swap_tail = %d: 0, or 1 with dtype MOK_LAYER_BF16, train 0 and "
                    "split_half 0", d->swap_tail);
-    if (d->mx_scheme < 0 || d->mx_scheme > 1 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or 1 (expand to bf16 in "
-                   "shared memory) with dtype MOK_LAYER_MXFP8", d->mx_scheme);
+    if (d->mx_scheme < 0 || d->mx_scheme > 3 || d->mx_scheme == 2 || (d->mx_scheme && d->dtype != MOK_LAYER_MXFP8))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or with dtype "
+                   "MOK_LAYER_MXFP8 1 (expand to bf16 in shared memory) or 3 (the rows into registers, the weights "
+                   "given in bf16: mok_expand_weights_mxfp8)", d->mx_scheme);
     if ((d->fp8_tile_n != 0 && d->fp8_tile_n != 128 && d->fp8_tile_n != 256) ||
         (d->fp8_tile_n == 256 && d->dtype != MOK_LAYER_FP8_BLOCK))
         return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_tile_n = %d: 0 or 128, or 256 with dtype MOK_LAYER_FP8_BLOCK",
@@ -219,7 +220,7 @@ static int layer_check(ncclComm_t comm, const struct mok_layer_desc *desc, int *
     mk.shared_inter = 0; /* the shared buffers and weights do not exist yet: check_shape covered its value */
     if (mk.fp8) /* nor do the fp8 buffers: stand-ins for the pointer checks (the kernel is not launched here) */
         mk.xq = mk.hq = (uint8_t *)(uintptr_t)256, mk.hs = mk.xq, mk.w13q = mk.w2q = mk.w13mx = mk.w2mx = mk.xq,
-        mk.w13s = mk.w2s = (const float *)(uintptr_t)256;
+        mk.w13s = mk.w2s = (const float *)(uintptr_t)256, mk.w13 = mk.w2 = (const uint16_t *)(uintptr_t)256;
     char why[256];
     if (!mok_megakernel_supports(&mk, why, sizeof why))
         return say(err, err_len, MOK_ERR_UNSUPPORTED, "megakernel: %s", why);
@@ -499,10 +500,15 @@ int check_weights(const mok_workspace *ws, const struct mok_weights *w, char *er
     const int bf16 = w->w13 && w->w2 && !w->w13_e4m3 && !w->w2_e4m3 && !w->w13_scale && !w->w2_scale &&
                      !w->w13_mx && !w->w2_mx;
     const int e4m3 = !w->w13 && !w->w2 && w->w13_e4m3 && w->w2_e4m3;
+    const int mx_bf16 = dt == MOK_LAYER_MXFP8 && ws->d.mx_scheme == 3; /* the MX values in bf16, K permuted */
+    if (mx_bf16 && !bf16)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_MXFP8 with mx_scheme 3 takes w13 and w2 "
+                   "(device pointers: the MX values in bf16 from mok_expand_weights_mxfp8) and no e4m3 weights or "
+                   "scales");
     if (dt == MOK_LAYER_FP8_BLOCK && !(e4m3 && w->w13_scale && w->w2_scale && !w->w13_mx && !w->w2_mx))
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_FP8_BLOCK takes w13_e4m3, w13_scale, "
                    "w2_e4m3 and w2_scale (device pointers), the other dtypes' fields NULL");
-    if (dt == MOK_LAYER_MXFP8 && !(e4m3 && w->w13_mx && w->w2_mx && !w->w13_scale && !w->w2_scale))
+    if (dt == MOK_LAYER_MXFP8 && !mx_bf16 && !(e4m3 && w->w13_mx && w->w2_mx && !w->w13_scale && !w->w2_scale))
         return say(err, err_len, MOK_ERR_ARGUMENT, "weights: dtype MOK_LAYER_MXFP8 takes w13_e4m3, w13_mx, w2_e4m3 "
                    "and w2_mx (device pointers), the other dtypes' fields NULL");
     if (dt == MOK_LAYER_BF16 && !bf16)

@@ -1,5 +1,5 @@
 /* libmok's calls outside a forward's order (include/libmok.h): fp8_block and mxfp8 weights quantized from bf16
- * (setup), and the last forward's h per route for checks. */
+ * (setup; mxfp8's also as their MX values in bf16 for mx_scheme 3), and the last forward's h per route for checks. */
 #include <stdint.h>
 
 #include "check_call.h"
@@ -67,6 +67,48 @@ int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k,
         return say(err, err_len, MOK_ERR_CUDA, "mxfp8 weights: %s", cudaGetErrorString(e));
     if (bad)
         return say(err, err_len, MOK_ERR_ARGUMENT, "mxfp8 weights: w holds inf or NaN");
+    return MOK_OK;
+}
+
+/* Quantized into scratch (e4m3 and the plain [rows][k / 32] scales), expanded back in mx_scheme 3's order: the values
+ * are the mxfp8 quantizer's, bit for bit, held in bf16. */
+int mok_expand_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, uint16_t *out, cudaStream_t stream,
+                             char *err, int err_len)
+{
+    if (!w || !out)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "w and out: device pointers");
+    if (matrices < 1 || rows < 1 || k < 128 || k % 128)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices = %d, rows = %d, k = %d: matrices >= 1, rows >= 1, k a "
+                   "positive multiple of 128", matrices, rows, k);
+    if ((uintptr_t)w % 16 || (uintptr_t)out % 16)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "w and out 16-byte aligned (vector loads; the kernel reads out by "
+                   "TMA)");
+    const size_t n_rows = (size_t)matrices * rows;
+    if (n_rows > (size_t)INT32_MAX)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices x rows = %zu: at most 2^31 - 1", n_rows);
+    int32_t *status = NULL, bad = 0;
+    uint8_t *q = NULL, *plain = NULL;
+    MOK_CHECK(cuda, cudaMalloc((void **)&status, sizeof(int32_t)), return MOK_ERR_CUDA);
+    cudaError_t e = cudaMalloc((void **)&q, n_rows * (size_t)k);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&plain, n_rows * (size_t)(k / 32));
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(status, 0, sizeof(int32_t), stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)mok_quant_mxfp8_bf16(w, (int)n_rows, k, q, plain, status, (mok_stream_t)stream);
+    if (e == cudaSuccess)
+        e = (cudaError_t)mok_expand_mxfp8_bf16_k64perm(q, plain, (long long)n_rows, k, out, (mok_stream_t)stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&bad, status, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    cudaFree(status);
+    cudaFree(q);
+    cudaFree(plain);
+    if (e != cudaSuccess)
+        return say(err, err_len, MOK_ERR_CUDA, "mxfp8 weights expanded: %s", cudaGetErrorString(e));
+    if (bad)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "mxfp8 weights expanded: w holds inf or NaN");
     return MOK_OK;
 }
 
