@@ -145,10 +145,14 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
         double fp8 = 0;
         if (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8) {
             int gemm = !strcmp(impl, "nccl") ? mok_params_nccl(params).gemm : mok_params_nccl_overlap(params).gemm;
+            int mx_scheme = !strcmp(impl, "nccl") ? mok_params_nccl(params).mx_scheme
+                                                  : mok_params_nccl_overlap(params).mx_scheme;
             double el = (double)m->experts / nranks;
             fp8 = (t * h + cap * (h + i)) * (1 + 1.0 / 32) + (cap + t * k) * i * 2;
             if (spec->dtype == MOK_DTYPE_MXFP8 && gemm != 2)
                 fp8 += sets * el * 3 * h * i * 2 + cap * i * 2;
+            if (spec->dtype == MOK_DTYPE_MXFP8 && gemm == 2 && mx_scheme >= 2) /* the weights in bf16 */
+                fp8 += sets * el * 3 * h * i * 2;
             if (spec->dtype == MOK_DTYPE_FP8_BLOCK && gemm == 1) /* gemm_fp8_experts.c: g1, h, h quantized, and
                                                                    * every set's weight scales in cuBLASLt's layout */
                 fp8 += cap * (2 * i * 2 + i * 2 + i * (1 + 1.0 / 32)) + sets * el * 3 * h * i / (128.0 * 128) * 4 * 2;
@@ -203,6 +207,8 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
          * 1/32 of the values), and the window's region for the h rows per route the check brings home */
         if (!mega && (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8))
             bytes += (t * h + cap * (h + i)) * (1 + 1.0 / 32) + t * k * i * 2;
+        if (!mega && spec->dtype == MOK_DTYPE_MXFP8 && mok_params_lsa_layer(params).mx_scheme >= 2)
+            bytes += sets * (double)m->experts / nranks * 3 * h * i * 2; /* mx_scheme 2, 3: the weights in bf16 */
         if (mega && mok_pass_has_bwd(spec->pass)) {
             double si = m->shared_experts * i;
             bytes += sets * t * h * 2 + t * k * 4 + cap * (2 * i * 2 + h * 2 + 2 * i * 2 + i * 2 + i / 256 * 4) +

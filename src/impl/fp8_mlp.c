@@ -11,8 +11,8 @@ int mok_fp8_wire_bytes(int hidden) { return (hidden + hidden / 32 + 15) / 16 * 1
 /* fp8_block: 128 x 256 tiles in the 384-thread layout with products of 128 columns, mok-gemm's fastest at the
  * DeepSeek-V3 and Qwen3-235B expert shapes (1.44-1.51x its bf16 GEMMs; results/h200x1/2026-12-05-fp8-wide-swap-ab).
  * mxfp8: scheme (a) on 128 x 128 tiles with products of 64 columns (results/h200x1/2026-12-02-fp8-gemm), or scheme
- * (b) (mx_scheme 1) on 128 x 256 tiles (1.13-1.16x faster in the layer, same folder). The deepest ring, the bf16
- * configuration's CTAs. */
+ * (b) (mx_scheme 1) on 128 x 256 tiles (1.13-1.16x faster in the layer, same folder), or 2 and 3 (the weights in bf16)
+ * on those tiles too. The deepest ring, the bf16 configuration's CTAs. */
 struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int dtype, int mx_scheme)
 {
     const bool wide = dtype == MOK_DTYPE_FP8_BLOCK || mx_scheme;
@@ -47,10 +47,13 @@ static void fp8_gemm_pair(const struct mok_problem *p, int set, const struct mok
     if (p->spec.dtype == MOK_DTYPE_MXFP8) {
         const struct mok_mxfp8_operands *w = &p->mx;
         g1->dtype = g2->dtype = MOK_GEMM_MXFP8;
-        g1->a_mx_scale = m->as, g1->b_fp8 = w->w13[set] + e0 * 2 * I * H;
-        g1->b_mx_scale = w->w13_tiles[set] + e0 * 2 * I * (H / 32);
-        g2->a_mx_scale = m->hs, g2->b_fp8 = w->w2[set] + e0 * H * I;
-        g2->b_mx_scale = w->w2_tiles[set] + e0 * H * (I / 32);
+        g1->a_mx_scale = m->as, g2->a_mx_scale = m->hs;
+        if (m->w13x) { /* mx_scheme 2, 3: the weights' MX values in bf16 */
+            g1->b = m->w13x + e0 * 2 * I * H, g2->b = m->w2x + e0 * H * I;
+            return;
+        }
+        g1->b_fp8 = w->w13[set] + e0 * 2 * I * H, g1->b_mx_scale = w->w13_tiles[set] + e0 * 2 * I * (H / 32);
+        g2->b_fp8 = w->w2[set] + e0 * H * I, g2->b_mx_scale = w->w2_tiles[set] + e0 * H * (I / 32);
     } else {
         const struct mok_fp8_block_operands *w = &p->fp8;
         g1->dtype = g2->dtype = MOK_GEMM_FP8_BLOCK;
@@ -59,6 +62,25 @@ static void fp8_gemm_pair(const struct mok_problem *p, int set, const struct mok
         g2->a_scale = m->hs, g2->b_fp8 = w->w2[set] + e0 * H * I;
         g2->b_scale = w->w2_scale[set] + e0 * (H / 128) * (I / 128);
     }
+}
+
+int mok_fp8_weights_bf16(const struct mok_problem *p, int mx_scheme, uint16_t **w13x, uint16_t **w2x,
+                         cudaStream_t st, char *err, int err_len)
+{
+    const struct mok_mxfp8_operands *q = &p->mx;
+    const size_t EL = (size_t)p->local_experts, H = (size_t)p->hidden, I = (size_t)p->inter;
+    int (*expand)(const uint8_t *, const uint8_t *, long long, int, uint16_t *, mok_stream_t) =
+        mx_scheme == 3 ? mok_expand_mxfp8_bf16_k64perm : mok_dequant_mxfp8_bf16;
+    for (int set = 0; set < p->sets; set++) {
+        MOK_CHECK(cuda, cudaMalloc((void **)&w13x[set], EL * 2 * I * H * 2 + 16), return -1);
+        MOK_CHECK(cuda, cudaMalloc((void **)&w2x[set], EL * H * I * 2 + 16), return -1);
+        MOK_CHECK(cuda, expand(q->w13[set], q->w13_scale[set], (long long)(EL * 2 * I), p->hidden, w13x[set],
+                               (mok_stream_t)st), return -1);
+        MOK_CHECK(cuda, expand(q->w2[set], q->w2_scale[set], (long long)(EL * H), p->inter, w2x[set],
+                               (mok_stream_t)st), return -1);
+    }
+    MOK_CHECK(cuda, cudaStreamSynchronize(st), return -1);
+    return 0;
 }
 
 int mok_fp8_mok_mlp(const struct mok_problem *p, int set, const struct mok_fp8_mlp *m,
@@ -78,7 +100,8 @@ int mok_fp8_mok_supports(const struct mok_problem *p, const struct mok_gemm_sm90
     /* alignment only: the rows are 16-byte aligned as hidden and intermediate are, every array starts so */
     const uint8_t *any = (const uint8_t *)(uintptr_t)256;
     struct mok_gemm_args g1 = {.a_fp8 = any, .b_fp8 = any, .c = (uint16_t *)(uintptr_t)256, .groups = p->local_experts,
-                               .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1};
+                               .rows_capacity = 1, .n_out = p->inter, .k = p->hidden, .swiglu = 1,
+                               .b = (const uint16_t *)any}; /* (b: mx_scheme 2 and 3's bf16 weights) */
     if (p->spec.dtype == MOK_DTYPE_MXFP8)
         g1.dtype = MOK_GEMM_MXFP8, g1.a_mx_scale = g1.b_mx_scale = any;
     else

@@ -17,7 +17,8 @@
  * padded to 16. */
 int mok_fp8_wire_bytes(int hidden);
 /* The FP8 GEMMs' configuration on a bf16 configuration's CTAs, for dtype (enum mok_dtype): fp8_block 128 x 256
- * tiles, fp8_n 128; mxfp8 128 x 128, fp8_n 64, or with mx_scheme 1 expanded to bf16 on 128 x 256; the deepest ring. */
+ * tiles, fp8_n 128; mxfp8 128 x 128, fp8_n 64, or with mx_scheme 1, 2, 3 expanded to bf16 on 128 x 256; the deepest
+ * ring. */
 struct mok_gemm_sm90_config mok_fp8_mok_config(const struct mok_gemm_sm90_config *bf16, int dtype, int mx_scheme);
 /* bf16 rows [rows][k] into e4m3 q and the problem's format's scales (k / 32 bytes per row in both formats), with
  * the problem's quantizer flag; rows_dev (NULL: all rows) bounds them on the device (mok_quant_*_upto). */
@@ -36,7 +37,14 @@ struct mok_fp8_mlp {
     const int32_t *offset;  /* device [groups + 1] */
     int e0, groups, rows_capacity;
     const int32_t *rows_dev; /* NULL, or a device count of the rows h's quantization needs (<= rows_capacity) */
+    const uint16_t *w13x, *w2x; /* mxfp8 mx_scheme 2, 3: the set's local experts' MX values in bf16
+                                 * (mok_fp8_weights_bf16); NULL: the e4m3 weights */
 };
+/* mxfp8 with mx_scheme 2 or 3 (mok-gemm's, kernels/mok_gemm.h): every input set's local expert weights as their MX
+ * values in bf16 (exact; 3: K permuted within each 64-K block), allocated into w13x[set] and w2x[set] (the caller
+ * frees them); the problem's quantized weights expanded, not timed. 0, or -1 with err. */
+int mok_fp8_weights_bf16(const struct mok_problem *p, int mx_scheme, uint16_t **w13x, uint16_t **w2x,
+                         cudaStream_t st, char *err, int err_len);
 /* GEMM1 + SwiGLU, h quantized, GEMM2 on st, with input set `set`'s quantized weights. 0, or -1 with err. */
 int mok_fp8_mok_mlp(const struct mok_problem *p, int set, const struct mok_fp8_mlp *m,
                     const struct mok_gemm_sm90_config *cfg, cudaStream_t st, char *err, int err_len);

@@ -33,6 +33,7 @@ struct lsa_fp8 {
     uint8_t *aq, *hq;     /* [capacity][hidden], [capacity][inter] e4m3: the slots' rows unpacked, h quantized */
     void *as, *hs;        /* their scales */
     struct mok_gemm_sm90_config cfg;
+    uint16_t *w13x[MOK_MAX_SETS], *w2x[MOK_MAX_SETS]; /* mxfp8 mx_scheme 2, 3: the weights in bf16 (fp8_mlp.h) */
 };
 
 static bool fp8_dtype(const struct mok_problem *p)
@@ -79,6 +80,8 @@ int lsa_fp8_setup(struct lsa_state *s, char *err, int err_len)
         MOK_CHECK(cuda, cudaMemset(*bufs[i], 0, bytes[i] + 16), return -1); /* rows past the schedule's: zeros */
     }
     MOK_CHECK(cuda, cudaMemset(s->a.xin, 0, cap * H * 2), return -1); /* padding slots unpack to finite zeros */
+    if (p->spec.dtype == MOK_DTYPE_MXFP8 && s->mx_scheme >= 2)
+        return mok_fp8_weights_bf16(p, s->mx_scheme, f->w13x, f->w2x, s->cl->stream, err, err_len);
     return 0;
 }
 
@@ -107,7 +110,8 @@ int lsa_fp8_experts(struct lsa_state *s, int set, cudaStream_t st, char *err, in
                                         f->as, (mok_stream_t)st), return -1);
     const struct mok_fp8_mlp m = {.aq = f->aq, .as = f->as, .h = s->h, .hq = f->hq, .hs = f->hs, .out = s->out,
                                   .offset = a->offset, .e0 = 0, .groups = a->local_experts,
-                                  .rows_capacity = a->capacity, .rows_dev = used};
+                                  .rows_capacity = a->capacity, .rows_dev = used, .w13x = f->w13x[set],
+                                  .w2x = f->w2x[set]};
     return mok_fp8_mok_mlp(p, set, &m, &f->cfg, st, err, err_len);
 }
 
@@ -143,7 +147,11 @@ void lsa_fp8_extras(const struct lsa_state *s, struct mok_row *row)
     size_t n = strlen(row->note);
     snprintf(row->note + n, sizeof(row->note) - n, "; %s wire rows (%d bytes) through LSA, mok's core (%d x %d tiles, "
              "%s), bf16 combine", mok_dtype_name(s->p->spec.dtype), f->wire_bytes, f->cfg.tile_m, f->cfg.tile_n,
-             f->cfg.mx_scheme ? "e4m3 expanded to bf16" : f->cfg.fp8_n == 64 ? "fp8_n 64" : "fp8_n 128");
+             f->cfg.mx_scheme == 1   ? "e4m3 expanded to bf16"
+             : f->cfg.mx_scheme >= 2 ? (f->cfg.mx_scheme == 2 ? "rows expanded to bf16, weights held in bf16"
+                                                              : "rows expanded into registers, weights held in bf16")
+             : f->cfg.fp8_n == 64    ? "fp8_n 64"
+                                     : "fp8_n 128");
 }
 
 void lsa_fp8_teardown(struct lsa_state *s)
@@ -154,6 +162,10 @@ void lsa_fp8_teardown(struct lsa_state *s)
     void *dev[] = {f->xq, f->xs, f->aq, f->as, f->hq, f->hs};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
+    for (int set = 0; set < MOK_MAX_SETS; set++) {
+        cudaFree(f->w13x[set]);
+        cudaFree(f->w2x[set]);
+    }
     free(f);
     s->fp8 = NULL;
 }

@@ -59,6 +59,8 @@ int mok_nccl_fp8_setup(struct mok_nccl_pipe *s, char *err, int err_len)
     MOK_CHECK(cuda, cudaMalloc(&f->hs, cap * (I / 32) + 16), return -1);
     if (s->mok_gemm) {
         s->mok_cfg = mok_fp8_mok_config(&s->mok_cfg, (int)p->spec.dtype, s->mx_scheme);
+        if (f->mx && s->mx_scheme >= 2) /* the weights' MX values in bf16, the megakernel's mx_scheme 3 alike */
+            return mok_fp8_weights_bf16(p, s->mx_scheme, f->w13_deq, f->w2_deq, s->cl->stream, err, err_len);
         return 0;
     }
     if (f->mx)
@@ -123,7 +125,8 @@ static int mok_gemms(struct mok_nccl_pipe *s, int set, int st, char *err, int er
                                   .h = s->hbuf + row0 * I, .hq = f->hq + row0 * I,
                                   .hs = (uint8_t *)f->hs + row0 * (I / 32), .out = s->em_out + row0 * H,
                                   .offset = s->mok_offsets + (size_t)st * (p->local_experts + 1),
-                                  .e0 = s->stage_expert0[st], .groups = s->stage_experts[st], .rows_capacity = rows};
+                                  .e0 = s->stage_expert0[st], .groups = s->stage_experts[st], .rows_capacity = rows,
+                                  .w13x = f->w13_deq[set], .w2x = f->w2_deq[set]};
     return mok_fp8_mok_mlp(p, set, &m, &s->mok_cfg, s->compute, err, err_len);
 }
 

@@ -39,7 +39,8 @@ struct mok_nccl_fp8 {
     bool lt;               /* fp8_block, gemm=per_expert: cuBLASLt's block-scaled GEMMs in experts */
     struct mok_fp8_experts experts;
     bool emulated;         /* mxfp8, gemm=per_expert or grouped: dequantize + bf16 GEMMs */
-    uint16_t *w13_deq[MOK_MAX_SETS], *w2_deq[MOK_MAX_SETS]; /* emulated: every set's local weights in bf16 */
+    uint16_t *w13_deq[MOK_MAX_SETS], *w2_deq[MOK_MAX_SETS]; /* emulated, or gemm=mok with mx_scheme 2 / 3: every
+                                                             * set's local weights in bf16 (3: K permuted) */
     uint16_t *h_deq;       /* emulated: [cap rows][inter], GEMM2's A */
 };
 

@@ -46,9 +46,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "backward on the same core). The backward runs per_expert or mok")                                        \
     X(gemm_streams, MOK_NUMERIC, 1, MOK_GEMM_STREAMS_MAX, 4,                                                     \
       "per_expert: streams the experts' GEMMs are spread over (grouped, mok: must be 1)")                       \
-    X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
+    X(mx_scheme, MOK_NUMERIC, 0, 3, 0,                                                                           \
       "gemm=mok with dtype mxfp8: 0, mok-gemm's mx_scheme 0 (128 x 128 tiles promoted per 32 K); 1, its " \
-      "mx_scheme 1 (e4m3 expanded to bf16 in shared memory, 128 x 256 tiles)")
+      "mx_scheme 1 (e4m3 expanded to bf16 in shared memory, 128 x 256 tiles); 2, 3: its mx_scheme 2, 3 (the "    \
+      "weights held in bf16)")
 
 #define MOK_PARAMS_NCCL(X) MOK_PARAMS_EXPERT_GEMM(X)
 
@@ -153,9 +154,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(overlap, MOK_CHOICES(mok_choices_overlap), 0, 1, 0,                                                        \
       "none: GEMMs after the dispatch; gemm1: GEMM1 (sm90) runs beside the dispatch on the other SMs, each tile " \
       "waiting on its rows' ready counters")                                                                     \
-    X(mx_scheme, MOK_NUMERIC, 0, 1, 0,                                                                           \
+    X(mx_scheme, MOK_NUMERIC, 0, 3, 0,                                                                           \
       "dtype mxfp8: 0, mok-gemm's mx_scheme 0 (128 x 128 tiles promoted per 32 K); 1, its mx_scheme 1 (e4m3 "    \
-      "expanded to bf16 in shared memory, 128 x 256 tiles)")
+      "expanded to bf16 in shared memory, 128 x 256 tiles); 2, 3: its mx_scheme 2, 3 (the weights held in bf16)")
 
 /* megakernel: dispatch, expert GEMMs and combine sends in one persistent launch; the GEMM tiles are 128 x 256 and
  * experts are padded to 128 rows (fixed: the row blocks its counters track). */
