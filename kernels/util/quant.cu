@@ -1,7 +1,7 @@
 /* quant: FP8 quantization of bf16 rows on the GPU, bit for bit the host reference's (src/fp8.h: the formats, the
  * scale rules, the rounding): the separate quantize step the NCCL baselines and lsa-layer run before their dispatch
  * and between their GEMMs, and what the megakernel's dispatch is to match when it quantizes rows as it sends them.
- * Rows: mxfp8 one thread per scale block (32 values: simple and exact, not yet tuned for bandwidth), fp8_block a half
+ * Rows: mxfp8 a quad per scale block (32 values, 16 bytes a lane), fp8_block a half
  * warp per block of 128. Weights (fp8_block, 128 x 128 blocks, quantized once at setup but ~6 G elements for a large
  * model): one CTA per block, 16-byte loads. A non-finite input sets *status to 1 (the host reference refuses it). And
  * mxfp8's dequantization back to bf16, which an MX-emulating baseline runs, and mx_scheme 3's weight expansion. */
@@ -40,6 +40,36 @@ __device__ __forceinline__ long long blocks_upto(long long blocks, const int32_t
     return upto < blocks ? upto : blocks;
 }
 
+/* mxfp8 rows: a quad per 32-value block, 16 bytes per lane (mok_fp8::quant_block32, the megakernel's own), so the
+ * rows stream near DRAM rate: h's quantization runs in the timed path of mok-gemm and the FP8 baselines (the
+ * thread-per-block kernel below, kept for unaligned rows, ran at ~10% of the DRAM peak there: 563 us for h at
+ * Qwen3-235B-local 4096 on one H100, results/h100x1/2026-12-05-mx-weights-bf16). Each lane flags inf or NaN in its
+ * own 8 values (bits >= 0x7F80). */
+__global__ void quant_mxfp8_quads_kernel(const uint16_t *x, long long blocks, const int32_t *rows_dev, int per_row,
+                                         uint8_t *q, uint8_t *scale, int32_t *status)
+{
+    blocks = blocks_upto(blocks, rows_dev, per_row);
+    const int ql = threadIdx.x % 4, quad = (threadIdx.x % 32) / 4;
+    const long long quads = (long long)gridDim.x * blockDim.x / 4;
+    for (long long b = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 4; b - quad < blocks; b += quads) {
+        /* every quad of the warp stays in the loop while any has a block: quant_block32 shuffles over all 32 lanes */
+        const bool mine = b < blocks;
+        const uint4 v = mine ? *reinterpret_cast<const uint4 *>(x + b * 32 + ql * 8) : make_uint4(0, 0, 0, 0);
+        const uint32_t m2 = __vmaxu2(__vmaxu2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
+                                     __vmaxu2(v.z & 0x7FFF7FFFu, v.w & 0x7FFF7FFFu));
+        uint8_t e;
+        const uint2 out = mok_fp8::quant_block32(v, &e);
+        if (!mine)
+            continue;
+        if (max(m2 & 0xFFFFu, m2 >> 16) >= 0x7F80u)
+            atomicExch(status, 1);
+        if (ql == 0)
+            scale[b] = e;
+        *reinterpret_cast<uint2 *>(q + b * 32 + ql * 8) = out;
+    }
+}
+
+/* One thread per block: rows whose pointers are not 16-byte (x) and 8-byte (q) aligned. */
 __global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, const int32_t *rows_dev, int per_row,
                                    uint8_t *q, uint8_t *scale, int32_t *status)
 {
@@ -225,8 +255,12 @@ static int quant_mxfp8(const uint16_t *x, int rows, const int32_t *rows_dev, int
     long long blocks = (long long)rows * (k / 32);
     if (blocks == 0)
         return 0;
-    quant_mxfp8_kernel<<<mok_blocks_for((size_t)blocks, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
-        x, blocks, rows_dev, k / 32, q, scale, status);
+    if ((uintptr_t)x % 16 == 0 && (uintptr_t)q % 8 == 0)
+        quant_mxfp8_quads_kernel<<<mok_blocks_for((size_t)blocks * 4, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(
+            x, blocks, rows_dev, k / 32, q, scale, status);
+    else
+        quant_mxfp8_kernel<<<mok_blocks_for((size_t)blocks, 256, 4096), 256, 0, mok_cuda_stream(stream)>>>(
+            x, blocks, rows_dev, k / 32, q, scale, status);
     return MOK_LAUNCH_RESULT();
 }
 
