@@ -21,8 +21,9 @@
  * fragment buffers: expand block kb into buffer kb % 2 while block kb - 1's wgmmas run, issue kb's, then wait until
  * only kb's are in flight and give block kb - 1's slot back (the bf16 consume_tile's order). Buffer kb % 2 was last
  * read by block kb - 2's wgmmas, complete by then; a register fence on the other buffer after each wait keeps its
- * values (the in-flight wgmma's operands) live until then, so they are not reused for the next fragment. Not yet
- * run on a GPU. */
+ * values (the in-flight wgmma's operands) live until then, so they are not reused for the next fragment. Measured
+ * (results/h100x1/2026-12-05-mx-weights-bf16): 1.35-1.50x faster than scheme (b), its GEMMs faster than the bf16
+ * instance's under ncu at Qwen3-235B-local 4096 (1.19 / 0.63 ms against 1.26 / 0.67). */
 #pragma once
 #include <stdint.h>
 
