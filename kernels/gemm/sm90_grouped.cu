@@ -29,7 +29,7 @@
  * Thread 0 loads the e4m3 rows of each k block into a small landing ring; every thread expands its rows, e4m3 x
  * 2^scale, into the bf16 slot the consumers read, then arrives on the slot's full barrier (128 arrivals). The
  * consumers and the epilogue are the bf16 instance's. mx_scheme 2: B is the weights' MX values already expanded to bf16
- * (at setup, by the caller: mok_mx_expand_rows_bf16), loaded by TMA as the bf16 instance loads it; only A lands and
+ * (at setup, by the caller: mok_dequant_mxfp8_bf16), loaded by TMA as the bf16 instance loads it; only A lands and
  * is expanded, and each slot's full barrier also counts B's TMA bytes (thread 0 adds them before the loads).
  * mx_scheme 3 (sm90_mx_rega.cuh): the bf16 instance's producer loads A's e4m3 rows and B's bf16 (K permuted within
  * each 64-K block at setup: mok_expand_mxfp8_bf16_k64perm), and each consumer thread expands its A fragment into
@@ -277,7 +277,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
                 "scale blocks of B)", g->k, g->n_out);
             return cudaErrorInvalidValue;
         }
-        if ((uintptr_t)g->a_mx_scale % 4 || (uintptr_t)g->b_mx_scale % 16) { /* (b_mx_scale NULL in scheme 2) */
+        if ((uintptr_t)g->a_mx_scale % 4 || (uintptr_t)g->b_mx_scale % 16) { /* (b_mx_scale NULL in schemes 2, 3) */
             say(why, why_len, "mxfp8: a_mx_scale 4-byte and b_mx_scale 16-byte aligned (word loads, bulk copies)");
             return cudaErrorInvalidValue;
         }
@@ -419,7 +419,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + %d landing stages "
             "of %d bytes + prefix of %d groups)", smem, limit, ring.stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
             c->tile_m * tile_cols(c->tile_n, g->swiglu) * 2 / 1024, ring.land,
-            b_bf16 ? kMxLandABytes : mx_land_stage_bytes(c->tile_n), g->groups);
+            b_bf16 && !rega ? kMxLandABytes : mx_land_stage_bytes(c->tile_n), g->groups);
         return cudaErrorInvalidValue;
     }
     return cudaSuccess;
@@ -597,8 +597,9 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     if (mx && !ex && !rega &&
         !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
-    if (ex && !b_bf16 && !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
-                                   kMxLandScaleRow, (uint32_t)c->tile_n / 64))
+    if (ex && !b_bf16 &&
+        !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
+                             kMxLandScaleRow, (uint32_t)c->tile_n / 64))
         return cudaErrorInvalidValue;
 
     int dev = 0, grid = c->sms, optin = 0;

@@ -254,7 +254,7 @@ __device__ __forceinline__ void mx_producer_step(const uint8_t *lnd, uint64_t *l
 
 /* ---- mx_scheme 2: the tokens expanded, the weights expanded once at setup ----
  * The grouped GEMM's kMxBBf16 instances: B is the weights' exact MX values held in bf16 (expanded once, at setup,
- * by mok_mx_expand_rows_bf16: the same bits this expansion would give), loaded by TMA straight into the bf16 slot as
+ * by mok_dequant_mxfp8_bf16: the same bits this expansion would give), loaded by TMA straight into the bf16 slot as
  * the bf16 instance loads it; only A's e4m3 rows land (kMxLandABytes a stage) and are expanded by the producer
  * warpgroup, one row a thread. The expansion's share of a k block falls to a third at 128 x 256 (A's 8K codes of
  * 24K), its shared-memory traffic from ~176 KB to ~144 KB a k block (bf16: ~128 KB, NOTES.md issue 22), at twice
