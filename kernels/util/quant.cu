@@ -206,8 +206,8 @@ __global__ void dequant_mxfp8_kernel(const uint8_t *q, const uint8_t *scale, lon
 __global__ void expand_mxfp8_k64perm_kernel(const uint8_t *q, const uint8_t *scale, long long words, int k,
                                             uint16_t *out)
 {
-    const long long step = (long long)gridDim.x * blockDim.x;
-    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words; w += step) {
+    for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < words;
+         w += (long long)gridDim.x * blockDim.x) {
         const long long e = 4 * w, row = e / k;
         const int col = (int)(e - row * k), n = col & 63;
         const struct mok_mx_pair p = mok_mx_expand4(*reinterpret_cast<const uint32_t *>(q + e),
