@@ -607,7 +607,7 @@ __device__ __forceinline__ void warp_group_prefix(int groups, int lane, int *out
  * a stream is being captured and none exists yet), and its message on stderr if a kernel filled it (then cleared). */
 struct mok_sm90_diag *diag_record(cudaStream_t s);
 void diag_print();
-/* Host side, defined in sm90_grouped.cu: the 128B-swizzled tensor map of a row-major bf16 matrix [rows][k] read or
+/* Host side, defined in sm90_tensor_maps.cu: the 128B-swizzled tensor map of a row-major bf16 matrix [rows][k] read or
  * written in boxes of box_rows x 64. */
 bool encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows);
 /* The same over fp32 [rows][cols] in boxes of box_rows x 32 (one 128-byte swizzle row): weight gradients added

@@ -425,75 +425,6 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     return cudaSuccess;
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr; /* a benign race: every caller stores the same */
-    if (!fn) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !p) {
-            cudaGetLastError();
-            return nullptr;
-        }
-        fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-    }
-    return fn;
-}
-
-/* A row-major bf16 matrix [rows][k] read in boxes of box_rows x 64 (128 bytes of K), 128B swizzle: the layout
- * mok_wgmma_desc_sw128 describes. Rows outside [0, rows) read as zeros. land (e4m3 only): mxfp8 scheme (b)'s landing
- * boxes instead, 64 bytes of K per row, 64B swizzle (sm90_mx_expand.cuh). */
-bool encode_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows, bool e4m3 = false,
-                uint64_t row_bytes = 0, bool land = false)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode)
-        return false;
-    /* e4m3: one byte per element, so a 128-byte box row is 128 of them (the tensor map has no fp8 type; bytes) */
-    const uint64_t elem = e4m3 ? 1 : 2;
-    cuuint64_t dims[2] = {k, rows};
-    cuuint64_t strides[1] = {row_bytes ? row_bytes : k * elem}; /* bytes between rows; the innermost is implied */
-    cuuint32_t box[2] = {(cuuint32_t)((land ? kMxLandRowBytes : kRowBytes) / elem), box_rows};
-    cuuint32_t elem_strides[2] = {1, 1};
-    CUresult r = encode(map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                        const_cast<void *>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        land ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for [%llu][%llu], box %u\n",
-                (int)r, (unsigned long long)rows, (unsigned long long)k, box_rows);
-        return false;
-    }
-    return true;
-}
-
-/* mxfp8's B scales in the GEMM's tile layout (mok_scale_mx_tiles): [blocks][k_blocks x 256] bytes, a block being 64
- * B rows, read in boxes of one k block of two adjacent blocks (2 x 256 bytes, no swizzle: the consumers index it
- * themselves); scheme (b): boxes of one 64-K block's 128 bytes of box_blocks adjacent blocks (its producer indexes
- * them). */
-bool encode_mx_scale_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
-                         uint32_t box_bytes = kMxScaleSlot / 2, uint32_t box_blocks = 2)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode)
-        return false;
-    cuuint64_t dims[2] = {k_blocks * kMxScaleSlot / 2, blocks};
-    cuuint64_t strides[1] = {k_blocks * kMxScaleSlot / 2};
-    cuuint32_t box[2] = {box_bytes, box_blocks};
-    cuuint32_t elem_strides[2] = {1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box,
-                        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for the mxfp8 B scales "
-                "[%llu][%llu]\n", (int)r, (unsigned long long)blocks, (unsigned long long)k_blocks);
-        return false;
-    }
-    return true;
-}
-
 /* The lockstep arrival counter: one int in device memory per process (one GPU per process here), zeroed by a
  * memset before every launch; allocated on the first launch that is not being captured, as the failure record
  * (sm90_diag.cu). */
@@ -516,44 +447,6 @@ int *wave_counter(cudaStream_t s)
 }
 
 } // namespace
-
-bool mok_sm90::encode_tile_map(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows)
-{
-    return encode_map(map, base, rows, k, box_rows);
-}
-
-bool mok_sm90::encode_tile_map_f32(CUtensorMap *map, float *base, uint64_t rows, uint64_t cols, uint32_t box_rows)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode)
-        return false;
-    cuuint64_t dims[2] = {cols, rows};
-    cuuint64_t strides[1] = {cols * 4};
-    cuuint32_t box[2] = {kRowBytes / 4, box_rows}; /* 32 floats: one 128-byte swizzle row */
-    cuuint32_t elem_strides[2] = {1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, elem_strides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "mok-bench: gemm_sm90: cuTensorMapEncodeTiled failed (CUresult %d) for fp32 [%llu][%llu]\n",
-                (int)r, (unsigned long long)rows, (unsigned long long)cols);
-        return false;
-    }
-    return true;
-}
-
-bool mok_sm90::encode_mx_scale_tile_map(CUtensorMap *map, const void *base, uint64_t blocks, uint64_t k_blocks,
-                                        uint32_t land_blocks)
-{
-    return land_blocks ? encode_mx_scale_map(map, base, blocks, k_blocks, kMxLandScaleRow, land_blocks)
-                       : encode_mx_scale_map(map, base, blocks, k_blocks);
-}
-
-bool mok_sm90::encode_tile_map_e4m3(CUtensorMap *map, const void *base, uint64_t rows, uint64_t k, uint32_t box_rows,
-                                    uint64_t row_bytes, bool land)
-{
-    return encode_map(map, base, rows, k, box_rows, true, row_bytes, land);
-}
 
 extern "C" void mok_gemm_sm90_prepare(mok_stream_t stream)
 {
@@ -583,23 +476,24 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     const bool bt = g->b_transposed != 0, ex = mx_expand(g, c), rega = mx_rega(g, c);
     const bool b_bf16 = mx_b_bf16(g, c) || rega;
     const bool b_e4m3 = fp8 && !b_bf16; /* mx_scheme 2 and 3 read B in bf16 */
-    if (!encode_map(&map_a, fp8 ? (const void *)g->a_fp8 : g->a, (uint64_t)g->rows_capacity, (uint64_t)g->k,
-                    (uint32_t)c->tile_m, fp8, 0, ex || rega) ||
+    const uint64_t rows = (uint64_t)g->rows_capacity, k = (uint64_t)g->k;
+    /* B's box: halves for SwiGLU's gate/up, or a cluster's */
+    const uint32_t b_box = (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n);
+    if (!(fp8 ? encode_tile_map_e4m3(&map_a, g->a_fp8, rows, k, (uint32_t)c->tile_m, 0, ex || rega)
+              : encode_tile_map(&map_a, g->a, rows, k, (uint32_t)c->tile_m)) ||
         /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
-        (bt && !encode_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
-        (!bt && !encode_map(&map_b, b_e4m3 ? (const void *)g->b_fp8 : g->b, (uint64_t)b_rows, (uint64_t)g->k,
-                            /* halves: SwiGLU's gate/up, or a cluster's */
-                            (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n), b_e4m3, 0,
-                            ex && !b_bf16)) ||
-        !encode_map(&map_c, g->c, (uint64_t)g->rows_capacity, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
+        (bt && !encode_tile_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
+        (!bt && !(b_e4m3 ? encode_tile_map_e4m3(&map_b, g->b_fp8, (uint64_t)b_rows, k, b_box, 0, ex && !b_bf16)
+                         : encode_tile_map(&map_b, g->b, (uint64_t)b_rows, k, b_box))) ||
+        !encode_tile_map(&map_c, g->c, rows, (uint64_t)g->n_out, 64)) /* 64 x 64 store boxes */
         return cudaErrorInvalidValue;
     CUtensorMap map_bs = map_c; /* mxfp8's B scales; the other instances never read it */
     if (mx && !ex && !rega &&
-        !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
+        !encode_mx_scale_tile_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK))
         return cudaErrorInvalidValue;
     if (ex && !b_bf16 &&
-        !encode_mx_scale_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
-                             kMxLandScaleRow, (uint32_t)c->tile_n / 64))
+        !encode_mx_scale_tile_map(&map_bs, g->b_mx_scale, (uint64_t)b_rows / 64, (uint64_t)g->k / kFp8BlockK,
+                                  (uint32_t)c->tile_n / 64))
         return cudaErrorInvalidValue;
 
     int dev = 0, grid = c->sms, optin = 0;
