@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "check_call.h"
+#include "fp8_mlp.h"
 #include "gemm_mok_bwd.h"
 #include "impl.h"
 #include "params.h"
@@ -143,24 +144,9 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
         else if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->h_scale, (size_t)p->gemm_rows * (p->inter / 128) * 4 + 16);
     }
-    if (ce == cudaSuccess && mx && s->cfg.mx_scheme >= 2) { /* exact; mx_scheme 3 in its K order */
-        const long long E = p->experts, H = p->hidden, I = p->inter;
-        int (*expand)(const uint8_t *, const uint8_t *, long long, int, uint16_t *, mok_stream_t) =
-            s->cfg.mx_scheme == 3 ? mok_expand_mxfp8_bf16_k64perm : mok_dequant_mxfp8_bf16;
-        for (int set = 0; set < p->sets && ce == cudaSuccess; set++) {
-            ce = cudaMalloc((void **)&s->w13_x[set], (size_t)(E * 2 * I * H) * 2);
-            if (ce == cudaSuccess)
-                ce = cudaMalloc((void **)&s->w2_x[set], (size_t)(E * H * I) * 2);
-            if (ce == cudaSuccess)
-                ce = (cudaError_t)expand(p->mx.w13[set], p->mx.w13_scale[set], E * 2 * I, (int)H, s->w13_x[set],
-                                         (mok_stream_t)s->st);
-            if (ce == cudaSuccess)
-                ce = (cudaError_t)expand(p->mx.w2[set], p->mx.w2_scale[set], E * H, (int)I, s->w2_x[set],
-                                         (mok_stream_t)s->st);
-        }
-        if (ce == cudaSuccess)
-            ce = cudaStreamSynchronize(s->st);
-    }
+    if (ce == cudaSuccess && mx && s->cfg.mx_scheme >= 2 && /* exact; mx_scheme 3 in its K order */
+        mok_fp8_weights_bf16(p, s->cfg.mx_scheme, s->w13_x, s->w2_x, s->st, err, err_len))
+        return -1;
     if (ce == cudaSuccess && mok_pass_has_bwd(p->spec.pass)) {
         const size_t rows = (size_t)p->gemm_rows, I = (size_t)p->inter;
         if (s->portable) {
