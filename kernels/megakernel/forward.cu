@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         comm_dispatch<kFp8, kMx>(m);
         if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
                                             * of the others; else the chunks past the first round */
-            if (kFp8) {
-                scatter_rows<kFp8>(m, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
-                                   kScatterAll, diag);
+            if (kFp8) { /* the own rows of the first round's chunks (the compute blocks copy their peers' rows) */
+                scatter_landed_fp8<kMx, false>(m, 0, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x,
+                                               m.comm_blocks, diag);
             } else if (m.own_first) {
                 const int own = own_chunks(m.lsa, m);
                 scatter_landed(m.lsa, 0, own, (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);
