@@ -24,7 +24,7 @@
  * only on the dispatch, GEMM2 only on GEMM1 units already taken by running blocks, the comm blocks' combine only on
  * GEMM2; every block is resident (cooperative launch), so every wait is eventually satisfied. Every wait gives up
  * after ~10 s with a record in mapped host memory (gemm_sm90's failure record, printed at exit; no printf in this
- * kernel: a call in a kernel makes ptxas serialize its wgmmas).
+ * kernel: its extern call makes ptxas serialize the kernel's wgmmas; fp8_comm.cuh's non-inlined scatter does not).
  *
  * skip (the breakdown): 1 runs the compute blocks alone on what the last full forward left in the slots, 2 runs the
  * communication alone (compute blocks only count GEMM2 as done), so a report can say how much communication stays

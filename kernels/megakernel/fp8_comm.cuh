@@ -99,11 +99,14 @@ template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_
  * m.xq (the slots are wire rows too): a peer's wire row (once its "landed" flag is in) copied whole, an own token's
  * row quantized from x. The compute blocks' first round (kPeers) copies the peers' rows only, the quantizer kept out
  * of the GEMM role; the comm blocks (!kPeers) write the own rows of the chunks before own_until (the first round's)
- * with no wait, then every row of the later ones. One inlined loop: with the comm role's two calls (own rows, then
- * all) the fp8_block 128 x 256 instance spilled 120 / 368 bytes (ptxas -v) against none. Each chunk's ready
- * counter is released by the rows written (scatter_landed says how). */
+ * with no wait, then every row of the later ones. Each chunk's ready counter is released by the rows written
+ * (scatter_landed says how).
+ * Not inlined: its registers are then its own, not the kernel's one budget. Inlined, the quantizer here made the
+ * fp8_block 128 x 256 instances spill 184-208 bytes (ptxas -v, CUDA 13.0); as a call, no FP8 instance spills more
+ * than 8 (the inlined push and copy-only scatter before it: 72 and 16). ptxas reports no wgmma serialization for the
+ * call (it does for printf's). */
 template <bool kMx, bool kPeers>
-__device__ __forceinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int own_until, int c1, int part,
+__device__ __noinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int own_until, int c1, int part,
                                                    int parts, struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
