@@ -46,6 +46,18 @@ __device__ __forceinline__ void scatter_landed(const mok_lsa_args &a, int c0, in
     }
 }
 
+/* The scatter of either precision (the kernel's kFp8): bf16 rows, or wire rows (fp8_comm.cuh), each copied whole
+ * (own_first is refused with fp8, so `which` is always kScatterAll there). */
+template <bool kFp8>
+__device__ __forceinline__ void scatter_rows(const mok_mega_args &m, int c0, int c1, int part, int parts, int which,
+                                             struct mok_sm90_diag *diag)
+{
+    if constexpr (kFp8)
+        scatter_landed_fp8(m, c0, c1, part, parts, diag);
+    else
+        scatter_landed(m.lsa, c0, c1, part, parts, which, diag);
+}
+
 /* GEMM2's column tiles per row block: 256 columns each in bf16, 128 in fp8 (layout.cuh) */
 template <bool kFp8> __device__ __forceinline__ int gemm2_tiles(int hidden)
 {

@@ -337,12 +337,10 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     __syncthreads();
     if (!joiner) {
         if (a.push && m.skip != 1) { /* skip 1: the slots still hold the last full forward's rows */
-            if (kFp8) /* the peers' wire rows of one chunk each (the comm blocks quantize the own rows) */
-                scatter_landed_fp8<kMx, true>(m, 0, 0, first_round(a, m), cta, nctas, diag);
-            else if (own_first) /* the own rows of the first experts' chunks (the comm blocks copy the rest) */
-                scatter_landed(a, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
+            if (own_first) /* the own rows of the first experts' chunks (the comm blocks copy the rest) */
+                scatter_rows<kFp8>(m, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
             else /* one chunk each (the comm blocks copy the rest) */
-                scatter_landed(a, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
+                scatter_rows<kFp8>(m, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
         }
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
             if (kSend) { /* ... which is here: the whole block sends its row blocks from out */

@@ -24,7 +24,7 @@
  * only on the dispatch, GEMM2 only on GEMM1 units already taken by running blocks, the comm blocks' combine only on
  * GEMM2; every block is resident (cooperative launch), so every wait is eventually satisfied. Every wait gives up
  * after ~10 s with a record in mapped host memory (gemm_sm90's failure record, printed at exit; no printf in this
- * kernel: its extern call makes ptxas serialize the kernel's wgmmas; fp8_comm.cuh's non-inlined scatter does not).
+ * kernel: a call in a kernel makes ptxas serialize its wgmmas).
  *
  * skip (the breakdown): 1 runs the compute blocks alone on what the last full forward left in the slots, 2 runs the
  * communication alone (compute blocks only count GEMM2 as done), so a report can say how much communication stays
@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         comm_dispatch<kFp8, kMx>(m);
         if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
                                             * of the others; else the chunks past the first round */
-            if (kFp8) { /* the own rows of the first round's chunks (the compute blocks copy their peers' rows) */
-                scatter_landed_fp8<kMx, false>(m, 0, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x,
-                                               m.comm_blocks, diag);
+            if (kFp8) {
+                scatter_rows<kFp8>(m, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
+                                   kScatterAll, diag);
             } else if (m.own_first) {
                 const int own = own_chunks(m.lsa, m);
                 scatter_landed(m.lsa, 0, own, (int)blockIdx.x, m.comm_blocks, kScatterRemote, diag);

@@ -3,10 +3,9 @@
  * row's bytes), and the scatter copies the landed rows into the expert slots GEMM1 reads.
  * A wire row sits in the first hidden + hidden / 32 bytes of a (bf16-sized) landing row: the token's hidden e4m3
  * bytes, then its scales: hidden / 128 fp32 (fp8_block) or hidden / 32 e8m0 bytes (mxfp8), the NCCL baselines' wire
- * format (kernels/util/fp8_rows.cu). As the bf16 path reads own rows where they are, a route of an own token is
- * quantized by the comm blocks' scatter straight from x into its slot (once per route, bit for bit the push's
- * bytes): the push serves the other ranks only, and no own row waits for a push of all own tokens (at one rank that
- * put the quantization of all of x, 58 MB at DeepSeek-V3 4096 tokens, ahead of GEMM1's first chunk).
+ * format (kernels/util/fp8_rows.cu). Unlike the
+ * bf16 push, a token routed to this rank's own experts is quantized into its own landing row too, so every slot
+ * row comes from a wire row and each token is quantized once (the bf16 path reads own rows where they are).
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it before comm.cuh, whose
  * roles call it); its names live in that file's anonymous namespace. */
 #pragma once
@@ -63,89 +62,56 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
     }
 }
 
-/* One quantize_row store into the wire row dst of a hidden-wide row: the lane's e4m3 bytes, and its block's scale
- * where it carries one (block >= 0). */
-template <bool kMx>
-__device__ __forceinline__ void store_wire(uint8_t *dst, int hidden, int byte, uint2 q, int block, uint32_t s)
-{
-    *reinterpret_cast<uint2 *>(dst + byte) = q;
-    if (block >= 0 && kMx)
-        dst[hidden + block] = (uint8_t)s;
-    else if (block >= 0)
-        *reinterpret_cast<uint32_t *>(dst + hidden + 4 * block) = s;
-}
-
-/* The fp8 push, one warp per own token routed to another rank: its row quantized once and stored as a wire row into
- * the landing row [my rank][t] of every other rank one of its experts lives on (this rank's own routes are the
- * scatter's). The caller then flags "landed" in every window. */
+/* The fp8 push, one warp per own token: its row quantized once and stored as a wire row into the landing row
+ * [my rank][t] of every rank one of its experts lives on, this one included. The caller then flags "landed" (in
+ * every window, mine too: the scatter waits for all of them). */
 template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     const int H = a.hidden;
     for (int t = warp; t < a.my_tokens; t += nwarps) {
         const unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
-        const unsigned ranks = __reduce_or_sync(0xffffffffu, bit) & ~(1u << a.rank);
+        const unsigned ranks = __reduce_or_sync(0xffffffffu, bit);
         if (!ranks)
             continue;
         const size_t off = wire_row_off(a, a.rank, t);
         quantize_row<kMx>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
-            for (unsigned r = ranks; r; r &= r - 1)
-                store_wire<kMx>((uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1), H, byte, q,
-                                block, s);
+            for (unsigned r = ranks; r; r &= r - 1) {
+                uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
+                *reinterpret_cast<uint2 *>(dst + byte) = q;
+                if (block >= 0 && kMx)
+                    dst[H + block] = (uint8_t)s;
+                else if (block >= 0)
+                    *reinterpret_cast<uint32_t *>(dst + H + 4 * block) = s;
+            }
         });
     }
 }
 
-/* scatter_landed's fp8 form: chunks [c0, c1) of the slots, chunk c by part (c - c0) % parts, each slot's row into
- * m.xq (the slots are wire rows too): a peer's wire row (once its "landed" flag is in) copied whole, an own token's
- * row quantized from x. The compute blocks' first round (kPeers) copies the peers' rows only, the quantizer kept out
- * of the GEMM role; the comm blocks (!kPeers) write the own rows of the chunks before own_until (the first round's)
- * with no wait, then every row of the later ones. Each chunk's ready counter is released by the rows written
- * (scatter_landed says how).
- * Not inlined: its registers are then its own, not the kernel's one budget. Inlined, the quantizer here made the
- * fp8_block 128 x 256 instances spill 184-208 bytes (ptxas -v, CUDA 13.0); as a call, no FP8 instance spills more
- * than 8 (the inlined push and copy-only scatter before it: 72 and 16). ptxas reports no wgmma serialization for the
- * call (it does for printf's). */
-template <bool kMx, bool kPeers>
-__device__ __noinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int own_until, int c1, int part,
-                                                   int parts, struct mok_sm90_diag *diag)
+/* scatter_landed's fp8 form: every rank's wire rows (mine included) have landed; chunks [c0, c1) of the slots, chunk
+ * c by part (c - c0) % parts, each slot's wire row copied whole into m.xq (the slots are wire rows too), each
+ * chunk's ready counter released by the rows copied (scatter_landed says how). */
+__device__ __forceinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int c1, int part, int parts,
+                                                   struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
+    if ((int)threadIdx.x < a.nranks)
+        wait_flag((const uint64_t *)ncclGetLsaPointer(
+                      (ncclWindow_t)a.window,
+                      a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
+                  a.epoch[0], diag, (int)threadIdx.x);
+    __syncthreads();
     const int used = min(a.offset[a.local_experts], a.capacity), row_bytes = fp8_row_bytes(a.hidden);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    bool waited = false;
     for (int c = c0 + part; c < c1; c += parts) {
-        const bool own_only = !kPeers && c < own_until;
-        if (!own_only && !waited) { /* the peers' rows from here on (a block-uniform point of the loop) */
-            if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
-                wait_flag((const uint64_t *)ncclGetLsaPointer(
-                              (ncclWindow_t)a.window,
-                              a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
-                          a.epoch[0], diag, (int)threadIdx.x);
-            __syncthreads();
-            waited = true;
-        }
         int s1 = min((c + 1) * a.chunk_rows, used), copied = 0;
         for (int s = c * a.chunk_rows + warp; s < s1; s += kWarps) {
             const int32_t e = a.entry[s];
             if (e < 0)
                 continue; /* padding: GEMM1 computes it, nothing reads it */
-            const int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF;
-            uint8_t *dst = m.xq + (size_t)s * row_bytes;
-            if (p == a.rank) {
-                if constexpr (kPeers)
-                    continue;
-                else
-                    quantize_row<kMx>(landed_row(a, p, t), a.hidden, lane,
-                                      [&](int byte, uint2 q, int block, uint32_t sc) {
-                                          store_wire<kMx>(dst, a.hidden, byte, q, block, sc);
-                                      });
-            } else {
-                if (own_only)
-                    continue;
-                const uint8_t *src =
-                    (const uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, wire_row_off(a, p, t), a.rank);
-                copy_row<kDispatchUnroll>((const uint4 *)src, (uint4 *)dst, row_bytes / 16, lane);
-            }
+            const uint8_t *src = (const uint8_t *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, wire_row_off(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF), a.rank);
+            copy_row<kDispatchUnroll>((const uint4 *)src, (uint4 *)(m.xq + (size_t)s * row_bytes), row_bytes / 16,
+                                      lane);
             copied++;
         }
         release_chunk_rows(a, c, copied, lane);
