@@ -77,6 +77,17 @@ echo "summaries: 4 scripts x $n reports, all exit 0 with output"
 shown=$(grep -c '^results/' "$SCRATCH/show.out")
 [ "$shown" -eq "$n" ] || fail "show.py: $shown reports shown, not $n"
 echo "show.py: $n reports"
+
+# ab_compare.py on a committed A/B (two reps a side): its 48 candidates and 24 problem x implementation bests, each
+# with a ratio; a file that is no report is refused (exit 2)
+ab=results/h200x1/2026-12-06-fp8-scatter-ab
+"$PY" scripts/ab_compare.py --old $ab/ab-old-1.csv $ab/ab-old-2.csv --new $ab/ab-new-1.csv $ab/ab-new-2.csv \
+  > "$SCRATCH/ab.out" 2>&1 || { tail -n 5 "$SCRATCH/ab.out"; fail "ab_compare.py: exit"; }
+[ "$(grep -c ' [0-9]\.[0-9][0-9][0-9]$' "$SCRATCH/ab.out")" -eq 72 ] || fail "ab_compare.py: not 72 rows with a ratio"
+grep -q 'one side only' "$SCRATCH/ab.out" && fail "ab_compare.py: a candidate on one side only"
+"$PY" scripts/ab_compare.py --old $ab/ab-old-1.csv --new "$SCRATCH/ab.out" > /dev/null 2>&1
+[ $? -eq 2 ] || fail "ab_compare.py: a file that is no report not refused with exit 2"
+echo "ab_compare.py: 72 rows"
 wait # the plot chunks
 
 [ $PLOT = 1 ] || { echo "SKIP: plot: no python with matplotlib (summaries passed)"; exit 77; }
