@@ -114,6 +114,7 @@ mok_step() {
       $MPIRUN -np 1 "$BIN" -o "$R" configs/h200x1-bwd-layer-mega-zipf.json;;
     h1bwdshared) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-mega-shared.json;; # one GPU: the fused backward with DeepSeek-V3's shared expert after the kernel (shared_sms 0) or beside it on 8 / 16 / 24 SMs, with the breakdown, beside nccl (gemm=mok)
     fp8layer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-layer" tests/gpu_fp8_layer_small.json;; # FP8 layers (nccl, nccl-overlap: fp8_block on cuBLASLt per expert or mok's core, mxfp8 on mok's core or emulated; lsa-layer: wire rows through LSA, mok's core; the megakernel: rows quantized in its push) on small ragged problems, h and y checked apart against the quantized reference
+    fp8mega) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-mega" tests/gpu_fp8_mega_small.json;; # the FP8 megakernel alone (fp8_block, mxfp8 mx_scheme 0 / 1 / 3; 1 and 2 comm SMs) on small ragged problems: its dispatch's cases in ~15 s
     fp8layersan) for tool in memcheck racecheck; do # the FP8 layers (nccl, nccl-overlap, lsa-layer, megakernel) under compute-sanitizer
         timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
           -n 1 -o "$R/fp8-layer-san-$tool" tests/gpu_fp8_layer_sanitize.json > "$R/fp8-layer-$tool.log" 2>&1
