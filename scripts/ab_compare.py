@@ -49,7 +49,7 @@ def varying(keys):
 
 
 def short(params, names):
-    return ",".join(kv for kv in params.split(",") if kv.partition("=")[0] in names) or "(defaults)"
+    return ",".join(kv for kv in params.split(",") if kv.partition("=")[0] in names) or "(one set for all)"
 
 
 def main(argv):
