@@ -11,6 +11,7 @@ import sys
 
 import mok_report
 from mok_report import num, ratio
+from report_labels import routing_label
 
 # the fields that make two rows the same problem (the `problem` index is the config's order, not the problem)
 PROBLEM = ("mode", "model", "hidden", "intermediate", "experts", "topk", "shared_experts", "tokens_per_rank",
@@ -23,7 +24,7 @@ def problem_of(row):
 
 def label(prob):
     f = dict(zip(PROBLEM, prob))
-    parts = [f["model"], f["tokens_per_rank"], f["routing"], f["dtype"], f["pass"]]
+    parts = [f["model"], f["tokens_per_rank"], routing_label(f), f["dtype"], f["pass"]]
     if f["wgrad"]:
         parts.append(f["wgrad"])
     return " ".join(p for p in parts if p)
