@@ -65,20 +65,24 @@ struct MxRegA {
     const uint8_t *sa0, *sa1;
 };
 
+/* A scale byte of this thread's rows: kL2 through L2 (__ldcg: the megakernel writes them while it runs), else
+ * through the read-only cache. */
+template <bool kL2> __device__ __forceinline__ uint32_t mx_rega_scale(const uint8_t *p)
+{
+    return kL2 ? __ldcg(p) : __ldg(p);
+}
+
 /* One k block kb: the fragment into cur (the other buffer, prev, holds block kb - 1's, read by its wgmmas still in
- * flight), its 4 wgmmas, then the wait for block kb - 1's and its slot given back. kL2: the scale bytes through L2
- * (__ldcg: the megakernel writes them while it runs), else through the read-only cache. kSlotA: the A slots' stride
- * (the megakernel keeps bf16's 16 KiB for its shared experts' tiles). */
-template <int TILE_N, bool kL2 = false, int kSlotA = kMxRegASlotBytes>
+ * flight) under its rows' scale bytes s0 / s1, its 4 wgmmas, then the wait for block kb - 1's and its slot given
+ * back. kSlotA: the A slots' stride (the megakernel keeps bf16's 16 KiB for its shared experts' tiles). */
+template <int TILE_N, int kSlotA = kMxRegASlotBytes>
 __device__ __forceinline__ void mx_rega_block(RingPos &r, int &prev_slot, int stages, uint64_t *full,
                                               uint64_t *empty, float (&acc)[TILE_N / 2], uint32_t (&cur)[4][4],
-                                              uint32_t (&prev)[4][4], int kb, uint8_t *smem_a, uint8_t *smem_b,
-                                              const MxRegA &t, int lane, struct mok_sm90_diag *diag, int role,
-                                              int tile)
+                                              uint32_t (&prev)[4][4], int kb, uint32_t s0, uint32_t s1,
+                                              uint8_t *smem_a, uint8_t *smem_b, const MxRegA &t, int lane,
+                                              struct mok_sm90_diag *diag, int role, int tile)
 {
     constexpr int kAcc = TILE_N / 2;
-    const uint32_t s0 = kL2 ? __ldcg(t.sa0 + 2 * kb) : __ldg(t.sa0 + 2 * kb);
-    const uint32_t s1 = kL2 ? __ldcg(t.sa1 + 2 * kb) : __ldg(t.sa1 + 2 * kb);
     mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
     const uint32_t slot_a = mok_smem_addr(smem_a + (size_t)r.slot * kSlotA);
     if (__any_sync(0xFFFFFFFFu, s0 > 134u || s1 > 134u))
@@ -116,8 +120,10 @@ __device__ __forceinline__ void mx_rega_block(RingPos &r, int &prev_slot, int st
     r.advance(stages);
 }
 
-/* One consumer warpgroup's k loop over a 128 x TILE_N tile (TILE_N / 2 accumulators a thread), k_blocks even (kL2,
- * kSlotA: mx_rega_block's). */
+/* One consumer warpgroup's k loop over a 128 x TILE_N tile (TILE_N / 2 accumulators a thread), k_blocks even (kL2:
+ * mx_rega_scale's, kSlotA: mx_rega_block's). The scale bytes of a pair of k blocks are loaded while the pair before
+ * runs: through L2 (the megakernel's rows are written while it runs) a load issued just before its use stalled
+ * the fragment behind the L2's latency every k block. */
 template <int TILE_N, bool kL2 = false, int kSlotA = kMxRegASlotBytes>
 __device__ __forceinline__ void consume_tile_mx_rega(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                      float (&acc)[TILE_N / 2], int k_blocks, uint8_t *smem_a,
@@ -130,11 +136,18 @@ __device__ __forceinline__ void consume_tile_mx_rega(RingPos &r, int stages, uin
         acc[i] = 0.0f;
     uint32_t a0[4][4], a1[4][4];
     int prev_slot = 0;
+    /* block kb's bytes: sa0 / sa1 + 2 kb; the next pair's (the last pair loads its own again: no branch) */
+    uint32_t n00 = mx_rega_scale<kL2>(t.sa0), n01 = mx_rega_scale<kL2>(t.sa1);
+    uint32_t n10 = mx_rega_scale<kL2>(t.sa0 + 2), n11 = mx_rega_scale<kL2>(t.sa1 + 2);
     for (int kb = 0; kb < k_blocks; kb += 2) {
-        mx_rega_block<TILE_N, kL2, kSlotA>(r, prev_slot, stages, full, empty, acc, a0, a1, kb, smem_a, smem_b, t,
-                                           lane, diag, role, tile);
-        mx_rega_block<TILE_N, kL2, kSlotA>(r, prev_slot, stages, full, empty, acc, a1, a0, kb + 1, smem_a, smem_b, t,
-                                           lane, diag, role, tile);
+        const uint32_t s00 = n00, s01 = n01, s10 = n10, s11 = n11;
+        const int nk = kb + 2 < k_blocks ? kb + 2 : kb;
+        n00 = mx_rega_scale<kL2>(t.sa0 + 2 * nk), n01 = mx_rega_scale<kL2>(t.sa1 + 2 * nk);
+        n10 = mx_rega_scale<kL2>(t.sa0 + 2 * nk + 2), n11 = mx_rega_scale<kL2>(t.sa1 + 2 * nk + 2);
+        mx_rega_block<TILE_N, kSlotA>(r, prev_slot, stages, full, empty, acc, a0, a1, kb, s00, s01, smem_a, smem_b,
+                                      t, lane, diag, role, tile);
+        mx_rega_block<TILE_N, kSlotA>(r, prev_slot, stages, full, empty, acc, a1, a0, kb + 1, s10, s11, smem_a,
+                                      smem_b, t, lane, diag, role, tile);
     }
     mok_wgmma_wait<0>();
 #pragma unroll
