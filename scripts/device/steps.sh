@@ -16,6 +16,12 @@ mok_step() {
     runcfg) rc=0; for c in $RUN_CONFIGS; do # RUN_CONFIGS="a.json ...": each timed on one rank with --probe
         $MPIRUN -np 1 "$BIN" --probe -o "$R" "$c"; r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
+    sancfg) rc=0; for c in $SAN_CONFIGS; do for tool in memcheck racecheck; do # SAN_CONFIGS="a.json ...": each under compute-sanitizer memcheck and racecheck (one rank, one iteration)
+        n=$(basename "$c" .json)-$tool
+        timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
+          -n 1 -o "$R/san-$n" "$c" > "$R/san-$n.log" 2>&1; r=$?
+        echo "compute-sanitizer $tool $c rc=$r"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|OK:" "$R/san-$n.log"; [ $r = 0 ] || rc=1
+      done; done; [ $rc = 0 ];;
     symmem) sh tests/gpu_run.sh "$DEV/bin/test_gpu_symmem";;
     small) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-small";; # every implementation on small ragged problems, checked
     lsatest) sh tests/gpu_run.sh "$DEV/bin/test_gpu_lsa"; echo "rc=$?"
