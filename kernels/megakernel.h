@@ -176,10 +176,9 @@ int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_t stream);
 #define MOK_OWN_FIRST_MAX 65536
 
 /* How many int32 mok_mega_args.done must hold for this capacity (rows), t_max (own tokens) and shared_inter; with
- * fp8, mok_megakernel_fp8_counters(capacity, t_max, inter) more (GEMM1's pairs of tiles that quantize h together,
- * and the push's state of each own token). */
+ * fp8, mok_megakernel_fp8_counters(capacity, inter) more (GEMM1's pairs of tiles that quantize h together). */
 size_t mok_megakernel_counters(int capacity, int t_max, int shared_inter);
-size_t mok_megakernel_fp8_counters(int capacity, int t_max, int inter);
+size_t mok_megakernel_fp8_counters(int capacity, int inter);
 /* Bytes of an fp8 wire row (mok_mega_args.xq) for this hidden size, either format: hidden + hidden / 32, padded to
  * 16. */
 int mok_megakernel_fp8_row_bytes(int hidden);

@@ -125,7 +125,7 @@ template <bool kFp8, bool kMx = false> __device__ __forceinline__ void comm_disp
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
     if (a.push) {
         if constexpr (kFp8)
-            push_rows_fp8<kMx>(m, warp, nwarps, lane);
+            push_rows_fp8<kMx>(a, warp, nwarps, lane);
         else
             push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
         signal_done(a, 2, m.comm_blocks); /* "landed", in every window */

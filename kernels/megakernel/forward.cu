@@ -185,7 +185,7 @@ int say(char *why, int why_len, const char *msg, long long v)
 size_t done_counters(const mok_mega_args *m)
 {
     return counters(m->lsa.capacity, m->lsa.t_max, m->shared_inter) +
-           (m->fp8 ? fp8_counters(m->lsa.capacity, m->lsa.t_max, m->inter) : 0);
+           (m->fp8 == 1 ? fp8_pair_counters(m->lsa.capacity, m->inter) : 0);
 }
 
 /* The static shared memory of a kernel instance (its __shared__ arrays: the combine rows' bases, the slots' units,
@@ -361,10 +361,7 @@ extern "C" size_t mok_megakernel_counters(int capacity, int t_max, int shared_in
     return counters(capacity, t_max, shared_inter);
 }
 
-extern "C" size_t mok_megakernel_fp8_counters(int capacity, int t_max, int inter)
-{
-    return fp8_counters(capacity, t_max, inter);
-}
+extern "C" size_t mok_megakernel_fp8_counters(int capacity, int inter) { return fp8_pair_counters(capacity, inter); }
 
 extern "C" int mok_megakernel_fp8_row_bytes(int hidden) { return fp8_row_bytes(hidden); }
 

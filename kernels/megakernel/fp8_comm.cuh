@@ -3,13 +3,9 @@
  * row's bytes), and the scatter copies the landed rows into the expert slots GEMM1 reads.
  * A wire row sits in the first hidden + hidden / 32 bytes of a (bf16-sized) landing row: the token's hidden e4m3
  * bytes, then its scales: hidden / 128 fp32 (fp8_block) or hidden / 32 e8m0 bytes (mxfp8), the NCCL baselines' wire
- * format (kernels/util/fp8_rows.cu). Unlike the bf16 push, a token routed to this rank's own experts is quantized
- * into its own landing row too, so every slot row comes from a wire row and each token is quantized once (the bf16
- * path reads own rows where they are). Own rows need no landed flag: the push takes the tokens in the order of this
- * rank's slots first (each token once, by whichever warp claims its word in the fp8 counters), and the scatter waits
- * for each own row's word alone, so GEMM1's first chunks are in after a fraction of the push (with one flag for all,
- * every chunk waited for the whole push: a chunk's tokens are spread over all of them). Peers' rows still wait for
- * their rank's landed flag.
+ * format (kernels/util/fp8_rows.cu). Unlike the
+ * bf16 push, a token routed to this rank's own experts is quantized into its own landing row too, so every slot
+ * row comes from a wire row and each token is quantized once (the bf16 path reads own rows where they are).
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it before comm.cuh, whose
  * roles call it); its names live in that file's anonymous namespace. */
 #pragma once
@@ -66,77 +62,39 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
     }
 }
 
-/* The push state of each own token, after the pair counters (layout.cuh fp8_counters; zeroed every forward). */
-__device__ __forceinline__ int32_t *token_words(const mok_mega_args &m)
-{
-    const mok_lsa_args &a = m.lsa;
-    return m.done + counters(a.capacity, a.t_max, m.shared_inter) + fp8_pair_counters(a.capacity, m.inter);
-}
-
-/* One warp: own token t's row, if this warp claims it (word 0 -> 1), quantized once and stored as a wire row into
- * the landing row [my rank][t] of every rank one of its experts lives on, this one included; then its word 2 (the
- * own row's release; the peers' rows go with the landed flag after the whole push). */
-template <bool kMx>
-__device__ __forceinline__ void push_token_fp8(const mok_lsa_args &a, int32_t *words, int t, int lane)
+/* The fp8 push, one warp per own token: its row quantized once and stored as a wire row into the landing row
+ * [my rank][t] of every rank one of its experts lives on, this one included. The caller then flags "landed" (in
+ * every window, mine too: the scatter waits for all of them). */
+template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     const int H = a.hidden;
-    const unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
-    const unsigned ranks = __reduce_or_sync(0xffffffffu, bit);
-    int won = 0;
-    if (lane == 0 && ranks)
-        won = *(volatile int32_t *)&words[t] == 0 && atomicCAS(&words[t], 0, 1) == 0;
-    if (!__shfl_sync(0xffffffffu, won, 0))
-        return;
-    const size_t off = wire_row_off(a, a.rank, t);
-    quantize_row<kMx>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
-        for (unsigned r = ranks; r; r &= r - 1) {
-            uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
-            *reinterpret_cast<uint2 *>(dst + byte) = q;
-            if (block >= 0 && kMx)
-                dst[H + block] = (uint8_t)s;
-            else if (block >= 0)
-                *reinterpret_cast<uint32_t *>(dst + H + 4 * block) = s;
-        }
-    });
-    __syncwarp(); /* every lane's stores before lane 0's fence */
-    if (lane == 0) {
-        __threadfence();
-        atomicExch(&words[t], 2);
+    for (int t = warp; t < a.my_tokens; t += nwarps) {
+        const unsigned bit = lane < a.topk ? 1u << (a.my_ids[t * a.topk + lane] / a.local_experts) : 0u;
+        const unsigned ranks = __reduce_or_sync(0xffffffffu, bit);
+        if (!ranks)
+            continue;
+        const size_t off = wire_row_off(a, a.rank, t);
+        quantize_row<kMx>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
+            for (unsigned r = ranks; r; r &= r - 1) {
+                uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
+                *reinterpret_cast<uint2 *>(dst + byte) = q;
+                if (block >= 0 && kMx)
+                    dst[H + block] = (uint8_t)s;
+                else if (block >= 0)
+                    *reinterpret_cast<uint32_t *>(dst + H + 4 * block) = s;
+            }
+        });
     }
 }
 
-/* The fp8 push, one warp per token: first the own tokens in the order of this rank's slots (the order GEMM1 and
- * the scatter want them), then every own token (those routed to peers only, or past the capacity). The caller then
- * flags "landed" (in every window; only peers' rows wait for it). A call, not inlined: inlined, the quantizer in
- * both loops made the fp8_block 128 x 256 instances spill 184-208 bytes, and each loop's call of push_token_fp8
- * 32-64 (registers live across the calls); a call keeps its registers out of the kernel's budget, and ptxas
- * serializes no wgmma for it (kernel_resources checks both). */
-template <bool kMx>
-__device__ __noinline__ void push_rows_fp8(const mok_mega_args &m, int warp, int nwarps, int lane)
-{
-    const mok_lsa_args &a = m.lsa;
-    int32_t *words = token_words(m);
-    const int used = min(a.offset[a.local_experts], a.capacity);
-    for (int s = warp; s < used; s += nwarps) {
-        const int32_t e = a.entry[s];
-        if (e >= 0 && (int)((uint32_t)e >> 25) == a.rank)
-            push_token_fp8<kMx>(a, words, (e >> 5) & 0xFFFFF, lane);
-    }
-    for (int t = warp; t < a.my_tokens; t += nwarps)
-        push_token_fp8<kMx>(a, words, t, lane);
-}
-
-/* scatter_landed's fp8 form: once every peer's wire rows have landed, chunks [c0, c1) of the slots, chunk c by part
- * (c - c0) % parts, each slot's wire row copied whole into m.xq (the slots are wire rows too), an own row once its
- * token's word says it is written; each chunk's ready counter released by the rows copied (scatter_landed says
- * how). A call, as push_rows_fp8 (inlined, with the wait per own row, the fp8_block 128 x 256 instances spilled
- * 184-208 bytes). */
-__device__ __noinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int c1, int part, int parts,
+/* scatter_landed's fp8 form: every rank's wire rows (mine included) have landed; chunks [c0, c1) of the slots, chunk
+ * c by part (c - c0) % parts, each slot's wire row copied whole into m.xq (the slots are wire rows too), each
+ * chunk's ready counter released by the rows copied (scatter_landed says how). */
+__device__ __forceinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, int c1, int part, int parts,
                                                    struct mok_sm90_diag *diag)
 {
     const mok_lsa_args &a = m.lsa;
-    const int32_t *words = token_words(m);
-    if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
+    if ((int)threadIdx.x < a.nranks)
         wait_flag((const uint64_t *)ncclGetLsaPointer(
                       (ncclWindow_t)a.window,
                       a.off_flags + ((size_t)2 * MOK_LSA_MAX_RANKS + threadIdx.x) * sizeof(uint64_t), a.rank),
@@ -150,11 +108,8 @@ __device__ __noinline__ void scatter_landed_fp8(const mok_mega_args &m, int c0, 
             const int32_t e = a.entry[s];
             if (e < 0)
                 continue; /* padding: GEMM1 computes it, nothing reads it */
-            const int p = (int)((uint32_t)e >> 25), t = (e >> 5) & 0xFFFFF;
-            if (p == a.rank)
-                wait_count(words + t, 2, diag, 9, t);
-            const uint8_t *src =
-                (const uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, wire_row_off(a, p, t), a.rank);
+            const uint8_t *src = (const uint8_t *)ncclGetLsaPointer(
+                (ncclWindow_t)a.window, wire_row_off(a, (int)((uint32_t)e >> 25), (e >> 5) & 0xFFFFF), a.rank);
             copy_row<kDispatchUnroll>((const uint4 *)src, (uint4 *)(m.xq + (size_t)s * row_bytes), row_bytes / 16,
                                       lane);
             copied++;

@@ -62,12 +62,6 @@ __host__ __device__ size_t fp8_pair_counters(int capacity, int inter)
 {
     return (size_t)(capacity / kTileM) * 2 * (size_t)(inter / 128);
 }
-/* All of fp8's counters after done[]: the pair counters (fp8_block's), then one word per own token (t_max), its
- * push state (fp8_comm.cuh: 0 free, 1 claimed, 2 its wire row written) */
-__host__ __device__ size_t fp8_counters(int capacity, int t_max, int inter)
-{
-    return fp8_pair_counters(capacity, inter) + (size_t)t_max;
-}
 
 /* The tensor maps, as kernel parameters (__grid_constant__: TMA reads them where they are). The boxes below are
  * bf16's; fp8 (forward.cu) maps x over the slots' wire rows (mok_mega_args.xq, 128 rows of 128 bytes, the wire

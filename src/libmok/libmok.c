@@ -325,7 +325,7 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.h, cap * (size_t)ws->mk.inter * 2 + 16), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.out, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
     const size_t counters = mok_megakernel_counters((int)cap, a->t_max, ws->mk.shared_inter) +
-                            (ws->mk.fp8 ? mok_megakernel_fp8_counters((int)cap, a->t_max, ws->mk.inter) : 0);
+                            (ws->mk.fp8 ? mok_megakernel_fp8_counters((int)cap, ws->mk.inter) : 0);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->mk.done, sizeof(int32_t) * counters), return MOK_ERR_CUDA);
     MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->barrier_word, sizeof(int32_t)), return MOK_ERR_CUDA);
     if (ws->d.train) { /* what the forward saves and the backward's intermediates (struct mok_mega_bwd_args) */
