@@ -13,8 +13,9 @@ mok_step() {
     checkcfg) rc=0; for c in $CHECK_CONFIGS; do # CHECK_CONFIGS="a.json ...": each through gpu_impls.sh (checked)
         sh tests/gpu_impls.sh "$BIN" . "$R/check-$(basename "$c" .json)" "$c"; r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
-    runcfg) rc=0; for c in $RUN_CONFIGS; do # RUN_CONFIGS="a.json ...": each timed on one rank with --probe
-        $MPIRUN -np 1 "$BIN" --probe -o "$R" "$c"; r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
+    runcfg) rc=0; for c in $RUN_CONFIGS; do # RUN_CONFIGS="a.json ...": each timed on one rank with --probe, every timed iteration in iters-NAME.txt
+        MOK_ITER_LOG="$R/iters-$(basename "$c" .json).txt" $MPIRUN -np 1 -x MOK_ITER_LOG "$BIN" --probe -o "$R" "$c"
+        r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
     sancfg) rc=0; for c in $SAN_CONFIGS; do for tool in memcheck racecheck; do # SAN_CONFIGS="a.json ...": each under compute-sanitizer memcheck and racecheck (one rank, one iteration)
         n=$(basename "$c" .json)-$tool
