@@ -3,6 +3,15 @@
 # command's; steps of several commands print each one's rc themselves. Every multi-rank launch goes through $MPIRUN
 # (scripts/device/env.sh: NCCL_NVLS_ENABLE=0 to every rank) with $NP ranks; reports go under $R.
 # Environment: DEV, MPIRUN (env.sh), NP, R, OUT (node.sh).
+# compute-sanitizer over mok-bench, one iteration without warm-up: san_run TOOL SECONDS NP OUT LOG CONFIG [ARGS...]
+# (SECONDS 0: no limit; OUT the report name and LOG the tool's output, both under $R; ARGS go to mok-bench before -o).
+# Its status is the run's: 9 when the tool found an error, 124 when the limit cut it.
+san_run() {
+  san_tool=$1 san_secs=$2 san_np=$3 san_out=$4 san_log=$5 san_cfg=$6
+  shift 6
+  timeout "$san_secs" $MPIRUN -np "$san_np" compute-sanitizer --tool "$san_tool" --report-api-errors no \
+    --error-exitcode 9 "$BIN" -w 0 -n 1 "$@" -o "$R/$san_out" "$san_cfg" > "$R/$san_log" 2>&1
+}
 mok_step() {
   BIN=$DEV/bin/mok-bench
   case $1 in
@@ -19,8 +28,7 @@ mok_step() {
       done; [ $rc = 0 ];;
     sancfg) rc=0; for c in $SAN_CONFIGS; do for tool in memcheck racecheck; do # SAN_CONFIGS="a.json ...": each under compute-sanitizer memcheck and racecheck (one rank, one iteration)
         n=$(basename "$c" .json)-$tool
-        timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/san-$n" "$c" > "$R/san-$n.log" 2>&1; r=$?
+        san_run $tool 240 1 "san-$n" "san-$n.log" "$c"; r=$?
         echo "compute-sanitizer $tool $c rc=$r"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|OK:" "$R/san-$n.log"; [ $r = 0 ] || rc=1
       done; done; [ $rc = 0 ];;
     symmem) sh tests/gpu_run.sh "$DEV/bin/test_gpu_symmem";;
@@ -28,8 +36,7 @@ mok_step() {
     lsatest) sh tests/gpu_run.sh "$DEV/bin/test_gpu_lsa"; echo "rc=$?"
       sh tests/gpu_lsa_timeout.sh "$DEV/bin/test_gpu_lsa";;
     sanitize) for tool in memcheck racecheck; do
-        $MPIRUN -np "$NP" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 -n 1 \
-          -o "$R/san-$tool" tests/gpu_sanitize.json > "$R/sanitize-$tool.log" 2>&1
+        san_run $tool 0 "$NP" "san-$tool" "sanitize-$tool.log" tests/gpu_sanitize.json
         echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/sanitize-$tool.log" | sort | uniq -c | head
       done;;
     profile) $MPIRUN -np "$NP" ncu --clock-control none --metrics gpu__time_duration.sum --print-summary none \
@@ -69,8 +76,7 @@ mok_step() {
     megaownfirst) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-own-first.json;; # own_first = 0 / K experts / all
     megabreakdown) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-breakdown.json;;
     megasanitize) for tool in memcheck racecheck; do
-        timeout 300 $MPIRUN -np "$NP" compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" \
-          -w 0 -n 1 -o "$R/mega-san-$tool" tests/gpu_mega_sanitize.json > "$R/mega-sanitize-$tool.log" 2>&1
+        san_run $tool 300 "$NP" "mega-san-$tool" "mega-sanitize-$tool.log" tests/gpu_mega_sanitize.json
         echo "compute-sanitizer $tool (megakernel) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-sanitize-$tool.log" | sort | uniq -c | head
       done;;
     tunecheck) for cfg in deepseek-v3 qwen3-235b; do # issue 6: budgeted search vs exhaustive, then --tuned reuse
@@ -103,8 +109,7 @@ mok_step() {
     reffp8) "$DEV/bin/test_gpu_ref_fp8";; # the fp8_block reference GEMM against the host's dequantized double-precision GEMM
     ltfp8) "$DEV/bin/test_gpu_cublaslt_fp8";; # cuBLASLt's block-scaled and per-tensor FP8 GEMMs against the host
     fp8sanitize) for tool in memcheck racecheck; do # the fp8_block GEMMs (mok's policy, cuBLASLt's) under compute-sanitizer
-        timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/fp8-san-$tool" tests/gpu_fp8_sanitize.json > "$R/fp8-sanitize-$tool.log" 2>&1
+        san_run $tool 300 1 "fp8-san-$tool" "fp8-sanitize-$tool.log" tests/gpu_fp8_sanitize.json
         echo "compute-sanitizer $tool (fp8_block) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/fp8-sanitize-$tool.log" | sort | uniq -c | head
       done;;
     fp8gemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-gemm" tests/gpu_fp8_gemm_small.json;; # fp8_block expert GEMMs on small ragged problems
@@ -113,8 +118,7 @@ mok_step() {
     bwdshunits) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-shared-units" tests/gpu_bwd_mega_shared_units.json;; # the fused backward with the shared experts' backward inside the kernel (shared_units 1) and after it (0), small ragged problems, every output checked
     bwdreduce) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega-reduce" tests/gpu_bwd_mega_reduce.json;; # the fused backward's fp32 gradients added by TMA reduce (wgrad_reduce 1) beside the load-add-store tiles (0): with and without shared experts inside, both act, both wgrad_mix, small ragged problems, every output checked
     bwdmegasan) for tool in memcheck racecheck; do # the fused backward under compute-sanitizer, a small problem
-        timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/bwd-mega-san-$tool" tests/gpu_bwd_mega_sanitize.json > "$R/bwd-mega-$tool.log" 2>&1
+        san_run $tool 240 1 "bwd-mega-san-$tool" "bwd-mega-$tool.log" tests/gpu_bwd_mega_sanitize.json
         echo "compute-sanitizer $tool (fused backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-mega-$tool.log"
       done;;
     h1bwdmega) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-layer-mega.json # one GPU: the fused backward (bwd, fwd_bwd; act save, recompute) beside nccl (gemm=mok, per expert) at Qwen3-235B and DeepSeek-V3 shapes, uniform, then zipf at 4096
@@ -123,8 +127,7 @@ mok_step() {
     fp8layer) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-layer" tests/gpu_fp8_layer_small.json;; # FP8 layers (nccl, nccl-overlap: fp8_block on cuBLASLt per expert or mok's core, mxfp8 on mok's core or emulated; lsa-layer: wire rows through LSA, mok's core; the megakernel: rows quantized in its push) on small ragged problems, h and y checked apart against the quantized reference
     fp8mega) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-fp8-mega" tests/gpu_fp8_mega_small.json;; # the FP8 megakernel alone (fp8_block, mxfp8 mx_scheme 0 / 1 / 3; 1 and 2 comm SMs) on small ragged problems: its dispatch's cases in ~15 s
     fp8layersan) for tool in memcheck racecheck; do # the FP8 layers (nccl, nccl-overlap, lsa-layer, megakernel) under compute-sanitizer
-        timeout 240 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/fp8-layer-san-$tool" tests/gpu_fp8_layer_sanitize.json > "$R/fp8-layer-$tool.log" 2>&1
+        san_run $tool 240 1 "fp8-layer-san-$tool" "fp8-layer-$tool.log" tests/gpu_fp8_layer_sanitize.json
         echo "compute-sanitizer $tool (FP8 layers) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/fp8-layer-$tool.log"
       done;;
     h1fp8layer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer.json;; # one GPU: the fp8_block and mxfp8 forwards of nccl, lsa-layer and the megakernel beside their bf16 forwards, DeepSeek-V3 and Qwen3-235B shapes
@@ -142,8 +145,7 @@ mok_step() {
     refmx) "$DEV/bin/test_gpu_mxfp8";; # mxfp8 against the host: reference GEMM, dequantization, scale tiles, scheme (b)'s conversion table, mok's mxfp8 kernel (mx_scheme 0 to 3) on ragged groups
     mxgemm) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mxfp8-gemm" tests/gpu_mxfp8_gemm_small.json;; # mxfp8 expert GEMMs (mok's policies, mx_scheme 0 to 3; cuBLAS emulated) on small ragged problems
     mxsanitize) for tool in memcheck racecheck; do # the mxfp8 GEMMs (mok's policies, mx_scheme 0 to 3; the emulation) under compute-sanitizer
-        timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/mx-san-$tool" tests/gpu_mxfp8_sanitize.json > "$R/mx-sanitize-$tool.log" 2>&1
+        san_run $tool 300 1 "mx-san-$tool" "mx-sanitize-$tool.log" tests/gpu_mxfp8_sanitize.json
         echo "compute-sanitizer $tool (mxfp8) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mx-sanitize-$tool.log" | sort | uniq -c | head
       done;;
     h1mxgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-mxfp8-gemm.json;; # one GPU: bf16, fp8_block and mxfp8 (mx_scheme 0 and 1) expert GEMMs at DeepSeek-V3 (128 experts) and Qwen3-235B (64) shapes
@@ -161,23 +163,19 @@ mok_step() {
     h1bwdgemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm.json;; # one GPU: the expert GEMMs' backward (cublas-gemm) at the forward's shapes, rooflines
     gemmbwdtest) "$DEV/bin/test_gpu_gemm_bwd";; # the GEMM core's dgrad and wgrad against a host reference on ragged groups, every configuration
     mokbwdsan) for tool in memcheck racecheck; do # mok-gemm's backward (the GEMM core's dgrad and wgrad) under compute-sanitizer
-        timeout 300 $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/mok-bwd-san-$tool" tests/gpu_bwd_mok_sanitize.json > "$R/mok-bwd-sanitize-$tool.log" 2>&1
+        san_run $tool 300 1 "mok-bwd-san-$tool" "mok-bwd-sanitize-$tool.log" tests/gpu_bwd_mok_sanitize.json
         echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
       done;;
     h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json;; # one GPU: the expert GEMMs' backward, mok's GEMM core (tile_n, dgrad's raster) beside per-expert cuBLAS, both wgrad modes
     h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
-    bwdsanitize) $MPIRUN -np 1 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-        -n 1 --only cublas-gemm -o "$R/bwd-san" tests/gpu_bwd_gemm_small.json > "$R/bwd-sanitize.log" 2>&1
+    bwdsanitize) san_run memcheck 0 1 bwd-san bwd-sanitize.log tests/gpu_bwd_gemm_small.json --only cublas-gemm
       echo "compute-sanitizer memcheck (backward) rc=$?"; grep -E "ERROR SUMMARY" "$R/bwd-sanitize.log";;
     bwdlayersan) for tool in memcheck racecheck; do # the layers' backward under compute-sanitizer, a small problem
-        $MPIRUN -np 1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$BIN" -w 0 \
-          -n 1 -o "$R/bwd-layer-san-$tool" tests/gpu_bwd_layer_sanitize.json > "$R/bwd-layer-$tool.log" 2>&1
+        san_run $tool 0 1 "bwd-layer-san-$tool" "bwd-layer-$tool.log" tests/gpu_bwd_layer_sanitize.json
         echo "compute-sanitizer $tool (layers' backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-layer-$tool.log"
       done;;
     bwdlayermokrace) # racecheck of the NCCL layers' backward, gemm=mok only (cuBLAS's take ~2 s an iteration there)
-      $MPIRUN -np 1 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 "$BIN" -w 0 -n 1 \
-        -o "$R/bwd-layer-mok-race" tests/gpu_bwd_layer_mok_racecheck.json > "$R/bwd-layer-mok-racecheck.log" 2>&1
+      san_run racecheck 0 1 bwd-layer-mok-race bwd-layer-mok-racecheck.log tests/gpu_bwd_layer_mok_racecheck.json
       echo "compute-sanitizer racecheck (layers' backward, gemm=mok) rc=$?"; grep -E "RACECHECK SUMMARY" "$R/bwd-layer-mok-racecheck.log";;
     h1split) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-split.json;; # one GPU: small groups, the megakernel with split_half 0 and 1 beside nccl gemm=mok, rooflines
     h1swap) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-small-groups-swap.json;; # one GPU: small groups, the megakernel with swap_tail 0 and 1 beside nccl gemm=mok, rooflines
