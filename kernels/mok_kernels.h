@@ -334,6 +334,12 @@ int mok_probe_copy(void *dst, const void *src, size_t bytes, int blocks, int thr
 /* Reads bytes (a multiple of 16, src 16-byte aligned) with uint4 loads, 4 in flight per thread, and folds them into
  * *sink (device): the DRAM read bandwidth a GEMM's operand stream can get. */
 int mok_probe_read(const void *src, size_t bytes, int blocks, int threads, uint32_t *sink, mok_stream_t stream);
+/* Reads bytes (a multiple of 16, src 16-byte aligned) with the bulk copy engine into shared memory: per block one
+ * thread keeps `stages` chunks of chunk_bytes (a multiple of 16) in flight, chunks dealt round robin over the
+ * blocks (how a GEMM's TMA operand stream reads). A lost completion (a wait past ~4 s) sets *timed_out (device,
+ * zeroed by the caller) to 1 + the block and ends that block. SM90 and later; elsewhere the kernel does nothing. */
+int mok_probe_read_bulk(const void *src, size_t bytes, int blocks, int chunk_bytes, int stages, int *timed_out,
+                        mok_stream_t stream);
 /* *out_dev_ptr_slot (a device void*) = ncclGetLsaPointer(window, 0, lsa_peer): the base of LSA peer lsa_peer's
  * part of the symmetric window (an ncclWindow_t), as an address this rank's kernels can use; the host copies
  * it back. */

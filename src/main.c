@@ -132,6 +132,7 @@ static int run_probe(struct mok_cluster *cl)
     cl->env.probe_gemm_fp8_tflops = pr.gemm_fp8_block_tflops;
     cl->env.probe_gemm_fp8_tensor_tflops = pr.gemm_fp8_tensor_tflops;
     cl->env.probe_dram_gbps = pr.dram_read_gbps;
+    snprintf(cl->env.probe_dram_shape, sizeof cl->env.probe_dram_shape, "%s", pr.dram_read_shape);
     if (cl->rank == 0)
         mok_probe_print(stdout, &pr);
     return 0;

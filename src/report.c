@@ -196,9 +196,9 @@ void mok_report_print_header(FILE *out, const struct mok_env *env, const char *c
         fprintf(out, "# ranks %d | LSA team size unknown\n", env->nranks);
     if (env->probe_bidir_gbps > 0 || env->probe_gemm_tflops > 0)
         fprintf(out, "# probe (this run): peer push %.0f GB/s, pull %.0f GB/s, both directions %.0f GB/s per "
-                     "direction; dense bf16 GEMM %.0f TFLOP/s at the power cap (fp8_block %.0f); DRAM read %.0f GB/s\n",
+                     "direction; dense bf16 GEMM %.0f TFLOP/s at the power cap (fp8_block %.0f); DRAM read %.0f GB/s (%s)\n",
                 env->probe_push_gbps, env->probe_pull_gbps, env->probe_bidir_gbps, env->probe_gemm_tflops,
-                env->probe_gemm_fp8_tflops, env->probe_dram_gbps);
+                env->probe_gemm_fp8_tflops, env->probe_dram_gbps, env->probe_dram_shape);
     int n = env->nrank_info < MOK_MAX_RANKS ? env->nrank_info : MOK_MAX_RANKS;
     for (int i = 0; i < n; i++) {
         const struct mok_rank_info *r = &env->ranks[i];
@@ -568,6 +568,7 @@ static cJSON *env_json(const struct mok_env *env, int *ok)
                                                ? cJSON_CreateNumber(env->probe_gemm_fp8_tensor_tflops)
                                                : cJSON_CreateNull(), ok);
         jadd(pr, "dram_read_gbps", cJSON_CreateNumber(env->probe_dram_gbps), ok);
+        jadd(pr, "dram_read_shape", cJSON_CreateString(env->probe_dram_shape), ok);
         jadd(e, "probe", pr, ok);
     }
     cJSON *ranks = cJSON_CreateArray();

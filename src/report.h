@@ -39,6 +39,7 @@ struct mok_env {
     /* ceilings measured by --probe in this run (0 when it did not run): GB/s per direction, TFLOP/s */
     double probe_push_gbps, probe_pull_gbps, probe_bidir_gbps, probe_gemm_tflops;
     double probe_dram_gbps; /* --probe's DRAM read bandwidth (0 / NaN: not measured) */
+    char probe_dram_shape[24]; /* the read shape that gave it (probe.h) */
     double probe_gemm_fp8_tflops; /* --probe's fp8_block GEMM rate (cuBLASLt; 0 / NaN: not measured) */
     double probe_gemm_fp8_tensor_tflops; /* its per-tensor-scaled rate, for comparison (the same) */
     int nrank_info;

@@ -1,10 +1,12 @@
 /* probe: the kernels behind `mok-bench --probe`, which measures on the machine at hand the ceilings that report
  * fractions are computed against. Here: a plain SM copy with 16-byte vectors, pointed by the host at local or
- * peer (LSA) memory, and the two small device-API helpers the host needs to get peer pointers.
+ * peer (LSA) memory; DRAM reads two ways (plain loads, bulk copies); and the two small device-API helpers the host
+ * needs to get peer pointers.
  * Declared in kernels/mok_kernels.h. */
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include "common/bulk.cuh"
 #include "common/common.cuh"
 
 /* Per thread: UNROLL independent 16-byte loads issued before any store, so each SM keeps enough bytes in flight
@@ -42,9 +44,13 @@ extern "C" int mok_probe_copy(void *dst, const void *src, size_t bytes, int bloc
     return MOK_LAUNCH_RESULT();
 }
 
-/* DRAM read bandwidth: every thread streams PROBE_UNROLL independent 16-byte loads per step through a buffer far
- * larger than L2 and folds them into one word, which the block writes once (so the loads cannot be dropped). The
- * loads bypass nothing: this is what a GEMM's operand stream gets from DRAM. */
+/* DRAM read bandwidth, two ways: the probe times each and keeps the faster (src/probe.c), because which load shape
+ * reaches the memory's rate differs between GPUs, and a roofline's DRAM leg must be a ceiling, not one shape's
+ * figure (one H100 read 2.78 TB/s with 4 plain loads in flight per thread where a GEMM streamed 2.89 TB/s).
+ *
+ * Plain loads: every thread streams PROBE_UNROLL independent 16-byte loads per step through a buffer far larger
+ * than L2 and folds them into one word, which the block writes once (so the loads cannot be dropped). At 2048
+ * threads per SM the registers allow no more loads in flight per thread. */
 __global__ void __launch_bounds__(1024, 2) probe_read_kernel(const uint4 *src, size_t n, uint32_t *sink)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -76,6 +82,78 @@ extern "C" int mok_probe_read(const void *src, size_t bytes, int blocks, int thr
         return 0;
     probe_read_kernel<<<(unsigned)blocks, (unsigned)threads, 0, mok_cuda_stream(stream)>>>((const uint4 *)src,
                                                                                         bytes / 16, sink);
+    return MOK_LAUNCH_RESULT();
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define MOK_PROBE_NO_BULK 1 /* cp.async.bulk is SM90+ */
+#endif
+
+/* Bulk reads: how a GEMM's operands arrive (the copy engine, not the threads). One thread per block keeps `stages`
+ * chunks of `chunk` bytes in flight into shared memory, chunks dealt round robin over the blocks so that at any
+ * moment the grid reads one contiguous stretch; the bytes are never looked at (the mbarrier's transaction count
+ * is what proves they arrived). A chunk whose wait runs past ~4 s (a lost completion) ends the kernel with an
+ * error the host sees, not a hang. */
+__global__ void __launch_bounds__(32, 1) probe_read_bulk_kernel(const uint8_t *src, size_t bytes, uint32_t chunk,
+                                                                 int stages, int *timed_out)
+{
+#ifndef MOK_PROBE_NO_BULK
+    extern __shared__ __align__(128) uint8_t ring[];
+    uint64_t *bar = (uint64_t *)(ring + (size_t)stages * chunk);
+    if (threadIdx.x != 0)
+        return;
+    for (int s = 0; s < stages; s++)
+        mok_mbar_init(&bar[s], 1);
+    mok_fence_mbar_init();
+    const size_t nchunks = (bytes + chunk - 1) / chunk;
+    /* this block's i-th chunk is blockIdx.x + i * gridDim.x */
+    auto issue = [&](size_t i) {
+        size_t c = blockIdx.x + i * gridDim.x;
+        if (c >= nchunks)
+            return false;
+        size_t off = c * chunk;
+        uint32_t n = (uint32_t)(bytes - off < chunk ? bytes - off : chunk);
+        int s = (int)(i % (size_t)stages);
+        mok_mbar_expect_tx(&bar[s], n);
+        mok_bulk_load(ring + (size_t)s * chunk, src + off, n, &bar[s]);
+        return true;
+    };
+    for (int s = 0; s < stages; s++)
+        issue((size_t)s);
+    for (size_t i = 0; blockIdx.x + i * gridDim.x < nchunks; i++) {
+        int s = (int)(i % (size_t)stages);
+        uint32_t parity = (uint32_t)((i / (size_t)stages) & 1);
+        long long t0 = clock64();
+        while (!mok_mbar_try_wait(mok_smem_addr(&bar[s]), parity)) {
+            if (clock64() - t0 > 8000000000ll) { /* ~4 s at 2 GHz */
+                atomicExch(timed_out, 1 + (int)blockIdx.x);
+                return;
+            }
+        }
+        issue(i + (size_t)stages);
+    }
+#endif
+}
+
+extern "C" int mok_probe_read_bulk(const void *src, size_t bytes, int blocks, int chunk_bytes, int stages,
+                                   int *timed_out, mok_stream_t stream)
+{
+    if (bytes % 16 != 0 || (uintptr_t)src % 16 != 0 || blocks < 1 || chunk_bytes < 16 || chunk_bytes % 16 != 0 ||
+        stages < 1 || !timed_out)
+        return (int)cudaErrorInvalidValue;
+    if (bytes == 0)
+        return 0;
+    size_t smem = (size_t)stages * (size_t)chunk_bytes + (size_t)stages * sizeof(uint64_t);
+    static size_t smem_allowed = 0; /* raised once per size, not per launch: a timed call stays a bare launch */
+    if (smem > smem_allowed) {
+        cudaError_t e = cudaFuncSetAttribute(probe_read_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return (int)e;
+        smem_allowed = smem;
+    }
+    probe_read_bulk_kernel<<<(unsigned)blocks, 32, smem, mok_cuda_stream(stream)>>>(
+        (const uint8_t *)src, bytes, (uint32_t)chunk_bytes, stages, timed_out);
     return MOK_LAUNCH_RESULT();
 }
 
