@@ -409,6 +409,25 @@ fail:
     if (!any_failed(fail) && lsa_min >= 2)
         probe_links(cl, out, ev, &fail, err, err_len);
     fail = any_failed(fail);
+    /* DRAM before the GEMMs: read after them (held at the power cap), three of eight probes on one H100 read
+     * 2.79-2.98 TB/s and the other five 3.20-3.21, minutes apart (results/h100x1/2026-12-06-probe-shapes); the
+     * clocks the cap leaves behind are the suspect. */
+    if (!fail) { /* a GPU without 4 GiB free gets no DRAM figure (the rooflines stay empty), not a failed probe */
+        char read_err[256];
+        int read_fail = time_read(cl, out, read_ms, read_err, (int)sizeof read_err);
+        if (read_fail)
+            cudaGetLastError();
+        if (!any_failed(read_fail)) {
+            for (int sh = 0; sh < MOK_PROBE_READ_SHAPES; sh++) {
+                out->dram_shape_gbps[sh] = (double)READ_BYTES / (median_of_max(read_ms[sh], READ_ITERS) * 1e-3) / 1e9;
+                if (!(out->dram_read_gbps >= out->dram_shape_gbps[sh])) { /* the first, or a faster one */
+                    out->dram_read_gbps = out->dram_shape_gbps[sh];
+                    out->dram_read_shape = read_shapes[sh].name;
+                }
+            }
+        } else if (cl->rank == 0)
+            fprintf(stderr, "mok-bench: --probe: no DRAM read figure (%s)\n", read_fail ? read_err : "another rank");
+    }
     if (!fail)
         fail = time_gemm(cl, gemm_ms, err, err_len);
     if (!any_failed(fail))
@@ -429,23 +448,6 @@ fail:
         else if (cl->rank == 0)
             fprintf(stderr, "mok-bench: --probe: no %s FP8 GEMM figure (%s)\n", tensor ? "per-tensor" : "fp8_block",
                     fp8_fail ? fp8_err : "another rank");
-    }
-    if (!fail) { /* a GPU without 4 GiB free gets no DRAM figure (the rooflines stay empty), not a failed probe */
-        char read_err[256];
-        int read_fail = time_read(cl, out, read_ms, read_err, (int)sizeof read_err);
-        if (read_fail)
-            cudaGetLastError();
-        if (!any_failed(read_fail)) {
-            for (int sh = 0; sh < MOK_PROBE_READ_SHAPES; sh++) {
-                out->dram_shape_gbps[sh] = (double)READ_BYTES / (median_of_max(read_ms[sh], READ_ITERS) * 1e-3) / 1e9;
-                if (!(out->dram_read_gbps >= out->dram_shape_gbps[sh])) { /* the first, or a faster one */
-                    out->dram_read_gbps = out->dram_shape_gbps[sh];
-                    out->dram_read_shape = read_shapes[sh].name;
-                }
-            }
-        }
-        else if (cl->rank == 0)
-            fprintf(stderr, "mok-bench: --probe: no DRAM read figure (%s)\n", read_fail ? read_err : "another rank");
     }
     for (int i = 0; i < 2; i++)
         if (ev[i])

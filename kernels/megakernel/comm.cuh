@@ -124,10 +124,13 @@ template <bool kFp8, bool kMx = false> __device__ __forceinline__ void comm_disp
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * kWarps + threadIdx.x / 32, nwarps = m.comm_blocks * kWarps;
     if (a.push) {
-        if constexpr (kFp8)
+        if constexpr (kFp8) {
+            if (m.push_all)
+                return; /* pushed by fp8_push_kernel on every SM before this kernel (forward.cu) */
             push_rows_fp8<kMx>(a, warp, nwarps, lane);
-        else
+        } else {
             push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
+        }
         signal_done(a, 2, m.comm_blocks); /* "landed", in every window */
     } else {
         dispatch_pull_rows<kDispatchUnroll>(a, warp, nwarps, lane);

@@ -109,6 +109,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+/* push_all: the FP8 push on every SM, stream-ordered before the fused kernel (whose comm blocks then skip theirs).
+ * FP8's scatter starts only once every rank's rows have landed, so with the comm blocks alone pushing, the compute
+ * blocks wait out the whole push. A kernel of its own, not a part of the fused one: there, the push's registers
+ * made ptxas spill 120-256 bytes in the wide fp8_block instances (the fused kernel shares one allocation). */
+constexpr int kPushThreads = 512;
+template <bool kMx> __global__ void __launch_bounds__(kPushThreads) fp8_push_kernel(const __grid_constant__ mok_mega_args m)
+{
+#if MOK_SM90_DEVICE
+    const int warps = kPushThreads / 32;
+    push_rows_fp8<kMx>(m.lsa, (int)(blockIdx.x * warps + threadIdx.x / 32), (int)gridDim.x * warps,
+                       (int)threadIdx.x % 32);
+    signal_done(m.lsa, 2, (int)gridDim.x); /* "landed", in every window */
+#endif
+}
+
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
 
 /* An FP8 instance: send_from_gemm x mxfp8 x shared experts (kFp8Shared: the shared MLP's bf16 tiles, an instance
@@ -317,6 +332,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->fp8 && (!a.push || m->gu || m->gemm1_only || m->split_half || m->own_first))
         return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without saved "
                    "activations, split_half or own_first (not implemented; own_first %lld)", m->own_first);
+    if (m->push_all < 0 || m->push_all > 1 || (m->push_all && !m->fp8))
+        return say(why, why_len, "push_all %lld: 0, or 1 with fp8 (every block takes part in the quantizing push; the "
+                   "bf16 push leaves a rank's own rows in place)", m->push_all);
     if (m->fp8 && !rega(m) &&
         (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
          (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
@@ -452,6 +470,14 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                             cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess)
         return (int)e;
+    if (m->fp8 && m->push_all && a.push && m->skip != 1) { /* two blocks per SM: 32 warps, a token row each */
+        if (m->fp8 == 2)
+            fp8_push_kernel<true><<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
+        else
+            fp8_push_kernel<false><<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return (int)e;
+    }
     /* blocks wait on each other: all resident, or the launch fails */
     e = mok_launch_cooperative(kernel, (unsigned)sms, kThreads, smem, s, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
