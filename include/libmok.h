@@ -121,9 +121,10 @@ struct mok_layer_desc {
     int wgrad_reduce;         /* with train, for backward calls with fp32 gradients (bf16 ones ignore it): 0, each
                                  weight-gradient tile loads its gradient, adds its products and stores it; 1, its
                                  products are added onto the gradient by TMA reduce in the L2 */
-    int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM (the compute SMs too) quantizes
-                                 and pushes its share of the token rows before the first GEMM1 tile; 0, the comm
-                                 SMs alone while the others wait for the rows to land */
+    int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share
+                                 of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
+                                 alone while its compute SMs wait for the rows to land. 1 measured 2-6% faster on one
+                                 H100 (mok-bench's default; results/h100x1/2026-12-06-fp8-push-all) */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

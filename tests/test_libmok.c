@@ -253,6 +253,11 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
     rc = mok_layer_check(comm, &d, err, sizeof err);
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "own_first = -1"), "own_first -1: %s (%s)", mok_status_string(rc), err);
     d = *good;
+    d.push_all = 1; /* good is bf16: the push there leaves own rows in place */
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "push_all = 1"), "push_all 1 with bf16: %s (%s)", mok_status_string(rc),
+       err);
+    d = *good;
     d.dtype = 2;
     rc = mok_layer_check(comm, &d, err, sizeof err);
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "dtype = 2"), "dtype 2: %s (%s)", mok_status_string(rc), err);

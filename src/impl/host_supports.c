@@ -344,10 +344,11 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);
-    if (p.push_all && (spec->dtype == MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass)))
-        return no(why, why_len, "push_all 1 applies to the FP8 forwards (dtype fp8_block or mxfp8, pass fwd; this "
-                  "problem: %s %s): the bf16 push leaves a rank's own rows in place", mok_dtype_name(spec->dtype),
-                  mok_pass_name(spec->pass));
+    /* push_all applies to the FP8 forwards; elsewhere only its default (1) is one candidate */
+    if (p.push_all != 1 && (spec->dtype == MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass)))
+        return no(why, why_len, "push_all %d applies to the FP8 forwards (dtype fp8_block or mxfp8, pass fwd; this "
+                  "problem: %s %s; leave it at 1): the bf16 push leaves a rank's own rows in place", p.push_all,
+                  mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
     if (mok_pass_has_bwd(spec->pass)) { /* the fused backward (kernels/megakernel/backward.cu): its own cell */
         struct mok_problem_spec fwd = *spec;
         fwd.pass = MOK_PASS_FWD;

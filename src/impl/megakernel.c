@@ -57,7 +57,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,
                                    .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
-                                   .push_all = m.push_all,
+                                   .push_all = p->spec.dtype != MOK_DTYPE_BF16 ? m.push_all : 0,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
                                             : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
                                                                                  : MOK_LAYER_BF16};
