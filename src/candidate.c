@@ -163,16 +163,14 @@ int mok_candidate_run(const struct mok_config *cfg, struct mok_cluster *cl, stru
     }
 
     struct layer_ctx ctx = {ops, state, p};
-    double *iter_ms = calloc((size_t)cfg->iters, sizeof(double));
+    double *iter_ms = NULL;
     struct mok_stats st;
     struct mok_power_window pw;
-    if (!iter_ms)
-        mok_bench_abort(cl, "timing", "out of host memory");
     if (poison_outputs(p, cl->stream) ||
-        mok_time_layer(cl->stream, cfg->warmup, cfg->warmup_ms, cfg->iters, layer_call, &ctx, iter_ms, &st, &pw, err,
-                       sizeof(err)))
+        mok_time_layer(cl->stream, cfg->warmup, cfg->warmup_ms, cfg->iters, cfg->timed_ms, layer_call, &ctx, &iter_ms,
+                       &st, &pw, err, sizeof(err)))
         mok_bench_abort(cl, "timed run", err);
-    log_iterations(cl, row, iter_ms, cfg->iters);
+    log_iterations(cl, row, iter_ms, st.n);
     free(iter_ms);
 
     /* the timed iterations wrote the outputs too: check the last one, so a race that only shows back to back is
@@ -199,7 +197,7 @@ int mok_candidate_run(const struct mok_config *cfg, struct mok_cluster *cl, stru
     row->power_w = pw.power_w;
     row->power_capped_share = pw.capped_frac;
     collect_phases(ops, state, slots, row);
-    if (ops->extras && ops->extras(state, row, cfg->iters, err, sizeof(err)))
+    if (ops->extras && ops->extras(state, row, st.n, err, sizeof(err))) /* as many as the layer's: timed_ms */
         mok_bench_abort(cl, "extras", err);
     /* where a breakdown timed the compute alone (the megakernel's breakdown=1, the nccl baselines' GEMMs alone):
      * what the communication adds to the layer */

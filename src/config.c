@@ -28,7 +28,7 @@ const char *const mok_cfg_mode_names[3] = {"layer", "comm", "gemm"};
 static const char *const model_keys[] = {"name", "hidden", "intermediate", "experts", "topk", "shared_experts"};
 static const char *const routing_keys[] = {"distribution", "s", "fraction", "expert", "seed"};
 static const char *const inputs_keys[] = {"distribution", "scale", "mantissa_bits"};
-static const char *const timing_keys[] = {"warmup", "warmup_ms", "iters", "input_sets"};
+static const char *const timing_keys[] = {"warmup", "warmup_ms", "iters", "timed_ms", "input_sets"};
 static const char *const check_keys_list[] = {"enabled", "rtol"};
 static const char *const output_keys[] = {"dir", "name"};
 const char *const mok_cfg_dtype_names[MOK_NDTYPES] = {"bf16", "fp8_block", "mxfp8"};
@@ -454,6 +454,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
     cfg->warmup = 5;
     cfg->warmup_ms = 0;
     cfg->iters = 20;
+    cfg->timed_ms = 0;
     cfg->input_sets = 0;
     cfg->check_enabled = true;
     cfg->rtol = 0.01;
@@ -509,6 +510,7 @@ static void parse_scalars(struct parser *ps, const cJSON *root)
         cfg_get_int(e, t, "timing", "warmup", false, 0, 10000, 1, &cfg->warmup);
         cfg_get_int(e, t, "timing", "warmup_ms", false, 0, 60000, 1, &cfg->warmup_ms);
         cfg_get_int(e, t, "timing", "iters", false, 1, 100000, 1, &cfg->iters);
+        cfg_get_int(e, t, "timing", "timed_ms", false, 0, 60000, 1, &cfg->timed_ms);
         cfg_get_int(e, t, "timing", "input_sets", false, 0, MOK_MAX_SETS, 1, &cfg->input_sets);
     }
     if (c && !cJSON_IsObject(c)) {

@@ -123,6 +123,7 @@ struct mok_config {
     int warmup;
     int warmup_ms; /* the warm-up also lasts at least this long (0: warmup iterations only) */
     int iters;
+    int timed_ms;   /* the timed iterations also last at least this long: more than iters where needed (0: iters) */
     int input_sets; /* 0: as many as exceed L2 twice (the default); n: n sets, whatever their size */
     bool check_enabled;
     double rtol;

@@ -106,6 +106,8 @@ char *mok_config_to_json(const struct mok_config *cfg)
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
     cJSON_AddNumberToObject(o, "warmup_ms", cfg->warmup_ms);
     cJSON_AddNumberToObject(o, "iters", cfg->iters);
+    if (cfg->timed_ms) /* echoed only when set, as input_sets */
+        cJSON_AddNumberToObject(o, "timed_ms", cfg->timed_ms);
     if (cfg->input_sets) /* echoed only when set: the default leaves older configs' hashes (journals) alone */
         cJSON_AddNumberToObject(o, "input_sets", cfg->input_sets);
     o = cJSON_AddObjectToObject(root, "check");

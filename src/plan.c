@@ -247,7 +247,10 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
             cfg->nimpls, mok_sweep_total(cfg), nranks, cfg->warmup);
     if (cfg->warmup_ms)
         fprintf(mem, " (at least %d ms)", cfg->warmup_ms);
-    fprintf(mem, ", iters %d, check %s\n", cfg->iters, cfg->check_enabled ? "on" : "off");
+    fprintf(mem, ", iters %d", cfg->iters);
+    if (cfg->timed_ms)
+        fprintf(mem, " (more where %d ms need them)", cfg->timed_ms);
+    fprintf(mem, ", check %s\n", cfg->check_enabled ? "on" : "off");
     static const char *const strategies[] = {"exhaustive", "coordinate", "halving"};
     fprintf(mem, "# search: %s", strategies[cfg->search_strategy % 3]);
     if (cfg->search_max_measurements)

@@ -46,12 +46,52 @@ static int warm_up(cudaStream_t stream, int warmup, int warmup_ms, mok_layer_fn 
     return 0;
 }
 
-int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int iters, mok_layer_fn fn, void *ctx,
-                   double *iter_ms, struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len)
+/* timed_ms: how many timed iterations last that long, from one more batch of max(warmup, 1) untimed ones timed on
+ * the host (after a wait, so the GPU's time is in it), at least iters and at most MOK_TIMED_ITERS_MAX, the largest
+ * over ranks (every rank runs the same count). Why: at its power cap a GPU's clocks wander over about a second; a
+ * layer of 3 ms timed over 30 iterations samples one phase of it (one H100: 2.75-3.08 ms medians of 100-iteration
+ * windows of one candidate, results/h100x1/2026-12-06-fp8-push-all section 5). */
+static int timed_count(cudaStream_t stream, int warmup, int iters, int timed_ms, mok_layer_fn fn, void *ctx, int *it,
+                       int *count, char *err, int err_len)
 {
-    int it = 0;
-    if (warm_up(stream, warmup, warmup_ms, fn, ctx, &it, err, err_len))
+    *count = iters;
+    if (timed_ms <= 0)
+        return 0;
+    const int batch = warmup > 0 ? warmup : 1;
+    cudaError_t ce = cudaStreamSynchronize(stream);
+    const double t0 = seconds_now();
+    for (int b = 0; b < batch && ce == cudaSuccess; b++, (*it)++)
+        if (fn(ctx, *it, -1, err, err_len))
+            return -1;
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(stream);
+    if (ce != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "timing the warm-up: %s", cudaGetErrorString(ce));
         return -1;
+    }
+    const double per_ms = (seconds_now() - t0) * 1e3 / batch;
+    double want = per_ms > 0 ? ceil((double)timed_ms / per_ms) : (double)iters;
+    int n = want > MOK_TIMED_ITERS_MAX ? MOK_TIMED_ITERS_MAX : want < iters ? iters : (int)want;
+    MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    *count = n;
+    return 0;
+}
+
+int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int min_iters, int timed_ms, mok_layer_fn fn,
+                   void *ctx, double **iter_ms_out, struct mok_stats *stats, struct mok_power_window *power, char *err,
+                   int err_len)
+{
+    int it = 0, iters = 0;
+    *iter_ms_out = NULL;
+    if (warm_up(stream, warmup, warmup_ms, fn, ctx, &it, err, err_len) ||
+        timed_count(stream, warmup, min_iters, timed_ms, fn, ctx, &it, &iters, err, err_len))
+        return -1;
+    double *iter_ms = calloc((size_t)iters, sizeof(double));
+    if (!iter_ms) {
+        snprintf(err, (size_t)err_len, "out of host memory");
+        return -1;
+    }
+    *iter_ms_out = iter_ms;
     struct mok_power_sampler sampler; /* reads power on a thread of its own while the timed iterations run */
     mok_power_start(&sampler);
     /* iters + 1 events: event i marks the start of iteration i and the end of iteration i - 1, so the stream

@@ -12,12 +12,18 @@
 /* One layer call; iter counts from 0 over warm-up then timed iterations; slot is the timed index or -1. */
 typedef int (*mok_layer_fn)(void *ctx, int iter, int slot, char *err, int err_len);
 
+/* The most timed iterations timed_ms can ask for (the config's own iters go to 100000 as well). */
+#define MOK_TIMED_ITERS_MAX 100000
+
 /* warmup iterations first, then more in batches of max(warmup, 1) until warmup_ms have passed since the warm-up
- * began on every rank (0: no minimum); iter_ms (iters entries) receives the per-iteration max over ranks; power
- * (or NULL) the energy, power and power-capped share of the timed iterations (power.h). Collective. Returns 0 or
- * -1 with err. */
-int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int iters, mok_layer_fn fn, void *ctx,
-                   double *iter_ms, struct mok_stats *stats, struct mok_power_window *power, char *err, int err_len);
+ * began on every rank (0: no minimum); then min_iters timed iterations, or with timed_ms > 0 as many more as make
+ * the timed part last about timed_ms (estimated from one more untimed batch; the same count on every rank).
+ * *iter_ms_out (malloc'd, stats->n entries; the caller frees it, also after a failure) receives the per-iteration
+ * max over ranks; power (or NULL) the energy, power and power-capped share of the timed iterations (power.h).
+ * Collective. Returns 0 or -1 with err. */
+int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int min_iters, int timed_ms, mok_layer_fn fn,
+                   void *ctx, double **iter_ms_out, struct mok_stats *stats, struct mok_power_window *power, char *err,
+                   int err_len);
 
 /* One run of something timed alone (a breakdown's variant, a baseline's transfers or GEMMs by themselves); iter
  * counts -2, -1 (warm-ups), then 0..iters-1. Returns 0, or -1 with err. */

@@ -157,8 +157,8 @@ static void test_values(const char *dir)
     CHECK(cfg.nroutings == 1 && cfg.routings[0].dist == MOK_ROUTING_UNIFORM && cfg.routings[0].seed == 1, "routing");
     CHECK(cfg.ndtypes == 1 && cfg.dtypes[0] == MOK_DTYPE_BF16, "dtype");
     CHECK(cfg.npasses == 1 && cfg.passes[0] == MOK_PASS_FWD, "pass");
-    CHECK(cfg.warmup == 5 && cfg.warmup_ms == 0 && cfg.iters == 20 && cfg.input_sets == 0, "timing %d %d %d %d",
-          cfg.warmup, cfg.warmup_ms, cfg.iters, cfg.input_sets);
+    CHECK(cfg.warmup == 5 && cfg.warmup_ms == 0 && cfg.iters == 20 && cfg.timed_ms == 0 && cfg.input_sets == 0,
+          "timing %d %d %d %d %d", cfg.warmup, cfg.warmup_ms, cfg.iters, cfg.timed_ms, cfg.input_sets);
     CHECK(cfg.check_enabled && cfg.rtol == 0.01, "check");
     CHECK(strcmp(cfg.output_dir, "results/local") == 0, "dir %s", cfg.output_dir);
     CHECK(strcmp(cfg.output_name, "minimal") == 0, "name %s", cfg.output_name);
@@ -240,7 +240,7 @@ static void test_values(const char *dir)
     CHECK(mok_config_load(path, &cfg, &e) == 0, "full: %s", e.msg[0]);
     CHECK(cfg.routings[0].seed == 9007199254740991ULL && cfg.routings[0].zipf_s == 0.1 + 0.2, "seed");
     CHECK(!cfg.check_enabled && cfg.rtol == 1 && cfg.warmup == 0 && cfg.warmup_ms == 60000 && cfg.iters == 100000 &&
-              cfg.input_sets == MOK_MAX_SETS,
+              cfg.timed_ms == 60000 && cfg.input_sets == MOK_MAX_SETS,
           "timing/check");
     CHECK(strcmp(cfg.output_name, "dsv3_sweep-1.0") == 0 && strcmp(cfg.output_dir, "results/h200x8") == 0,
           "output");
