@@ -410,8 +410,9 @@ fail:
         probe_links(cl, out, ev, &fail, err, err_len);
     fail = any_failed(fail);
     /* DRAM before the GEMMs: read after them (held at the power cap), three of eight probes on one H100 read
-     * 2.79-2.98 TB/s and the other five 3.20-3.21, minutes apart (results/h100x1/2026-12-06-probe-shapes); the
-     * clocks the cap leaves behind are the suspect. */
+     * 2.79-2.98 TB/s and the other five 3.20-3.21, minutes apart, plain loads 2.73-2.94 in all eight
+     * (results/h100x1/2026-12-06-probe-shapes); read first, ten of ten on three H100s read 3.20-3.22, plain loads
+     * 3.17-3.19 (results/h100x1/2026-12-06-fp8-push-all). */
     if (!fail) { /* a GPU without 4 GiB free gets no DRAM figure (the rooflines stay empty), not a failed probe */
         char read_err[256];
         int read_fail = time_read(cl, out, read_ms, read_err, (int)sizeof read_err);

@@ -44,9 +44,10 @@ extern "C" int mok_probe_copy(void *dst, const void *src, size_t bytes, int bloc
     return MOK_LAUNCH_RESULT();
 }
 
-/* DRAM read bandwidth, two ways: the probe times each and keeps the faster (src/probe.c), because which load shape
- * reaches the memory's rate differs between GPUs, and a roofline's DRAM leg must be a ceiling, not one shape's
- * figure (one H100 read 2.78 TB/s with 4 plain loads in flight per thread where a GEMM streamed 2.89 TB/s).
+/* DRAM read bandwidth, two ways: the probe times each and keeps the faster (src/probe.c), so that a roofline's DRAM
+ * leg is a ceiling, not one load shape's figure: on H100s, read right after the probe's GEMMs, plain loads gave
+ * 2.73-2.94 TB/s (a GEMM had streamed 2.89) and bulk copies up to 3.22; read first, plain 3.17-3.19 and bulk
+ * 3.20-3.22 (results/h100x1/2026-12-06-probe-shapes, 2026-12-06-fp8-push-all).
  *
  * Plain loads: every thread streams PROBE_UNROLL independent 16-byte loads per step through a buffer far larger
  * than L2 and folds them into one word, which the block writes once (so the loads cannot be dropped). At 2048
