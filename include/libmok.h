@@ -123,7 +123,7 @@ struct mok_layer_desc {
                                  products are added onto the gradient by TMA reduce in the L2 */
     int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share
                                  of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
-                                 alone while its compute SMs wait for the rows to land. 1 measured 2-6% faster on one
+                                 alone while its compute SMs wait for the rows to land. 1 measured 1.5-6% faster on one
                                  H100 (mok-bench's default; results/h100x1/2026-12-06-fp8-push-all) */
 };
 
