@@ -103,9 +103,10 @@ struct mok_mega_args {
                                 w13q, w2q and their scales unused; gemm/sm90_mx_rega.cuh) */
     int fp8_tile_n;          /* fp8 1 (fp8_block): 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
                                 (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
-    int push_all;            /* fp8 only: 1, every block (the compute blocks too) quantizes and pushes its share of
-                                the token rows, and "landed" counts all of them; 0, the comm blocks push while the
-                                compute blocks wait for it (the scatter, and so GEMM1, waits for every landed flag) */
+    int push_all;            /* fp8 only: 1, a kernel on every SM (forward.cu fp8_push_kernel) quantizes and pushes
+                                the token rows and flags "landed" before this one starts, whose comm blocks then skip
+                                the push; 0, the comm blocks push while the compute blocks wait for it (the scatter,
+                                and so GEMM1, waits for every landed flag) */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots

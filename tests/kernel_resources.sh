@@ -20,7 +20,8 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # trap (or anything else) that brings spills back shows here. The fp8_block forward's wide instance with send=1
   # spills 72 bytes (18 stores, 10 loads, none within 64 instructions of a wgmma run by scripts/sass_spills.py) since
   # its products are 128 columns wide, which made the layer 7.5-10% faster than 64-column products without a spill
-  # (results/h200x1/2026-12-05-lsa-fix-fp8-products). The fused backward's instance with the shared experts' units
+  # (results/h200x1/2026-12-05-lsa-fix-fp8-products); the mxfp8 mx_scheme 3 instances with send=0 spill 16 bytes
+  # (ptxas -v at 90d0f47). The fused backward's instance with the shared experts' units
   # (kShared) spills 16 bytes (32 reloaded), none near a wgmma run either; its routed-only instance's machine code is
   # unchanged by them.
   limit=0; [ "$cu" = megakernel_backward ] && limit=12; [ "$cu" = megakernel_forward ] && limit=72

@@ -471,10 +471,8 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
     if (e != cudaSuccess)
         return (int)e;
     if (m->fp8 && m->push_all && a.push && m->skip != 1) { /* two blocks per SM: 32 warps, a token row each */
-        if (m->fp8 == 2)
-            fp8_push_kernel<true><<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
-        else
-            fp8_push_kernel<false><<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
+        auto push = m->fp8 == 2 ? fp8_push_kernel<true> : fp8_push_kernel<false>;
+        push<<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return (int)e;
     }
