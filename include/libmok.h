@@ -122,12 +122,9 @@ struct mok_layer_desc {
                                  weight-gradient tile loads its gradient, adds its products and stores it; 1, its
                                  products are added onto the gradient by TMA reduce in the L2 */
     int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share
-                                 of the token rows in a kernel before the fused one; 2, that kernel runs beside the
-                                 schedule's kernels (mok_route forks it onto a stream of the workspace after the
-                                 publish and joins it before returning: the rows must be in the input slot before
-                                 mok_route, as always); 0, the fused kernel's comm SMs alone while its compute SMs
-                                 wait for the rows to land. 1 measured 1.5-6% faster than 0 on one H100 (mok-bench's
-                                 default; results/h100x1/2026-12-06-fp8-push-all) */
+                                 of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
+                                 alone while its compute SMs wait for the rows to land. 1 measured 1.5-6% faster on one
+                                 H100 (mok-bench's default; results/h100x1/2026-12-06-fp8-push-all) */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

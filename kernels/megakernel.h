@@ -105,10 +105,8 @@ struct mok_mega_args {
                                 (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
     int push_all;            /* fp8 only: 1, a kernel on every SM (forward.cu fp8_push_kernel) quantizes and pushes
                                 the token rows and flags "landed" before this one starts, whose comm blocks then skip
-                                the push; 2, the same kernel, launched by the caller beside the schedule
-                                (mok_megakernel_fp8_push) instead of by mok_megakernel_fwd; 0, the comm blocks push
-                                while the compute blocks wait for it (the scatter, and so GEMM1, waits for every
-                                landed flag) */
+                                the push; 0, the comm blocks push while the compute blocks wait for it (the scatter,
+                                and so GEMM1, waits for every landed flag) */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots
@@ -192,10 +190,6 @@ int mok_megakernel_fp8_row_bytes(int hidden);
 int mok_megakernel_supports(const struct mok_mega_args *m, char *why, int why_len);
 /* One forward's dispatch + GEMMs + combine sends on stream (after publish and schedule, before mok_lsa_reduce). */
 int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t stream);
-/* push_all 2: the FP8 push kernel (every own token row quantized once, stored into the landing row of every rank
- * whose experts need it, "landed" flagged) on stream, any time after this epoch's publish (mok_lsa_publish) and
- * before mok_megakernel_fwd; it waits for every peer's published table first. Other push_all values: an error. */
-int mok_megakernel_fp8_push(const struct mok_mega_args *m, mok_stream_t stream);
 /* Allocates the failure record before any graph capture (as mok_gemm_sm90_prepare). */
 void mok_megakernel_prepare(mok_stream_t stream);
 

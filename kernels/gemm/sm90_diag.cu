@@ -43,9 +43,8 @@ void print_record()
                 : d->slot == 5 ? "backward: GEMM2-dgrad tiles done, for GEMM1 dgrad (row block)"
                 : d->slot == 6 ? "backward: GEMM2-dgrad tiles done, for a weight gradient (row block)"
                 : d->slot == 7 ? "backward: shared experts' GEMM2-dgrad tiles done, for their GEMM1 dgrad (row block)"
-                : d->slot == 8 ? "backward: shared experts' GEMM2-dgrad tiles done, for their weight gradients (row "
-                                 "block)"
-                               : "the FP8 push: the published table (this epoch) of rank",
+                               : "backward: shared experts' GEMM2-dgrad tiles done, for their weight gradients (row "
+                                 "block)",
                 d->tile, d->extra, d->kb);
     else if (d->role == MOK_SM90_DIAG_LANDING)
         fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (mxfp8 scheme (b) producer) waited ~10 s on "

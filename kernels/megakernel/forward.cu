@@ -109,42 +109,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-/* push_all: the FP8 push on every SM in a kernel of its own, not by the fused kernel's comm blocks (which skip
- * theirs). FP8's scatter starts only once every rank's rows have landed, so with the comm blocks alone pushing, the
- * compute blocks wait out the whole push. Not a part of the fused kernel: there, the push's registers made ptxas
- * spill 120-256 bytes in the wide fp8_block instances (the fused kernel shares one allocation).
- * push_all 1: stream-ordered right before the fused kernel, two blocks per SM (32 warps, a token row each).
- * push_all 2: beside the schedule (libmok's mok_route forks it after the publish and joins it before returning),
- * one block per SM so that the schedule's kernels find registers beside it (two blocks of 64 registers a thread fill
- * the register file). Either way a peer's landing rows are written only once that peer has published this epoch's
- * table: its last forward and backward, which read them, came before that in its stream. After the schedule (1)
- * the wait finds every flag set; beside it (2) it is the only guard. */
+/* push_all: the FP8 push on every SM, stream-ordered before the fused kernel (whose comm blocks then skip theirs).
+ * FP8's scatter starts only once every rank's rows have landed, so with the comm blocks alone pushing, the compute
+ * blocks wait out the whole push. A kernel of its own, not a part of the fused one: there, the push's registers
+ * made ptxas spill 120-256 bytes in the wide fp8_block instances (the fused kernel shares one allocation). */
 constexpr int kPushThreads = 512;
-template <bool kMx>
-__global__ void __launch_bounds__(kPushThreads)
-    fp8_push_kernel(const __grid_constant__ mok_mega_args m, struct mok_sm90_diag *diag)
+template <bool kMx> __global__ void __launch_bounds__(kPushThreads) fp8_push_kernel(const __grid_constant__ mok_mega_args m)
 {
 #if MOK_SM90_DEVICE
-    const mok_lsa_args &a = m.lsa;
-    if ((int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
-        wait_flag((const uint64_t *)ncclGetLsaPointer((ncclWindow_t)a.window,
-                                                      a.off_flags + (size_t)threadIdx.x * sizeof(uint64_t), a.rank),
-                  a.epoch[0], diag, (int)threadIdx.x, 9);
-    __syncthreads();
     const int warps = kPushThreads / 32;
-    push_rows_fp8<kMx>(a, (int)(blockIdx.x * warps + threadIdx.x / 32), (int)gridDim.x * warps,
+    push_rows_fp8<kMx>(m.lsa, (int)(blockIdx.x * warps + threadIdx.x / 32), (int)gridDim.x * warps,
                        (int)threadIdx.x % 32);
-    signal_done(a, 2, (int)gridDim.x); /* "landed", in every window */
+    signal_done(m.lsa, 2, (int)gridDim.x); /* "landed", in every window */
 #endif
-}
-
-/* The push kernel of m's format on stream s: two blocks per SM (push_all 1) or one (2, beside the schedule). */
-static cudaError_t launch_fp8_push(const mok_mega_args &m, cudaStream_t s)
-{
-    auto push = m.fp8 == 2 ? fp8_push_kernel<true> : fp8_push_kernel<false>;
-    const int sms = mok_sm_count();
-    push<<<(unsigned)((m.push_all == 2 ? 1 : 2) * sms), kPushThreads, 0, s>>>(m, diag_record(s));
-    return cudaGetLastError();
 }
 
 using MegaKernel = void (*)(const Maps, const mok_mega_args, struct mok_sm90_diag *);
@@ -355,9 +332,9 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if (m->fp8 && (!a.push || m->gu || m->gemm1_only || m->split_half || m->own_first))
         return say(why, why_len, "fp8: the forward with dispatch=push (it quantizes the rows it sends), without saved "
                    "activations, split_half or own_first (not implemented; own_first %lld)", m->own_first);
-    if (m->push_all < 0 || m->push_all > 2 || (m->push_all && !m->fp8))
-        return say(why, why_len, "push_all %lld: 0, or 1 or 2 with fp8 (every SM takes part in the quantizing push, "
-                   "after or beside the schedule; the bf16 push leaves a rank's own rows in place)", m->push_all);
+    if (m->push_all < 0 || m->push_all > 1 || (m->push_all && !m->fp8))
+        return say(why, why_len, "push_all %lld: 0, or 1 with fp8 (every block takes part in the quantizing push; the "
+                   "bf16 push leaves a rank's own rows in place)", m->push_all);
     if (m->fp8 && !rega(m) &&
         (!m->xq || !m->hq || !m->hs || !m->w13q || !m->w2q || (m->fp8 == 1 && (!m->w13s || !m->w2s)) ||
          (m->fp8 == 2 && (!m->w13mx || !m->w2mx))))
@@ -407,14 +384,6 @@ extern "C" size_t mok_megakernel_fp8_counters(int capacity, int inter) { return 
 extern "C" int mok_megakernel_fp8_row_bytes(int hidden) { return fp8_row_bytes(hidden); }
 
 extern "C" void mok_megakernel_prepare(mok_stream_t stream) { diag_record(mok_cuda_stream(stream)); }
-
-extern "C" int mok_megakernel_fp8_push(const struct mok_mega_args *m, mok_stream_t stream)
-{
-    if (!m->fp8 || m->push_all != 2 || !m->lsa.push)
-        return (int)cudaErrorInvalidValue; /* the other forms push inside mok_megakernel_fwd */
-    const cudaError_t e = launch_fp8_push(*m, mok_cuda_stream(stream));
-    return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();
-}
 
 extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t stream)
 {
@@ -501,9 +470,12 @@ extern "C" int mok_megakernel_fwd(const struct mok_mega_args *m, mok_stream_t st
                             cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess)
         return (int)e;
-    /* push_all 1: the push kernel right before this one (2: mok_megakernel_fp8_push ran beside the schedule) */
-    if (m->fp8 && m->push_all == 1 && a.push && m->skip != 1 && (e = launch_fp8_push(args, s)) != cudaSuccess)
-        return (int)e;
+    if (m->fp8 && m->push_all && a.push && m->skip != 1) { /* two blocks per SM: 32 warps, a token row each */
+        auto push = m->fp8 == 2 ? fp8_push_kernel<true> : fp8_push_kernel<false>;
+        push<<<(unsigned)(2 * sms), kPushThreads, 0, s>>>(args);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return (int)e;
+    }
     /* blocks wait on each other: all resident, or the launch fails */
     e = mok_launch_cooperative(kernel, (unsigned)sms, kThreads, smem, s, maps, args, diag_record(s));
     return e != cudaSuccess ? (int)e : MOK_LAUNCH_RESULT();

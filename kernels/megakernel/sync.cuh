@@ -47,10 +47,8 @@ __device__ __forceinline__ void wait_count(const int32_t *ctr, int target, struc
     }
 }
 
-/* Until the 64-bit flag a peer stores into my window reaches target (acquire at system scope); which: the record's
- * name for it (2: rank index's "landed" flag, 9: its "published" flag, kernels/gemm/sm90_diag.cu). */
-__device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target, struct mok_sm90_diag *diag, int index,
-                                          int which = 2)
+/* Until the 64-bit flag a peer stores into my window reaches target (acquire at system scope). */
+__device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target, struct mok_sm90_diag *diag, int index)
 {
     long long start = clock64();
     for (;;) {
@@ -59,7 +57,7 @@ __device__ __forceinline__ void wait_flag(const uint64_t *flag, uint64_t target,
         if (seen >= target)
             return;
         if (clock64() - start > MOK_SPIN_TIMEOUT_CYCLES)
-            mok_sm90_fail(diag, MOK_SM90_DIAG_MEGA, which, 0, index, (int)seen, (int)target);
+            mok_sm90_fail(diag, MOK_SM90_DIAG_MEGA, 2, 0, index, (int)seen, (int)target);
     }
 }
 #endif

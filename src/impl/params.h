@@ -221,11 +221,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(fp8_tile_n, MOK_NUMERIC, 128, 256, 256,                                                                    \
       "dtype fp8_block: 256, the bf16 kernel's 128 x 256 tiles (one h scale block per GEMM1 tile; 11-13% faster, "\
       "results/h200x1/2026-12-05-fp8-wide-swap-ab); 128, 128 x 128 tiles (GEMM1's h scale blocks span two)")    \
-    X(push_all, MOK_NUMERIC, 0, 2, 1,                                                                            \
+    X(push_all, MOK_NUMERIC, 0, 1, 1,                                                                            \
       "dtype fp8_block or mxfp8 (forward): 1, every SM quantizes and pushes its share of the token rows in a "    \
-      "kernel before the fused one (1.5-6% faster on one H100, results/h100x1/2026-12-06-fp8-push-all); 2, that " \
-      "kernel beside the schedule's (forked after the publish, one block per SM); 0, the fused kernel's comm SMs " \
-      "push while its compute SMs wait for the rows to land")
+      "kernel before the fused one (1.5-6% faster on one H100, results/h100x1/2026-12-06-fp8-push-all); 0, the " \
+      "fused kernel's comm SMs push while its compute SMs wait for the rows to land")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

@@ -129,8 +129,8 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         return say(err, err_len, MOK_ERR_ARGUMENT, "mx_scheme = %d: 0 (promote per 32 K), or with dtype "
                    "MOK_LAYER_MXFP8 1 (expand to bf16 in shared memory) or 3 (the rows into registers, the weights "
                    "given in bf16: mok_expand_weights_mxfp8)", d->mx_scheme);
-    if (d->push_all < 0 || d->push_all > 2 || (d->push_all && d->dtype == MOK_LAYER_BF16))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "push_all = %d: 0, or 1 or 2 with dtype MOK_LAYER_FP8_BLOCK or "
+    if (d->push_all < 0 || d->push_all > 1 || (d->push_all && d->dtype == MOK_LAYER_BF16))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "push_all = %d: 0, or 1 with dtype MOK_LAYER_FP8_BLOCK or "
                    "MOK_LAYER_MXFP8 (the bf16 push leaves a rank's own rows in place)", d->push_all);
     if ((d->fp8_tile_n != 0 && d->fp8_tile_n != 128 && d->fp8_tile_n != 256) ||
         (d->fp8_tile_n == 256 && d->dtype != MOK_LAYER_FP8_BLOCK))
@@ -371,11 +371,6 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
             MOK_CHECK(cuda, cudaEventCreateWithFlags(&ws->sb.join, cudaEventDisableTiming), return MOK_ERR_CUDA);
         }
     }
-    if (ws->mk.fp8 && ws->mk.push_all == 2) { /* mok_route: the FP8 push beside the schedule */
-        MOK_CHECK(cuda, cudaStreamCreateWithFlags(&ws->push.side, cudaStreamNonBlocking), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda, cudaEventCreateWithFlags(&ws->push.fork, cudaEventDisableTiming), return MOK_ERR_CUDA);
-        MOK_CHECK(cuda, cudaEventCreateWithFlags(&ws->push.join, cudaEventDisableTiming), return MOK_ERR_CUDA);
-    }
     ws->dev_bytes += ws->win_bytes;
     MOK_CHECK(cuda, cudaMemset(ws->barrier_word, 0, sizeof(int32_t)), return MOK_ERR_CUDA);
     a->expert_out = ws->mk.out;
@@ -450,12 +445,6 @@ void mok_workspace_destroy(mok_workspace *ws)
         cudaEventDestroy(ws->sb.join);
     if (ws->sb.side)
         cudaStreamDestroy(ws->sb.side);
-    if (ws->push.fork)
-        cudaEventDestroy(ws->push.fork);
-    if (ws->push.join)
-        cudaEventDestroy(ws->push.join);
-    if (ws->push.side)
-        cudaStreamDestroy(ws->push.side);
     if (ws->window)
         ncclCommWindowDeregister(ws->comm, ws->window);
     if (ws->win_ptr)
@@ -473,28 +462,6 @@ uint16_t *mok_workspace_input(mok_workspace *ws, int slot)
 int out_of_order(const char *call, const char *needs, char *err, int err_len)
 {
     return say(err, err_len, MOK_ERR_ORDER, "%s: %s", call, needs);
-}
-
-/* push_all 2: the FP8 push kernel (it needs this rank's routing and input rows only, and waits for every peer's
- * published table itself) on the side stream beside the schedule's kernels, which are small and latency-bound; the
- * caller's stream waits for both before mok_route returns, so a capture never ends with the side stream unjoined.
- * Measured against push_all 1 (the push after the schedule) in configs/ab-fp8-push-beside.json. */
-static int push_beside(mok_workspace *ws, cudaStream_t stream)
-{
-    struct mok_mega_args m = ws->mk;
-    m.lsa = ws->a;
-    cudaError_t e = cudaEventRecord(ws->push.fork, stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(ws->push.side, ws->push.fork, 0);
-    if (e != cudaSuccess)
-        return (int)e;
-    int rc = mok_megakernel_fp8_push(&m, (mok_stream_t)ws->push.side);
-    /* joined whatever happened: the side stream's recorded work ends before `stream` goes on */
-    e = cudaEventRecord(ws->push.join, ws->push.side);
-    int rs = mok_lsa_schedule(&ws->a, (mok_stream_t)stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(stream, ws->push.join, 0);
-    return rc ? rc : rs ? rs : (int)e;
 }
 
 int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const float *weights, cudaStream_t stream,
@@ -519,9 +486,7 @@ int mok_route(mok_workspace *ws, int slot, int tokens, const int32_t *ids, const
     ws->a.my_w = weights;
     ws->a.my_tokens = tokens;
     int rc = mok_lsa_publish(&ws->a, (mok_stream_t)stream);
-    if (!rc && ws->push.side) /* push_all 2: the FP8 push forks after the publish, beside the schedule */
-        rc = push_beside(ws, stream);
-    else if (!rc)
+    if (!rc)
         rc = mok_lsa_schedule(&ws->a, (mok_stream_t)stream);
     if (rc)
         return say(err, err_len, MOK_ERR_CUDA, "route: %s", cudaGetErrorString((cudaError_t)rc));

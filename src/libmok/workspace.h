@@ -41,10 +41,6 @@ struct mok_workspace {
         cudaStream_t side;             /* d.shared_sms: its stream, and the events that fork it from the caller's */
         cudaEvent_t fork, join;        /* stream and join it back */
     } sb;
-    struct {                     /* push_all 2 (FP8): mok_route forks the push kernel onto this stream */
-        cudaStream_t side;
-        cudaEvent_t fork, join;
-    } push;
     int bwd_dispatched;          /* a full backward ran on them: compute-only may run */
     size_t dev_bytes;            /* device memory held, the window included */
 };
