@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kernel_phases.py TRACE.csv [--anchor REGEX] [--min N]: what the GPU runs around each launch of a fused kernel,
+"""kernel_phases.py TRACE.csv[.gz] [--anchor REGEX] [--min N]: what the GPU runs around each launch of a fused kernel,
 from node.sh's step `tracecfg`: an nsys CUDA trace (`nsys stats -r cuda_gpu_trace -f csv`), or where the node has no
 nsys, ncu's per-kernel durations (`--metrics gpu__time_duration.sum --csv`; no starts: no idle time either).
 
@@ -13,6 +13,7 @@ the next iteration's prologue comes last, near the window's end). A window's idl
 events of mok-bench's timing see beyond the kernels: launch gaps and host work between iterations."""
 import argparse
 import csv
+import gzip
 import re
 import statistics
 import sys
@@ -21,7 +22,7 @@ import sys
 def load(path):
     """[(start ns, duration ns, name)] by start, and whether the starts are measured: nsys's cuda_gpu_trace CSV has
     them; ncu's (--csv, metric gpu__time_duration.sum) has durations alone, in launch order, laid end to end here."""
-    with open(path, newline="") as f:
+    with (gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")) as f:
         lines = [l for l in f if not l.startswith("==")]
     rows, timed = [], True
     reader = csv.DictReader(lines)
