@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kernel_phases.py TRACE.csv[.gz] [--anchor REGEX] [--min N]: what the GPU runs around each launch of a fused kernel,
-from node.sh's step `tracecfg`: an nsys CUDA trace (`nsys stats -r cuda_gpu_trace -f csv`), or where the node has no
-nsys, ncu's per-kernel durations (`--metrics gpu__time_duration.sum --csv`; no starts: no idle time either).
+from node.sh's step `tracecfg`: ncu's per-kernel durations (`--metrics gpu__time_duration.sum --csv`; kernels
+serialized, no starts, so no idle time either), or an nsys CUDA trace (`nsys stats -r cuda_gpu_trace -f csv`: starts
+and durations; read by the same code, tried on a made-up trace only: the GPU nodes have no nsys).
 
 The trace is cut into windows, one per launch of the anchor kernel (default: the fused forward or backward): a window
 runs from one anchor's start to the next one's, so it holds the anchor, the kernels after it (the owner's sum) and

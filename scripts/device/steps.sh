@@ -26,19 +26,11 @@ mok_step() {
         MOK_ITER_LOG="$R/iters-$(basename "$c" .json).txt" $MPIRUN -np 1 -x MOK_ITER_LOG "$BIN" --probe -o "$R" "$c"
         r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
-    tracecfg) rc=0; NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
-      for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel of each (one rank) in trace-NAME.csv for scripts/kernel_phases.py: nsys's CUDA trace (starts and durations), else ncu's durations (kernels serialized: keep such a config's warm-up and iterations few)
+    tracecfg) rc=0; for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel's duration (ncu, one rank, kernels serialized) in trace-NAME.csv for scripts/kernel_phases.py; ncu writes it at the end, so keep warm-up and iterations few (a run cut by its part's limit leaves nothing; the nodes have no nsys)
         n=$(basename "$c" .json)
-        if [ -n "$NSYS" ]; then
-          $MPIRUN -np 1 "$NSYS" profile -t cuda --cuda-graph-trace=node -s none --cpuctxsw none -f true -o "$R/trace-$n" \
-            "$BIN" -o "$R" "$c" > "$R/trace-$n.log" 2>&1; r=$?
-          "$NSYS" stats -q -r cuda_gpu_trace -f csv -o "$R/trace-$n" "$R/trace-$n.nsys-rep" >> "$R/trace-$n.log" 2>&1
-          mv "$R/trace-${n}_cuda_gpu_trace.csv" "$R/trace-$n.csv"; rm -f "$R/trace-$n.nsys-rep" "$R/trace-$n.sqlite"
-        else
-          $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
-            --log-file "$R/trace-$n.csv" "$BIN" -o "$R" "$c" > "$R/trace-$n.log" 2>&1; r=$?
-        fi
-        echo "$c rc=$r ($([ -n "$NSYS" ] && echo nsys || echo ncu))"; [ $r = 0 ] || rc=1
+        $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+          --log-file "$R/trace-$n.csv" "$BIN" -o "$R" "$c" > "$R/trace-$n.log" 2>&1
+        r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
     sancfg) rc=0; for c in $SAN_CONFIGS; do for tool in memcheck racecheck; do # SAN_CONFIGS="a.json ...": each under compute-sanitizer memcheck and racecheck (one rank, one iteration)
         n=$(basename "$c" .json)-$tool
