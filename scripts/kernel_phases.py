@@ -84,6 +84,7 @@ def report(rows, name, idx, skip, out):
             idle += max(0, s - busy_end)
             busy_end = max(busy_end, s + d)
             items.append((short(n), d, s - (t0 + rows[a][1])))
+        idle += max(0, t1 - busy_end)  # after the last kernel, until the next anchor starts
         windows.append((t1 - t0, idle, items))
     if not windows:
         return

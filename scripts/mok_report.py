@@ -17,7 +17,8 @@ A v2 to v6 CSV is told by its `speedup` column (the CSV has no version line; v3 
 and `h_max_rel_err`, v5 `roofline_grad_bytes`, v6 `y_bf16_ref_err`), a JSON by its `schema_version`.
 
   scripts/mok_report.py --kind FILE...   prints "KIND<TAB>FILE" per file: report, summary, config, tunedb,
-                                         tune-check, clocks, ncu-source or unknown (what tests/test_scripts_reports.sh walks)
+                                         tune-check, clocks, ncu-source, ncu-metrics or unknown (what
+                                         tests/test_scripts_reports.sh walks)
 """
 import csv
 import gzip
@@ -90,8 +91,8 @@ def _load(path):
 
 
 def kind(path):
-    """What a .csv/.json(.gz) file is: 'report', 'summary', 'config', 'tunedb', 'tune-check', 'clocks', 'ncu-source'
-    or 'unknown' (also for a file that cannot be parsed)."""
+    """What a .csv/.json(.gz) file is: 'report', 'summary', 'config', 'tunedb', 'tune-check', 'clocks', 'ncu-source',
+    'ncu-metrics' or 'unknown' (also for a file that cannot be parsed)."""
     try:
         fmt, doc = _load(path)
     except (OSError, ValueError, EOFError, csv.Error):
@@ -108,7 +109,11 @@ def kind(path):
         if "impls" in doc:
             return "config"
         return "unknown"
-    head = doc[0] if doc else []
+    # ncu's --csv log files open with ==PROF== / ==WARNING== lines before the header
+    rows = [r for r in doc if not (r and r[0].startswith("=="))]
+    head = rows[0] if rows else []
+    if "Kernel Name" in head and "Metric Name" in head:  # ncu --metrics ... --csv (node.sh's step tracecfg)
+        return "ncu-metrics"
     if "ms_per_step" in head and "disposition" not in head:  # NAME.summary.csv: the best candidate per problem
         return "summary"
     if all(c in head for c in REQUIRED):

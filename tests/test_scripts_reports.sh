@@ -2,9 +2,9 @@
 # test_scripts_reports: every committed report under results/ (.csv, .json, .csv.gz, .json.gz; schema v1) through
 # scripts/plot and every script that summarizes reports (summarize.py, summarize_comm.py, summarize_megakernel.py,
 # weak_scaling.py, device/show.py): each must exit 0 and print something for each report. The other .csv/.json files
-# there (configs, tuning databases, tune-check results, nvidia-smi clock logs, ncu source pages) are told apart by
-# scripts/mok_report.py --kind; a file of no known kind fails the test, so a report the reader cannot recognize
-# does not slip past as "not a report".
+# there (configs, tuning databases, tune-check results, nvidia-smi clock logs, ncu source pages and metric logs) are
+# told apart by scripts/mok_report.py --kind; a file of no known kind fails the test, so a report the reader cannot
+# recognize does not slip past as "not a report".
 # scripts/plot runs as the README says, with --each (every report its own set, in one python per chunk: a python
 # start and matplotlib import per report would take minutes) and --dpi 30 (the same figures, smaller files).
 # Skips (77) after the summaries when no python here has matplotlib.
