@@ -26,7 +26,8 @@ mok_step() {
         MOK_ITER_LOG="$R/iters-$(basename "$c" .json).txt" $MPIRUN -np 1 -x MOK_ITER_LOG "$BIN" --probe -o "$R" "$c"
         r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
-    tracecfg) rc=0; for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel's duration (ncu, one rank, kernels serialized) in trace-NAME.csv for scripts/kernel_phases.py; ncu writes it at the end, so keep warm-up and iterations few (a run cut by its part's limit leaves nothing; the nodes have no nsys)
+    # ncu writes the CSV at the end: a run cut by its part's limit leaves nothing, so keep warm-up and iterations few
+    tracecfg) rc=0; for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel's duration (ncu, one rank) in trace-NAME.csv for scripts/kernel_phases.py
         n=$(basename "$c" .json)
         $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
           --log-file "$R/trace-$n.csv" "$BIN" -o "$R" "$c" > "$R/trace-$n.log" 2>&1
