@@ -8,7 +8,8 @@ The trace is cut into windows, one per launch of the anchor kernel (default: the
 runs from one anchor's start to the next one's, so it holds the anchor, the kernels after it (the owner's sum) and
 the next iteration's prologue (memsets, the schedule, FP8's push kernel). Consecutive launches of one anchor instance
 (the same template arguments) spaced less than --gap ms apart form a run: one candidate's warm-up and timed
-iterations. Per run it prints the median window, the median time no kernel runs in it, and per kernel name its
+iterations. Per run it prints the median window, the median time no kernel runs in it, the median time outside the
+anchor (the other kernels and the idle time: at one GPU, about what the layer exposes), and per kernel name its
 launches per window, median duration and median start after the anchor's end (the anchor's own: minus its duration;
 the next iteration's prologue comes last, near the window's end). A window's idle time is what the CUDA
 events of mok-bench's timing see beyond the kernels: launch gaps and host work between iterations."""
@@ -90,8 +91,10 @@ def report(rows, name, idx, skip, out):
         return
     period = statistics.median(w[0] for w in windows)
     idle = statistics.median(w[1] for w in windows)
+    outside = statistics.median(w[0] - w[2][0][1] for w in windows)  # the window less the anchor's own duration
     print(f"\n{short(name)}: {len(idx)} launches, {len(windows)} windows after {skip} skipped; "
-          f"median window {period / 1e3:.1f} us, no kernel running {idle / 1e3:.1f} us", file=out)
+          f"median window {period / 1e3:.1f} us, no kernel running {idle / 1e3:.1f} us; outside the anchor "
+          f"{outside / 1e3:.1f} us ({100.0 * outside / period:.1f}% of the window)", file=out)
     per = {}
     for _, _, items in windows:
         seen = {}

@@ -71,8 +71,9 @@ for path in (nsys, nsys + ".gz"):
     check(f"{path}: two runs", r.stdout.count("launches,") == 2)
     check(f"{path}: the first run's 20 launches, 17 windows", "20 launches, 17 windows" in r.stdout)
     check(f"{path}: the second run's 12 launches", "12 launches, 9 windows" in r.stdout)
-    check(f"{path}: median window 2144.0 us, 5.0 us idle",
-          "median window 2144.0 us, no kernel running 5.0 us" in r.stdout)
+    check(f"{path}: median window 2144.0 us, 5.0 us idle, 144.0 us outside the anchor",
+          "median window 2144.0 us, no kernel running 5.0 us; outside the anchor 144.0 us (6.7% of the window)"
+          in r.stdout)
     s = row_of(r.stdout, "lsa_reduce_routes_kernel")
     check(f"{path}: the sum 100 us, 1 us after the anchor: {s}", s == (1.0, 100.0, 1.0))
     p = row_of(r.stdout, "fp8_push_kernel<false>")
@@ -95,7 +96,8 @@ with open(ncu, "w", newline="") as f:
 r = run(ncu, "--skip", "2", "--min", "5")
 check(f"ncu: exit 0 ({r.stderr.strip()})", r.returncode == 0)
 check("ncu: says the gaps are not measured", "gaps are not measured" in r.stdout)
-check("ncu: median window 2137.0 us, nothing idle", "median window 2137.0 us, no kernel running 0.0 us" in r.stdout)
+check("ncu: median window 2137.0 us, nothing idle, 137.0 us outside the anchor",
+      "median window 2137.0 us, no kernel running 0.0 us; outside the anchor 137.0 us" in r.stdout)
 s = row_of(r.stdout, "lsa_reduce_routes_kernel")
 check(f"ncu: the sum right after the anchor: {s}", s == (1.0, 100.0, 0.0))
 
