@@ -19,7 +19,8 @@ __device__ __forceinline__ uint8_t e4m3(float v)
     return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); /* nearest even, saturating */
 }
 
-/* The 8 bf16 values of v (little endian: the lower half of each word first) divided by s, as e4m3 bytes in order. */
+/* The 8 bf16 values of v (little endian: the lower half of each word first) divided by s, as e4m3 bytes in order:
+ * the IEEE division the host runs, value by value (the exact path of encode8_block below). */
 __device__ __forceinline__ uint2 encode8(uint4 v, float s)
 {
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
@@ -32,12 +33,65 @@ __device__ __forceinline__ uint2 encode8(uint4 v, float s)
     return make_uint2(out[0], out[1]);
 }
 
+/* Two floats as e4m3 bytes (a in the low byte), nearest even, saturating: one cvt for the pair. */
+__device__ __forceinline__ uint32_t e4m3x2(float a, float b)
+{
+    return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+}
+
+/* The bf16 pair of a word (the lower half first) as floats: exact. */
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+/* The sign bits of a word's bf16 pair where the pair's e4m3 bytes keep theirs (bits 7 and 15). */
+__device__ __forceinline__ uint32_t pair_signs(uint32_t w) { return ((w >> 8) & 0x80u) | ((w >> 16) & 0x8000u); }
+
+/* mxfp8's encode: the 8 values of v times inv = 2^-e, as e4m3 bytes in order. x * 2^-e is x / 2^e exactly (one
+ * rounding of the same real number: 2^-e is an fp32 for every e8m0 exponent, e in [-127, 127], and the product is
+ * rounded once as the quotient is), so it is the host's x / s bit for bit without a division. */
+__device__ __forceinline__ uint2 encode8_pow2(uint4 v, float inv)
+{
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    uint32_t out[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        out[i] = e4m3x2(bf16_lo(words[2 * i]) * inv, bf16_hi(words[2 * i]) * inv) |
+                 e4m3x2(bf16_lo(words[2 * i + 1]) * inv, bf16_hi(words[2 * i + 1]) * inv) << 16;
+    return make_uint2(out[0], out[1]);
+}
+
+/* fp8_block's encode: the 8 values of v divided by s (the block's amax / 448), as e4m3 bytes in order, bit for bit
+ * encode8's (the host's IEEE x / s, then e4m3) at about half its instructions. q = x * r with r = 1 / s (rounded once)
+ * is within 2^-23 |x / s| of the quotient, so within 3 of its correctly rounded fp32 bits (5 across a power of two);
+ * e4m3 rounding is monotonic in those bits, so where |q|'s bits - 8 and + 8 give the same byte, every fp32 between
+ * them does, the quotient's included, and that byte with x's sign is the answer. Only a q within 8 ulps of an e4m3
+ * rounding boundary (about 16 in 2^20 of the values) divides. r is infinite for a block whose amax is below ~2^-119
+ * (s an fp32 subnormal): such a block divides every value. */
+__device__ __forceinline__ uint2 encode8_block(uint4 v, float s)
+{
+    const float r = 1.0f / s;
+    if (!(r <= __uint_as_float(0x7F7FFFFFu))) /* not finite */
+        return encode8(v, s);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    uint32_t out[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float x0 = bf16_lo(words[i]), x1 = bf16_hi(words[i]);
+        const uint32_t a0 = __float_as_uint(x0 * r) & 0x7FFFFFFFu, a1 = __float_as_uint(x1 * r) & 0x7FFFFFFFu;
+        const uint32_t lo = e4m3x2(__uint_as_float(max(a0, 8u) - 8u), __uint_as_float(max(a1, 8u) - 8u));
+        const uint32_t hi = e4m3x2(__uint_as_float(a0 + 8u), __uint_as_float(a1 + 8u));
+        const uint32_t pair = lo == hi ? lo | pair_signs(words[i]) : e4m3x2(x0 / s, x1 / s);
+        out[i / 2] |= pair << (i % 2 * 16);
+    }
+    return make_uint2(out[0], out[1]);
+}
+
 /* Lane hl = lane % 16 of each half warp holds v, values [8 hl, 8 hl + 8) of its block (little endian: the lower
  * half of each word first). Returns their e4m3 bytes (8, in order) and sets *scale to the block's scale; *amax_bits
  * gets the block's largest |bf16| bits (>= 0x7F80: inf or NaN somewhere in it). Both half warps call it together
  * (full-warp shuffles that stay within each half); a lane with no block passes zeros. amax on the bits: |bf16| orders
  * like its bits with the sign cleared, so a 16-bit SIMD max gives the exact amax. The division is IEEE (x / s), as
- * the host's: a reciprocal multiply can differ in the last bit. */
+ * the host's (encode8_block: a reciprocal multiply, checked, dividing where it could differ in the last bit). */
 __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t *amax_bits)
 {
     uint32_t m2 = __vmaxu2(__vmaxu2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
@@ -50,7 +104,7 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
     *scale = s;
     *amax_bits = m;
-    return encode8(v, s);
+    return encode8_block(v, s);
 }
 
 /* mok_e8m0_scale_for's rule, with the same exact corrections (log2f's last bit may differ from the host's; the loops
@@ -77,9 +131,8 @@ __device__ __forceinline__ uint2 quant_block32(uint4 v, uint8_t *scale)
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
     const int e = e8m0_exponent(mok_bf16_to_f32((uint16_t)m));
-    const float s = ldexpf(1.0f, e);
     *scale = (uint8_t)(e + 127);
-    return encode8(v, s);
+    return encode8_pow2(v, ldexpf(1.0f, -e));
 }
 
 } // namespace mok_fp8
