@@ -27,10 +27,10 @@ mok_step() {
         r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
     # ncu writes the CSV at the end: a run cut by its part's limit leaves nothing, so keep warm-up and iterations few
-    tracecfg) rc=0; for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel's duration (ncu, one rank) in trace-NAME.csv for scripts/kernel_phases.py
+    tracecfg) rc=0; for c in $TRACE_CONFIGS; do # TRACE_CONFIGS="a.json ...": every kernel's duration (ncu, one rank) in trace-NAME.csv for scripts/kernel_phases.py; TRACE_BIN: another staged binary (an A/B's old one)
         n=$(basename "$c" .json)
         $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
-          --log-file "$R/trace-$n.csv" "$BIN" -o "$R" "$c" > "$R/trace-$n.log" 2>&1
+          --log-file "$R/trace-$n.csv" "${TRACE_BIN:-$BIN}" -o "$R" "$c" > "$R/trace-$n.log" 2>&1
         r=$?; echo "$c rc=$r"; [ $r = 0 ] || rc=1
       done; [ $rc = 0 ];;
     sancfg) rc=0; for c in $SAN_CONFIGS; do for tool in memcheck racecheck; do # SAN_CONFIGS="a.json ...": each under compute-sanitizer memcheck and racecheck (one rank, one iteration)
