@@ -1,7 +1,8 @@
 /* test_gpu_quant: the GPU's FP8 quantizers (kernels/util/quant.cu, and the megakernel's lane-group ones in
  * kernels/util/fp8_quant.cuh) against the host reference (src/fp8.c), byte for byte: rows of bf16 at scales from 1e-6
- * to 1e4, a row of zeros, values on e4m3 ties and subnormals; a NaN input flags the status. The fp8_block weight
- * quantizer the same way on stacked matrices (test_weights). Exit 0 pass, 1 fail, 77 without a GPU. */
+ * to 1e4, a row of zeros, values on e4m3 ties and subnormals, every bf16 as a block's amax (test_every_amax); a NaN
+ * input flags the status. The fp8_block weight quantizer the same way on stacked matrices (test_weights). Exit 0
+ * pass, 1 fail, 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -159,6 +160,83 @@ static void count_diffs(const uint8_t *dq, const uint8_t *q_host, size_t nq, con
         *bad_s += memcmp(sc + i * unit, (const uint8_t *)s_host + i * unit, unit) != 0;
 }
 
+/* Every positive finite bf16 (0x0001 .. 0x7F7F) as the largest magnitude of one block (mx: 32 values, else 1 x 128),
+ * at a position and sign drawn per block, the block's other values that amax times uniform (-1, 1) in bf16; a last
+ * block of zeros. Rows of 4096. The separate kernel and the lane-group quantizer against the host, byte for byte:
+ * every e8m0 exponent and fp8_block scale the formats can have, and (fp8_block) enough values near an e4m3 rounding
+ * boundary that encode8_block's dividing path runs (their count is printed: quotients within 32 ulps of a midpoint of
+ * e4m3's normal range, by the host's arithmetic). */
+static void test_every_amax(int mx)
+{
+    enum { K = 4096, NB = 0x7F80 };
+    const int bs = mx ? 32 : 128, rows = NB * bs / K;
+    const size_t n = (size_t)NB * bs, ns = NB;
+    uint16_t *x = malloc(n * 2);
+    float *xf = malloc(n * 4), *s_host = malloc(ns * 4);
+    uint8_t *q_host = malloc(n), *q_dev = malloc(n), *s_dev = malloc(ns * 4), *s8_host = malloc(ns);
+    uint16_t *dx = NULL;
+    uint8_t *dq = NULL, *ds = NULL;
+    int32_t *dstatus = NULL;
+    if (!x || !xf || !s_host || !q_host || !q_dev || !s_dev || !s8_host || cudaMalloc((void **)&dx, n * 2) ||
+        cudaMalloc((void **)&dq, n) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4)) {
+        CHECK(0, "allocation");
+        goto out;
+    }
+    for (size_t b = 0; b < ns; b++) {
+        const uint16_t amax = b + 1 < ns ? (uint16_t)(b + 1) : 0;
+        const float a = bf16_to_f32(amax);
+        const size_t at = (b * 2654435761u) % (size_t)bs;
+        for (int i = 0; i < bs; i++) {
+            uint16_t v = (size_t)i == at ? amax : f32_to_bf16(a * rnd_pm1());
+            if ((size_t)i == at && (b * 40503u) & 64u)
+                v |= 0x8000u;
+            x[b * bs + i] = v;
+            xf[b * bs + i] = bf16_to_f32(v);
+        }
+    }
+    long near = 0;
+    if (mx) {
+        CHECK(mok_quant_mxfp8(xf, (size_t)rows, K, q_host, s8_host) == 0, "every amax: host mxfp8");
+    } else {
+        CHECK(mok_quant_fp8_block_rows(xf, (size_t)rows, K, q_host, s_host) == 0, "every amax: host fp8_block");
+        for (size_t i = 0; i < n; i++) {
+            const float q = fabsf(xf[i] / s_host[i / 128]);
+            uint32_t bits;
+            memcpy(&bits, &q, 4);
+            const long d = (long)(bits & 0xFFFFFu) - 0x80000L;
+            near += q >= 0.015625f && q <= 448.0f && d >= -32 && d <= 32;
+        }
+    }
+    cudaMemcpy(dx, x, n * 2, cudaMemcpyHostToDevice);
+    for (int lanes = 0; lanes < 2; lanes++) {
+        cudaMemset(dq, 0xEE, n);
+        cudaMemset(ds, 0xEE, ns * 4);
+        cudaMemset(dstatus, 0, 4);
+        int rc = lanes ? mok_test_quant_lanes(dx, rows, K, mx, dq, ds, NULL)
+                 : mx  ? mok_quant_mxfp8_bf16(dx, rows, K, dq, ds, dstatus, NULL)
+                       : mok_quant_fp8_block_bf16(dx, rows, K, dq, (float *)ds, dstatus, NULL);
+        if (rc != 0 || cudaDeviceSynchronize() != cudaSuccess) {
+            CHECK(0, "every amax: %s %s launch", mx ? "mxfp8" : "fp8_block", lanes ? "lanes" : "kernel");
+            continue;
+        }
+        cudaMemcpy(q_dev, dq, n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(s_dev, ds, ns * (mx ? 1 : 4), cudaMemcpyDeviceToHost);
+        long bad_q = 0, bad_s = 0;
+        for (size_t i = 0; i < n; i++)
+            bad_q += q_dev[i] != q_host[i];
+        for (size_t i = 0; i < ns; i++)
+            bad_s += mx ? s_dev[i] != s8_host[i] : memcmp(s_dev + 4 * i, &s_host[i], 4) != 0;
+        CHECK(bad_q == 0 && bad_s == 0, "every amax, %s %s: %ld values and %ld scales differ from the host",
+              mx ? "mxfp8" : "fp8_block", lanes ? "by lane groups" : "kernel", bad_q, bad_s);
+    }
+    printf("every amax (%s): %zu blocks, %zu values%s", mx ? "mxfp8" : "fp8_block", ns, n, mx ? "\n" : "");
+    if (!mx)
+        printf(", %ld within 32 ulps of an e4m3 rounding boundary\n", near);
+out:
+    free(x), free(xf), free(s_host), free(q_host), free(q_dev), free(s_dev), free(s8_host);
+    cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dstatus);
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -228,6 +306,8 @@ int main(void)
           "k not a multiple of 32 accepted");
     cudaFree(dx), cudaFree(dq), cudaFree(ds8), cudaFree(dsb), cudaFree(dstatus);
     test_weights();
+    test_every_amax(1);
+    test_every_amax(0);
     printf("test_gpu_quant: %s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

@@ -15,26 +15,16 @@
 namespace {
 
 #if MOK_SM90_DEVICE
-/* 256-value passes per group of loads: 4, double-buffered (the next group's loads in flight while this one's
- * values are quantized), so a warp holds as many loaded values as the single-buffered 8 of 5b1f522..df4eee4 did
- * (the FP8 instances' spills unchanged: ptxas -v) and its loads overlap its own arithmetic: the push moved its bytes
- * at 1.4-1.5 TB/s with 8 (ncu durations, results/h100x1/2026-12-06-push-beside section 1), every warp loading, then
- * quantizing, then loading again in step with the others. */
-constexpr int kFp8Unroll = 4;
+/* 256-value passes per warp in flight (loads issued before the first quantizes): 8, a 4096-value row in two
+ * rounds of loads instead of four (the push is latency-bound: one warp per token); ptxas -v shows the FP8
+ * instances' spills as with 4 (none but the wide send=1 instance's 72 bytes), 16 made the wide ones spill
+ * 120-208. Unmeasured against 4 (5b1f522's figures ran 4): A/B it with the next FP8 figures. */
+constexpr int kFp8Unroll = 8;
 
 /* Rank p's wire row of token t in this rank's window, or (remote) at peer q's: the landing rows [p][t]. */
 __device__ __forceinline__ size_t wire_row_off(const mok_lsa_args &a, int p, int t)
 {
     return a.off_land + ((size_t)p * a.t_max + t) * a.hidden * 2;
-}
-
-/* One group of passes' loads: vectors v0 + 32 u of src below vecs (the bound is warp-uniform). */
-__device__ __forceinline__ void load_group(uint4 (&val)[kFp8Unroll], const uint4 *src, int v0, int vecs)
-{
-#pragma unroll
-    for (int u = 0; u < kFp8Unroll; u++)
-        if (v0 + 32 * u < vecs)
-            val[u] = src[v0 + 32 * u];
 }
 
 /* The bf16 row src (hidden values, a multiple of 256) quantized by one warp, 256 values per pass, 8 per lane (two
@@ -48,28 +38,27 @@ template <bool kMx, typename Store>
 __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int lane, Store store)
 {
     const int vecs = hidden / 8;
-    uint4 cur[kFp8Unroll], next[kFp8Unroll];
-    load_group(cur, src, lane, vecs);
     for (int v0 = lane; v0 < vecs; v0 += 32 * kFp8Unroll) {
-        load_group(next, src, v0 + 32 * kFp8Unroll, vecs);
+        uint4 val[kFp8Unroll];
+#pragma unroll
+        for (int u = 0; u < kFp8Unroll; u++)
+            if (v0 + 32 * u < vecs)
+                val[u] = src[v0 + 32 * u];
 #pragma unroll
         for (int u = 0; u < kFp8Unroll; u++)
             if (v0 + 32 * u < vecs) {
                 const int v = v0 + 32 * u; /* values [8 v, 8 v + 8): block v / 16 (kMx: v / 4) */
                 if constexpr (kMx) {
                     uint8_t e;
-                    const uint2 q = mok_fp8::quant_block32(cur[u], &e);
+                    const uint2 q = mok_fp8::quant_block32(val[u], &e);
                     store(8 * v, q, lane % 4 == 0 ? v / 4 : -1, (uint32_t)e);
                 } else {
                     float s;
                     uint32_t amax_bits;
-                    const uint2 q = mok_fp8::quant_block128(cur[u], &s, &amax_bits);
+                    const uint2 q = mok_fp8::quant_block128(val[u], &s, &amax_bits);
                     store(8 * v, q, lane % 16 == 0 ? v / 16 : -1, __float_as_uint(s));
                 }
             }
-#pragma unroll
-        for (int u = 0; u < kFp8Unroll; u++)
-            cur[u] = next[u];
     }
 }
 

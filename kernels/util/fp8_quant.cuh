@@ -60,16 +60,27 @@ __device__ __forceinline__ uint2 encode8_pow2(uint4 v, float inv)
     return make_uint2(out[0], out[1]);
 }
 
-/* fp8_block's encode: the 8 values of v divided by s (the block's amax / 448), as e4m3 bytes in order, bit for bit
- * encode8's (the host's IEEE x / s, then e4m3) at about half its instructions. q = x * r with r = 1 / s (rounded once)
- * is within 2^-23 |x / s| of the quotient, so within 3 of its correctly rounded fp32 bits (5 across a power of two);
- * e4m3 rounding is monotonic in those bits, so where |q|'s bits - 8 and + 8 give the same byte, every fp32 between
- * them does, the quotient's included, and that byte with x's sign is the answer. Only a q within 8 ulps of an e4m3
- * rounding boundary (about 16 in 2^20 of the values) divides. r is infinite for a block whose amax is below ~2^-119
- * (s an fp32 subnormal): such a block divides every value. */
-__device__ __forceinline__ uint2 encode8_block(uint4 v, float s)
+/* 1 / a, approximately (within 1 ulp: the PTX ISA's bound for rcp.approx), subnormals flushed to zero (an infinite
+ * result, which encode8_block's callers treat as "divide"). */
+__device__ __forceinline__ float rcp_approx(float a)
 {
-    const float r = 1.0f / s;
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+    return r;
+}
+
+/* fp8_block's encode: the 8 values of v divided by s (the block's amax / 448, correctly rounded), as e4m3 bytes in
+ * order, bit for bit encode8's (the host's IEEE x / s, then e4m3) without its divisions. r = 448 x rcp_approx(amax),
+ * computed beside s rather than after it (ff94329's r = 1 / s, after s, made the separate quantize kernels 10-12%
+ * slower by ncu's durations: likely latency, each thread has one load in flight), is within 2^-22 of 1 / s relative, so q = x * r is within 5.5 ulps of the correctly
+ * rounded fp32 quotient (11 across a power of two). e4m3 rounding is monotonic in an fp32's bits, so where |q|'s bits
+ * - 32 and + 32 give the same byte, every fp32 between them does, the quotient's included, and that byte with x's
+ * sign is the answer; only a q within 32 ulps of an e4m3 rounding boundary (about 64 in 2^20 of the values) divides.
+ * r is not finite for a block whose amax is below ~2^-119 (448 / amax overflows, or amax is an fp32 subnormal): such
+ * a block divides every value. A block of zeros (amax 0, s 1) takes r = 1. */
+__device__ __forceinline__ uint2 encode8_block(uint4 v, float s, float amax)
+{
+    const float r = amax > 0.0f ? kE4m3Max * rcp_approx(amax) : 1.0f;
     if (!(r <= __uint_as_float(0x7F7FFFFFu))) /* not finite */
         return encode8(v, s);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
@@ -78,8 +89,8 @@ __device__ __forceinline__ uint2 encode8_block(uint4 v, float s)
     for (int i = 0; i < 4; i++) {
         const float x0 = bf16_lo(words[i]), x1 = bf16_hi(words[i]);
         const uint32_t a0 = __float_as_uint(x0 * r) & 0x7FFFFFFFu, a1 = __float_as_uint(x1 * r) & 0x7FFFFFFFu;
-        const uint32_t lo = e4m3x2(__uint_as_float(max(a0, 8u) - 8u), __uint_as_float(max(a1, 8u) - 8u));
-        const uint32_t hi = e4m3x2(__uint_as_float(a0 + 8u), __uint_as_float(a1 + 8u));
+        const uint32_t lo = e4m3x2(__uint_as_float(max(a0, 32u) - 32u), __uint_as_float(max(a1, 32u) - 32u));
+        const uint32_t hi = e4m3x2(__uint_as_float(a0 + 32u), __uint_as_float(a1 + 32u));
         const uint32_t pair = lo == hi ? lo | pair_signs(words[i]) : e4m3x2(x0 / s, x1 / s);
         out[i / 2] |= pair << (i % 2 * 16);
     }
@@ -104,11 +115,25 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
     *scale = s;
     *amax_bits = m;
-    return encode8_block(v, s);
+    return encode8_block(v, s, amax);
 }
 
-/* mok_e8m0_scale_for's rule, with the same exact corrections (log2f's last bit may differ from the host's; the loops
- * land on the one power of two either way). */
+/* mok_e8m0_scale_for's rule (the smallest e with amax / 2^e <= 448, clamped to [-127, 127]; 0 for amax 0) on amax's
+ * bf16 bits m (sign clear), in integer operations. A normal amax = (1 + f / 128) x 2^E: amax / 2^(E - 8) = (1 + f /
+ * 128) x 256 is at most 448 = 1.75 x 256 exactly when f <= 0x60, and amax / 2^(E - 9) >= 512 never is, so e = E - 8,
+ * or E - 7 where f > 0x60 (then amax / 2^(E - 7) < 256). A subnormal amax (below 2^-126) clamps to -127 (amax x 2^127
+ * < 2). Bits of inf or NaN (>= 0x7F80: inputs the callers refuse) give 120 or 121. The loops of 5b1f522..a5dfada (log2f and
+ * up to four divisions) were the longest chain of the mxfp8 quantizers. */
+__device__ __forceinline__ int e8m0_exponent_bits(uint32_t m)
+{
+    if (m == 0)
+        return 0;
+    const int E = (int)(m >> 7) - 127, e = E - 8 + ((m & 0x7Fu) > 0x60u ? 1 : 0);
+    return (m >> 7) == 0 || e < -127 ? -127 : e;
+}
+
+/* The same rule on an fp32 amax (the thread-per-block kernel, kernels/util/quant.cu), exact: the loops land on the one
+ * power of two whatever log2f's last bit. */
 __device__ __forceinline__ int e8m0_exponent(float amax)
 {
     if (!(amax > 0.0f))
@@ -130,9 +155,9 @@ __device__ __forceinline__ uint2 quant_block32(uint4 v, uint8_t *scale)
     uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
-    const int e = e8m0_exponent(mok_bf16_to_f32((uint16_t)m));
+    const int e = e8m0_exponent_bits(m);
     *scale = (uint8_t)(e + 127);
-    return encode8_pow2(v, ldexpf(1.0f, -e));
+    return encode8_pow2(v, __uint_as_float((uint32_t)(127 - e) << 23)); /* 2^-e: e in [-127, 121], a normal */
 }
 
 } // namespace mok_fp8
