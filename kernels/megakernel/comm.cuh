@@ -127,7 +127,7 @@ template <bool kFp8, bool kMx = false> __device__ __forceinline__ void comm_disp
         if constexpr (kFp8) {
             if (m.push_all)
                 return; /* pushed by fp8_push_kernel on every SM before this kernel (forward.cu) */
-            push_rows_fp8<kMx>(a, warp, nwarps, lane);
+            push_rows_fp8<kMx, true>(a, warp, nwarps, lane);
         } else {
             push_rows<kDispatchUnroll>(a, warp, nwarps, lane);
         }

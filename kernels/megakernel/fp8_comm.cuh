@@ -33,8 +33,10 @@ __device__ __forceinline__ size_t wire_row_off(const mok_lsa_args &a, int p, int
  * scale (fp32 bits, or the e8m0 byte; block -1 on the other lanes). Every lane runs every pass: vecs is a multiple
  * of 32, so the bound is the same for the whole warp (the quantizers' shuffles need all 32 lanes). The inputs are
  * finite by the problem's construction: the amax bits that would flag inf or NaN are not read (the separate
- * quantize kernels report them). */
-template <bool kMx, typename Store>
+ * quantize kernels report them). kDivide: fp8_block's values by divisions (quant_block128's), in the fused kernel's
+ * comm role, whose registers the GEMM roles share: its faster encode made the wide send=1 instance spill 208 bytes
+ * (72 with the divisions). */
+template <bool kMx, bool kDivide, typename Store>
 __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int lane, Store store)
 {
     const int vecs = hidden / 8;
@@ -55,7 +57,7 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
                 } else {
                     float s;
                     uint32_t amax_bits;
-                    const uint2 q = mok_fp8::quant_block128(val[u], &s, &amax_bits);
+                    const uint2 q = mok_fp8::quant_block128<kDivide>(val[u], &s, &amax_bits);
                     store(8 * v, q, lane % 16 == 0 ? v / 16 : -1, __float_as_uint(s));
                 }
             }
@@ -64,8 +66,9 @@ __device__ __forceinline__ void quantize_row(const uint4 *src, int hidden, int l
 
 /* The fp8 push, one warp per own token: its row quantized once and stored as a wire row into the landing row
  * [my rank][t] of every rank one of its experts lives on, this one included. The caller then flags "landed" (in
- * every window, mine too: the scatter waits for all of them). */
-template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
+ * every window, mine too: the scatter waits for all of them). kDivide: quantize_row's. */
+template <bool kMx, bool kDivide = false>
+__device__ __forceinline__ void push_rows_fp8(const mok_lsa_args &a, int warp, int nwarps, int lane)
 {
     const int H = a.hidden;
     for (int t = warp; t < a.my_tokens; t += nwarps) {
@@ -74,7 +77,7 @@ template <bool kMx> __device__ __forceinline__ void push_rows_fp8(const mok_lsa_
         if (!ranks)
             continue;
         const size_t off = wire_row_off(a, a.rank, t);
-        quantize_row<kMx>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
+        quantize_row<kMx, kDivide>(landed_row(a, a.rank, t), H, lane, [&](int byte, uint2 q, int block, uint32_t s) {
             for (unsigned r = ranks; r; r &= r - 1) {
                 uint8_t *dst = (uint8_t *)ncclGetLsaPointer((ncclWindow_t)a.window, off, __ffs(r) - 1);
                 *reinterpret_cast<uint2 *>(dst + byte) = q;

@@ -101,8 +101,10 @@ __device__ __forceinline__ uint2 encode8_block(uint4 v, float s, float amax)
  * half of each word first). Returns their e4m3 bytes (8, in order) and sets *scale to the block's scale; *amax_bits
  * gets the block's largest |bf16| bits (>= 0x7F80: inf or NaN somewhere in it). Both half warps call it together
  * (full-warp shuffles that stay within each half); a lane with no block passes zeros. amax on the bits: |bf16| orders
- * like its bits with the sign cleared, so a 16-bit SIMD max gives the exact amax. The division is IEEE (x / s), as
- * the host's (encode8_block: a reciprocal multiply, checked, dividing where it could differ in the last bit). */
+ * like its bits with the sign cleared, so a 16-bit SIMD max gives the exact amax. The values are the host's IEEE x / s
+ * either way: by encode8_block, or (kDivide) by encode8's divisions, whose fewer registers the fused forward's own push
+ * needs (kernels/megakernel/fp8_comm.cuh). */
+template <bool kDivide = false>
 __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t *amax_bits)
 {
     uint32_t m2 = __vmaxu2(__vmaxu2(v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu),
@@ -115,7 +117,7 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
     *scale = s;
     *amax_bits = m;
-    return encode8_block(v, s, amax);
+    return kDivide ? encode8(v, s) : encode8_block(v, s, amax);
 }
 
 /* mok_e8m0_scale_for's rule (the smallest e with amax / 2^e <= 448, clamped to [-127, 127]; 0 for amax 0) on amax's
