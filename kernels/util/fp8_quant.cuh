@@ -60,8 +60,8 @@ __device__ __forceinline__ uint2 encode8_pow2(uint4 v, float inv)
     return make_uint2(out[0], out[1]);
 }
 
-/* 1 / a, approximately (within 1 ulp: the PTX ISA's bound for rcp.approx), subnormals flushed to zero (an infinite
- * result, which encode8_block's callers treat as "divide"). */
+/* 1 / a, approximately (within 1 ulp: the PTX ISA's bound for rcp.approx), subnormal inputs and results flushed to
+ * zero (an infinite or zero result, which encode8_block treats as "divide"). */
 __device__ __forceinline__ float rcp_approx(float a)
 {
     float r;
@@ -76,12 +76,13 @@ __device__ __forceinline__ float rcp_approx(float a)
  * rounded fp32 quotient (11 across a power of two). e4m3 rounding is monotonic in an fp32's bits, so where |q|'s bits
  * - 32 and + 32 give the same byte, every fp32 between them does, the quotient's included, and that byte with x's
  * sign is the answer; only a q within 32 ulps of an e4m3 rounding boundary (about 64 in 2^20 of the values) divides.
- * r is not finite for a block whose amax is below ~2^-119 (448 / amax overflows, or amax is an fp32 subnormal): such
- * a block divides every value. A block of zeros (amax 0, s 1) takes r = 1. */
+ * r is no normal fp32 for a block whose amax is below ~2^-119 (448 / amax overflows, or amax is an fp32 subnormal) or
+ * at least 2^126 (its reciprocal is subnormal, flushed to 0: 4e2d366 encoded such blocks as zeros, tests/
+ * test_gpu_quant.c test_every_amax): such a block divides every value. A block of zeros (amax 0, s 1) takes r = 1. */
 __device__ __forceinline__ uint2 encode8_block(uint4 v, float s, float amax)
 {
     const float r = amax > 0.0f ? kE4m3Max * rcp_approx(amax) : 1.0f;
-    if (!(r <= __uint_as_float(0x7F7FFFFFu))) /* not finite */
+    if (!(r > 0.0f && r <= __uint_as_float(0x7F7FFFFFu))) /* flushed to 0, or not finite */
         return encode8(v, s);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     uint32_t out[2] = {0, 0};
