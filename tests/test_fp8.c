@@ -2,14 +2,17 @@
  * trips, ties go to even (normals and subnormals), saturation at 448, the mxfp8 scale rounds up so nothing
  * saturates, a block of zeros gets scale 1, non-finite input is refused; mxfp8's dequantization and the scale tile
  * layout of mok's GEMM; scheme (b)'s bf16 conversion (kernels/gemm/mx_expand.h) for every code and scale;
- * mx_scheme 3's K order (mok_mx_k64_pos) a permutation placing each pair where the register fragment wants it. */
+ * mx_scheme 3's K order (mok_mx_k64_pos) a permutation placing each pair where the register fragment wants it;
+ * the GPU quantizers' division-free arithmetic (kernels/util/fp8_encode.h) for every bf16 amax. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fp8.h"
 #include "gemm/mx_expand.h"
+#include "util/fp8_encode.h"
 
+#include "bf16.h"
 #include "check.h"
 
 /* v (a finite double) rounded to bf16, nearest even, subnormals included (steps of 2^-133 below 2^-126), inf from
@@ -102,6 +105,68 @@ static void test_mx_expand(void)
         twice += seen[i] != 1;
     CHECK(twice == 0 && wrong == 0, "mok_mx_k64_pos: %d places not hit exactly once, %d off the fragment's", twice,
           wrong);
+}
+
+static uint32_t bits_of_f(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* The device's rcp.approx.ftz.f32 of a, modelled: 1 / a moved by ulps (-1, 0, +1: the PTX ISA's 1-ulp bound),
+ * subnormal input or result flushed to zero. */
+static float rcp_model(float a, int ulps)
+{
+    if (a < 0x1p-126f)
+        return INFINITY;
+    float r = 1.0f / a;
+    if (r < 0x1p-126f)
+        return 0.0f;
+    return mok_fp8_float_of(bits_of_f(r) + (uint32_t)ulps);
+}
+
+/* kernels/util/fp8_encode.h on the host, as kernels/util/fp8_quant.cuh composes it: for every positive finite bf16 as
+ * a block's amax, that amax (both signs) and 62 values below it (uniform draws times amax, rounded to bf16, random
+ * signs), each under the three reciprocal models; a value's byte is the probes' where they agree (with x's sign),
+ * else x / s's, and must be src/fp8.c's e4m3(x / s) every time. Also mok_fp8_e8m0_exponent_bits against
+ * mok_e8m0_scale_for for every bf16 amax. */
+static void test_encode_window(void)
+{
+    uint32_t st = 2463534242u;
+    long bad = 0, divided = 0, values = 0, e8_bad = 0;
+    for (uint32_t m = 0; m < 0x7F80u; m++) {
+        const float amax = mok_fp8_float_of(m << 16);
+        e8_bad += mok_fp8_e8m0_exponent_bits(m) + 127 != (int)mok_e8m0_scale_for(amax);
+        if (m == 0)
+            continue;
+        const float s = amax / 448.0f;
+        for (int ulps = -1; ulps <= 1; ulps++) {
+            const float r = 448.0f * rcp_model(amax, ulps); /* kernels/util/fp8_quant.cuh encode8_block's r */
+            if (!MOK_FP8_RECIP_OK(r))
+                continue; /* the whole block divides */
+            for (int i = 0; i < 64; i++) {
+                st ^= st << 13, st ^= st >> 17, st ^= st << 5;
+                const float u = (float)(st >> 8) / 16777216.0f; /* [0, 1) */
+                float x = i < 2 ? amax : bf16_to_f32(f32_to_bf16(amax * u));
+                if (i % 2 || (st & 1))
+                    x = -x;
+                const uint32_t a = bits_of_f(x * r) & 0x7FFFFFFFu;
+                const uint8_t lo = mok_e4m3_from_f32(mok_fp8_probe_lo(a)), hi = mok_e4m3_from_f32(mok_fp8_probe_hi(a));
+                const uint8_t ref = mok_e4m3_from_f32(x / s);
+                const uint8_t got = lo == hi ? (uint8_t)(lo | (signbit(x) ? 0x80 : 0)) : ref;
+                divided += lo != hi;
+                values++;
+                if (got != ref && bad++ < 3)
+                    printf("encode window: amax %a x %a (rcp %+d ulp): %02x, not %02x\n", (double)amax, (double)x, ulps,
+                           got, ref);
+            }
+        }
+    }
+    printf("fp8_block encode window: %ld values, %ld divided\n", values, divided);
+    CHECK(bad == 0, "fp8_block's division-free encode: %ld of %ld values differ from x / s", bad, values);
+    CHECK(divided * 50 < values, "fp8_block's encode divided %ld of %ld values (over 2%%)", divided, values);
+    CHECK(e8_bad == 0, "mxfp8's e8m0 exponent from the bits: %ld amax differ from mok_e8m0_scale_for", e8_bad);
 }
 
 int main(void)
@@ -222,6 +287,7 @@ int main(void)
     w[5] = NAN;
     CHECK(mok_quant_fp8_block_weights(w, 128, 256, qw, sw) == -1, "NaN refused (weights)");
     test_mx_expand();
+    test_encode_window();
     printf("%s\n", failures ? "test_fp8: FAILED" : "test_fp8: all passed");
     return failures ? 1 : 0;
 }

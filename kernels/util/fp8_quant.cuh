@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/common.cuh"
+#include "util/fp8_encode.h"
 
 namespace mok_fp8 {
 
@@ -61,7 +62,7 @@ __device__ __forceinline__ uint2 encode8_pow2(uint4 v, float inv)
 }
 
 /* 1 / a, approximately (within 1 ulp: the PTX ISA's bound for rcp.approx), subnormal inputs and results flushed to
- * zero (an infinite or zero result, which encode8_block treats as "divide"). */
+ * zero (an infinite or zero result: MOK_FP8_RECIP_OK says no). */
 __device__ __forceinline__ float rcp_approx(float a)
 {
     float r;
@@ -70,19 +71,15 @@ __device__ __forceinline__ float rcp_approx(float a)
 }
 
 /* fp8_block's encode: the 8 values of v divided by s (the block's amax / 448, correctly rounded), as e4m3 bytes in
- * order, bit for bit encode8's (the host's IEEE x / s, then e4m3) without its divisions. r = 448 x rcp_approx(amax),
- * computed beside s rather than after it (ff94329's r = 1 / s, after s, made the separate quantize kernels 10-12%
- * slower by ncu's durations: likely latency, each thread has one load in flight), is within 2^-22 of 1 / s relative, so q = x * r is within 5.5 ulps of the correctly
- * rounded fp32 quotient (11 across a power of two). e4m3 rounding is monotonic in an fp32's bits, so where |q|'s bits
- * - 32 and + 32 give the same byte, every fp32 between them does, the quotient's included, and that byte with x's
- * sign is the answer; only a q within 32 ulps of an e4m3 rounding boundary (about 64 in 2^20 of the values) divides.
- * r is no normal fp32 for a block whose amax is below ~2^-119 (448 / amax overflows, or amax is an fp32 subnormal) or
- * at least 2^126 (its reciprocal is subnormal, flushed to 0: 4e2d366 encoded such blocks as zeros, tests/
- * test_gpu_quant.c test_every_amax): such a block divides every value. A block of zeros (amax 0, s 1) takes r = 1. */
+ * order, bit for bit encode8's (the host's IEEE x / s, then e4m3), dividing only where util/fp8_encode.h's check
+ * says it must. r comes from amax beside s, not from s after it: ff94329's r = 1 / s made the separate quantize
+ * kernels 10-12% slower (ncu; likely the longer chain, each of their threads has one load in flight). 4e2d366 took
+ * an r flushed to 0 (amax at or above 2^126) for usable and wrote those blocks as zeros (tests/test_gpu_quant.c
+ * test_every_amax found it). */
 __device__ __forceinline__ uint2 encode8_block(uint4 v, float s, float amax)
 {
     const float r = amax > 0.0f ? kE4m3Max * rcp_approx(amax) : 1.0f;
-    if (!(r > 0.0f && r <= __uint_as_float(0x7F7FFFFFu))) /* flushed to 0, or not finite */
+    if (!MOK_FP8_RECIP_OK(r))
         return encode8(v, s);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     uint32_t out[2] = {0, 0};
@@ -90,8 +87,8 @@ __device__ __forceinline__ uint2 encode8_block(uint4 v, float s, float amax)
     for (int i = 0; i < 4; i++) {
         const float x0 = bf16_lo(words[i]), x1 = bf16_hi(words[i]);
         const uint32_t a0 = __float_as_uint(x0 * r) & 0x7FFFFFFFu, a1 = __float_as_uint(x1 * r) & 0x7FFFFFFFu;
-        const uint32_t lo = e4m3x2(__uint_as_float(max(a0, 32u) - 32u), __uint_as_float(max(a1, 32u) - 32u));
-        const uint32_t hi = e4m3x2(__uint_as_float(a0 + 32u), __uint_as_float(a1 + 32u));
+        const uint32_t lo = e4m3x2(mok_fp8_probe_lo(a0), mok_fp8_probe_lo(a1));
+        const uint32_t hi = e4m3x2(mok_fp8_probe_hi(a0), mok_fp8_probe_hi(a1));
         const uint32_t pair = lo == hi ? lo | pair_signs(words[i]) : e4m3x2(x0 / s, x1 / s);
         out[i / 2] |= pair << (i % 2 * 16);
     }
@@ -121,22 +118,9 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     return kDivide ? encode8(v, s) : encode8_block(v, s, amax);
 }
 
-/* mok_e8m0_scale_for's rule (the smallest e with amax / 2^e <= 448, clamped to [-127, 127]; 0 for amax 0) on amax's
- * bf16 bits m (sign clear), in integer operations. A normal amax = (1 + f / 128) x 2^E: amax / 2^(E - 8) = (1 + f /
- * 128) x 256 is at most 448 = 1.75 x 256 exactly when f <= 0x60, and amax / 2^(E - 9) >= 512 never is, so e = E - 8,
- * or E - 7 where f > 0x60 (then amax / 2^(E - 7) < 256). A subnormal amax (below 2^-126) clamps to -127 (amax x 2^127
- * < 2). Bits of inf or NaN (>= 0x7F80: inputs the callers refuse) give 120 or 121. The loops of 5b1f522..a5dfada (log2f and
- * up to four divisions) were the longest chain of the mxfp8 quantizers. */
-__device__ __forceinline__ int e8m0_exponent_bits(uint32_t m)
-{
-    if (m == 0)
-        return 0;
-    const int E = (int)(m >> 7) - 127, e = E - 8 + ((m & 0x7Fu) > 0x60u ? 1 : 0);
-    return (m >> 7) == 0 || e < -127 ? -127 : e;
-}
-
-/* The same rule on an fp32 amax (the thread-per-block kernel, kernels/util/quant.cu), exact: the loops land on the one
- * power of two whatever log2f's last bit. */
+/* mok_e8m0_scale_for's rule (util/fp8_encode.h mok_fp8_e8m0_exponent_bits on bf16 bits) on an fp32 amax (the
+ * thread-per-block kernel, kernels/util/quant.cu), exact: the loops land on the one power of two whatever log2f's
+ * last bit. */
 __device__ __forceinline__ int e8m0_exponent(float amax)
 {
     if (!(amax > 0.0f))
@@ -158,7 +142,7 @@ __device__ __forceinline__ uint2 quant_block32(uint4 v, uint8_t *scale)
     uint32_t m = max(m2 & 0xFFFFu, m2 >> 16);
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
     m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2));
-    const int e = e8m0_exponent_bits(m);
+    const int e = mok_fp8_e8m0_exponent_bits(m);
     *scale = (uint8_t)(e + 127);
     return encode8_pow2(v, __uint_as_float((uint32_t)(127 - e) << 23)); /* 2^-e: e in [-127, 121], a normal */
 }
