@@ -2,8 +2,9 @@
 """ab_compare.py --old REPORT [...] --new REPORT [...]: an A/B of two binaries run on one config (scripts/device/ab.sh
 alternates them, one report per binary per rep). Per candidate (the problem's fields, the implementation, its
 params) it prints the median over each side's reports of the row's median time and new / old; then, per problem and
-implementation, each side's best candidate and their ratio. Only rows whose check passed (or did not run) count; a
-candidate measured on one side only is marked so. Params show only the names whose values differ between candidates
+implementation, each side's best candidate and their ratio. Only rows whose check passed (or did not run) count, a
+run's rows once however many of its files are given (report, .json, journal); a candidate measured on one side only is
+marked so. Params show only the names whose values differ between candidates
 of one implementation. Every number comes from the reports; --markdown prints tables."""
 import argparse
 import statistics
@@ -31,11 +32,19 @@ def label(prob):
 
 
 def medians(paths):
-    """{(problem, impl, params): [each report's median time, us]} of the rows that count."""
-    out = {}
-    for r in mok_report.read_all(paths, "ab_compare.py"):
-        if mok_report.counts(r):
-            out.setdefault((problem_of(r), r["impl"], r["params"]), []).append(num(r, "time_med_us"))
+    """{(problem, impl, params): [each run's median time, us]} of the rows that count. A run's row read twice (its
+    .csv and .json, or its journal, passed beside the report) counts once: rows are one run's when their run_start,
+    problem index, implementation and params agree (a row without run_start counts per file)."""
+    out, seen = {}, set()
+    summaries = [p for p in paths if mok_report.kind(p) == "summary"]
+    for p in summaries:  # NAME.summary.csv beside its report (a directory's *.csv): its rows are the report's best
+        print(f"ab_compare.py: {p}: a summary, not a report: skipped", file=sys.stderr)
+    for r in mok_report.read_all([p for p in paths if p not in summaries], "ab_compare.py"):
+        run = (r.get("run_start") or r["_file"], r.get("problem", ""), r["impl"], r["params"])
+        if not mok_report.counts(r) or run in seen:
+            continue
+        seen.add(run)
+        out.setdefault((problem_of(r), r["impl"], r["params"]), []).append(num(r, "time_med_us"))
     return out
 
 

@@ -87,7 +87,14 @@ ab=results/h200x1/2026-12-06-fp8-scatter-ab
 grep -q 'one side only' "$SCRATCH/ab.out" && fail "ab_compare.py: a candidate on one side only"
 "$PY" scripts/ab_compare.py --old $ab/ab-old-1.csv --new "$SCRATCH/ab.out" > /dev/null 2>&1
 [ $? -eq 2 ] || fail "ab_compare.py: a file that is no report not refused with exit 2"
-echo "ab_compare.py: 72 rows"
+# one run's report given twice, and a summary beside it: each of its 8 candidates one rep a side
+q=results/h100x1/2026-12-06-quant-encode
+"$PY" scripts/ab_compare.py --old $q/ab2-mx-old-1.csv $q/ab2-mx-old-1.csv $q/small-groups-k6.summary.csv \
+  --new $q/ab2-mx-new-1.csv > "$SCRATCH/ab1.out" 2> "$SCRATCH/ab1.err" || fail "ab_compare.py: exit on a repeated report"
+[ "$(grep -c ' (1)  [0-9.]* (1)  ' "$SCRATCH/ab1.out")" -eq 8 ] && ! grep -q ' (2) ' "$SCRATCH/ab1.out" ||
+  fail "ab_compare.py: a report given twice counted twice (8 candidates, one rep a side)"
+grep -q 'a summary, not a report: skipped' "$SCRATCH/ab1.err" || fail "ab_compare.py: the summary not skipped"
+echo "ab_compare.py: 72 rows; a repeated report counted once"
 wait # the plot chunks
 
 [ $PLOT = 1 ] || { echo "SKIP: plot: no python with matplotlib (summaries passed)"; exit 77; }
