@@ -4,8 +4,8 @@ alternates them, one report per binary per rep). Per candidate (the problem's fi
 params) it prints the median over each side's reports of the row's median time and new / old; then, per problem and
 implementation, each side's best candidate and their ratio. Only rows whose check passed (or did not run) count, a
 run's rows once however many of its files are given (report, .json, journal); a candidate measured on one side only is
-marked so. Params show only the names whose values differ between candidates
-of one implementation. Every number comes from the reports; --markdown prints tables."""
+marked so. Params show only the names whose values differ between candidates of one implementation. Every number
+comes from the reports; --markdown prints tables."""
 import argparse
 import statistics
 import sys

@@ -5,12 +5,12 @@
  * reciprocal's range check. Moving them here left the kernels' machine code as it was (scripts/cubin_text_cmp.py).
  *   fp8_block  q = x * r, r = 448 x (1 / amax) within 2^-22 of 1 / s (s = amax / 448, correctly rounded), so q is
  *              within 5.5 ulps of the correctly rounded quotient (11 across a power of two). e4m3 rounding is
- *              monotonic in an fp32's bits: where |q|'s bits - MOK_FP8_WINDOW and + MOK_FP8_WINDOW give one byte, every fp32
- *              between them does, the quotient's included, and that byte with x's sign is x / s's. Elsewhere (near
- *              an e4m3 rounding boundary: 0.5% of tests/test_gpu_quant.c's every-amax values, mostly exact ties of
- *              the quotient, whatever the window's width) the caller divides; and for a whole block where r is no
- *              positive finite fp32 (amax below ~2^-119: 448 / amax overflows, or amax is subnormal and flushed;
- *              amax at or above 2^126: its reciprocal is subnormal, flushed to 0).
+ *              monotonic in an fp32's bits: where |q|'s bits - MOK_FP8_WINDOW and + MOK_FP8_WINDOW give one byte,
+ *              every fp32 between them does, the quotient's included, and that byte with x's sign is x / s's.
+ *              Elsewhere (near an e4m3 rounding boundary: 0.5% of tests/test_gpu_quant.c's every-amax values, the
+ *              same ones at a window of 8, 16 or 32 in a host emulation: ties of the quotient) the caller divides;
+ *              and for a whole block where r is no positive finite fp32 (amax below ~2^-119: 448 / amax overflows,
+ *              or amax is subnormal and flushed; amax at or above 2^126: its reciprocal is subnormal, flushed to 0).
  *   mxfp8      the e8m0 exponent from amax's bf16 bits in integer operations (the values are then x * 2^-e, exactly
  *              x / 2^e: no check needed). */
 #ifndef MOK_UTIL_FP8_ENCODE_H
