@@ -90,7 +90,8 @@ grep -q 'one side only' "$SCRATCH/ab.out" && fail "ab_compare.py: a candidate on
 # one run's report given twice, and a summary beside it: each of its 8 candidates one rep a side
 q=results/h100x1/2026-12-06-quant-encode
 "$PY" scripts/ab_compare.py --old $q/ab2-mx-old-1.csv $q/ab2-mx-old-1.csv $q/small-groups-k6.summary.csv \
-  --new $q/ab2-mx-new-1.csv > "$SCRATCH/ab1.out" 2> "$SCRATCH/ab1.err" || fail "ab_compare.py: exit on a repeated report"
+  --new $q/ab2-mx-new-1.csv > "$SCRATCH/ab1.out" 2> "$SCRATCH/ab1.err" ||
+  fail "ab_compare.py: exit on a repeated report"
 [ "$(grep -c ' (1)  [0-9.]* (1)  ' "$SCRATCH/ab1.out")" -eq 8 ] && ! grep -q ' (2) ' "$SCRATCH/ab1.out" ||
   fail "ab_compare.py: a report given twice counted twice (8 candidates, one rep a side)"
 grep -q 'a summary, not a report: skipped' "$SCRATCH/ab1.err" || fail "ab_compare.py: the summary not skipped"
