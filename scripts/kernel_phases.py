@@ -15,16 +15,19 @@ the next iteration's prologue comes last, near the window's end). A window's idl
 events of mok-bench's timing see beyond the kernels: launch gaps and host work between iterations."""
 import argparse
 import csv
-import gzip
+import os
 import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mok_report import open_text  # noqa: E402
 
 
 def load(path):
     """[(start ns, duration ns, name)] by start, and whether the starts are measured: nsys's cuda_gpu_trace CSV has
     them; ncu's (--csv, metric gpu__time_duration.sum) has durations alone, in launch order, laid end to end here."""
-    with (gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")) as f:
+    with open_text(path) as f:
         lines = [l for l in f if not l.startswith("==")]
     rows, timed = [], True
     reader = csv.DictReader(lines)

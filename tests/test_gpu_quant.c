@@ -37,8 +37,8 @@ static long long weights_vs_host(const uint16_t *x, long long mats, int rows, in
     int32_t *dstatus = NULL;
     long long bad = -1;
     int host_ok = 1;
-    if (!xf || !s_host || !s_dev || !q_host || !q_dev || cudaMalloc((void **)&dx, n * 2) ||
-        cudaMalloc((void **)&dq, n) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4))
+    if (!xf || !s_host || !s_dev || !q_host || !q_dev || cudaMalloc((void **)&dx, n * 2 + 16) ||
+        cudaMalloc((void **)&dq, n + 8) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4))
         goto out;
     for (long long e = 0; e < mats; e++) {
         for (size_t i = 0; i < per; i++)
@@ -165,7 +165,8 @@ static void count_diffs(const uint8_t *dq, const uint8_t *q_host, size_t nq, con
  * block of zeros. Rows of 4096. The separate kernel and the lane-group quantizer against the host, byte for byte:
  * every e8m0 exponent and fp8_block scale the formats can have, and (fp8_block) enough values near an e4m3 rounding
  * boundary that encode8_block's dividing path runs (their count is printed: quotients within 32 ulps of a midpoint of
- * e4m3's normal range, by the host's arithmetic). */
+ * e4m3's normal range, by the host's arithmetic); mxfp8 also on rows one element off alignment (the thread-per-block
+ * kernel). */
 static void test_every_amax(int mx)
 {
     enum { K = 4096, NB = 0x7F80 };
@@ -207,19 +208,21 @@ static void test_every_amax(int mx)
             near += q >= 0.015625f && q <= 448.0f && d >= -32 && d <= 32;
         }
     }
-    cudaMemcpy(dx, x, n * 2, cudaMemcpyHostToDevice);
-    for (int lanes = 0; lanes < 2; lanes++) {
-        cudaMemset(dq, 0xEE, n);
+    static const char *const how[3] = {"kernel", "by lane groups", "kernel, unaligned"};
+    for (int v = 0; v < (mx ? 3 : 2); v++) { /* v 2: x and q one element past their allocations' alignment */
+        const int lanes = v == 1, off = v == 2;
+        cudaMemcpy(dx + off, x, n * 2, cudaMemcpyHostToDevice);
+        cudaMemset(dq, 0xEE, n + 8);
         cudaMemset(ds, 0xEE, ns * 4);
         cudaMemset(dstatus, 0, 4);
         int rc = lanes ? mok_test_quant_lanes(dx, rows, K, mx, dq, ds, NULL)
-                 : mx  ? mok_quant_mxfp8_bf16(dx, rows, K, dq, ds, dstatus, NULL)
+                 : mx  ? mok_quant_mxfp8_bf16(dx + off, rows, K, dq + off, ds, dstatus, NULL)
                        : mok_quant_fp8_block_bf16(dx, rows, K, dq, (float *)ds, dstatus, NULL);
         if (rc != 0 || cudaDeviceSynchronize() != cudaSuccess) {
-            CHECK(0, "every amax: %s %s launch", mx ? "mxfp8" : "fp8_block", lanes ? "lanes" : "kernel");
+            CHECK(0, "every amax: %s %s launch", mx ? "mxfp8" : "fp8_block", how[v]);
             continue;
         }
-        cudaMemcpy(q_dev, dq, n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(q_dev, dq + off, n, cudaMemcpyDeviceToHost);
         cudaMemcpy(s_dev, ds, ns * (mx ? 1 : 4), cudaMemcpyDeviceToHost);
         long bad_q = 0, bad_s = 0;
         for (size_t i = 0; i < n; i++)
@@ -227,7 +230,7 @@ static void test_every_amax(int mx)
         for (size_t i = 0; i < ns; i++)
             bad_s += mx ? s_dev[i] != s8_host[i] : memcmp(s_dev + 4 * i, &s_host[i], 4) != 0;
         CHECK(bad_q == 0 && bad_s == 0, "every amax, %s %s: %ld values and %ld scales differ from the host",
-              mx ? "mxfp8" : "fp8_block", lanes ? "by lane groups" : "kernel", bad_q, bad_s);
+              mx ? "mxfp8" : "fp8_block", how[v], bad_q, bad_s);
     }
     printf("every amax (%s): %zu blocks, %zu values%s", mx ? "mxfp8" : "fp8_block", ns, n, mx ? "\n" : "");
     if (!mx)

@@ -11,8 +11,8 @@
  *              same ones at a window of 8, 16 or 32 in a host emulation: ties of the quotient) the caller divides;
  *              and for a whole block where r is no positive finite fp32 (amax below ~2^-119: 448 / amax overflows,
  *              or amax is subnormal and flushed; amax at or above 2^126: its reciprocal is subnormal, flushed to 0).
- *   mxfp8      the e8m0 exponent from amax's bf16 bits in integer operations (the values are then x * 2^-e, exactly
- *              x / 2^e: no check needed). */
+ *   mxfp8      the e8m0 exponent from amax's bf16 bits in integer operations, for every GPU mxfp8 quantizer (the
+ *              values are then x * 2^-e, or x / 2^e in the unaligned-rows kernel: the same bytes, no check needed). */
 #ifndef MOK_UTIL_FP8_ENCODE_H
 #define MOK_UTIL_FP8_ENCODE_H
 

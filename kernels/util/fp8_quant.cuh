@@ -118,21 +118,6 @@ __device__ __forceinline__ uint2 quant_block128(uint4 v, float *scale, uint32_t 
     return kDivide ? encode8(v, s) : encode8_block(v, s, amax);
 }
 
-/* mok_e8m0_scale_for's rule (util/fp8_encode.h mok_fp8_e8m0_exponent_bits on bf16 bits) on an fp32 amax (the
- * thread-per-block kernel, kernels/util/quant.cu), exact: the loops land on the one power of two whatever log2f's
- * last bit. */
-__device__ __forceinline__ int e8m0_exponent(float amax)
-{
-    if (!(amax > 0.0f))
-        return 0;
-    int e = (int)ceilf(log2f(amax / kE4m3Max));
-    while (e > -127 && amax / ldexpf(1.0f, e - 1) <= kE4m3Max)
-        e--;
-    while (amax / ldexpf(1.0f, e) > kE4m3Max)
-        e++;
-    return e < -127 ? -127 : e > 127 ? 127 : e;
-}
-
 /* The mxfp8 block of the quad (lanes 4j .. 4j + 3, 8 values each, in order) this lane holds v of: its 8 e4m3 bytes;
  * *scale gets the block's e8m0 byte. Every lane of the warp calls it together (shuffles within each quad). */
 __device__ __forceinline__ uint2 quant_block32(uint4 v, uint8_t *scale)

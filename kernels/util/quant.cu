@@ -14,7 +14,6 @@
 namespace {
 
 using mok_fp8::e4m3;
-using mok_fp8::e8m0_exponent;
 using mok_fp8::kE4m3Max;
 
 template <int kBlock>
@@ -76,8 +75,8 @@ __global__ void quant_mxfp8_kernel(const uint16_t *x, long long blocks, const in
     blocks = blocks_upto(blocks, rows_dev, per_row);
     for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < blocks; b += (long long)gridDim.x * blockDim.x) {
         const uint16_t *in = x + b * 32;
-        float amax = block_amax<32>(in, status);
-        int e = e8m0_exponent(amax);
+        float amax = block_amax<32>(in, status); /* a bf16's value: its bits are the float's upper half */
+        int e = mok_fp8_e8m0_exponent_bits(__float_as_uint(amax) >> 16);
         scale[b] = (uint8_t)(e + 127);
         float s = ldexpf(1.0f, e);
         for (int i = 0; i < 32; i++)
