@@ -365,81 +365,6 @@ struct NoPump {
     __device__ __forceinline__ void drain() {}
 };
 
-/* acc += part x scale for fp8_block's product h of kPart accumulators: part register 4c + j holds row la (j < 2) or
- * la + 8, in the tile's column half (kPart h + 4c) / kHalf (fences first: no read of part above the wgmma wait). */
-template <int kPart, int kHalf, int kAcc>
-__device__ __forceinline__ void promote_fp8_block(float (&acc)[kAcc], float (&part)[kPart], int h, float a_lo,
-                                                  float a_hi, float b_lo, float b_hi)
-{
-#pragma unroll
-    for (int i = 0; i < kPart; i++)
-        mok_reg_fence(part[i]);
-#pragma unroll
-    for (int i = 0; i < kPart; i++) {
-        const int t = kPart * h + i;
-        const float s = ((i % 4) >= 2 ? a_hi : a_lo) * (t >= kHalf ? b_hi : b_lo);
-        acc[t] = fmaf(part[i], s, acc[t]);
-    }
-}
-
-/* fp8_block with products of 64 columns, two in flight: product h runs its four wgmma m64n64k32 into one of two
- * `part` buffers while product h - 1, in the other, is promoted, so this warpgroup's tensor work does not stop for
- * each of its promotions (consume_tile_fp8_block's 128-column products wait for every one and leave the gaps to the
- * other warpgroup). The same registers as 128-column products (two buffers of 32); A is read from shared memory once
- * per product, twice as often as with 128 columns. The block's last product is waited for before the next slot wait
- * and promoted after its slot goes back: with a wgmma in flight across the slot wait ptxas serializes every wgmma of
- * the kernel (C7518, "WG.DP in divergent path": the wait's timeout path). */
-template <int kCols, class Pump, bool kLiveA>
-__device__ __forceinline__ void consume_fp8_block_pipelined(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
-                                                            float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
-                                                            int a_offset, int slot_a_bytes, uint8_t *smem_b,
-                                                            int slot_b_bytes, int cm, int lane, int crank,
-                                                            struct mok_sm90_diag *diag, int role, int tile,
-                                                            const float *sa, int sa_hi, const float *sb, int sb_hi,
-                                                            Pump &pump)
-{
-    constexpr int kN = 64, kPart = 32, kParts = kCols / kN;
-    constexpr int kHalf = kCols / 4; /* accumulators of the first column half */
-    float part0[kPart], part1[kPart];
-#pragma unroll
-    for (int i = 0; i < kCols / 2; i++)
-        acc[i] = 0.0f;
-    for (int kb = 0; kb < k_blocks; kb++) {
-        const float a_lo = kLiveA ? __ldcg(sa + kb) : __ldg(sa + kb);
-        const float a_hi = kLiveA ? __ldcg(sa + sa_hi + kb) : __ldg(sa + sa_hi + kb);
-        const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
-        pump.step();
-        mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
-        const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
-        const uint64_t db = mok_wgmma_desc_sw128(smem_b + (size_t)r.slot * slot_b_bytes);
-#pragma unroll
-        for (int h = 0; h < kParts; h++) {
-            float(&cur)[kPart] = h % 2 ? part1 : part0;
-            float(&prev)[kPart] = h % 2 ? part0 : part1;
-#pragma unroll
-            for (int i = 0; i < kPart; i++)
-                mok_reg_fence(cur[i]);
-            mok_wgmma_fence(); /* the promotion's reads of this buffer (two products ago) before the wgmmas */
-#pragma unroll
-            for (int kk = 0; kk < kFp8BlockK / 32; kk++)
-                wgmma_e4m3_k32<kN>(cur, da + 2 * kk, db + 2 * kk + h * (kN * kRowBytes >> 4), kk > 0);
-            mok_wgmma_commit();
-#pragma unroll
-            for (int i = 0; i < kPart; i++)
-                mok_reg_fence(cur[i]);
-            if (h > 0) { /* product h - 1 is done; h runs on */
-                mok_wgmma_wait<1>();
-                promote_fp8_block<kPart, kHalf>(acc, prev, h - 1, a_lo, a_hi, b_lo, b_hi);
-            }
-        }
-        mok_wgmma_wait<0>();
-        release_slot(&empty[r.slot], cm, lane, crank); /* cm, crank: the cluster (1, 0 without) */
-        promote_fp8_block<kPart, kHalf>(acc, (kParts - 1) % 2 ? part1 : part0, kParts - 1, a_lo, a_hi, b_lo, b_hi);
-        r.advance(stages);
-    }
-    pump.drain();
-}
-
 template <int kCols, int kParts, class Pump, bool kLiveA = false>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
@@ -452,12 +377,6 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
     constexpr int kN = kCols / kParts, kPart = kN / 2; /* columns and accumulators of one product */
     constexpr int kHalf = kCols / 4;                   /* accumulators of the first column half */
     static_assert(kN == 64 || kN == 128, "products of 64 or 128 columns");
-    if constexpr (kN == 64) {
-        consume_fp8_block_pipelined<kCols, Pump, kLiveA>(r, stages, full, empty, acc, k_blocks, smem_a, a_offset,
-                                                         slot_a_bytes, smem_b, slot_b_bytes, cm, lane, crank, diag,
-                                                         role, tile, sa, sa_hi, sb, sb_hi, pump);
-        return;
-    }
     float part[kPart];
 #pragma unroll
     for (int i = 0; i < kCols / 2; i++)

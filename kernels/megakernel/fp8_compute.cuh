@@ -317,7 +317,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
     static_assert(!(kWide && kMx), "the wide tiles are fp8_block's");
     /* wgmma products per k block: 128 columns on the wide tiles (mok-gemm's fastest fp8_n there), 64 otherwise and
      * beside the shared experts' bf16 tiles (with 128 that instance spills in its k loop) */
-    constexpr int kProducts = T::kOutCols / 64; /* products of 64 columns, two in flight (sm90_core.cuh) */
+    constexpr int kProducts = kWide && !kShared ? T::kOutCols / 128 : T::kOutCols / 64;
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, hidden = a.hidden, inter = m.inter;
     const int *slot_bs = slot_bscale();
