@@ -178,8 +178,8 @@ static void test_every_amax(int mx)
     uint16_t *dx = NULL;
     uint8_t *dq = NULL, *ds = NULL;
     int32_t *dstatus = NULL;
-    if (!x || !xf || !s_host || !q_host || !q_dev || !s_dev || !s8_host || cudaMalloc((void **)&dx, n * 2) ||
-        cudaMalloc((void **)&dq, n) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4)) {
+    if (!x || !xf || !s_host || !q_host || !q_dev || !s_dev || !s8_host || cudaMalloc((void **)&dx, (n + 8) * 2) ||
+        cudaMalloc((void **)&dq, n + 8) || cudaMalloc((void **)&ds, ns * 4) || cudaMalloc((void **)&dstatus, 4)) {
         CHECK(0, "allocation");
         goto out;
     }
@@ -210,7 +210,7 @@ static void test_every_amax(int mx)
     }
     static const char *const how[3] = {"kernel", "by lane groups", "kernel, unaligned"};
     for (int v = 0; v < (mx ? 3 : 2); v++) { /* v 2: x and q one element past their allocations' alignment */
-        const int lanes = v == 1, off = v == 2;
+        const int lanes = v == 1, off = v == 2; /* dx and dq hold 8 elements more than n for it */
         cudaMemcpy(dx + off, x, n * 2, cudaMemcpyHostToDevice);
         cudaMemset(dq, 0xEE, n + 8);
         cudaMemset(ds, 0xEE, ns * 4);
