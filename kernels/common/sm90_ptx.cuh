@@ -202,13 +202,6 @@ __device__ __forceinline__ void mok_named_barrier(int id, int threads)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-/* Arrival at named barrier `id` without waiting: the barrier completes when `threads` threads have arrived or
- * synced on it (a producer-consumer handoff between warpgroups). */
-__device__ __forceinline__ void mok_named_arrive(int id, int threads)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 /* ---- thread-block clusters ------------------------------------------------------------------------------
  * With cluster_m = 2 two CTAs (on two SMs of one GPC) compute vertically adjacent tiles that share their B tile:
  * each loads half of B and multicasts it into both CTAs' shared memory, halving the L2 -> SM traffic of B. */

@@ -321,52 +321,12 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
     release_slot(&empty[prev_slot], cm, lane, crank);
 }
 
-/* The order of the two consumer warpgroups' fp8_block products. Each product ends in a wait for its wgmmas and a
- * promotion, during which this warpgroup issues nothing; when both warpgroups issue their products together they
- * also promote together and the tensor cores idle meanwhile (the megakernel's fp8_block forward without promotions,
- * a diagnostic build with wrong values, took 0.82-0.91x the time on one H100: results/h100x1/2026-12-06-promote-order).
- * PairOrder staggers them: warpgroup 1 issues its product n after warpgroup 0 has issued its n, and warpgroup 0 its
- * n + 1 after warpgroup 1 has issued n, so each one's promotion runs beside the other's wgmmas. Two named barriers
- * of 256 threads, one per direction, each used by one side's bar.arrive and the other's bar.sync in turn (neither
- * side can arrive twice before the other has synced: the alternation is strict). Both warpgroups must take the same
- * sequence of products (a half tile skipped for padding still passes its products' turns: skip_tile's kProducts);
- * prime() before a warpgroup's first product and finish() after its last keep the counts even (warpgroup 1 arrives
- * once ahead, warpgroup 0 syncs once after). NoOrder: products issued as they come (mok-gemm's kernels). */
-struct NoOrder {
-    __device__ __forceinline__ void before() const {}
-    __device__ __forceinline__ void after() const {}
-};
-constexpr int kOrderBarrier = 8; /* and 9: warpgroup 0 -> 1 "issued", 1 -> 0 "issued" */
-struct PairOrder {
-    int cwg; /* this consumer warpgroup, 0 or 1 */
-    __device__ __forceinline__ void before() const { mok_named_barrier(kOrderBarrier + 1 - cwg, 256); }
-    __device__ __forceinline__ void after() const { mok_named_arrive(kOrderBarrier + cwg, 256); }
-    __device__ __forceinline__ void prime() const
-    {
-        if (cwg == 1)
-            mok_named_arrive(kOrderBarrier + 1, 256);
-    }
-    __device__ __forceinline__ void finish() const
-    {
-        if (cwg == 0)
-            mok_named_barrier(kOrderBarrier + 1, 256);
-    }
-};
-
-/* A tile nobody reads (all padding): its slots are passed back as they fill, no wgmma; with an Order, each of the
- * kProducts products per k block still takes its turn (PairOrder above). */
-template <int kProducts = 0, class Order = NoOrder>
+/* A tile nobody reads (all padding): its slots are passed back as they fill, no wgmma. */
 __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty, int k_blocks,
-                                          int lane, struct mok_sm90_diag *diag, int role, int tile,
-                                          Order order = Order())
+                                          int lane, struct mok_sm90_diag *diag, int role, int tile)
 {
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
-#pragma unroll
-        for (int h = 0; h < kProducts; h++) {
-            order.before();
-            order.after();
-        }
         release_slot(&empty[r.slot], 1, lane, 0);
         r.advance(stages);
     }
@@ -405,14 +365,14 @@ struct NoPump {
     __device__ __forceinline__ void drain() {}
 };
 
-template <int kCols, int kParts, class Pump, bool kLiveA = false, class Order = NoOrder>
+template <int kCols, int kParts, class Pump, bool kLiveA = false>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
                                                        int a_offset, int slot_a_bytes, uint8_t *smem_b,
                                                        int slot_b_bytes, int cm, int lane, int crank,
                                                        struct mok_sm90_diag *diag, int role, int tile,
                                                        const float *sa, int sa_hi, const float *sb, int sb_hi,
-                                                       Pump &pump, Order order = Order())
+                                                       Pump &pump)
 {
     constexpr int kN = kCols / kParts, kPart = kN / 2; /* columns and accumulators of one product */
     constexpr int kHalf = kCols / 4;                   /* accumulators of the first column half */
@@ -435,13 +395,11 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
             for (int i = 0; i < kPart; i++)
                 mok_reg_fence(part[i]);
             mok_wgmma_fence(); /* the previous promotion's reads of part before the wgmmas overwrite it */
-            order.before();
             /* B rows [kN h, +kN) of the slot: kN x 128 bytes on (>> 4 in the descriptor's address field) */
 #pragma unroll
             for (int kk = 0; kk < kFp8BlockK / 32; kk++)
                 wgmma_e4m3_k32<kN>(part, da + 2 * kk, db + 2 * kk + h * (kN * kRowBytes >> 4), kk > 0);
             mok_wgmma_commit();
-            order.after();
             mok_wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < kPart; i++)

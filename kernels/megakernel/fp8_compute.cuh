@@ -324,13 +324,6 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
     float acc[T::kAcc]; /* 64 rows x kOutCols columns per warpgroup */
     NoPump pump;
-    /* fp8_block's products in turns between the two warpgroups (sm90_core.cuh PairOrder); mxfp8's as they come */
-    using Order = std::conditional_t<kMx, NoOrder, PairOrder>;
-    Order order{};
-    if constexpr (!kMx) {
-        order.cwg = cwg;
-        order.prime();
-    }
     RingPos ring = {0, 0};
     for (;;) {
         mok_sm90_wait(&full[ring.slot], ring.phase, diag, role, ring.slot, -1, 0); /* the unit's first k block */
@@ -348,7 +341,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
         const int kb128 = (g1 ? hidden : inter) / kFp8BlockK; /* k blocks, and scales per row */
         const int row0 = p.rb * kTileM + cwg * 64;
         if (a.entry[row0] < 0) { /* an all-padding half (compute.cuh says why it is skipped) */
-            skip_tile<kMx ? 0 : kProducts>(ring, stages, full, empty, kb128, lane, diag, role, u, order);
+            skip_tile(ring, stages, full, empty, kb128, lane, diag, role, u);
             /* done1: a pair's one count (kMx, kWide: every tile's), or done2 */
             if (leader && (g1 ? kMx || kWide || p.n % 2 == 1 : !kSend))
                 atomicAdd(row_counters(m.done, p.job, a.capacity) + p.rb, 1);
@@ -376,7 +369,7 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             const int sb_hi = g1 ? inter / 128 * kb128 : kWide ? kb128 : 0;
             consume_tile_fp8_block<T::kOutCols, kProducts, NoPump, true>(
                 ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, T::kSlotB, 1,
-                lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump, order);
+                lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
         }
         if (g1) { /* kHCols h columns: the gate accumulators with the up ones, one or two staged boxes */
             epilogue_begin(leader, cwg);
@@ -394,8 +387,6 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             gemm2_epilogue<kSend, kWide, 1>(maps, m, p, acc, stage, comb_base, row0, cwg, wq, lane, leader);
         }
     }
-    if constexpr (!kMx)
-        order.finish();
 }
 #endif
 
