@@ -365,6 +365,16 @@ struct NoPump {
     __device__ __forceinline__ void drain() {}
 };
 
+/* fp8_block's scales of k block kb: A's rows la and la + 8 (sa, sa + sa_hi), B's two column halves (sb, sb + sb_hi) */
+template <bool kLiveA>
+__device__ __forceinline__ void fp8_block_scales(float (&s)[4], const float *sa, int sa_hi, const float *sb, int sb_hi,
+                                                 int kb)
+{
+    s[0] = kLiveA ? __ldcg(sa + kb) : __ldg(sa + kb);
+    s[1] = kLiveA ? __ldcg(sa + sa_hi + kb) : __ldg(sa + sa_hi + kb);
+    s[2] = __ldg(sb + kb), s[3] = __ldg(sb + sb_hi + kb);
+}
+
 template <int kCols, int kParts, class Pump, bool kLiveA = false>
 __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                                        float (&acc)[kCols / 2], int k_blocks, uint8_t *smem_a,
@@ -381,10 +391,24 @@ __device__ __forceinline__ void consume_tile_fp8_block(RingPos &r, int stages, u
 #pragma unroll
     for (int i = 0; i < kCols / 2; i++)
         acc[i] = 0.0f;
+    /* kLiveA: the scales are loaded a k block ahead (A's come through L2, and a block's time hides that latency where
+     * the slot wait alone did not: 1.7-2.7% of the megakernel's fp8_block forward, results/h100x1/
+     * 2026-12-06-promote-order); the grouped GEMM's (read-only path) as they are needed, as there the registers for
+     * four more made its 384-thread instance spill */
+    float ahead[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (kLiveA)
+        fp8_block_scales<kLiveA>(ahead, sa, sa_hi, sb, sb_hi, 0);
     for (int kb = 0; kb < k_blocks; kb++) {
-        const float a_lo = kLiveA ? __ldcg(sa + kb) : __ldg(sa + kb);
-        const float a_hi = kLiveA ? __ldcg(sa + sa_hi + kb) : __ldg(sa + sa_hi + kb);
-        const float b_lo = __ldg(sb + kb), b_hi = __ldg(sb + sb_hi + kb);
+        float sc[4];
+        if constexpr (kLiveA) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                sc[i] = ahead[i];
+            fp8_block_scales<kLiveA>(ahead, sa, sa_hi, sb, sb_hi, min(kb + 1, k_blocks - 1));
+        } else {
+            fp8_block_scales<kLiveA>(sc, sa, sa_hi, sb, sb_hi, kb);
+        }
+        const float a_lo = sc[0], a_hi = sc[1], b_lo = sc[2], b_hi = sc[3];
         pump.step();
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         const uint64_t da = mok_wgmma_desc_sw128(smem_a + (size_t)r.slot * slot_a_bytes + a_offset);
