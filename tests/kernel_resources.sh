@@ -17,14 +17,14 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # the allowances here grew with each. The cause was __trap() in the wait timeouts' failure path: reachable where a
   # warpgroup's wgmma accumulators are live, it makes ptxas spill them; the failure path now ends the kernel with a
   # misaligned store instead (sm90_ptx.cuh mok_sm90_abort), and all of those compile without a spill (CUDA 13.0). A
-  # trap (or anything else) that brings spills back shows here. The fp8_block forward's two wide instances spill
-  # 56 bytes each (ptxas -v; none within 64 instructions of a wgmma run by scripts/sass_spills.py) since their products
-  # are 128 columns wide, which made the layer 7.5-10% faster than 64-column products without a spill
-  # (results/h200x1/2026-12-05-lsa-fix-fp8-products), and their scales are loaded a k block ahead (0cecdb8, 1.7-2.7%
-  # faster: results/h100x1/2026-12-06-promote-order; before it 72 bytes with send=1, none with send=0); the mxfp8 mx_scheme 3 instances with send=0 spill 16 bytes
-  # (ptxas -v at 90d0f47). The fused backward's instance with the shared experts' units
-  # (kShared) spills 16 bytes (32 reloaded), none near a wgmma run either; its routed-only instance's machine code is
-  # unchanged by them.
+  # trap (or anything else) that brings spills back shows here. The fp8_block forward's two wide instances spill 56
+  # bytes each (ptxas -v; none within 64 instructions of a wgmma run by scripts/sass_spills.py): their products are 128
+  # columns wide, which made the layer 7.5-10% faster than 64-column products without a spill (results/h200x1/
+  # 2026-12-05-lsa-fix-fp8-products), and their scales are loaded a k block ahead (0cecdb8, 1.7-2.7% faster:
+  # results/h100x1/2026-12-06-promote-order; before it 72 bytes with send=1, none with send=0). The mxfp8 mx_scheme 3
+  # instances with send=0 spill 16 bytes (ptxas -v at 90d0f47). The fused backward's instance with the shared
+  # experts' units (kShared) spills 16 bytes (32 reloaded), none near a wgmma run either; its routed-only instance's
+  # machine code is unchanged by them.
   limit=0; [ "$cu" = megakernel_backward ] && limit=12; [ "$cu" = megakernel_forward ] && limit=56
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {m = (k ~ /megakernel_bwd_kernelILb1E/) ? 32 : l; if ($5 > m || $9 > m) print k ": " $0}' \
