@@ -15,6 +15,13 @@
 #include "bf16.h"
 #include "check.h"
 
+static uint32_t bits_of_f(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 /* v (a finite double) rounded to bf16, nearest even, subnormals included (steps of 2^-133 below 2^-126), inf from
  * 2^128 on: written from the format's definition, apart from the conversion's own bit operations */
 static uint16_t bf16_of_double(double v)
@@ -30,9 +37,7 @@ static uint16_t bf16_of_double(double v)
     if (a >= ldexp(1.0, 128))
         return sign | 0x7F80;
     const float f = (float)a; /* a bf16 value: exact in fp32, whose upper half it is */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return sign | (uint16_t)(u >> 16);
+    return sign | (uint16_t)(bits_of_f(f) >> 16);
 }
 
 /* mxfp8 scheme (b)'s conversion: the bits step alone is exactly e4m3 x 2^-120 for every code; with the scale, every
@@ -105,13 +110,6 @@ static void test_mx_expand(void)
         twice += seen[i] != 1;
     CHECK(twice == 0 && wrong == 0, "mok_mx_k64_pos: %d places not hit exactly once, %d off the fragment's", twice,
           wrong);
-}
-
-static uint32_t bits_of_f(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
 }
 
 /* The device's rcp.approx.ftz.f32 of a, modelled: 1 / a moved by ulps (-1, 0, +1: the PTX ISA's 1-ulp bound),

@@ -16,11 +16,11 @@ namespace {
 
 #if MOK_SM90_DEVICE
 /* 256-value passes per warp in flight (loads issued before the first quantizes): 8, a 4096-value row in two
- * rounds of loads instead of four (the push is latency-bound: one warp per token); ptxas -v shows the FP8
- * instances' spills as with 4 (none but the wide send=1 instance's 72 bytes), 16 made the wide ones spill
- * 120-208. ff94329 ran 4 + 4 double-buffered (a group's loads in flight while the one before is quantized) with
- * another encode, and its push took 13% longer (ncu, results/h100x1/2026-12-06-quant-encode section 2); the two
- * changes were not measured apart. */
+ * rounds of loads instead of four (the push is latency-bound: one warp per token); ptxas -v showed the FP8
+ * instances' spills as with 4 (tests/kernel_resources.sh holds today's), 16 made the wide ones spill 120-208.
+ * ff94329 ran 4 + 4 double-buffered (a group's loads in flight while the one before is quantized) with another
+ * encode, and its push took 13% longer (ncu, results/h100x1/2026-12-06-quant-encode section 2); the two changes were
+ * not measured apart. */
 constexpr int kFp8Unroll = 8;
 
 /* Rank p's wire row of token t in this rank's window, or (remote) at peer q's: the landing rows [p][t]. */

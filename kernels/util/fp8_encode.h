@@ -29,23 +29,15 @@ enum { MOK_FP8_WINDOW = 32 }; /* ulps either side of q: over twice the 11 the er
 
 static inline MOK_FP8_HD float mok_fp8_float_of(uint32_t u)
 {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
     float f;
     memcpy(&f, &u, 4);
     return f;
-#endif
 }
 
 /* The probes around q, from |q|'s bits a (a finite non-negative fp32): below (never under 0) and above. */
 static inline MOK_FP8_HD float mok_fp8_probe_lo(uint32_t a)
 {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(max(a, (uint32_t)MOK_FP8_WINDOW) - (uint32_t)MOK_FP8_WINDOW);
-#else
     return mok_fp8_float_of((a > (uint32_t)MOK_FP8_WINDOW ? a : (uint32_t)MOK_FP8_WINDOW) - (uint32_t)MOK_FP8_WINDOW);
-#endif
 }
 static inline MOK_FP8_HD float mok_fp8_probe_hi(uint32_t a) { return mok_fp8_float_of(a + (uint32_t)MOK_FP8_WINDOW); }
 
