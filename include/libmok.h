@@ -121,11 +121,6 @@ struct mok_layer_desc {
     int wgrad_reduce;         /* with train, for backward calls with fp32 gradients (bf16 ones ignore it): 0, each
                                  weight-gradient tile loads its gradient, adds its products and stores it; 1, its
                                  products are added onto the gradient by TMA reduce in the L2 */
-    int fp8_rega;             /* MOK_LAYER_FP8_BLOCK with fp8_tile_n 256: 1, the e4m3 weights given with K permuted
-                                 within each 128-K block (mok_permute_weights_fp8_rega; the block scales as they
-                                 are), and the consumers load A's fragment into registers once per k block, running
-                                 64-column products two in flight so a product's promotion hides under the next
-                                 one's wgmmas; 0, A read by wgmma from shared memory, 128-column products */
     int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share
                                  of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
                                  alone while its compute SMs wait for the rows to land. 1 measured 1.5-6% faster on one
@@ -252,11 +247,6 @@ int mok_backward(mok_workspace *ws, const struct mok_weights *w, const struct mo
  * MOK_ERR_ARGUMENT when w holds inf or NaN. */
 int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, int k, uint8_t *q, float *scale,
                                    cudaStream_t stream, char *err, int err_len);
-/* fp8_block weights for desc.fp8_rega 1: the e4m3 values of `matrices` x rows rows of k (a multiple of 128), as
- * mok_quantize_weights_fp8_block wrote them, copied into out (another buffer of the same size, 16-byte aligned) with
- * K permuted within each 128-K block as the kernel reads them; the scales stay as they are. Synchronizes stream. */
-int mok_permute_weights_fp8_rega(const uint8_t *q, int matrices, int rows, int k, uint8_t *out, cudaStream_t stream,
-                                 char *err, int err_len);
 /* mxfp8 weights from bf16: `matrices` stacked [rows][k] matrices (rows multiples of 64, 128 with gate_up; k of
  * 128) into e4m3 q (the same shape) and their e8m0 scales, one per 32 K of a row (scale 2^ceil(log2(amax / 448))),
  * written in the tile layout the kernel reads: `scale_tiles` of matrices x rows x k / 32 bytes (16-byte aligned).

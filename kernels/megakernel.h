@@ -103,9 +103,6 @@ struct mok_mega_args {
                                 w13q, w2q and their scales unused; gemm/sm90_mx_rega.cuh) */
     int fp8_tile_n;          /* fp8 1 (fp8_block): 0 or 128, 128 x 128 tiles; 256, the bf16 kernel's 128 x 256
                                 (GEMM1 128 gate + 128 up columns, GEMM2 256; fp8_compute.cuh Fp8Tile) */
-    int fp8_rega;            /* fp8 1 with fp8_tile_n 256: 1, the consumers load A's e4m3 fragment into registers
-                                once per k block and run 64-column products two in flight (gemm/sm90_fp8_rega.cuh),
-                                w13q and w2q given with K permuted within each 128-K block (mok_fp8_rega_permute) */
     int push_all;            /* fp8 only: 1, a kernel on every SM (forward.cu fp8_push_kernel) quantizes and pushes
                                 the token rows and flags "landed" before this one starts, whose comm blocks then skip
                                 the push; 0, the comm blocks push while the compute blocks wait for it (the scatter,

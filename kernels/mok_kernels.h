@@ -292,10 +292,6 @@ int mok_dequant_mxfp8_bf16(const uint8_t *q, const uint8_t *scale, long long row
  * out 4-byte aligned. Bits as mok's expansion gives them (mok_mx_expand4). */
 int mok_expand_mxfp8_bf16_k64perm(const uint8_t *q, const uint8_t *scale, long long rows, int k, uint16_t *out,
                                   mok_stream_t stream);
-/* fp8_block's e4m3 weights for the megakernel's fp8_rega (kernels/gemm/fp8_rega.h): w [rows][k] into out (the same
- * shape, another buffer) with K permuted within each 128-K block (mok_fp8_rega_pos); k a multiple of 128, both
- * 4-byte aligned. The block scales are unchanged by it. */
-int mok_fp8_rega_permute(const uint8_t *w, long long rows, int k, uint8_t *out, mok_stream_t stream);
 
 /* ---- FP8 rows on the wire (kernels/util/fp8_rows.cu): a wire row is a token row's k e4m3 bytes, then its k / 32
  * bytes of scales (fp8_block: k / 128 fp32; mxfp8: k / 32 e8m0), padded to wire_bytes (a multiple of 16, >= k + k /

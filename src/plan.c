@@ -193,9 +193,6 @@ double mok_plan_impl_bytes(const char *impl, const struct mok_problem_spec *spec
                      (m->shared_experts ? t * (m->shared_experts * i + h) * 2 : 0);
         if (mega && (spec->dtype == MOK_DTYPE_FP8_BLOCK || spec->dtype == MOK_DTYPE_MXFP8)) /* wire-row slots, hq */
             bytes += cap * (h + h / 32 - h * 2) + cap * i * (1 + 4.0 / 128);
-        if (mega && spec->dtype == MOK_DTYPE_FP8_BLOCK && mok_params_megakernel(params).fp8_rega) /* megakernel.c:
-            * every set's e4m3 weights again, K permuted */
-            bytes += (double)m->experts / nranks * sets * 3 * h * i;
         if (mega && spec->dtype == MOK_DTYPE_MXFP8 && mok_params_megakernel(params).mx_scheme == 3) /* megakernel.c:
             * every set's weights as their MX values in bf16, and mok_expand_weights_mxfp8's scratch for one W13 */
             bytes += (double)m->experts / nranks * (sets * 3 * h * i * 2 + 2 * i * h * 33 / 32);

@@ -2,15 +2,13 @@
  * trips, ties go to even (normals and subnormals), saturation at 448, the mxfp8 scale rounds up so nothing
  * saturates, a block of zeros gets scale 1, non-finite input is refused; mxfp8's dequantization and the scale tile
  * layout of mok's GEMM; scheme (b)'s bf16 conversion (kernels/gemm/mx_expand.h) for every code and scale;
- * mx_scheme 3's and fp8_rega's K orders (mok_mx_k64_pos, mok_fp8_rega_pos) permutations placing each code where the
- * register fragment wants it;
+ * mx_scheme 3's K order (mok_mx_k64_pos) a permutation placing each pair where the register fragment wants it;
  * the GPU quantizers' division-free arithmetic (kernels/util/fp8_encode.h) for every bf16 amax. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fp8.h"
-#include "gemm/fp8_rega.h"
 #include "gemm/mx_expand.h"
 #include "util/fp8_encode.h"
 
@@ -112,20 +110,6 @@ static void test_mx_expand(void)
         twice += seen[i] != 1;
     CHECK(twice == 0 && wrong == 0, "mok_mx_k64_pos: %d places not hit exactly once, %d off the fragment's", twice,
           wrong);
-    /* fp8_rega's K order: a permutation of the 128 places; thread q's word 2 s + hh of its bytes [32 q, + 32) (natural
-     * K 32 q + 8 s + 4 hh + j) lands where k32 step s's fragment word hh of thread q reads B (K 32 s + 16 hh + 4 q + j) */
-    int seen128[128] = {0}, wrong128 = 0;
-    for (int n = 0; n < 128; n++) {
-        const int pos = mok_fp8_rega_pos(n), q = n / 32, s = n % 32 / 8, hh = n % 8 / 4, j = n % 4;
-        if (pos >= 0 && pos < 128)
-            seen128[pos]++;
-        wrong128 += pos != 32 * s + 16 * hh + 4 * q + j;
-    }
-    int twice128 = 0;
-    for (int i = 0; i < 128; i++)
-        twice128 += seen128[i] != 1;
-    CHECK(twice128 == 0 && wrong128 == 0, "mok_fp8_rega_pos: %d places not hit exactly once, %d off the fragment's",
-          twice128, wrong128);
 }
 
 /* The device's rcp.approx.ftz.f32 of a, modelled: 1 / a moved by ulps (-1, 0, +1: the PTX ISA's 1-ulp bound),

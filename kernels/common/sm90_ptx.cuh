@@ -469,24 +469,4 @@ __device__ __forceinline__ void mok_wgmma_m64n64k32_e4m3(float (&d)[32], uint64_
         : "memory");
 }
 
-/* D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T in e4m3 with A from registers: a0..a3 hold mma.m16n8k32's A fragment
- * of this warp's 16 rows (four e4m3 each: a0 row lane / 4, K 4 (lane % 4) .. + 3; a1 the row 8 on; a2, a3 the same
- * 16 K further), B from shared memory (K-major), fp32 accumulators d[32]; accumulate as mok_wgmma_m64n128k32_e4m3.
- * wgmma reads a0..a3 asynchronously: they may not change until a wait_group says this wgmma is done
- * (fp8_block's register-A policy, gemm/sm90_fp8_rega.cuh). */
-__device__ __forceinline__ void mok_wgmma_m64n64k32_e4m3_rs(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                            uint32_t a3, uint64_t desc_b, int accumulate)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-                 "{" MOK_WGMMA_P32 "}, "
-                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n"
-                 "}\n"
-        : MOK_WGMMA_D32
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
 #endif /* MOK_SM90_DEVICE */

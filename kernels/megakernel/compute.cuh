@@ -197,7 +197,7 @@ __device__ __forceinline__ void produce_units_fp8(const Maps &maps, const mok_me
                                                   const volatile UnitList &L, const int *mstart, OwnBlocks own,
                                                   uint8_t *smem_a, uint8_t *smem_b, uint8_t *smem_bs, uint64_t *full,
                                                   uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
-template <bool kSend, bool kMx, bool kShared, bool kWide, bool kRegA>
+template <bool kSend, bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
@@ -249,11 +249,9 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
     }
 }
 
-/* kRegA: A's fragment from the consumers' registers. With kMx, mxfp8's mx_scheme 3 (gemm/sm90_mx_rega.cuh): the bf16
- * kernel's tiles, producer and epilogues; a routed unit's A slot holds its e4m3 rows (8 of its 16 KiB), B the weights'
- * MX values in bf16 (K permuted within each 64-K block, mok_mega_args.w13 / w2), and each consumer thread expands its
- * A fragment into registers. With kWide, fp8_block's fp8_rega (gemm/sm90_fp8_rega.cuh): the wide FP8 instance with
- * the weights' K permuted within each 128-K block, its consumers loading A's e4m3 fragment into registers. */
+/* kRegA: mxfp8 with mx_scheme 3 (gemm/sm90_mx_rega.cuh): the bf16 kernel's tiles, producer and epilogues; a routed
+ * unit's A slot holds its e4m3 rows (8 of its 16 KiB), B the weights' MX values in bf16 (K permuted within each 64-K
+ * block, mok_mega_args.w13 / w2), and each consumer thread expands its A fragment into registers. */
 template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
           bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
@@ -262,7 +260,6 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     constexpr int kAcc = kTileN / 2;
     /* the FP8 policies' 128 x 128 tiles (layout.cuh); kExpand, kWide and kRegA run the bf16 kernel's 128 x 256 */
     constexpr bool kTiles128 = kFp8 && !kExpand && !kWide && !kRegA;
-    constexpr bool kMxRegA = kMx && kRegA; /* mx_scheme 3: the bf16 kernel's roles; fp8_rega: the FP8 ones */
     const mok_lsa_args &a = m.lsa;
     const int stages = m.stages, groups = a.local_experts, hidden = a.hidden, inter = m.inter;
     extern __shared__ uint8_t smem_raw[];
@@ -370,7 +367,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, full, empty,
                                              slot_unit, diag);
             return;
-        } else if constexpr (kFp8 && !kMxRegA) {
+        } else if constexpr (kFp8 && !kRegA) {
             if (threadIdx.x == 0)
                 produce_units_fp8<kMx, kFp8Shared, kWide>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full,
                                                           empty, slot_unit, diag);
@@ -422,7 +419,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     }
                     /* kRegA: a routed unit's A is its e4m3 rows, 64 bytes of K a row (the shared units' bf16) */
                     uint64_t *bar = producer_arm(
-                        ring, full, (kMxRegA && p.job <= 1 ? kMxRegASlotBytes : kSlotABytes) + kSlotBBytes);
+                        ring, full, (kRegA && p.job <= 1 ? kMxRegASlotBytes : kSlotABytes) + kSlotBBytes);
                     uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
                     uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                     int kc = kb * kBlockK;
@@ -447,8 +444,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
     const bool leader = wq == 0 && lane == 0;
     /* the sends are the combine: they count toward its done flag (a recompute sends nothing) */
     const bool signal = kSend && m.skip == 0 && !m.gemm1_only;
-    if constexpr (kFp8 && !kExpand && !kMxRegA) {
-        consume_units_fp8<kSend, kMx, kFp8Shared, kWide, kRegA>(maps, m, full, empty, smem_a, smem_b, smem_bs,
+    if constexpr (kFp8 && !kExpand && !kRegA) {
+        consume_units_fp8<kSend, kMx, kFp8Shared, kWide>(maps, m, full, empty, smem_a, smem_b, smem_bs,
                                                          smem_c + (size_t)cwg * (kStageBytes / 2), slot_unit,
                                                          comb_base, cwg, wq, lane, leader, diag, role);
         consumer_end(a, m, signal, cwg, wq, leader);
@@ -494,7 +491,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             continue;
         }
         /* this warpgroup's 64 rows of A in the slot; the first k block's wait completes at once (one probe) */
-        if (kMxRegA && (!kFp8Shared || p.job <= 1)) { /* (without shared experts every unit is routed) */
+        if (kRegA && (!kFp8Shared || p.job <= 1)) { /* (without shared experts every unit is routed) */
             /* rows r0 and r0 + 8 of the tile, chunk q (gemm/sm90_mx_rega.cuh); their scale bytes behind the slot's
              * wire row (GEMM1) or in hs (GEMM2), both written during this kernel: read through L2 */
             const int r0 = cwg * 64 + wq * 16 + lane / 4, q = lane % 4, row = p.rb * kTileM + r0;
@@ -522,7 +519,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         if (p.job == 0 || p.job == 2) {
             epilogue_begin(leader, cwg);
             stage_swiglu(acc[0], stage, la, lb, cq);
-            if ((kExpand || kMxRegA) && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
+            if ((kExpand || kRegA) && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
                 const int row0 = p.rb * kTileM + cwg * 64;
                 staged_ready(1 + cwg);
                 if (leader)

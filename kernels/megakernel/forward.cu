@@ -148,13 +148,6 @@ template <bool kMx> MegaKernel fp8_kernel_for(const mok_mega_args *m)
     }
     if (!kMx && m->fp8_tile_n == 256) { /* fp8_block on the bf16 kernel's tiles (fp8_compute.cuh Fp8Tile) */
         constexpr bool f = false, t = true;
-        if (m->fp8_rega) { /* A's fragment from registers: gemm/sm90_fp8_rega.cuh */
-            if (m->shared_inter)
-                return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, f, t, f, f, t, t>
-                                         : megakernel_fwd_kernel<f, f, f, t, f, t, f, f, t, t>;
-            return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, f, f, f, f, t, t>
-                                     : megakernel_fwd_kernel<f, f, f, t, f, f, f, f, t, t>;
-        }
         if (m->shared_inter)
             return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, t, f, t, f, f, t>
                                      : megakernel_fwd_kernel<f, f, f, t, f, t, f, f, t>;
@@ -361,9 +354,6 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
     if ((m->fp8_tile_n != 0 && m->fp8_tile_n != 128 && m->fp8_tile_n != 256) || (m->fp8_tile_n == 256 && m->fp8 != 1))
         return say(why, why_len, "fp8_tile_n %lld: 0 or 128 (128 x 128 fp8 tiles), or 256 with fp8 1 (fp8_block on "
                    "the bf16 kernel's 128 x 256 tiles)", m->fp8_tile_n);
-    if (m->fp8_rega < 0 || m->fp8_rega > 1 || (m->fp8_rega && !wide(m)))
-        return say(why, why_len, "fp8_rega %lld: 0, or 1 with fp8 1 and fp8_tile_n 256 (fp8_block's A fragment in "
-                   "registers, the weights' K permuted within each 128-K block: gemm/sm90_fp8_rega.cuh)", m->fp8_rega);
     if (m->mx_scheme < 0 || m->mx_scheme > 3 || m->mx_scheme == 2 || (m->mx_scheme && m->fp8 != 2))
         return say(why, why_len, "mx_scheme %lld: 0 (mxfp8 promoted per 32 K on 128 x 128 tiles), or with fp8 2 "
                    "(mxfp8) 1 (expanded to bf16 in shared memory, mx_expand.cuh) or 3 (the rows into the consumers' "

@@ -32,7 +32,6 @@
  * names live in that file's anonymous namespace. */
 #pragma once
 
-#include "gemm/sm90_fp8_rega.cuh"
 #include "util/fp8_quant.cuh"
 
 namespace {
@@ -307,7 +306,7 @@ __device__ __forceinline__ void quantize_staged_h(const mok_mega_args &m, const 
     }
 }
 
-template <bool kSend, bool kMx, bool kShared, bool kWide, bool kRegA>
+template <bool kSend, bool kMx, bool kShared, bool kWide>
 __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_mega_args &m, uint64_t *full,
                                                   uint64_t *empty, uint8_t *smem_a, uint8_t *smem_b,
                                                   const uint8_t *smem_bs, uint8_t *stage, const int *slot_unit,
@@ -316,7 +315,6 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
 {
     using T = Fp8Tile<kWide>;
     static_assert(!(kWide && kMx), "the wide tiles are fp8_block's");
-    static_assert(!kRegA || kWide, "fp8_rega runs the wide tiles");
     /* wgmma products per k block: 128 columns on the wide tiles (mok-gemm's fastest fp8_n there), 64 otherwise and
      * beside the shared experts' bf16 tiles (with 128 that instance spills in its k loop) */
     constexpr int kProducts = kWide && !kShared ? T::kOutCols / 128 : T::kOutCols / 64;
@@ -369,14 +367,9 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             const float *sb = (g1 ? m.w13s : m.w2s) + (size_t)b_block * kb128;
             /* the second column half's block: the up block inter / 128 block rows on, or (kWide GEMM2) the next */
             const int sb_hi = g1 ? inter / 128 * kb128 : kWide ? kb128 : 0;
-            if constexpr (kRegA) /* fp8_rega: A's fragment from registers (gemm/sm90_fp8_rega.cuh) */
-                consume_tile_fp8_block_rega<T::kOutCols, true>(ring, stages, full, empty, acc, kb128, smem_a,
-                                                               cwg * 64 * kRowBytes, kSlotABytes, smem_b, T::kSlotB,
-                                                               wq, lane, diag, role, u, sa, 8 * a_stride, sb, sb_hi);
-            else
-                consume_tile_fp8_block<T::kOutCols, kProducts, NoPump, true>(
-                    ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b,
-                    T::kSlotB, 1, lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
+            consume_tile_fp8_block<T::kOutCols, kProducts, NoPump, true>(
+                ring, stages, full, empty, acc, kb128, smem_a, cwg * 64 * kRowBytes, kSlotABytes, smem_b, T::kSlotB, 1,
+                lane, 0, diag, role, u, sa, 8 * a_stride, sb, sb_hi, pump);
         }
         if (g1) { /* kHCols h columns: the gate accumulators with the up ones, one or two staged boxes */
             epilogue_begin(leader, cwg);

@@ -8,7 +8,6 @@
 #include <cuda_fp8.h>
 
 #include "common/common.cuh"
-#include "gemm/fp8_rega.h"
 #include "gemm/mx_expand.h"
 #include "util/fp8_quant.cuh"
 
@@ -218,18 +217,6 @@ __global__ void expand_mxfp8_k64perm_kernel(const uint8_t *q, const uint8_t *sca
     }
 }
 
-/* fp8_block's e4m3 weights with K permuted within each 128-K block (fp8_rega, mok_fp8_rega_pos): a thread per word
- * of four codes (natural K 4w .. 4w + 3 of a row, which stay together at their place). */
-__global__ void fp8_rega_permute_kernel(const uint32_t *w, long long words, int k, uint32_t *out)
-{
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long e = 4 * i, row = e / k;
-        const int col = (int)(e - row * k), n = col & 127;
-        out[(row * k + (col - n) + mok_fp8_rega_pos(n)) / 4] = w[i];
-    }
-}
-
 } // namespace
 
 extern "C" int mok_expand_mxfp8_bf16_k64perm(const uint8_t *q, const uint8_t *scale, long long rows, int k,
@@ -242,18 +229,6 @@ extern "C" int mok_expand_mxfp8_bf16_k64perm(const uint8_t *q, const uint8_t *sc
         return 0;
     expand_mxfp8_k64perm_kernel<<<mok_blocks_for((size_t)words, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(
         q, scale, words, k, out);
-    return MOK_LAUNCH_RESULT();
-}
-
-extern "C" int mok_fp8_rega_permute(const uint8_t *w, long long rows, int k, uint8_t *out, mok_stream_t stream)
-{
-    if (rows < 0 || k < 0 || k % 128 || (uintptr_t)w % 4 || (uintptr_t)out % 4 || (w == out && rows && k))
-        return (int)cudaErrorInvalidValue;
-    const long long words = rows * (k / 4);
-    if (words == 0)
-        return 0;
-    fp8_rega_permute_kernel<<<mok_blocks_for((size_t)words, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(
-        reinterpret_cast<const uint32_t *>(w), words, k, reinterpret_cast<uint32_t *>(out));
     return MOK_LAUNCH_RESULT();
 }
 

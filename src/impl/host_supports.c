@@ -341,9 +341,6 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         (p.fp8_tile_n == 128 && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass))))
         return no(why, why_len, "fp8_tile_n %d applies to dtype fp8_block's forward, 128 or 256 (this problem: %s %s; "
                   "leave it at 256)", p.fp8_tile_n, mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
-    if (p.fp8_rega && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass) || p.fp8_tile_n != 256))
-        return no(why, why_len, "fp8_rega 1 applies to dtype fp8_block's forward with fp8_tile_n 256 (this problem: %s "
-                  "%s, fp8_tile_n %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.fp8_tile_n);
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);

@@ -36,8 +36,6 @@ struct mega_state {
     uint16_t *y_scratch;
     /* mxfp8 with mx_scheme 3: every set's weights as their MX values in bf16 (mok_expand_weights_mxfp8, at setup) */
     uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS];
-    /* fp8_block with fp8_rega: every set's e4m3 weights with K permuted (mok_permute_weights_fp8_rega, at setup) */
-    uint8_t *w13_r[MOK_MAX_SETS], *w2_r[MOK_MAX_SETS];
 };
 
 /* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
@@ -59,7 +57,6 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,
                                    .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
-                                   .fp8_rega = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_rega : 0,
                                    .push_all = p->spec.dtype != MOK_DTYPE_BF16 ? m.push_all : 0,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
                                             : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
@@ -82,10 +79,8 @@ static struct mok_weights set_weights(const struct mega_state *s, int set)
     const struct mok_problem *p = s->p;
     struct mok_weights w = {.w13 = p->w13[set], .w2 = p->w2[set]};
     if (p->spec.dtype == MOK_DTYPE_FP8_BLOCK)
-        w = (struct mok_weights){.w13_e4m3 = s->w13_r[set] ? s->w13_r[set] : p->fp8.w13[set],
-                                 .w13_scale = p->fp8.w13_scale[set],
-                                 .w2_e4m3 = s->w2_r[set] ? s->w2_r[set] : p->fp8.w2[set],
-                                 .w2_scale = p->fp8.w2_scale[set]};
+        w = (struct mok_weights){.w13_e4m3 = p->fp8.w13[set], .w13_scale = p->fp8.w13_scale[set],
+                                 .w2_e4m3 = p->fp8.w2[set], .w2_scale = p->fp8.w2_scale[set]};
     if (p->spec.dtype == MOK_DTYPE_MXFP8)
         w = s->w13_x[set] ? (struct mok_weights){.w13 = s->w13_x[set], .w2 = s->w2_x[set]}
                           : (struct mok_weights){.w13_e4m3 = p->mx.w13[set], .w13_mx = p->mx.w13_tiles[set],
@@ -175,19 +170,6 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
                 lib_fail(mok_expand_weights_mxfp8(p->w2[set], (int)el, p->hidden, p->inter, s->w2_x[set], cl->stream,
                                                   err, err_len),
                          "mok_expand_weights_mxfp8", err, err_len))
-                return -1;
-        }
-    if (s->desc.fp8_rega) /* the problem's e4m3 weights, K permuted as the register-A consumers read them */
-        for (int set = 0; set < p->sets; set++) {
-            const size_t el = (size_t)p->local_experts, H = (size_t)p->hidden, I = (size_t)p->inter;
-            MOK_CHECK(cuda, cudaMalloc((void **)&s->w13_r[set], el * 2 * I * H), return -1);
-            MOK_CHECK(cuda, cudaMalloc((void **)&s->w2_r[set], el * H * I), return -1);
-            if (lib_fail(mok_permute_weights_fp8_rega(p->fp8.w13[set], (int)el, 2 * p->inter, p->hidden,
-                                                      s->w13_r[set], cl->stream, err, err_len),
-                         "mok_permute_weights_fp8_rega", err, err_len) ||
-                lib_fail(mok_permute_weights_fp8_rega(p->fp8.w2[set], (int)el, p->hidden, p->inter, s->w2_r[set],
-                                                      cl->stream, err, err_len),
-                         "mok_permute_weights_fp8_rega", err, err_len))
                 return -1;
         }
     /* the input sets into the workspace's slots (no peer reads them before a forward routes them); dy beside them */
@@ -358,10 +340,7 @@ static void train_note(const struct mega_state *s, char *note, size_t len)
 
 static const char *fp8_note(const struct mega_state *s)
 {
-    return s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_rega
-               ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue from its staging, 128 x 256 tiles, A "
-                 "in registers"
-           : s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_tile_n == 256
+    return s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_tile_n == 256
                ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue from its staging, 128 x 256 tiles"
            : s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
                                                   "128 x 128 tiles"
@@ -433,8 +412,6 @@ static void mega_teardown(void *state)
     for (int set = 0; set < MOK_MAX_SETS; set++) {
         cudaFree(s->w13_x[set]);
         cudaFree(s->w2_x[set]);
-        cudaFree(s->w13_r[set]);
-        cudaFree(s->w2_r[set]);
     }
     mok_schedule_free(&s->host);
     free(s);

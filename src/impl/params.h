@@ -221,11 +221,6 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(fp8_tile_n, MOK_NUMERIC, 128, 256, 256,                                                                    \
       "dtype fp8_block: 256, the bf16 kernel's 128 x 256 tiles (one h scale block per GEMM1 tile; 11-13% faster, "\
       "results/h200x1/2026-12-05-fp8-wide-swap-ab); 128, 128 x 128 tiles (GEMM1's h scale blocks span two)")    \
-    X(fp8_rega, MOK_NUMERIC, 0, 1, 0,                                                                            \
-      "dtype fp8_block, fp8_tile_n 256: 1, the consumers load A's e4m3 fragment into registers once per k "      \
-      "block and run 64-column products two in flight, one promoted while the next one's wgmmas run (the "       \
-      "weights copied at setup with K permuted within each 128-K block); 0, 128-column products, A read by "     \
-      "wgmma from shared memory")                                                                                \
     X(push_all, MOK_NUMERIC, 0, 1, 1,                                                                            \
       "dtype fp8_block or mxfp8 (forward): 1, every SM quantizes and pushes its share of the token rows in a "    \
       "kernel before the fused one (1.5-6% faster on one H100, results/h100x1/2026-12-06-fp8-push-all); 0, the " \

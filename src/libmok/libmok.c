@@ -136,10 +136,6 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
         (d->fp8_tile_n == 256 && d->dtype != MOK_LAYER_FP8_BLOCK))
         return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_tile_n = %d: 0 or 128, or 256 with dtype MOK_LAYER_FP8_BLOCK",
                    d->fp8_tile_n);
-    if (d->fp8_rega < 0 || d->fp8_rega > 1 ||
-        (d->fp8_rega && (d->dtype != MOK_LAYER_FP8_BLOCK || (d->fp8_tile_n != 0 && d->fp8_tile_n != 256))))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_rega = %d: 0, or 1 with dtype MOK_LAYER_FP8_BLOCK and "
-                   "fp8_tile_n 256 (or 0; the weights from mok_permute_weights_fp8_rega)", d->fp8_rega);
     if (d->land_stages && (d->land_stages < 2 || d->land_stages > 4 || d->mx_scheme != 1))
         return say(err, err_len, MOK_ERR_ARGUMENT, "land_stages = %d: 0 (as deep as fits), or 2..4 with mx_scheme 1",
                    d->land_stages);
@@ -192,7 +188,7 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
                                  .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail,
                                  .land_stages = d->land_stages, .fp8_tile_n = d->fp8_tile_n,
-                                 .fp8_rega = d->fp8_rega, .push_all = d->push_all};
+                                 .push_all = d->push_all};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }

@@ -33,24 +33,6 @@ int mok_quantize_weights_fp8_block(const uint16_t *w, int matrices, int rows, in
     return MOK_OK;
 }
 
-int mok_permute_weights_fp8_rega(const uint8_t *q, int matrices, int rows, int k, uint8_t *out, cudaStream_t stream,
-                                 char *err, int err_len)
-{
-    if (!q || !out || q == out)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "q and out: two device buffers");
-    if (matrices < 1 || rows < 1 || k < 128 || k % 128)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "matrices = %d, rows = %d, k = %d: matrices >= 1, rows >= 1, k a "
-                   "positive multiple of 128", matrices, rows, k);
-    if ((uintptr_t)q % 16 || (uintptr_t)out % 16)
-        return say(err, err_len, MOK_ERR_ARGUMENT, "q and out 16-byte aligned (the kernel reads out by TMA)");
-    cudaError_t e = (cudaError_t)mok_fp8_rega_permute(q, (long long)matrices * rows, k, out, (mok_stream_t)stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-        return say(err, err_len, MOK_ERR_CUDA, "fp8_block weights permuted: %s", cudaGetErrorString(e));
-    return MOK_OK;
-}
-
 int mok_quantize_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, int gate_up, uint8_t *q,
                                uint8_t *scale_tiles, cudaStream_t stream, char *err, int err_len)
 {
