@@ -45,7 +45,10 @@
  *
  * The kernel body exists only in the sm_90a device pass (MOK_SM90_DEVICE, from sm90_ptx.cuh); built for any
  * other target it traps with a message, and the launcher reports cudaErrorNotSupported on a non-Hopper GPU or
- * without a loadable image. */
+ * without a loadable image.
+ *
+ * Why one file of ~610 lines: check() (~240 lines) names every configuration the kernel instances refuse, beside
+ * kernel_for's table of those instances and the launch that both guard. */
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder is fetched through the runtime, no -lcuda */
 #include <cudaTypedefs.h>
 #include <stdarg.h>
@@ -55,6 +58,7 @@
 
 #include "common/common.cuh"
 #include "gemm/sm90_core.cuh"
+#include "gemm/sm90_fp8.cuh"
 #include "gemm/sm90_mx_expand.cuh"
 #include "gemm/sm90_mx_rega.cuh"
 #include "mok_gemm.h"

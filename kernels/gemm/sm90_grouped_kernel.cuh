@@ -1,6 +1,10 @@
 /* gemm/sm90_grouped_kernel.cuh: the grouped GEMM's device side (kernels/gemm/sm90_grouped.cu says what it does and
- * holds its launcher): the shared-memory layout, the tile map and the kernel, on the GEMM core (sm90_core.cuh).
- * Included once, by sm90_grouped.cu; its names live in that file's anonymous namespace. */
+ * holds its launcher): the shared-memory layout, the tile map and the kernel, on the GEMM core (sm90_core.cuh, its
+ * FP8 policies in sm90_fp8.cuh).
+ * Included once, by sm90_grouped.cu; its names live in that file's anonymous namespace.
+ * Why one file of ~640 lines: the kernel template and the producer loops of its mxfp8 instances (scheme (b)'s and
+ * mx_scheme 2's, ~160 lines) share the tile map and the lean layout's inline producer defined here; moving the loops
+ * out would first give the tile map a header of its own. */
 #pragma once
 
 #include <type_traits>

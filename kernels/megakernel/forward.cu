@@ -47,6 +47,7 @@
 
 #include "common/common.cuh"
 #include "gemm/sm90_core.cuh"
+#include "gemm/sm90_fp8.cuh"
 #include "gemm/sm90_mx_rega.cuh"
 #include "comm/lsa_device.cuh"
 #include "megakernel.h"
