@@ -19,12 +19,12 @@ namespace mok_sm90 {
  * accumulators with the block's scales, acc += part * a_scale(row) * b_scale (DeepGEMM's promotion per 128 K: the
  * tensor cores' fp8 accumulation keeps fewer bits than fp32, so a whole K summed there loses accuracy); after the
  * last product the slot goes back. While one warpgroup promotes, the other's wgmmas keep the tensor cores busy.
- * One `part` serves the products in turn: a consumer thread holds kCols / 2 accumulators plus N / 2. kCols 256 spilled
- * in the 384-thread layout (lean_layout above says what is known): its kernel runs the lean layout. Scales, one float
- * per k block: sa points at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block of the accumulator
- * columns' first half, sb + sb_hi at that of the second half (SwiGLU's gate and up blocks, or the tile's column
- * halves; the same block in a 128-column tile without SwiGLU: sb_hi 0). Loaded before the slot wait (with kLiveA a
- * whole k block ahead, below), so their latency hides under it.
+ * One `part` serves the products in turn: a consumer thread holds kCols / 2 accumulators plus N / 2. kCols 256
+ * spilled in the 384-thread layout (sm90_core.cuh's lean_layout says what is known): its kernel runs the lean layout.
+ * Scales, one float per k block: sa points at this thread's row la's, sa + sa_hi at row la + 8's; sb at the B block
+ * of the accumulator columns' first half, sb + sb_hi at that of the second half (SwiGLU's gate and up blocks, or the
+ * tile's column halves; the same block in a 128-column tile without SwiGLU: sb_hi 0). Loaded before the slot wait
+ * (with kLiveA a whole k block ahead, below), so their latency hides under it.
  * pump.step() runs before each slot wait and pump.drain() after the tile's last release: the lean layout's inline
  * producer (InlineProducer), nothing in the 384-thread layout (NoPump). kLiveA: A's scales are written during the
  * kernel (the megakernel's dispatch and GEMM1 epilogue), so they are read through L2 (ld.global.cg), not the
