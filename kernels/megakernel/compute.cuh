@@ -343,7 +343,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 scatter_rows<kFp8>(m, 0, first_round(a, m), cta, nctas, kScatterAll, diag);
         }
         if (m.skip == 2) { /* compute skipped: every row block of GEMM2 "done" at once, for the combine */
-            if (kSend) { /* ... which is here: the whole block sends its row blocks from out */
+            if (kSend && !m.gemm1_only) { /* ... which is here: the whole block sends its row blocks from out (the
+                                           * backward's recompute sends nothing, as with compute: `signal` below) */
                 /* 2 vectors in flight, not 8: this path sits before the roles split, and 8 there made ptxas
                  * spill values the GEMM roles keep (the whole kernel shares one register budget) */
                 for (int s = cta * kWarps + warp; s < blocks_m * kTileM; s += nctas * kWarps)
@@ -352,7 +353,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 if (threadIdx.x == 0) /* both of this block's contributions (one per consumer warpgroup otherwise) */
                     for (int i = 0; i < 2; i++)
                         count_and_signal(a, 1, send_contributions(m));
-            } else if (threadIdx.x == 0) {
+            } else if (!kSend && threadIdx.x == 0) {
                 for (int rb = cta; rb < blocks_m; rb += nctas)
                     atomicAdd(row_counters(m.done, 1, a.capacity) + rb, 2 * n2);
             }
