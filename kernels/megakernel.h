@@ -73,8 +73,8 @@ struct mok_mega_args {
      * fp8_block or 2 mxfp8 (0: bf16): the push quantizes each token row (1 x 128, or per 32) as it sends it (e4m3
      * values and scales cross NVLink in the landing rows), GEMM1 and GEMM2 run the GEMM core's policy of the format
      * on 128 x 128 tiles, GEMM1's epilogue quantizes h for GEMM2, whose output and the combine stay bf16. h (bf16) is
-     * still written: the export for the check and the quantization read it. dispatch=push, no shared experts,
-     * forward only. */
+     * still written where the quantization reads it back or store_h asks for it (the check's export). dispatch=push,
+     * no shared experts, forward only. */
     int fp8;
     uint8_t *xq;             /* fp8: the expert slots (instead of lsa.xin) as the wire rows that land, [capacity]
                                 [mok_megakernel_fp8_row_bytes(hidden)]: a row's hidden e4m3 values, then its hidden /
@@ -107,6 +107,10 @@ struct mok_mega_args {
                                 the token rows and flags "landed" before this one starts, whose comm blocks then skip
                                 the push; 0, the comm blocks push while the compute blocks wait for it (the scatter,
                                 and so GEMM1, waits for every landed flag) */
+    const int32_t *store_h;  /* fp8 with fp8_tile_n 256 or mx_scheme 1 / 3 (GEMM1 quantizes h from its staging, GEMM2
+                                reads hq): NULL or a device int that is 1, h (bf16) stored too; 0, not stored (only the
+                                check's export reads it there: libmok's mok_workspace_store_h). The 128 x 128 fp8 tiles
+                                read h back to quantize it and store it regardless */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots

@@ -158,7 +158,8 @@ static int forward(const struct test *t, mok_workspace *ws, const struct mok_wei
     return rc;
 }
 
-/* Before any forward: each call out of order fails with MOK_ERR_ORDER and enqueues nothing. */
+/* Before any forward: each call out of order fails with MOK_ERR_ORDER and enqueues nothing; mok_workspace_store_h's
+ * arguments. */
 static int check_order(const struct test *t, mok_workspace *ws, const struct mok_weights *wt)
 {
     char err[512];
@@ -168,6 +169,13 @@ static int check_order(const struct test *t, mok_workspace *ws, const struct mok
     CK(rc == MOK_ERR_ORDER, "kernel before route: %s (%s)", mok_status_string(rc), err);
     rc = mok_forward_kernel(ws, wt, MOK_VARIANT_COMPUTE_ONLY, t->st, err, sizeof err);
     CK(rc == MOK_ERR_ORDER, "compute_only before any forward: %s (%s)", mok_status_string(rc), err);
+    /* and bf16 keeps h (GEMM2 reads it): mok_workspace_store_h takes only 1 */
+    rc = mok_workspace_store_h(ws, 0, t->st, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "on = 0"), "store_h 0 on bf16: %s (%s)", mok_status_string(rc), err);
+    rc = mok_workspace_store_h(ws, 2, t->st, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "on = 2"), "store_h 2: %s (%s)", mok_status_string(rc), err);
+    rc = mok_workspace_store_h(ws, 1, t->st, err, sizeof err);
+    CK(rc == MOK_OK, "store_h 1 on bf16: %s (%s)", mok_status_string(rc), err);
     return 0;
 }
 

@@ -523,7 +523,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             if ((kExpand || kRegA) && p.job == 0) { /* h stored for the export, quantized from the staging for GEMM2 */
                 const int row0 = p.rb * kTileM + cwg * 64;
                 staged_ready(1 + cwg);
-                if (leader)
+                if (leader && (!m.store_h || __ldg(m.store_h) != 0)) /* only when asked (mok_mega_args.store_h) */
                     store_staged(&maps.hc, p.n * kStageCols, row0, stage, kStageCols / 64);
                 quantize_staged_h<true>(m, p, stage, row0, cwg, wq, lane, leader);
             } else {

@@ -17,7 +17,8 @@
  *     pair's 64 x 128 bf16 block back from L2 and writes its e4m3 values (m.hq) and scales (m.hs), then counts the
  *     block in done1[rb]. So done1 reaches 2 x inter / 128 (both halves of every block) exactly when the row
  *     block's h is quantized: the same target as bf16's 2 x inter / 128 GEMM1 tiles. An all-padding half counts
- *     once per pair (the odd tile), with no work. The bf16 h stays in m.h: the check's export reads it.
+ *     once per pair (the odd tile), with no work. The bf16 h stays in m.h: the check's export reads it
+ *     (the wide tiles store it only where mok_mega_args.store_h asks: only that export reads it there).
  *   GEMM2 unit (rb, n): A m.hq, B the expert's w2 rows [128 n, +128); the same policy into 128 output columns,
  *     sent from the registers (kSend) or staged and stored as bf16 (epilogue_store counts done2: 2 x hidden / 128).
  *   mxfp8 (kMx): the core's mxfp8 policy (consume_tile_mxfp8: promotion per 32 K with the row's and the column's
@@ -375,7 +376,9 @@ __device__ __forceinline__ void consume_units_fp8(const Maps &maps, const mok_me
             epilogue_begin(leader, cwg);
             stage_swiglu(acc, stage, la, lb, cq);
             staged_ready(1 + cwg);
-            if (leader)
+            /* the wide tiles quantize h from this staging: its bf16 store only when asked (mok_mega_args.store_h;
+             * read by the leader alone: a register live across the tile spills) */
+            if (leader && (!kWide || !m.store_h || __ldg(m.store_h) != 0))
                 store_staged(&maps.hc, p.n * T::kHCols, row0, stage, T::kHCols / 64);
             if constexpr (kMx)
                 quantize_h_mx(m, p, row0, cwg, wq, lane, leader);

@@ -24,7 +24,7 @@
  *             arrive.expect_tx), the other 127 threads arrive.
  * Consumers: the bf16 kernel's (compute.cuh); GEMM1's epilogue quantizes the staged h (fp8_compute.cuh
  * quantize_staged_h<true>) for GEMM2's A and counts the half tile in done1 once hq and hs are written (GEMM2 reads
- * only those; h's TMA store still goes to m.h for the check's export).
+ * only those; h's TMA store goes to m.h only for the check's export: mok_mega_args.store_h).
  * Part of the fused forward's one translation unit (kernels/megakernel/forward.cu includes it after compute.cuh);
  * its names live in that file's anonymous namespace. */
 #pragma once

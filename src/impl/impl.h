@@ -39,6 +39,11 @@ struct mok_impl_ops {
      * route order (src/problem_fp8_layer.c), which sits expert-major at the expert's rank during the run. NULL when
      * run writes every output itself. */
     int (*export_outputs)(void *state, const struct mok_outputs *out, char *err, int err_len);
+    /* Whether the runs enqueued after it write what export_outputs brings (on after setup) where nothing else reads
+     * it: the driver turns it off for warm-up, timing and extras, so that those run as a trained layer would, and
+     * for the check after the timed iterations runs two forwards with it on, back to back, checking the second
+     * (candidate.c). NULL: every run writes it. 0, or -1 with err. */
+    int (*keep_exports)(void *state, bool on, char *err, int err_len);
     /* Phase times (ms) of a slot after the stream synchronized; NaN for phases it does not have. NULL ok. */
     void (*phase_ms)(void *state, int slot, double out[MOK_NPHASES]);
     /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes). NULL ok. */

@@ -34,6 +34,7 @@ struct mega_state {
     uint16_t *dx, *y; /* y: the forward's output (pass bwd: scratch for the untimed forward at setup) */
     float *d_router;
     uint16_t *y_scratch;
+    int store_h; /* FP8 layer mode (the check exports h): what libmok's mok_workspace_store_h was last set to */
     /* mxfp8 with mx_scheme 3: every set's weights as their MX values in bf16 (mok_expand_weights_mxfp8, at setup) */
     uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS];
 };
@@ -153,6 +154,7 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
         FAIL("out of host memory");
     *state = s;
     s->p = p;
+    s->store_h = 1; /* libmok's default */
     s->cl = cl;
     s->breakdown = mok_params_megakernel(mp).breakdown == 1;
     s->desc = mega_desc(p, mp, (int)mok_allreduce_max_ll(p->tokens));
@@ -217,6 +219,20 @@ static int train_outputs(struct mega_state *s, const struct mok_outputs *out, ch
         if (!s->y)
             return -1;
     }
+    return 0;
+}
+
+/* impl.h's keep_exports: FP8 layer mode exports h for the check, which GEMM2 reads only quantized (the wide
+ * fp8_block tiles, mx_scheme 1 and 3): the check runs store it, warm-up, the timed runs and the breakdown's variants
+ * leave that store out, as a trained layer would (libmok's mok_workspace_store_h). */
+static int mega_keep_exports(void *state, bool on, char *err, int err_len)
+{
+    struct mega_state *s = state;
+    if (!mok_output_find(&s->p->out, "h") || s->store_h == (int)on)
+        return 0;
+    if (lib_fail(mok_workspace_store_h(s->ws, on, s->cl->stream, err, err_len), "mok_workspace_store_h", err, err_len))
+        return -1;
+    s->store_h = on;
     return 0;
 }
 
@@ -423,6 +439,7 @@ const struct mok_impl_ops mok_impl_megakernel = {
     .setup = mega_setup,
     .run = mega_run,
     .export_outputs = mega_export,
+    .keep_exports = mega_keep_exports,
     .phase_ms = mega_phase_ms,
     .extras = mega_extras,
     .teardown = mega_teardown,

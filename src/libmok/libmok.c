@@ -323,6 +323,10 @@ static int alloc_device(mok_workspace *ws, char *err, int err_len)
                   return MOK_ERR_CUDA);
         MOK_CHECK(cuda, cudaMemset(ws->mk.hq, 0, cap * I + 16), return MOK_ERR_CUDA);
         MOK_CHECK(cuda, cudaMemset(ws->mk.hs, 0, cap * (I / 32) + 16), return MOK_ERR_CUDA);
+        const int32_t one = 1; /* h stored until mok_workspace_store_h says otherwise */
+        MOK_CHECK(cuda, dev_alloc(ws, (void **)&ws->store_h_word, sizeof(int32_t)), return MOK_ERR_CUDA);
+        MOK_CHECK(cuda, cudaMemcpy(ws->store_h_word, &one, sizeof one, cudaMemcpyHostToDevice), return MOK_ERR_CUDA);
+        ws->mk.store_h = ws->store_h_word;
     } else {
         MOK_CHECK(cuda, dev_alloc(ws, (void **)&a->xin, cap * (size_t)a->hidden * 2 + 16), return MOK_ERR_CUDA);
     }
@@ -393,6 +397,7 @@ int mok_workspace_create(ncclComm_t comm, const struct mok_layer_desc *desc, cud
         return say(err, err_len, MOK_ERR_MEMORY, "out of host memory");
     ws->comm = comm;
     ws->d = d;
+    ws->store_h = 1;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&ws->gpu_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
@@ -436,7 +441,7 @@ void mok_workspace_destroy(mok_workspace *ws)
                    a->block_off, a->chunk_target, a->ready, a->status, a->xin, ws->mk.h, ws->mk.out, ws->mk.done,
                    ws->mk.sh, ws->mk.sy, ws->barrier_word, ws->mk.gu, ws->bk.m.lsa.xin, ws->bk.dgu, ws->bk.hw,
                    ws->bk.dr_part, ws->bk.m.done, ws->mk.sgu, ws->sb.dhp, ws->sb.dgu, ws->sb.hw, ws->sb.dx, ws->sb.dr,
-                   ws->sb.ones, ws->sb.offset, ws->mk.xq, ws->mk.hq, ws->mk.hs};
+                   ws->sb.ones, ws->sb.offset, ws->mk.xq, ws->mk.hq, ws->mk.hs, ws->store_h_word};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         cudaFree(dev[i]);
     if (ws->sb.fork)

@@ -112,6 +112,24 @@ int mok_expand_weights_mxfp8(const uint16_t *w, int matrices, int rows, int k, u
     return MOK_OK;
 }
 
+int mok_workspace_store_h(mok_workspace *ws, int on, cudaStream_t stream, char *err, int err_len)
+{
+    if (!ws)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "workspace is NULL");
+    if (on != 0 && on != 1)
+        return say(err, err_len, MOK_ERR_ARGUMENT, "on = %d: 0 or 1", on);
+    if (!ws->store_h_word) { /* bf16: GEMM2 reads h, so it is always stored */
+        if (!on)
+            return say(err, err_len, MOK_ERR_ARGUMENT, "on = 0: only an FP8 forward (desc.dtype MOK_LAYER_FP8_BLOCK "
+                       "or MOK_LAYER_MXFP8) can leave h out; bf16's GEMM2 reads it");
+        return MOK_OK;
+    }
+    /* a memset, so that it may be captured into a graph too; the kernel tests the int for nonzero */
+    MOK_CHECK(cuda, cudaMemsetAsync(ws->store_h_word, on, sizeof(int32_t), stream), return MOK_ERR_CUDA);
+    ws->store_h = on;
+    return MOK_OK;
+}
+
 /* In passes of as many columns as the combine area holds for t_max x topk routes (its rows are hidden wide; with
  * combine_per_rank there are t_max x ranks of them, src/lsa_layout.c): every rank done with its combine area
  * (barrier), each slot's h columns into its route owner's area, every rank's rows in (barrier), the area copied
@@ -126,6 +144,9 @@ int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, 
     if (ws->step != STEP_IDLE || !ws->fwd_full)
         return out_of_order("mok_workspace_export_h", "a full forward's mok_forward_sum comes first (and no route "
                             "after it)", err, err_len);
+    if (!ws->store_h)
+        return out_of_order("mok_workspace_export_h", "a forward that stores h (mok_workspace_store_h 1 before it)",
+                            err, err_len);
     const int I = ws->mk.inter, H = a->hidden;
     const size_t routes = (size_t)a->my_tokens * a->topk;
     const char *area = (const char *)ws->win_ptr + a->off_comb;

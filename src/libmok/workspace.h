@@ -25,6 +25,8 @@ struct mok_workspace {
     int gpu_sms;           /* the device's SMs (the backward kernel's grid with d.shared_sms) */
     enum step step;
     int dispatched;        /* a full or comm-only kernel has filled the slots: compute-only may run on them */
+    int32_t *store_h_word; /* FP8: mk.store_h, the device int mok_workspace_store_h sets (1 after create) */
+    int store_h;           /* its value as last enqueued */
     struct mok_lsa_args a;
     struct mok_mega_args mk;
     /* train: the backward's buffers and state */
