@@ -266,9 +266,9 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "push_all = 1"), "push_all 1 with bf16: %s (%s)", mok_status_string(rc),
        err);
     d = *good;
-    d.dtype = 2;
+    d.dtype = 3; /* 2 is MOK_LAYER_MXFP8 */
     rc = mok_layer_check(comm, &d, err, sizeof err);
-    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "dtype = 2"), "dtype 2: %s (%s)", mok_status_string(rc), err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "dtype = 3"), "dtype 3: %s (%s)", mok_status_string(rc), err);
     d = *good;
     d.dtype = MOK_LAYER_FP8_BLOCK, d.dispatch_push = 0;
     rc = mok_layer_check(comm, &d, err, sizeof err);
