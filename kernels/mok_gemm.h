@@ -77,6 +77,9 @@ struct mok_gemm_sm90_config {
                         slots, or beside `stages`); 0 otherwise */
     int lean;        /* fp8_block's 128 x 256 tiles: 1 the lean layout (two consumer warpgroups, 256 threads, one
                         thread issuing the loads), 0 the producer warpgroup's (384 threads); 0 otherwise */
+    int cluster_n;   /* 1 (or 0), or 2: pairs of CTAs on horizontally adjacent tiles (the same rows) multicast their
+                        shared A tile, each loading half its rows (bf16, 128-row tiles, not with cluster_m 2; the
+                        output's column tiles an even count) */
 };
 
 /* 1 when the configuration fits (shared memory, registers, divisibility of n_out and k), else 0 with the

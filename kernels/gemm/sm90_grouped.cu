@@ -191,7 +191,10 @@ Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_conf
 
 size_t smem_limit(int optin) { return (size_t)(optin < kSmemLimit ? optin : kSmemLimit); }
 
-int cluster_of(const struct mok_gemm_sm90_config *c) { return c->cluster_m > 1 ? c->cluster_m : 1; }
+int cluster_of(const struct mok_gemm_sm90_config *c)
+{
+    return c->cluster_m > 1 ? c->cluster_m : c->cluster_n > 1 ? c->cluster_n : 1;
+}
 
 /* cudaSuccess, or cudaErrorNotSupported (not a Hopper GPU / no sm_90a image), or cudaErrorInvalidValue (the
  * problem or configuration does not fit), with the reason in why. */
@@ -364,6 +367,17 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
         say(why, why_len, "cluster_m %d: 1 or 2 (0 means 1)", c->cluster_m);
         return cudaErrorInvalidValue;
     }
+    if (c->cluster_n < 0 || c->cluster_n > 2 || (c->cluster_n > 1 && c->cluster_m > 1)) {
+        say(why, why_len, "cluster_n %d: 1 or 2 (0 means 1), and 1 with cluster_m %d", c->cluster_n, c->cluster_m);
+        return cudaErrorInvalidValue;
+    }
+    if (c->cluster_n > 1 && (g->dtype != MOK_GEMM_BF16 || g->b_transposed || c->tile_m != 128 ||
+                             (g->n_out / tile_cols(c->tile_n, g->swiglu)) % 2)) {
+        say(why, why_len, "cluster_n 2 runs bf16 forward 128-row tiles over an even count of column tiles (dtype %d, "
+            "dgrad %d, tile_m %d, %d column tiles)", (int)g->dtype, g->b_transposed, c->tile_m,
+            g->n_out / tile_cols(c->tile_n, g->swiglu));
+        return cudaErrorInvalidValue;
+    }
     if (c->raster < 0 || c->raster > 1) {
         say(why, why_len, "raster %d: 0 (m-major) or 1 (n-major)", c->raster);
         return cudaErrorInvalidValue;
@@ -481,10 +495,10 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     const bool b_bf16 = mx_b_bf16(g, c) || rega;
     const bool b_e4m3 = fp8 && !b_bf16; /* mx_scheme 2 and 3 read B in bf16 */
     const uint64_t rows = (uint64_t)g->rows_capacity, k = (uint64_t)g->k;
-    /* B's box: halves for SwiGLU's gate/up, or a cluster's */
-    const uint32_t b_box = (uint32_t)(g->swiglu || cluster_of(c) > 1 ? c->tile_n / 2 : c->tile_n);
+    /* B's box: halves for SwiGLU's gate/up, or a cluster_m pair's; A's: halves for a cluster_n pair's */
+    const uint32_t b_box = (uint32_t)(g->swiglu || c->cluster_m > 1 ? c->tile_n / 2 : c->tile_n);
     if (!(fp8 ? encode_tile_map_e4m3(&map_a, g->a_fp8, rows, k, (uint32_t)c->tile_m, 0, ex || rega)
-              : encode_tile_map(&map_a, g->a, rows, k, (uint32_t)c->tile_m)) ||
+              : encode_tile_map(&map_a, g->a, rows, k, (uint32_t)(c->cluster_n > 1 ? c->tile_m / 2 : c->tile_m))) ||
         /* dgrad: W as [groups k][n_out] in boxes of 64 K rows x 64 columns */
         (bt && !encode_tile_map(&map_b, g->b, (uint64_t)g->groups * g->k, (uint64_t)g->n_out, 64)) ||
         (!bt && !(b_e4m3 ? encode_tile_map_e4m3(&map_b, g->b_fp8, (uint64_t)b_rows, k, b_box, 0, ex && !b_bf16)
@@ -551,31 +565,31 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
             return cudaErrorInvalidConfiguration; /* not all resident: the lockstep barrier would never open */
     }
     lc.gridDim = dim3((unsigned)grid);
-    const int swiglu = g->swiglu ? 1 : 0;
+    const int swiglu = g->swiglu ? 1 : 0, share_a = c->cluster_n > 1 ? 1 : 0;
 #define MOK_LAUNCH_SM90(TM, TN, FP8N, MX, BT)                                                                    \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<TM, TN, FP8N, MX, BT>, map_a, map_b, map_c, g->c, g->offset, g->groups, \
                        g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target, g->ready_rows, cm, \
-                       ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs, 0)
+                       share_a, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale, map_bs, 0)
 #define MOK_LAUNCH_SM90_EXPAND(TN)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, true>, map_a, map_b, map_c, g->c, g->offset,   \
                        g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, g->ready_target,       \
-                       g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, g->a_mx_scale,  \
-                       map_bs, ring.land)
+                       g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale,        \
+                       g->a_mx_scale, map_bs, ring.land)
 #define MOK_LAUNCH_SM90_EXPAND_A(TN)                                                                             \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, true, false, true>, map_a, map_b, map_c, g->c, \
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
-                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
-                       g->a_mx_scale, map_bs, ring.land)
+                       g->ready_target, g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale,   \
+                       g->b_scale, g->a_mx_scale, map_bs, ring.land)
 #define MOK_LAUNCH_SM90_REGA(TN)                                                                                 \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, TN, 0, false, false, false, false, false, true>, map_a, map_b,      \
                        map_c, g->c, g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, \
-                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
-                       g->a_mx_scale, map_bs, 0)
+                       g->ready_target, g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale,   \
+                       g->b_scale, g->a_mx_scale, map_bs, 0)
 #define MOK_LAUNCH_SM90_LEAN(FP8N)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, FP8N, false, false, false, true>, map_a, map_b, map_c, g->c,  \
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
-                       g->ready_target, g->ready_rows, cm, ctr, c->lockstep, c->raster, diag, g->a_scale, g->b_scale, \
-                       g->a_mx_scale, map_bs, 0)
+                       g->ready_target, g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale,   \
+                       g->b_scale, g->a_mx_scale, map_bs, 0)
     if (rega)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_REGA(256) : MOK_LAUNCH_SM90_REGA(128);
     else if (b_bf16)

@@ -45,11 +45,12 @@ struct TilePos {
 };
 
 #if MOK_SM90_DEVICE
-/* Work is counted in units of cm tiles (cm = cluster_m: 1, or 2 CTAs sharing B); for cm = 1 a unit is a tile.
- * tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat the
- * same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
+/* Work is counted in units of cm tiles (cm: 1, or 2 CTAs of a cluster): vertically adjacent tiles sharing B
+ * (cluster_m), or with share_a horizontally adjacent ones sharing A (cluster_n: n_tiles even); for cm = 1 a unit is
+ * a tile. tile_start[g] = first unit of group g (exclusive prefix), tile_start[groups] = total. Empty groups repeat
+ * the same start; the largest g with tile_start[g] <= t is the non-empty group that holds t (t < total). */
 __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const int32_t *offset, int groups,
-                                            int n_tiles, int cm, int crank, int n_major, int tile_m)
+                                            int n_tiles, int cm, int crank, int n_major, int tile_m, int share_a = 0)
 {
     int lo = 0, hi = groups - 1;
     while (lo < hi) {
@@ -64,12 +65,15 @@ __device__ __forceinline__ TilePos map_tile(int t, const int *tile_start, const 
     p.group = lo;
     /* m-major (consecutive units share the A rows, so consecutive CTAs start on the same A at the same time) or
      * n-major (consecutive units share the B tile: the operand that is 4x larger at GEMM1's shapes) */
-    int m_units = (tile_start[lo + 1] - tile_start[lo]) / n_tiles;
-    int mu = n_major ? local % m_units : local / n_tiles;
-    p.n = n_major ? local / m_units : local % n_tiles;
-    /* with a cluster of cm CTAs a unit is cm vertically adjacent tiles; this CTA takes the crank-th. Past an odd
-     * group's last tile it computes rows of the next group (or TMA's zeros) and stores none of them. */
-    p.row0 = offset[lo] + (mu * cm + crank) * tile_m;
+    const int n_units = share_a ? n_tiles / cm : n_tiles;
+    int m_units = (tile_start[lo + 1] - tile_start[lo]) / n_units;
+    int mu = n_major ? local % m_units : local / n_units;
+    const int nu = n_major ? local / m_units : local % n_units;
+    /* with a cluster of cm CTAs a unit is cm vertically (or with share_a horizontally) adjacent tiles; this CTA
+     * takes the crank-th. Past an odd group's last tile a vertical pair's second computes rows of the next group
+     * (or TMA's zeros) and stores none of them. */
+    p.n = share_a ? nu * cm + crank : nu;
+    p.row0 = offset[lo] + (share_a ? mu : mu * cm + crank) * tile_m;
     p.row_end = offset[lo + 1];
     return p;
 }
@@ -321,7 +325,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
                      const int32_t *__restrict__ offset, int groups, int rows_capacity,
                      int n_out, int k, int swiglu, int stages, const int32_t *__restrict__ ready,
-                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, int *wave_ctr,
+                     const int32_t *__restrict__ ready_target, int ready_rows, int cm, int share_a, int *wave_ctr,
                      int lock_kb, int n_major, struct mok_sm90_diag *diag, const float *__restrict__ a_scale,
                      const float *__restrict__ b_scale, const uint8_t *__restrict__ a_mx_scale,
                      const __grid_constant__ CUtensorMap map_bs, int land_stages)
@@ -388,7 +392,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             /* the producer's arrive.expect_tx, TMA (ours and the peer's) adding bytes; scheme (b): every producer
              * thread's arrival once its rows are expanded (mx_scheme 2: thread 0 adds B's bytes, no arrive) */
             mok_mbar_init(&full[s], kMxExpand ? 128 : 1);
-            mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the B half we multicast */
+            mok_mbar_init(&empty[s], kConsumerWarps * cm); /* the peer's consumers read the half we multicast */
         }
         if constexpr (kMxExpand)
             for (int s = 0; s < land_stages; s++)
@@ -404,7 +408,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             int r0 = offset[g], r1 = offset[g + 1];
             if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
                 mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
-            return ((r1 - r0 + TILE_M - 1) / TILE_M + cm - 1) / cm * n_tiles;
+            const int m_tiles = (r1 - r0 + TILE_M - 1) / TILE_M;
+            return share_a ? m_tiles * (n_tiles / cm) : (m_tiles + cm - 1) / cm * n_tiles;
         });
     /* barriers initialized (the peer's too: it will multicast into ours), prefix written */
     if (cm > 1)
@@ -438,7 +443,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
         const int full_waves = total_tiles / unit_step;
         int wave = 0;
         for (int t = unit0; t < total_tiles; t += unit_step, wave++) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M, share_a);
             /* B rows: without SwiGLU rows [g*n_out + n*TILE_N, +TILE_N); with it the gate rows
              * [g*2*n_out + n*TILE_N/2, +TILE_N/2) and the up rows n_out further on. */
             int b_row = swiglu ? p.group * 2 * n_out + p.n * (TILE_N / 2) : p.group * n_out + p.n * TILE_N;
@@ -461,8 +466,16 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                 uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotA;
                 uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
                 int kc = kb * kElemsK;
-                mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
-                if (!kMx && !kBT && cm > 1) {
+                if (!kMx && !kBT && share_a) {
+                    /* A in two halves of TILE_M/2 rows (the box of map_a), one per CTA, each multicast into both:
+                     * the pair's tiles are adjacent columns of the same rows (small groups stream their weights
+                     * and read A from L2 once per column tile: the pair halves those reads) */
+                    mok_tma_load_2d_multicast(a_dst + crank * (TILE_M / 2) * kRowBytes, &map_a, kc,
+                                              p.row0 + crank * (TILE_M / 2), bar, (uint16_t)((1u << cm) - 1));
+                } else {
+                    mok_tma_load_2d(a_dst, &map_a, kc, p.row0, bar);
+                }
+                if (!kMx && !kBT && cm > 1 && !share_a) {
                     /* B in two halves of TILE_N/2 rows (the box of map_b), one per CTA, each multicast into
                      * both: with SwiGLU the gate half and the up half, without it the two row halves */
                     int half_row = swiglu ? b_row + crank * n_out : b_row + crank * (TILE_N / 2);
@@ -519,7 +532,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             pump.active = threadIdx.x == 0;
         }
         for (int t = unit0; t < total_tiles; t += unit_step) {
-            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M);
+            TilePos p = map_tile(t, tile_start, offset, groups, n_tiles, cm, crank, n_major, TILE_M, share_a);
             if constexpr (kMx) {
                 /* this thread's two rows' scale bytes, k / 32 per row (rows past the allocation read the last
                  * row's: never stored) */

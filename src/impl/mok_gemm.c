@@ -32,7 +32,7 @@ static struct mok_gemm_sm90_config sm90_config(const int *params)
     return (struct mok_gemm_sm90_config){.tile_m = g.tile_m, .tile_n = g.tile_n, .stages = g.stages, .sms = g.ctas,
                                          .cluster_m = g.cluster, .lockstep = g.lockstep_k, .raster = g.raster,
                                          .fp8_n = g.fp8_n, .mx_scheme = g.mx_scheme,
-                                         .land_stages = g.land_stages, .lean = g.lean};
+                                         .land_stages = g.land_stages, .lean = g.lean, .cluster_n = g.cluster_n};
 }
 
 struct mg_state {

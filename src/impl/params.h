@@ -141,7 +141,10 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     MOK_PARAM_LAND_STAGES(X)                                                                                      \
     X(lean, MOK_NUMERIC, 0, 1, 0,                                                                                \
       "dtype fp8_block with tile_n 256: 1, the lean layout (two consumer warpgroups, one thread issuing the "     \
-      "loads: 256 threads of up to 255 registers); 0, a producer warpgroup beside them (384 threads)")
+      "loads: 256 threads of up to 255 registers); 0, a producer warpgroup beside them (384 threads)")           \
+    X(cluster_n, MOK_NUMERIC, 1, 2, 1,                                                                           \
+      "CTAs per thread-block cluster along N: 2 multicasts each A tile to a pair of adjacent column tiles (bf16, " \
+      "tile_m 128, cluster 1, an even count of column tiles): half the A reads from L2 for small groups")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
