@@ -105,6 +105,17 @@ static int poison_outputs(const struct mok_problem *p, cudaStream_t st)
     return 0;
 }
 
+/* The stream's work done: 0, or -1 with "what: the CUDA error" in err. */
+static int finish(const struct mok_cluster *cl, const char *what, char *err, int err_len)
+{
+    cudaError_t e = cudaStreamSynchronize(cl->stream);
+    if (e != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "%s: %s", what, cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
 /* The outputs an implementation keeps in its own buffers until asked (impl.h), written and waited for. */
 static int export_outputs(const struct mok_impl_ops *ops, void *state, const struct mok_problem *p,
                           const struct mok_cluster *cl, char *err, int err_len)
@@ -113,12 +124,7 @@ static int export_outputs(const struct mok_impl_ops *ops, void *state, const str
         return 0;
     if (ops->export_outputs(state, &p->out, err, err_len))
         return -1;
-    cudaError_t e = cudaStreamSynchronize(cl->stream);
-    if (e != cudaSuccess) {
-        snprintf(err, (size_t)err_len, "exporting the outputs: %s", cudaGetErrorString(e));
-        return -1;
-    }
-    return 0;
+    return finish(cl, "exporting the outputs", err, err_len);
 }
 
 /* impl.h's keep_exports, where the implementation has it. */
@@ -136,12 +142,7 @@ static int check_forwards(const struct mok_impl_ops *ops, void *state, const str
     if (keep_exports(ops, state, true, err, err_len) || ops->run(state, 0, &p->out, -1, err, err_len) ||
         poison_outputs(p, cl->stream) || ops->run(state, 0, &p->out, -1, err, err_len))
         return -1;
-    cudaError_t e = cudaStreamSynchronize(cl->stream);
-    if (e != cudaSuccess) {
-        snprintf(err, (size_t)err_len, "%s", cudaGetErrorString(e));
-        return -1;
-    }
-    return 0;
+    return finish(cl, "the forwards after the timed ones", err, err_len);
 }
 
 int mok_candidate_run(const struct mok_config *cfg, struct mok_cluster *cl, struct mok_problem *p,
