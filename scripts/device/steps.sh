@@ -51,7 +51,8 @@ mok_step() {
         > "$R/profile.log" 2>&1; echo "rc=$?"; grep -E "^  lsa_[a-z_]+kernel|gpu__time_duration" "$R/profile.log" | \
         sed -E 's/\(mok_lsa_args.*Device ([0-9]).*/ dev\1/' | paste - - | awk '{print $1, $2, $(NF)}';;
     gemmtest) "$DEV/bin/test_gpu_gemm"; echo "rc=$?"
-      sh tests/gpu_impls.sh "$BIN" . "$R/gpu-gemm-small" tests/gpu_gemm_small.json;;
+      sh tests/gpu_impls.sh "$BIN" . "$R/gpu-gemm-small" tests/gpu_gemm_small.json &&
+      sh tests/gpu_impls.sh "$BIN" . "$R/gpu-gemm-cluster-n" tests/gpu_gemm_cluster_n.json;;
     layer) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/layer-devicedriven.json;;
     gemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/gemm-deepseek.json;; # gemm mode: one rank
     gemmcluster) $MPIRUN -np 1 "$BIN" -o "$R" configs/gemm-cluster.json;; # cluster 1 vs 2 (B multicast), 300 iterations, power columns
