@@ -269,8 +269,9 @@ int mok_workspace_export_h(mok_workspace *ws, uint16_t *h, cudaStream_t stream, 
 /* For benchmarks of the FP8 forwards: on = 0, the forwards enqueued on stream after this call leave out h's bf16
  * store where GEMM2 reads only its quantized copy (fp8_block with fp8_tile_n 256, mxfp8 with mx_scheme 1 or 3; the
  * other tiles read h back to quantize it and store it regardless), a write nothing but mok_workspace_export_h reads
- * (~100 MB per forward at Qwen3-235B 4096); on = 1 (the default) stores it again. A memset on stream (captured when
- * stream is capturing). mok_workspace_export_h refuses while it is 0; bf16 workspaces accept only 1. */
+ * (~100 MB per forward at Qwen3-235B 4096, counted from its rows); on = 1 (the default) stores it again. A memset
+ * on stream (captured when stream is capturing). mok_workspace_export_h refuses while it is 0; bf16 workspaces
+ * accept only 1. */
 int mok_workspace_store_h(mok_workspace *ws, int on, cudaStream_t stream, char *err, int err_len);
 /* Bytes of device memory the workspace holds on this rank (the window included): what desc.train adds is the
  * difference to the same description without it. */

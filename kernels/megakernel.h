@@ -108,7 +108,7 @@ struct mok_mega_args {
                                 the push; 0, the comm blocks push while the compute blocks wait for it (the scatter,
                                 and so GEMM1, waits for every landed flag) */
     const int32_t *store_h;  /* fp8 with fp8_tile_n 256 or mx_scheme 1 / 3 (GEMM1 quantizes h from its staging, GEMM2
-                                reads hq): NULL or a device int that is 1, h (bf16) stored too; 0, not stored (only the
+                                reads hq): NULL or a device int: nonzero, h (bf16) stored too; 0, not stored (only the
                                 check's export reads it there: libmok's mok_workspace_store_h). The 128 x 128 fp8 tiles
                                 read h back to quantize it and store it regardless */
 };

@@ -34,7 +34,6 @@ struct mega_state {
     uint16_t *dx, *y; /* y: the forward's output (pass bwd: scratch for the untimed forward at setup) */
     float *d_router;
     uint16_t *y_scratch;
-    int store_h; /* FP8 layer mode (the check exports h): what libmok's mok_workspace_store_h was last set to */
     /* mxfp8 with mx_scheme 3: every set's weights as their MX values in bf16 (mok_expand_weights_mxfp8, at setup) */
     uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS];
 };
@@ -154,7 +153,6 @@ static int mega_setup(void **state, struct mok_problem *p, struct mok_cluster *c
         FAIL("out of host memory");
     *state = s;
     s->p = p;
-    s->store_h = 1; /* libmok's default */
     s->cl = cl;
     s->breakdown = mok_params_megakernel(mp).breakdown == 1;
     s->desc = mega_desc(p, mp, (int)mok_allreduce_max_ll(p->tokens));
@@ -228,12 +226,9 @@ static int train_outputs(struct mega_state *s, const struct mok_outputs *out, ch
 static int mega_keep_exports(void *state, bool on, char *err, int err_len)
 {
     struct mega_state *s = state;
-    if (!mok_output_find(&s->p->out, "h") || s->store_h == (int)on)
-        return 0;
-    if (lib_fail(mok_workspace_store_h(s->ws, on, s->cl->stream, err, err_len), "mok_workspace_store_h", err, err_len))
-        return -1;
-    s->store_h = on;
-    return 0;
+    return mok_output_find(&s->p->out, "h") ? lib_fail(mok_workspace_store_h(s->ws, on, s->cl->stream, err, err_len),
+                                                       "mok_workspace_store_h", err, err_len)
+                                            : 0;
 }
 
 static int mega_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len)
