@@ -139,7 +139,7 @@ mok_step() {
         echo "compute-sanitizer $tool (FP8 layers) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/fp8-layer-$tool.log"
       done;;
     fp8layerrace) # racecheck of the FP8 layers that fp8layersan's time limit cut (nccl-overlap, lsa-layer), alone
-      san_run racecheck 540 1 fp8-layer-race fp8-layer-race.log tests/gpu_fp8_layer_sanitize.json --only nccl-overlap,lsa-layer
+      san_run racecheck 470 1 fp8-layer-race fp8-layer-race.log tests/gpu_fp8_layer_sanitize.json --only nccl-overlap,lsa-layer
       echo "compute-sanitizer racecheck (FP8 nccl-overlap, lsa-layer) rc=$?"; grep -E "RACECHECK SUMMARY" "$R/fp8-layer-race.log";;
     h1fp8layer) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer.json;; # one GPU: the fp8_block and mxfp8 forwards of nccl, lsa-layer and the megakernel beside their bf16 forwards, DeepSeek-V3 and Qwen3-235B shapes
     h1fp8tune) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-fp8-layer-tune.json;; # one GPU: the bf16 and fp8_block megakernel over comm_sms 8 / 24 / 32 x chunk_rows 64 / 128 / 256 beside nccl (gemm=mok), DeepSeek-V3 and Qwen3-235B: where the FP8 kernel's exposed communication goes down
