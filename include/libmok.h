@@ -122,7 +122,7 @@ struct mok_layer_desc {
                                  weight-gradient tile loads its gradient, adds its products and stores it; 1, its
                                  products are added onto the gradient by TMA reduce in the L2 */
     int wg_lag;               /* with train: 0, the backward kernel's two consumer warpgroups issue each k block
-                                 together; 1..3 (below the ring's stages), the second issues a k block only once the
+                                 together; 1..2 (at most the ring's stages - 2), the second issues a k block only once the
                                  first has issued the one that many blocks later in the same tile, so that their
                                  epilogues do not stop the tensor cores at once */
     int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share

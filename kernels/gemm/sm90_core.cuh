@@ -233,8 +233,10 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
  * barrier of each slot once it has issued the slot's block (or passed it: skip_tile, a unit without k blocks); the
  * lead barriers are `stages` more after the empty ones in shared memory (the kernel sets them up, count 4). A lead
  * barrier completes one phase per use of its slot, as the full one: warpgroup 1 cannot run a whole ring ahead of
- * warpgroup 2 (it would need the slot warpgroup 2 still holds), and with d < stages warpgroup 2 never looks more
- * than one phase ahead. Only the order of issue changes: the values are the same as without the lag. */
+ * warpgroup 2 (it would need the slot warpgroup 2 still holds), and warpgroup 2 never looks more than one phase
+ * ahead. d <= stages - 2: a warpgroup gives a slot back only after issuing the next block (consume_tile), so
+ * while warpgroup 2 waits before block s it still holds s - 1, and block s + d must fit in the other stages - 1
+ * slots or nobody moves. Only the order of issue changes: the values are the same as without the lag. */
 __device__ __forceinline__ void lag_wait(const RingPos &r, int stages, uint64_t *lead, int ahead,
                                          struct mok_sm90_diag *diag, int tile, int kb)
 {

@@ -211,9 +211,9 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
                              (uintptr_t)sh.dw2_f32) & 15))
         return say(why, why_len, "wgrad_reduce 1: the fp32 gradients (and the shared experts') must be 16-byte "
                    "aligned (TMA)%.0lld", 0);
-    if (b->wg_lag < 0 || b->wg_lag > 3 || (b->wg_lag && b->wg_lag >= bwd_stages(b)))
-        return say(why, why_len, "wg_lag %lld: 0, or 1..3 and below the ring's stages (warpgroup 2 waits for warpgroup "
-                   "1 that many k blocks ahead, in slots of the same ring)", b->wg_lag);
+    if (b->wg_lag < 0 || b->wg_lag > 2 || (b->wg_lag && b->wg_lag > bwd_stages(b) - 2))
+        return say(why, why_len, "wg_lag %lld: 0, or 1..2 and at most the ring's stages - 2 (warpgroup 2 waits for "
+                   "warpgroup 1 that many k blocks ahead while it holds one slot of the same ring)", b->wg_lag);
     if (b->ctas < 0 || b->ctas > mok_sm_count() || (b->ctas && b->ctas <= m->comm_blocks))
         return say(why, why_len, "ctas %lld: 0 (one per SM) or more than the comm blocks and at most the GPU's SMs",
                    b->ctas);
@@ -256,7 +256,7 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
     const int sms = mok_sm_count();
     mok_mega_bwd_args args = *b;
     args.m.stages = bwd_stages(b);
-    if (args.wg_lag >= args.m.stages) /* supports() refuses it */
+    if (args.wg_lag > args.m.stages - 2) /* supports() refuses it */
         return (int)cudaErrorInvalidValue;
     const size_t smem = bwd_smem_bytes(args.m.stages, el);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
