@@ -236,7 +236,10 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
  * warpgroup 2 (it would need the slot warpgroup 2 still holds), and warpgroup 2 never looks more than one phase
  * ahead. d <= stages - 2: a warpgroup gives a slot back only after issuing the next block (consume_tile), so
  * while warpgroup 2 waits before block s it still holds s - 1, and block s + d must fit in the other stages - 1
- * slots or nobody moves. Only the order of issue changes: the values are the same as without the lag. */
+ * slots or nobody moves. A K tail that both warpgroups zero meets them at a barrier before its wgmmas
+ * (zero_k_tail): warpgroup 2 never waits for that block, or they would wait for each other (consume_tile stops
+ * its look-ahead a block short of it). Only the order of issue changes: the values are the same as without the
+ * lag. */
 __device__ __forceinline__ void lag_wait(const RingPos &r, int stages, uint64_t *lead, int ahead,
                                          struct mok_sm90_diag *diag, int tile, int kb)
 {
@@ -252,7 +255,7 @@ __device__ __forceinline__ void lag_wait(const RingPos &r, int stages, uint64_t 
 __device__ __forceinline__ void lag_before(int lag, const RingPos &r, int stages, uint64_t *empty, int ahead,
                                            struct mok_sm90_diag *diag, int tile, int kb)
 {
-    if (lag > 0)
+    if (lag > 0 && ahead >= 0)
         lag_wait(r, stages, empty + stages, ahead < lag ? ahead : lag, diag, tile, kb);
 }
 __device__ __forceinline__ void lag_after(int lag, const RingPos &r, int stages, uint64_t *empty, int lane)
@@ -308,7 +311,9 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
                 acc[u][i] = 0.0f;
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
-        lag_before(lag, r, stages, empty, k_blocks - 1 - kb, diag, tile, kb);
+        /* the blocks warpgroup 2 may wait for: up to the last, or the one before a K tail both zero (lag_wait) */
+        lag_before(lag, r, stages, empty, k_blocks - 1 - kb - (kTail && tail.rows % 16 && !tail.solo ? 1 : 0), diag,
+                   tile, kb);
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         int k16_end = kBlockK / 16; /* k16 steps issued from this slot: all but in a K tail's last block */
         if constexpr (kTail)
