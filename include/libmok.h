@@ -121,10 +121,6 @@ struct mok_layer_desc {
     int wgrad_reduce;         /* with train, for backward calls with fp32 gradients (bf16 ones ignore it): 0, each
                                  weight-gradient tile loads its gradient, adds its products and stores it; 1, its
                                  products are added onto the gradient by TMA reduce in the L2 */
-    int wg_lag;               /* with train: 0, the backward kernel's two consumer warpgroups issue each k block
-                                 together; 1..2 (at most the ring's stages - 2), the second issues a k block only once the
-                                 first has issued the one that many blocks later in the same tile, so that their
-                                 epilogues do not stop the tensor cores at once */
     int push_all;             /* MOK_LAYER_FP8_BLOCK or MOK_LAYER_MXFP8: 1, every SM quantizes and pushes its share
                                  of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
                                  alone while its compute SMs wait for the rows to land. 1 measured 1.5-6% faster on one

@@ -147,10 +147,6 @@ struct mok_mega_bwd_args {
     int wgrad_reduce;        /* fp32 gradients only: 0, each tile loads its gradient into the accumulators, adds its
                                 products and stores it; 1, the products alone are added onto it by TMA reduce (the
                                 L2 reads and writes the gradient; the SM never waits for its bytes) */
-    int wg_lag;              /* 0: both consumer warpgroups issue each k block together; d (1..2, at most the ring's
-                                stages - 2): warpgroup 2 issues a k block only once warpgroup 1 has issued the one d
-                                blocks later in the same unit, so that their epilogues do not stop the tensor cores
-                                at once (gemm/sm90_core.cuh lag_wait) */
     int ctas;                /* persistent CTAs: 0, one per SM; fewer (more than m.comm_blocks) leave SMs to work
                                 that runs beside the kernel (libmok's shared experts' backward on a side stream).
                                 The same on every rank */

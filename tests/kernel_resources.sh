@@ -11,8 +11,8 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   cu=$(echo "$path" | tr / _)
   "$NVCC" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I"$SRC/kernels" -Xptxas -v -c \
     "$SRC/kernels/$path.cu" -o "$SCRATCH/$cu.o" > "$SCRATCH/$cu.log" 2>&1 || { cat "$SCRATCH/$cu.log"; fail "$cu does not compile"; }
-  # No kernel may spill, but for the fused backward's 12 bytes (none since wg_lag, 18b9efe: ptxas allocates that
-  # instance differently; 32 in its instance with the shared experts' units, below). Until c14a2d4 most did: the
+  # No kernel may spill, but for the fused backward's 12 bytes (3 words outside its wgmma loops by
+  # scripts/sass_spills.py; 32 in its instance with the shared experts' units, below). Until c14a2d4 most did: the
   # megakernel's instances 24-304 bytes, the backward 272, the grouped GEMM's fp8_block 128-column instance 52, and
   # the allowances here grew with each. The cause was __trap() in the wait timeouts' failure path: reachable where a
   # warpgroup's wgmma accumulators are live, it makes ptxas spill them; the failure path now ends the kernel with a
@@ -23,8 +23,8 @@ for path in gemm/sm90_grouped gemm/sm90_wgrad gemm/portable comm/lsa_transfer co
   # 2026-12-05-lsa-fix-fp8-products), and their scales are loaded a k block ahead (0cecdb8, 1.7-2.7% faster:
   # results/h100x1/2026-12-06-promote-order; before it 72 bytes with send=1, none with send=0). The mxfp8 mx_scheme 3
   # instances with send=0 spill 16 bytes (ptxas -v at 90d0f47). The fused backward's instance with the shared
-  # experts' units (kShared) spills 20 bytes (4 reloaded, since 18b9efe; 16 / 32 before), none near a wgmma run
-  # either (scripts/sass_spills.py).
+  # experts' units (kShared) spills 16 bytes (32 reloaded), none near a wgmma run either; its routed-only instance's
+  # machine code is unchanged by them.
   limit=0; [ "$cu" = megakernel_backward ] && limit=12; [ "$cu" = megakernel_forward ] && limit=56
   bad=$(awk -v l=$limit '/Function properties for/ {k = $0}
     /bytes spill stores/ {m = (k ~ /megakernel_bwd_kernelILb1E/) ? 32 : l; if ($5 > m || $9 > m) print k ": " $0}' \

@@ -21,7 +21,6 @@
 #define MOK_SM90_DIAG_WAVE 6            /* lockstep: tile = barrier, kb = arrivals seen, extra = expected */
 #define MOK_SM90_DIAG_MEGA 7            /* megakernel wait: slot = which, tile = index, kb = seen, extra = target */
 #define MOK_SM90_DIAG_LANDING 8         /* mxfp8 scheme (b): a producer thread waited on a landing stage (slot) */
-#define MOK_SM90_DIAG_LAG 9             /* consumer wg 2 waited on wg 1's lead barrier of slot (wg_lag; kb: its own) */
 struct mok_sm90_diag {
     int magic, block, thread, role, slot, parity, tile, kb, extra;
 };

@@ -224,46 +224,6 @@ __device__ __forceinline__ void zero_k_tail(uint8_t *a, uint8_t *b, const KTail 
         mok_named_barrier(kTailBarrier, 256);
 }
 
-/* The consumer warpgroups' lag (the fused backward's wg_lag): both warpgroups compute rows of the same tile from
- * the same slots, so left alone they run their k loops in step and reach the tile's epilogue together, and the
- * tensor cores stand still for both epilogues at once. With lag d >= 1 warpgroup 2 issues a k block's wgmmas only
- * once warpgroup 1 has issued those of the block d later in the same tile (its last one at most): warpgroup 1 ends
- * its k loop first, its epilogue runs under warpgroup 2's last d blocks, and warpgroup 2's under warpgroup 1's next
- * tile (as far as the ring lets it run ahead). Warpgroup 1 (lag < 0) arrives, one lane per warp, on the lead
- * barrier of each slot once it has issued the slot's block (or passed it: skip_tile, a unit without k blocks); the
- * lead barriers are `stages` more after the empty ones in shared memory (the kernel sets them up, count 4). A lead
- * barrier completes one phase per use of its slot, as the full one: warpgroup 1 cannot run a whole ring ahead of
- * warpgroup 2 (it would need the slot warpgroup 2 still holds), and warpgroup 2 never looks more than one phase
- * ahead. d <= stages - 2: a warpgroup gives a slot back only after issuing the next block (consume_tile), so
- * while warpgroup 2 waits before block s it still holds s - 1, and block s + d must fit in the other stages - 1
- * slots or nobody moves. A K tail that both warpgroups zero meets them at a barrier before its wgmmas
- * (zero_k_tail): warpgroup 2 never waits for that block, or they would wait for each other (consume_tile stops
- * its look-ahead a block short of it). Only the order of issue changes: the values are the same as without the
- * lag. */
-__device__ __forceinline__ void lag_wait(const RingPos &r, int stages, uint64_t *lead, int ahead,
-                                         struct mok_sm90_diag *diag, int tile, int kb)
-{
-    int s = r.slot + ahead;
-    uint32_t parity = r.phase;
-    if (s >= stages)
-        s -= stages, parity ^= 1;
-    mok_sm90_wait(&lead[s], parity, diag, MOK_SM90_DIAG_LAG, s, tile, kb);
-}
-
-/* One block of the ring at r, as seen by a warpgroup under lag (see lag_wait): warpgroup 2 waits before it (ahead
- * blocks further on in the tile), warpgroup 1 arrives after it. */
-__device__ __forceinline__ void lag_before(int lag, const RingPos &r, int stages, uint64_t *empty, int ahead,
-                                           struct mok_sm90_diag *diag, int tile, int kb)
-{
-    if (lag > 0 && ahead >= 0)
-        lag_wait(r, stages, empty + stages, ahead < lag ? ahead : lag, diag, tile, kb);
-}
-__device__ __forceinline__ void lag_after(int lag, const RingPos &r, int stages, uint64_t *empty, int lane)
-{
-    if (lag < 0 && lane == 0)
-        mok_mbar_arrive(&empty[stages + r.slot]);
-}
-
 /* kSteps k16 steps of one k block: per step kSub x kParts wgmma m64nNk16 (consume_tile below says where from) */
 template <int kSteps, int TILE_N, int kSub, int kParts, class LayoutA, class LayoutB>
 __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 2], uint64_t da, uint64_t db,
@@ -298,8 +258,7 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
                                              struct mok_sm90_diag *diag, int role, int tile, int b_part_bytes = 0,
-                                             KTail tail = {64, 0, 0}, int a_sub_bytes = 64 * kRowBytes,
-                                             int lag = 0)
+                                             KTail tail = {64, 0, 0}, int a_sub_bytes = 64 * kRowBytes)
 {
     static_assert(!kTail || kParts == 1, "a K tail is zeroed in kSub A blocks and TILE_N / 64 B blocks");
     constexpr int kAcc = kParts * TILE_N / 2;
@@ -311,9 +270,6 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
                 acc[u][i] = 0.0f;
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
-        /* the blocks warpgroup 2 may wait for: up to the last, or the one before a K tail both zero (lag_wait) */
-        lag_before(lag, r, stages, empty, k_blocks - 1 - kb - (kTail && tail.rows % 16 && !tail.solo ? 1 : 0), diag,
-                   tile, kb);
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
         int k16_end = kBlockK / 16; /* k16 steps issued from this slot: all but in a K tail's last block */
         if constexpr (kTail)
@@ -344,7 +300,6 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
         else
             issue_k16s<1, TILE_N, kSub, kParts, LayoutA, LayoutB>(acc, da, db, b_part_bytes, a_sub_bytes);
         mok_wgmma_commit();
-        lag_after(lag, r, stages, empty, lane);
 #pragma unroll
         for (int u = 0; u < kSub; u++)
 #pragma unroll
@@ -369,12 +324,10 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
 
 /* A tile nobody reads (all padding): its slots are passed back as they fill, no wgmma. */
 __device__ __forceinline__ void skip_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty, int k_blocks,
-                                          int lane, struct mok_sm90_diag *diag, int role, int tile, int lag = 0)
+                                          int lane, struct mok_sm90_diag *diag, int role, int tile)
 {
     for (int kb = 0; kb < k_blocks; kb++) {
-        lag_before(lag, r, stages, empty, 0, diag, tile, kb); /* warpgroup 2 stays behind warpgroup 1 here too */
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
-        lag_after(lag, r, stages, empty, lane);
         release_slot(&empty[r.slot], 1, lane, 0);
         r.advance(stages);
     }

@@ -52,11 +52,6 @@ void print_record()
                 "(expect_tx vs boxes, tensor maps), or in the megakernel (tile -1) its loader, thread 0, still waits "
                 "for a unit's inputs (its own record, if it timed out too, names them)\n", d->block, d->thread,
                 d->slot, d->parity, d->tile, d->kb);
-    else if (d->role == MOK_SM90_DIAG_LAG)
-        fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d thread %d (consumer wg 2, wg_lag) waited ~10 s on wg "
-                "1's lead barrier of slot %d for the phase of parity %d (unit %d, its k block %d): wg 1 never issued "
-                "that slot's k block (its own record, if it timed out too, says where it waits)\n", d->block,
-                d->thread, d->slot, d->parity, d->tile, d->kb);
     else if (d->role == MOK_SM90_DIAG_OFFSETS)
         fprintf(stderr, "mok-bench: gemm_sm90 stopped: block %d found offset[%d] = %d, offset[%d] = %d: offsets must "
                 "rise from >= 0 to <= rows_capacity\n", d->block, d->tile, d->kb, d->tile + 1, d->extra);

@@ -106,34 +106,12 @@ bool encode_shared_maps(BwdMaps *s, const mok_mega_bwd_args::mok_mega_bwd_shared
                         encode_tile_map_f32(&s->dw13c, sh.dw13_f32, 2 * SI, H, 64)));
 }
 
-/* The forward's layout and the consumers' lead barriers (wg_lag), one per stage after the empty ones */
-size_t bwd_smem_bytes(int stages, int groups)
+int resolve_stages(const mok_mega_args *m, size_t limit)
 {
-    return smem_bytes(stages, groups, 0) + (size_t)stages * 8;
-}
-
-/* The ring's stages: the configured ones, or the most that fit beside the kernel's static shared memory (its
- * __shared__ arrays, asked once per instance: as the forward's launcher, forward.cu dynamic_limit) */
-int bwd_stages(const struct mok_mega_bwd_args *b)
-{
-    if (b->m.stages)
-        return b->m.stages;
-    static size_t fixed_of[2] = {SIZE_MAX, SIZE_MAX}; /* per instance: the shared one holds its unit list too */
-    size_t &fixed = fixed_of[b->sh.inter ? 1 : 0];
-    if (fixed == SIZE_MAX) {
-        cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, b->sh.inter ? megakernel_bwd_kernel<true> : megakernel_bwd_kernel<false>) ==
-            cudaSuccess) {
-            fixed = fa.sharedSizeBytes;
-        } else {
-            cudaGetLastError();
-            fixed = 1024; /* the launch reports why; until then, a margin */
-        }
-    }
-    const int optin = mok_smem_optin();
-    const size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit), dyn = limit > fixed ? limit - fixed : 0;
+    if (m->stages)
+        return m->stages;
     int s = 8;
-    while (s > 2 && bwd_smem_bytes(s, b->m.lsa.local_experts) > dyn)
+    while (s > 2 && smem_bytes(s, m->lsa.local_experts, 0) > limit)
         s--;
     return s;
 }
@@ -211,9 +189,6 @@ extern "C" int mok_megakernel_bwd_supports(const struct mok_mega_bwd_args *b, ch
                              (uintptr_t)sh.dw2_f32) & 15))
         return say(why, why_len, "wgrad_reduce 1: the fp32 gradients (and the shared experts') must be 16-byte "
                    "aligned (TMA)%.0lld", 0);
-    if (b->wg_lag < 0 || b->wg_lag > 2 || (b->wg_lag && b->wg_lag > bwd_stages(b) - 2))
-        return say(why, why_len, "wg_lag %lld: 0, or 1..2 and at most the ring's stages - 2 (warpgroup 2 waits for "
-                   "warpgroup 1 that many k blocks ahead while it holds one slot of the same ring)", b->wg_lag);
     if (b->ctas < 0 || b->ctas > mok_sm_count() || (b->ctas && b->ctas <= m->comm_blocks))
         return say(why, why_len, "ctas %lld: 0 (one per SM) or more than the comm blocks and at most the GPU's SMs",
                    b->ctas);
@@ -253,12 +228,24 @@ extern "C" int mok_megakernel_bwd(const struct mok_mega_bwd_args *b, mok_stream_
         return (int)cudaErrorInvalidValue;
     void (*kernel)(BwdMaps, mok_mega_bwd_args, mok_sm90_diag *, BwdMaps) =
         sh.inter ? megakernel_bwd_kernel<true> : megakernel_bwd_kernel<false>;
-    const int sms = mok_sm_count();
+    const int sms = mok_sm_count(), optin = mok_smem_optin();
     mok_mega_bwd_args args = *b;
-    args.m.stages = bwd_stages(b);
-    if (args.wg_lag > args.m.stages - 2) /* supports() refuses it */
-        return (int)cudaErrorInvalidValue;
-    const size_t smem = bwd_smem_bytes(args.m.stages, el);
+    /* the dynamic part gets the block's limit less the kernel's static shared memory (its __shared__ arrays), asked
+     * once: as the forward's launcher (forward.cu dynamic_limit) */
+    static size_t fixed_of[2] = {SIZE_MAX, SIZE_MAX}; /* per instance: the shared one holds its unit list too */
+    size_t &fixed = fixed_of[sh.inter ? 1 : 0];
+    if (fixed == SIZE_MAX) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess) {
+            fixed = fa.sharedSizeBytes;
+        } else {
+            cudaGetLastError();
+            fixed = 1024; /* the launch reports why; until then, a margin */
+        }
+    }
+    const size_t limit = (size_t)(optin < kSmemLimit ? optin : kSmemLimit);
+    args.m.stages = resolve_stages(&b->m, limit > fixed ? limit - fixed : 0);
+    const size_t smem = smem_bytes(args.m.stages, el, 0);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return (int)e;

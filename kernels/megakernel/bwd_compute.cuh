@@ -225,8 +225,8 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotABytes;
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes; /* C staging: 64 rows x 128 columns per warpgroup */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + kStageBytes);
-    uint64_t *empty = full + stages; /* then `stages` lead barriers (wg_lag: sm90_core.cuh lag_wait) */
-    int *mstart = reinterpret_cast<int *>(empty + 2 * stages); /* first row block of each group, [groups + 1] */
+    uint64_t *empty = full + stages;
+    int *mstart = reinterpret_cast<int *>(empty + stages); /* first row block of each group, [groups + 1] */
     __shared__ int slot_unit[kMaxStages];
     __shared__ BwdList list;
     __shared__ BwdShared slist;
@@ -245,7 +245,6 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
         for (int s = 0; s < stages; s++) {
             mok_mbar_init(&full[s], 1);
             mok_mbar_init(&empty[s], 8);
-            mok_mbar_init(&empty[stages + s], 4); /* lead: warpgroup 1's four warps */
         }
         mok_fence_mbar_init();
     }
@@ -376,7 +375,6 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
     const int role = MOK_SM90_DIAG_CONSUMER + cwg;
     const bool leader = wq == 0 && lane == 0;
     const bool signal = m.skip == 0;
-    const int lag = b.wg_lag == 0 ? 0 : cwg == 0 ? -1 : b.wg_lag; /* sm90_core.cuh lag_wait */
     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
     uint8_t *stage = smem_c + (size_t)cwg * (kStageBytes / 2);
     float acc[1][kAcc];
@@ -387,8 +385,6 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
         if (v == -1)
             break;
         if (v < -1) { /* a weight-gradient tile of an expert without rows: the slot carried only the unit */
-            lag_before(lag, ring, stages, empty, 0, diag, -2 - v, 0);
-            lag_after(lag, ring, stages, empty, lane);
             release_slot(&empty[ring.slot], 1, lane, 0);
             ring.advance(stages);
             const int u = -2 - v;
@@ -417,14 +413,14 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
             const int row_a = rb * kTileM + cwg * 64 + la, row_b = row_a + 8;
             if (sh ? rb * kTileM + cwg * 64 >= b.sh.tokens : a.entry[rb * kTileM + cwg * 64] < 0) {
                 /* a half tile of padding (past the own tokens): nobody reads its rows */
-                skip_tile(ring, stages, full, empty, k_blocks, lane, diag, role, v, lag);
+                skip_tile(ring, stages, full, empty, k_blocks, lane, diag, role, v);
                 if (leader && job == kJobDgrad2)
                     atomicAdd(sh ? sdone + rb : dgrad2_done(m.done) + rb, 1);
                 continue;
             }
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, KMajor, MnMajor>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role,
-                v, 0, KTail{64, 0, 0}, 64 * kRowBytes, lag);
+                v);
             if (job == kJobDgrad2) {
                 swiglu_bwd_epilogue<kShared>(b, sh, acc[0], row_a, row_b, n, lane);
                 __threadfence(); /* every lane's stores before the leader counts the half tile */
@@ -466,7 +462,7 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
                                                * rounds of 64 columns: the SM never waits for the gradient's bytes */
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
-                role, v, 0, tail, 64 * kRowBytes, lag);
+                role, v, 0, tail);
             const BwdMaps &mp = sh ? smaps : maps;
             const CUtensorMap *mc = w2 ? &mp.dw2c : &mp.dw13c;
             const int row0 = g * M + mt * kTileM + cwg * 64, col0 = nt * kTileN;
@@ -479,14 +475,14 @@ __device__ __forceinline__ void bwd_compute_role(const BwdMaps &maps, const BwdM
             wgrad_load(c, ra, ra + 8, N, acc[0]);
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, true>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
-                role, v, 0, tail, 64 * kRowBytes, lag);
+                role, v, 0, tail);
             wgrad_store_f32(c, ra, ra + 8, N, acc[0]);
         } else { /* staged in two rounds of 128 columns and stored by TMA in whole rows: stores from the fragments
                   * (4 bytes a lane) took the bf16 wgrad twice as long (mok-gemm, results/h200x1/2026-12-04-mok-gemm-
                   * backward section 3) */
             consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, MnMajor, MnMajor, true, false>(
                 ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
-                role, v, 0, tail, 64 * kRowBytes, lag);
+                role, v, 0, tail);
             const BwdMaps &mp = sh ? smaps : maps;
             const CUtensorMap *mc = w2 ? &mp.dw2c : &mp.dw13c;
             const int row0 = g * M + mt * kTileM + cwg * 64;

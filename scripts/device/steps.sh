@@ -125,12 +125,6 @@ mok_step() {
     bwdmega) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega" tests/gpu_bwd_mega_small.json;; # the fused backward (megakernel bwd, fwd_bwd) on small ragged problems, every output checked
     bwdshunits) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-shared-units" tests/gpu_bwd_mega_shared_units.json;; # the fused backward with the shared experts' backward inside the kernel (shared_units 1) and after it (0), small ragged problems, every output checked
     bwdreduce) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega-reduce" tests/gpu_bwd_mega_reduce.json;; # the fused backward's fp32 gradients added by TMA reduce (wgrad_reduce 1) beside the load-add-store tiles (0): with and without shared experts inside, both act, both wgrad_mix, small ragged problems, every output checked
-    bwdlag) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-bwd-mega-lag" tests/gpu_bwd_mega_lag.json # the fused backward with wg_lag (its consumer warpgroups issuing apart) on small ragged problems, every output checked; then under compute-sanitizer
-      echo "gpu_bwd_mega_lag rc=$?"
-      for tool in memcheck racecheck; do
-        san_run $tool 150 1 "bwd-lag-san-$tool" "bwd-lag-$tool.log" tests/gpu_bwd_mega_lag_sanitize.json
-        echo "compute-sanitizer $tool (fused backward, wg_lag 2) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-lag-$tool.log"
-      done;;
     bwdmegasan) for tool in memcheck racecheck; do # the fused backward under compute-sanitizer, a small problem
         san_run $tool 240 1 "bwd-mega-san-$tool" "bwd-mega-$tool.log" tests/gpu_bwd_mega_sanitize.json
         echo "compute-sanitizer $tool (fused backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/bwd-mega-$tool.log"

@@ -52,7 +52,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix, .wgrad_reduce = m.wgrad_reduce, .wg_lag = m.wg_lag,
+                                   .wgrad_mix = m.wgrad_mix, .wgrad_reduce = m.wgrad_reduce,
                                    .shared_sms = m.shared_sms,
                                    .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,

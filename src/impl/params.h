@@ -205,11 +205,6 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(wgrad_reduce, MOK_NUMERIC, 0, 1, 0,                                                                        \
       "pass bwd / fwd_bwd, wgrad fp32_accumulate: 0, each weight-gradient tile loads its fp32 gradient, adds its " \
       "products and stores it; 1, its products are added onto the gradient by TMA reduce (in the L2)")        \
-    X(wg_lag, MOK_NUMERIC, 0, 2, 0,                                                                              \
-      "pass bwd / fwd_bwd: 0, both consumer warpgroups issue each k block together (and reach each tile's "      \
-      "epilogue together); d (at most the ring's stages - 2), the second issues a k block only once the first "  \
-      "has issued the one d blocks later in the same tile, so that one's epilogue runs under the other's tensor " \
-      "work")                                                                                                    \
     X(shared_sms, MOK_NUMERIC, 0, 130, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts: 0, their backward after the backward kernel on every SM; k, on a " \
       "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \

@@ -147,7 +147,6 @@ int mok_backward_kernel(mok_workspace *ws, const struct mok_weights *w, const st
     b.own_offset = ws->mk.shared_inter && !beside && !inside ? ws->sb.offset : NULL;
     b.own_tokens = ws->a.my_tokens;
     b.wgrad_mix = ws->d.wgrad_mix;
-    b.wg_lag = ws->d.wg_lag;
     b.wgrad_reduce = g->dw13_f32 ? ws->d.wgrad_reduce : 0;
     b.ctas = beside ? ws->gpu_sms - ws->d.shared_sms : 0;
     char why[256] = "";

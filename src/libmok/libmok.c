@@ -99,9 +99,6 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->wgrad_reduce && !d->train)
         return say(err, err_len, MOK_ERR_ARGUMENT, "wgrad_reduce = 1 with train = 0: there are no weight gradients "
                    "to add");
-    if (d->wg_lag < 0 || d->wg_lag > 2 || (d->wg_lag && (!d->train || (d->stages && d->wg_lag > d->stages - 2))))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "wg_lag = %d: 0, or with train 1..2 and at most stages - 2 (%d)",
-                   d->wg_lag, d->stages);
     if (d->act_recompute && !d->train)
         return say(err, err_len, MOK_ERR_ARGUMENT, "act_recompute = 1 with train = 0: there is no backward to "
                    "recompute for");
