@@ -235,19 +235,28 @@ int main(void)
     CHECK(mok_impl_host_supports(mok_impl_desc_find("lsa-layer"), &s, 2, 1, v, why, 256), "lsa-layer bwd: %s", why);
     CHECK(!mok_impl_host_supports(mok_impl_desc_find("lsa-layer"), &s, 2, 3, v, why, 256) &&
               strstr(why, "one saved forward"), "lsa-layer bwd, 3 sets: %s", why);
-    /* wgrad_reduce: fp32 gradients of the backward only */
+    /* wgrad_reduce: fp32 gradients of the backward only; its default (1) is accepted elsewhere, 0 refused there */
     defaults("megakernel", v);
     mp = mok_params_megakernel(v);
-    mp.dispatch = 1, mp.combine = 0, mp.send = 1, mp.wgrad_reduce = 1;
+    CHECK(mp.wgrad_reduce == 1, "megakernel wgrad_reduce defaults to 1: %d", mp.wgrad_reduce);
+    mp.dispatch = 1, mp.combine = 0, mp.send = 1;
     mok_params_megakernel_values(&mp, v);
     s.wgrad = MOK_WGRAD_FP32_ACCUMULATE;
     CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel wgrad_reduce 1, fp32: %s", why);
     s.wgrad = MOK_WGRAD_BF16;
-    CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_reduce 1 applies to wgrad "
-          "fp32_accumulate"), "megakernel wgrad_reduce 1, bf16 gradients: %s", why);
+    CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel wgrad_reduce 1 (default), bf16: %s", why);
+    s.pass = MOK_PASS_FWD;
+    CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel wgrad_reduce 1 (default), fwd: %s", why);
+    mp.wgrad_reduce = 0;
+    mok_params_megakernel_values(&mp, v);
+    s.pass = MOK_PASS_BWD, s.wgrad = MOK_WGRAD_FP32_ACCUMULATE;
+    CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel wgrad_reduce 0, fp32: %s", why);
+    s.wgrad = MOK_WGRAD_BF16;
+    CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_reduce 0 applies to wgrad "
+          "fp32_accumulate") && strstr(why, "leave it at 1"), "megakernel wgrad_reduce 0, bf16 gradients: %s", why);
     s.wgrad = MOK_WGRAD_FP32_ACCUMULATE, s.pass = MOK_PASS_FWD;
-    CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_reduce=1 applies to the "
-          "backward"), "megakernel wgrad_reduce 1, fwd: %s", why);
+    CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_reduce=0 (leave it at 1) applies "
+          "to the backward"), "megakernel wgrad_reduce 0, fwd: %s", why);
     s.pass = MOK_PASS_BWD;
     defaults("nccl", v);
     v[mok_impl_param_index(mok_impl_desc_find("nccl"), "gemm")] = 1;

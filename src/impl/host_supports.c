@@ -314,15 +314,15 @@ int lsa_layer_host_supports(const struct mok_problem_spec *spec, int nranks, con
     return 1;
 }
 
-/* The first of the megakernel's backward-only parameters that is set, by name. */
+/* The first of the megakernel's backward-only parameters that is away from its default, by name. */
 static const char *bwd_only_param(const struct mok_params_megakernel *p)
 {
     if (p->act)
         return "act=recompute";
     if (p->wgrad_mix)
         return "wgrad_mix=1";
-    if (p->wgrad_reduce)
-        return "wgrad_reduce=1";
+    if (!p->wgrad_reduce)
+        return "wgrad_reduce=0 (leave it at 1)";
     return p->shared_sms ? "shared_sms" : "shared_units";
 }
 
@@ -363,9 +363,10 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.split_half)
             return no(why, why_len, "pass %s: split_half 0 (the forward that saves gate and up runs whole tiles)",
                       mok_pass_name(spec->pass));
-        if (p.wgrad_reduce && spec->wgrad != MOK_WGRAD_FP32_ACCUMULATE)
-            return no(why, why_len, "wgrad_reduce 1 applies to wgrad fp32_accumulate (this problem: wgrad %s)",
-                      mok_wgrad_name(spec->wgrad));
+        /* wgrad_reduce applies to fp32 gradients; elsewhere only its default (1) is one candidate */
+        if (!p.wgrad_reduce && spec->wgrad != MOK_WGRAD_FP32_ACCUMULATE)
+            return no(why, why_len, "wgrad_reduce 0 applies to wgrad fp32_accumulate (this problem: wgrad %s; leave it "
+                      "at 1)", mok_wgrad_name(spec->wgrad));
         if (p.shared_sms && !m->shared_experts)
             return no(why, why_len, "shared_sms %d applies to shared experts (this model has none)", p.shared_sms);
         if (p.shared_sms && p.comm_sms + 1 + p.shared_sms > 132)
@@ -382,12 +383,12 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.dispatch != 1 || p.own_first || p.split_half)
             return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), own_first 0 and split_half 0 "
                       "(not implemented in FP8)", mok_dtype_name(spec->dtype));
-        if (p.act || p.wgrad_mix || p.wgrad_reduce || p.shared_sms || p.shared_units)
+        if (p.act || p.wgrad_mix || !p.wgrad_reduce || p.shared_sms || p.shared_units)
             return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                       bwd_only_param(&p));
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
-    } else if (p.act || p.wgrad_mix || p.wgrad_reduce || p.shared_sms || p.shared_units) {
+    } else if (p.act || p.wgrad_mix || !p.wgrad_reduce || p.shared_sms || p.shared_units) {
         return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                   bwd_only_param(&p));
     }
