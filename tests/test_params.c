@@ -257,6 +257,17 @@ int main(void)
     s.wgrad = MOK_WGRAD_FP32_ACCUMULATE, s.pass = MOK_PASS_FWD;
     CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_reduce=0 (leave it at 1) applies "
           "to the backward"), "megakernel wgrad_reduce 0, fwd: %s", why);
+    /* wgrad_mix: -1 (the default) resolves by the gradients' type; 0 and 1 are refused in the forward */
+    defaults("megakernel", v);
+    mp = mok_params_megakernel(v);
+    CHECK(mp.wgrad_mix == -1, "megakernel wgrad_mix defaults to -1: %d", mp.wgrad_mix);
+    mp.dispatch = 1, mp.combine = 0, mp.send = 1, mp.wgrad_mix = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!mok_impl_host_supports(mk, &s, 2, 1, v, why, 256) && strstr(why, "wgrad_mix 0 or 1 (leave it at -1) "
+          "applies to the backward"), "megakernel wgrad_mix 1, fwd: %s", why);
+    s.pass = MOK_PASS_BWD, s.wgrad = MOK_WGRAD_BF16;
+    CHECK(mok_impl_host_supports(mk, &s, 2, 1, v, why, 256), "megakernel wgrad_mix 1, bf16 gradients: %s", why);
+    s.wgrad = MOK_WGRAD_FP32_ACCUMULATE;
     s.pass = MOK_PASS_BWD;
     defaults("nccl", v);
     v[mok_impl_param_index(mok_impl_desc_find("nccl"), "gemm")] = 1;

@@ -319,8 +319,8 @@ static const char *bwd_only_param(const struct mok_params_megakernel *p)
 {
     if (p->act)
         return "act=recompute";
-    if (p->wgrad_mix)
-        return "wgrad_mix=1";
+    if (p->wgrad_mix != -1)
+        return "wgrad_mix 0 or 1 (leave it at -1)";
     if (!p->wgrad_reduce)
         return "wgrad_reduce=0 (leave it at 1)";
     return p->shared_sms ? "shared_sms" : "shared_units";
@@ -383,12 +383,12 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
         if (p.dispatch != 1 || p.own_first || p.split_half)
             return no(why, why_len, "%s: dispatch=push (it quantizes the rows it sends), own_first 0 and split_half 0 "
                       "(not implemented in FP8)", mok_dtype_name(spec->dtype));
-        if (p.act || p.wgrad_mix || !p.wgrad_reduce || p.shared_sms || p.shared_units)
+        if (p.act || p.wgrad_mix != -1 || !p.wgrad_reduce || p.shared_sms || p.shared_units)
             return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                       bwd_only_param(&p));
     } else if (!bf16_fwd(spec, nranks, why, why_len)) {
         return 0;
-    } else if (p.act || p.wgrad_mix || !p.wgrad_reduce || p.shared_sms || p.shared_units) {
+    } else if (p.act || p.wgrad_mix != -1 || !p.wgrad_reduce || p.shared_sms || p.shared_units) {
         return no(why, why_len, "%s applies to the backward (pass bwd or fwd_bwd; this problem: fwd)",
                   bwd_only_param(&p));
     }

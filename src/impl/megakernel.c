@@ -38,6 +38,13 @@ struct mega_state {
     uint16_t *w13_x[MOK_MAX_SETS], *w2_x[MOK_MAX_SETS];
 };
 
+/* wgrad_mix -1: the weight-gradient tiles interleaved with GEMM1 dgrad's for fp32 gradients (DRAM-bound tiles
+ * beside tensor-bound ones), after them for bf16 (README, Tuning the megakernel, has the measurements) */
+static int mega_wgrad_mix_auto(const struct mok_problem_spec *spec)
+{
+    return mok_pass_has_bwd(spec->pass) && spec->wgrad == MOK_WGRAD_FP32_ACCUMULATE;
+}
+
 /* The layer description of a candidate: max_tokens over all ranks, one input slot per input set. */
 static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *values, int max_tokens)
 {
@@ -52,7 +59,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
                                    .dispatch_push = m.dispatch, .raster = m.raster,
                                    .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix,
+                                   .wgrad_mix = m.wgrad_mix >= 0 ? m.wgrad_mix : mega_wgrad_mix_auto(&p->spec),
                                    .wgrad_reduce = mok_pass_has_bwd(p->spec.pass) ? m.wgrad_reduce : 0,
                                    .shared_sms = m.shared_sms,
                                    .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,

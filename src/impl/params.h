@@ -199,14 +199,16 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(act, MOK_CHOICES(mok_choices_act), 0, 1, 0,                                                                \
       "pass bwd / fwd_bwd: save, the forward keeps the expert-major x rows and GEMM1's gate and up for the "     \
       "backward; recompute, the backward dispatches x again and recomputes GEMM1 (a kernel before it)")       \
-    X(wgrad_mix, MOK_NUMERIC, 0, 1, 0,                                                                           \
+    X(wgrad_mix, MOK_NUMERIC, -1, 1, -1,                                                                         \
       "pass bwd / fwd_bwd: 0, the weight-gradient tiles after every GEMM1-dgrad tile; 1, interleaved with them " \
-      "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones)")                                   \
+      "(fp32 gradient tiles, DRAM-bound, beside dgrad's tensor-bound ones); -1 (the default), 1 with wgrad "     \
+      "fp32_accumulate and 0 with bf16, the faster of the two on most rows measured (README, Tuning). "          \
+      "Elsewhere only the default is a candidate")                                                               \
     X(wgrad_reduce, MOK_NUMERIC, 0, 1, 1,                                                                        \
       "pass bwd / fwd_bwd, wgrad fp32_accumulate: 1, each weight-gradient tile's products are added onto the "   \
-      "fp32 gradient by TMA reduce (in the L2; 1.07-1.18x faster than 0, 1.13-1.24x with wgrad_mix 1, on one "\
-      "H200: results/h200x1/2026-12-06-fp8-scatter-ab section 3); 0, the tile loads the gradient, adds its products and stores it. "  \
-      "Elsewhere only the default (1) is a candidate")                                                           \
+      "fp32 gradient by TMA reduce (in the L2; 1.07-1.18x faster than 0, 1.13-1.24x with wgrad_mix 1, on one "   \
+      "H200: results/h200x1/2026-12-06-fp8-scatter-ab section 3); 0, the tile loads the gradient, adds its "     \
+      "products and stores it. Elsewhere only the default (1) is a candidate")                                   \
     X(shared_sms, MOK_NUMERIC, 0, 130, 0,                                                                        \
       "pass bwd / fwd_bwd with shared experts: 0, their backward after the backward kernel on every SM; k, on a " \
       "stream of its own beside the kernel on k SMs (the kernel on the others)")                                \
