@@ -226,7 +226,9 @@ int mok_candidate_run(const struct mok_config *cfg, struct mok_cluster *cl, stru
     row->power_w = pw.power_w;
     row->power_capped_share = pw.capped_frac;
     collect_phases(ops, state, slots, row);
-    if (ops->extras && ops->extras(state, row, st.n, err, sizeof(err))) /* as many as the layer's: timed_ms */
+    /* as many iterations as the layer's (timed_ms), after its warm-up time */
+    const struct mok_alone_timing alone = {st.n, cfg->warmup_ms};
+    if (ops->extras && ops->extras(state, row, &alone, err, sizeof(err)))
         mok_bench_abort(cl, "extras", err);
     /* where a breakdown timed the compute alone (the megakernel's breakdown=1, the nccl baselines' GEMMs alone):
      * what the communication adds to the layer */

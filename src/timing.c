@@ -142,16 +142,40 @@ int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int min_iters
     return 0;
 }
 
-int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, double *median_ms, char *err,
-                   int err_len)
+/* mok_time_alone's warm-up beyond its first pair: pairs (-2, -1) until warmup_ms has passed since t0 on every rank
+ * (an agreement per pair, as warm_up's per batch: the parts may be collective). */
+static int alone_warm_up(cudaStream_t stream, int warmup_ms, double t0, mok_alone_fn fn, void *ctx, char *err,
+                         int err_len)
+{
+    while (warmup_ms > 0) {
+        cudaError_t ce = cudaStreamSynchronize(stream);
+        if (ce != cudaSuccess) {
+            snprintf(err, (size_t)err_len, "timing alone, warm-up: %s", cudaGetErrorString(ce));
+            return -1;
+        }
+        int more = (seconds_now() - t0) * 1e3 < (double)warmup_ms;
+        MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (!more)
+            return 0;
+        for (int it = -2; it < 0; it++)
+            if (fn(ctx, it, err, err_len))
+                return -1;
+    }
+    return 0;
+}
+
+int mok_time_alone(cudaStream_t stream, const struct mok_alone_timing *t, mok_alone_fn fn, void *ctx,
+                   double *median_ms, char *err, int err_len)
 {
     /* Back to back, one event between iterations and one wait at the end, as the layer is timed: the host runs
      * ahead, so no iteration waits for its own launches. (A wait per iteration, as before 68af6c0, timed the
      * parts with idle gaps between them; back to back, gemm=mok's GEMM phase alone measured 1-17% above mok-gemm's
-     * own time where the waits gave 0-8%: results/h200x1/2026-12-01-groundwork section 5, not understood.) Two
-     * untimed iterations first. */
+     * own time where the waits gave 0-8%: results/h200x1/2026-12-01-groundwork section 5.) Two untimed iterations
+     * first, then more for t->warmup_ms: with two alone, nccl gemm=mok's GEMM phase at Qwen3-235B 4096 took 1.10x
+     * mok-gemm's own (which follows its own timed loop of the same GEMMs) on one H100, twice, while in the layer it
+     * took 0.90x (results/h100x1/2026-12-07-defaults-baseline). */
     *median_ms = NAN;
-    const int warm = 2, n = iters > 0 ? iters : 0;
+    const int warm = 2, n = t->iters > 0 ? t->iters : 0;
     cudaEvent_t *ev = calloc((size_t)(n + warm + 1), sizeof(cudaEvent_t));
     double *ms = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     int rc = ev && ms ? 0 : -1, made = 0;
@@ -162,10 +186,14 @@ int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, d
             rc = -1;
     if (rc)
         snprintf(err, (size_t)err_len, "timing alone: out of host memory or events");
+    const double t0 = seconds_now();
     cudaError_t ce = rc ? cudaSuccess : cudaEventRecord(ev[0], stream);
-    for (int it = 0; it < n + warm && !rc && ce == cudaSuccess; it++)
-        if ((rc = fn(ctx, it - warm, err, err_len)) == 0)
+    for (int it = 0; it < n + warm && !rc && ce == cudaSuccess; it++) {
+        if (it == warm && (rc = alone_warm_up(stream, t->warmup_ms, t0, fn, ctx, err, err_len)) == 0)
+            ce = cudaEventRecord(ev[warm], stream); /* the timed iterations start after the warm-up */
+        if (!rc && ce == cudaSuccess && (rc = fn(ctx, it - warm, err, err_len)) == 0)
             ce = cudaEventRecord(ev[it + 1], stream);
+    }
     if (!rc && ce == cudaSuccess)
         ce = cudaEventSynchronize(ev[n + warm]);
     if (!rc && ce != cudaSuccess) {

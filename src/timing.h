@@ -26,14 +26,24 @@ int mok_time_layer(cudaStream_t stream, int warmup, int warmup_ms, int min_iters
                    int err_len);
 
 /* One run of something timed alone (a breakdown's variant, a baseline's transfers or GEMMs by themselves); iter
- * counts -2, -1 (warm-ups), then 0..iters-1. Returns 0, or -1 with err. */
+ * counts -2, -1 (warm-ups, repeated in that order while the warm-up lasts), then 0..iters-1. Returns 0, or -1 with
+ * err. */
 typedef int (*mok_alone_fn)(void *ctx, int iter, char *err, int err_len);
 
-/* Times fn back to back on stream, an event between runs and one wait at the end, 2 warm-ups first; *median_ms gets the
- * median over iterations of each iteration's max over ranks (as mok_time_layer reduces). Collective when every
- * run succeeds; after a failed run it returns -1 at once (a peer may be waiting inside a collective the failed
- * run never reached: the caller aborts the job). */
-int mok_time_alone(cudaStream_t stream, int iters, mok_alone_fn fn, void *ctx, double *median_ms, char *err,
-                   int err_len);
+/* How a row's parts are timed alone (the implementations' extras): as many iterations as the layer's timed ones,
+ * after untimed runs that last at least warmup_ms (the config's timing.warmup_ms) */
+struct mok_alone_timing {
+    int iters;
+    int warmup_ms;
+};
+
+/* Times fn back to back on stream, an event between runs and one wait at the end, after 2 warm-ups and, with
+ * t->warmup_ms, more pairs of them until that long has passed on every rank (the layer's warm-up: a GPU at its
+ * power cap settles its clocks over some tenth of a second); *median_ms gets the median over t->iters iterations
+ * of each iteration's max over ranks (as mok_time_layer reduces). Collective when every run succeeds; after a
+ * failed run it returns -1 at once (a peer may be waiting inside a collective the failed run never reached: the
+ * caller aborts the job). */
+int mok_time_alone(cudaStream_t stream, const struct mok_alone_timing *t, mok_alone_fn fn, void *ctx,
+                   double *median_ms, char *err, int err_len);
 
 #endif

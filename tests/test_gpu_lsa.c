@@ -17,6 +17,7 @@
 #include "testing/mok_test_kernels.h"
 #include "problem.h"
 #include "schedule.h"
+#include "timing.h"
 
 static int failures;
 #define EXPECT(cond, ...)                                                                                     \
@@ -158,7 +159,8 @@ static void run_variant(struct mok_cluster *cl, int combine_per_rank, int bulk, 
     cudaGraphDestroy(graph);
     struct mok_row row;
     mok_row_init(&row);
-    EXPECT(ops->extras(st, &row, 3, err, sizeof(err)) == 0, "extras (schedule vs host, counters): %s", err);
+    EXPECT(ops->extras(st, &row, &(struct mok_alone_timing){3, 0}, err, sizeof(err)) == 0,
+           "extras (schedule vs host, counters): %s", err);
     free(h_ref), free(first);
     cudaFree(ref);
     ops->teardown(st);
@@ -186,7 +188,7 @@ static void run_overflow(struct mok_cluster *cl)
     EXPECT(cudaStreamSynchronize(cl->stream) == cudaSuccess, "overflow run must not fault");
     struct mok_row row;
     mok_row_init(&row);
-    int rc = ops->extras(st, &row, 1, err, sizeof(err));
+    int rc = ops->extras(st, &row, &(struct mok_alone_timing){1, 0}, err, sizeof(err));
     EXPECT(rc != 0 && strstr(err, "overflow") && strstr(err, "expert"), "overflow not reported: rc %d '%s'", rc, err);
     if (g_rank == 0)
         printf("overflow reported as: %s\n", err);

@@ -163,10 +163,10 @@ static void cg_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 }
 
 /* The report says what an mxfp8 row of this implementation is: not an MX GEMM */
-static int cg_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+static int cg_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
     struct cg_state *s = state;
-    (void)iters, (void)err, (void)err_len;
+    (void)t, (void)err, (void)err_len;
     if (s->p->spec.dtype == MOK_DTYPE_MXFP8) {
         size_t used = strlen(row->note);
         snprintf(row->note + used, sizeof(row->note) - used, "%s%s", used ? "; " : "", MOK_MX_EMULATED_NOTE);

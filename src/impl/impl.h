@@ -11,6 +11,8 @@
 #include "problem.h"
 #include "report.h"
 
+struct mok_alone_timing; /* timing.h */
+
 /* Phases an implementation may time inside its run; the ones it does not have stay NaN (bench.c fills them
  * with NaN before asking). GEMM1/GEMM2: the two expert GEMMs on their own, in gemm mode. */
 enum mok_phase {
@@ -46,8 +48,9 @@ struct mok_impl_ops {
     int (*keep_exports)(void *state, bool on, char *err, int err_len);
     /* Phase times (ms) of a slot after the stream synchronized; NaN for phases it does not have. NULL ok. */
     void (*phase_ms)(void *state, int slot, double out[MOK_NPHASES]);
-    /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes). NULL ok. */
-    int (*extras)(void *state, struct mok_row *row, int iters, char *err, int err_len);
+    /* Collective measurements after timing that fill row fields (gemm_alone_us, a2a_ref_us, notes); what they time
+     * alone, they time as t says (timing.h mok_time_alone). NULL ok. */
+    int (*extras)(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len);
     void (*teardown)(void *state);
 };
 

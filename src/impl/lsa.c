@@ -225,9 +225,9 @@ void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES])
 
 /* After the timed runs: overflow status, the device schedule against the host's, every chunk counter at its
  * target, and the bytes that crossed NVLink. */
-int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+int lsa_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
-    (void)iters;
+    (void)t;
     struct lsa_state *s = state;
     struct mok_lsa_args *a = &s->a;
     int32_t status[4];

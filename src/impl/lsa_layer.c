@@ -99,9 +99,9 @@ static int layer_run(void *state, int set, const struct mok_outputs *out, int sl
     return phased_run(&s->run, set, mok_output_bf16(out, "dx"), slot, s->cl->stream, err, err_len);
 }
 
-static int layer_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+static int layer_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
-    int rc = lsa_extras(state, row, iters, err, err_len);
+    int rc = lsa_extras(state, row, t, err, err_len);
     struct lsa_state *s = state;
     snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note), " unfused%s%s",
              s->overlap_gemm1 ? ", GEMM1 beside the dispatch (dispatch_us covers both)" : "",

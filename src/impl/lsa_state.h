@@ -14,6 +14,8 @@
 #include "problem.h"
 #include "schedule.h"
 
+struct mok_alone_timing; /* timing.h */
+
 
 struct lsa_state {
     struct mok_problem *p;
@@ -82,7 +84,7 @@ void lsa_fp8_extras(const struct lsa_state *s, struct mok_row *row);
 void lsa_fp8_teardown(struct lsa_state *s);
 
 void lsa_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
-int lsa_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
+int lsa_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len);
 void lsa_teardown(void *state);
 
 #endif

@@ -305,11 +305,11 @@ static int variant_run_once(void *ctx, int iter, char *err, int err_len)
  * rows the last full forward left in the slots) and with compute skipped (publish + schedule, dispatch, combine
  * sends and the owner's sum, GEMM2 counted done at once), timed as the baselines' parts alone are (timing.h: the
  * median of per-iteration maxima over ranks); y is garbage afterwards (the driver's checks ran before). */
-static int mega_variant_ms(struct mega_state *s, enum mok_variant variant, int iters, double *out_ms, char *err,
-                           int err_len)
+static int mega_variant_ms(struct mega_state *s, enum mok_variant variant, const struct mok_alone_timing *t,
+                           double *out_ms, char *err, int err_len)
 {
     struct variant_run r = {s, variant};
-    return mok_time_alone(s->cl->stream, iters, variant_run_once, &r, out_ms, err, err_len);
+    return mok_time_alone(s->cl->stream, t, variant_run_once, &r, out_ms, err, err_len);
 }
 
 /* The schedule of the last full forward against the host's (an overflow fails it too), and the report's bytes and
@@ -371,7 +371,7 @@ static const char *fp8_note(const struct mega_state *s)
                                               : "";
 }
 
-static int mega_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+static int mega_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
     struct mega_state *s = state;
     if (mega_check_schedule(s, row, err, err_len)) /* before the variants: it reads the last full forward's state */
@@ -385,10 +385,10 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         return 0;
     }
     double compute_ms = 0, comm_ms = 0;
-    int n = iters < 3 ? 3 : iters;
+    const struct mok_alone_timing n = {t->iters < 3 ? 3 : t->iters, t->warmup_ms};
     if (s->desc.train) { /* the backward's kernels with communication skipped, and its communication alone */
-        if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||
-            mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, n, &comm_ms, err, err_len))
+        if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, &n, &compute_ms, err, err_len) ||
+            mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, &n, &comm_ms, err, err_len))
             return -1;
         row->gemm_alone_us = compute_ms * 1e3;
         row->dispatch_alone_us = comm_ms * 1e3;
@@ -405,8 +405,8 @@ static int mega_extras(void *state, struct mok_row *row, int iters, char *err, i
         }
         return 0;
     }
-    if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, n, &compute_ms, err, err_len) ||
-        mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, n, &comm_ms, err, err_len))
+    if (mega_variant_ms(s, MOK_VARIANT_COMPUTE_ONLY, &n, &compute_ms, err, err_len) ||
+        mega_variant_ms(s, MOK_VARIANT_COMM_ONLY, &n, &comm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = compute_ms * 1e3;   /* the kernel with communication skipped */
     row->dispatch_alone_us = comm_ms * 1e3;  /* the forward with compute skipped */

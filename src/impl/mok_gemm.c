@@ -274,13 +274,13 @@ static int gemms_once(void *ctx, int iter, char *err, int err_len)
 /* The forward's GEMMs timed back to back by the method that times the layer baselines' GEMM phase alone
  * (timing.c, mok_time_alone): gemm_alone_us, so that `nccl` with gemm=mok compares with this row by one method
  * (issue 19 asks the baseline's GEMM phase within 5% of mok-gemm's own time). */
-static int mg_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+static int mg_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
     struct mg_state *s = state;
     if (s->p->spec.pass != MOK_PASS_FWD || !s->p->gemm_rows)
         return 0;
     double ms = NAN;
-    if (mok_time_alone(s->st, iters, gemms_once, s, &ms, err, err_len))
+    if (mok_time_alone(s->st, t, gemms_once, s, &ms, err, err_len))
         return -1;
     row->gemm_alone_us = ms * 1e3;
     return 0;

@@ -585,9 +585,9 @@ int mok_nccl_impl_export(void *state, const struct mok_outputs *out, char *err, 
     return mok_nccl_pipe_export_h(state, out, err, err_len);
 }
 
-int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len)
+int mok_nccl_impl_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len)
 {
-    return mok_nccl_pipe_extras(state, row, iters, err, err_len);
+    return mok_nccl_pipe_extras(state, row, t, err, err_len);
 }
 
 void mok_nccl_impl_teardown(void *state)

@@ -19,6 +19,8 @@
 #include "mok_gemm.h"
 #include "splits.h"
 
+struct mok_alone_timing; /* timing.h */
+
 #define MOK_NCCL_MAX_SLOTS 256
 
 struct mok_nccl_pipe {
@@ -92,7 +94,8 @@ void mok_nccl_pipe_phase_ms(struct mok_nccl_pipe *s, int slot, double out[MOK_NP
 int mok_nccl_pipe_export_h(struct mok_nccl_pipe *s, const struct mok_outputs *out, char *err, int err_len);
 /* GEMMs of the last run's routing timed alone (median of iters), and ncclAlltoAll moving the same remote
  * bytes, padded to the largest per-peer split, on symmetric buffers (nccl_extras.c). */
-int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len);
+int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, const struct mok_alone_timing *t, char *err,
+                         int err_len);
 void mok_nccl_pipe_teardown(struct mok_nccl_pipe *s);
 
 /* gemm=mok's grouped-GEMM configuration for this problem, with `ctas` persistent CTAs (0: every SM). */
@@ -114,7 +117,7 @@ int mok_nccl_impl_setup(void **state, struct mok_problem *p, struct mok_cluster 
                         int max_slots, char *err, int err_len);
 int mok_nccl_impl_run(void *state, int set, const struct mok_outputs *out, int slot, char *err, int err_len);
 void mok_nccl_impl_phase_ms(void *state, int slot, double out[MOK_NPHASES]);
-int mok_nccl_impl_extras(void *state, struct mok_row *row, int iters, char *err, int err_len);
+int mok_nccl_impl_extras(void *state, struct mok_row *row, const struct mok_alone_timing *t, char *err, int err_len);
 int mok_nccl_impl_export(void *state, const struct mok_outputs *out, char *err, int err_len);
 void mok_nccl_impl_teardown(void *state);
 

@@ -62,8 +62,8 @@ static int a2a_once(void *ctx, int iter, char *err, int err_len)
 /* ncclAlltoAll moving what the dispatch moves, stage by stage: each stage pads every peer's block to that
  * stage's largest block over all ranks, so the reference moves at least the dispatch's remote bytes in
  * messages of the same size. */
-static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, double *remote_bytes, char *err,
-                         int err_len)
+static int time_alltoall(struct mok_nccl_pipe *s, const struct mok_alone_timing *t, double *out_ms,
+                         double *remote_bytes, char *err, int err_len)
 {
     const struct mok_splits *sp = &s->splits;
     int P = sp->nranks;
@@ -97,7 +97,7 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
         return -1;
     }
     struct a2a_run run = {s, count, in.ptr, out.ptr};
-    int rc = mok_time_alone(s->cl->stream, iters, a2a_once, &run, out_ms, err, err_len);
+    int rc = mok_time_alone(s->cl->stream, t, a2a_once, &run, out_ms, err, err_len);
     if (!rc)
         *remote_bytes = bytes * (s->no_compute ? 2 : 1);
     free(count);
@@ -106,20 +106,21 @@ static int time_alltoall(struct mok_nccl_pipe *s, int iters, double *out_ms, dou
     return rc;
 }
 
-int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, int iters, char *err, int err_len)
+int mok_nccl_pipe_extras(struct mok_nccl_pipe *s, struct mok_row *row, const struct mok_alone_timing *t, char *err,
+                         int err_len)
 {
     double hb = (double)s->p->hidden * 2, wire = s->fp8 ? (double)s->fp8->wire_bytes : hb; /* rows out, rows back */
     row->dispatch_bytes = (double)mok_allreduce_max_ll(s->splits.remote_send_rows) * wire;
     row->combine_bytes = (double)mok_allreduce_max_ll(s->splits.remote_recv_rows) * hb;
     double gemm_ms = NAN, a2a_ms = NAN, a2a_bytes = NAN;
-    if (!s->no_compute && mok_time_alone(s->compute, iters, gemms_once, s, &gemm_ms, err, err_len))
+    if (!s->no_compute && mok_time_alone(s->compute, t, gemms_once, s, &gemm_ms, err, err_len))
         return -1;
     row->gemm_alone_us = gemm_ms * 1e3;
     double dispatch_ms = NAN;
-    if (mok_time_alone(s->comm, iters, dispatch_once, s, &dispatch_ms, err, err_len))
+    if (mok_time_alone(s->comm, t, dispatch_once, s, &dispatch_ms, err, err_len))
         return -1;
     row->dispatch_alone_us = dispatch_ms * 1e3;
-    if (time_alltoall(s, iters, &a2a_ms, &a2a_bytes, err, err_len))
+    if (time_alltoall(s, t, &a2a_ms, &a2a_bytes, err, err_len))
         return -1;
     row->a2a_ref_us = a2a_ms * 1e3;
     row->a2a_ref_gbps = a2a_bytes / (a2a_ms * 1e-3) / 1e9;
