@@ -14,6 +14,20 @@ static double seconds_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Whether a warm-up begun at t0 (host seconds) goes on: 1 while any rank is short of warmup_ms once its stream has
+ * drained, 0 when none is, -1 with err ("what: ...") when the stream failed. Collective. */
+static int warm_up_more(cudaStream_t stream, int warmup_ms, double t0, const char *what, char *err, int err_len)
+{
+    cudaError_t ce = cudaStreamSynchronize(stream);
+    if (ce != cudaSuccess) {
+        snprintf(err, (size_t)err_len, "%s: %s", what, cudaGetErrorString(ce));
+        return -1;
+    }
+    int more = (seconds_now() - t0) * 1e3 < (double)warmup_ms;
+    MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return more;
+}
+
 /* The warm-up: `warmup` iterations, then, with warmup_ms, more batches until that long has passed on every rank.
  * Why a time: a GPU held at its power cap settles its clocks only after some tenth of a second of load; a candidate
  * that starts on an idle GPU (the first of a run) timed after a few short iterations ran partly uncapped and
@@ -30,15 +44,9 @@ static int warm_up(cudaStream_t stream, int warmup, int warmup_ms, mok_layer_fn 
             return -1;
     const int batch = warmup > 0 ? warmup : 1;
     while (warmup_ms > 0) {
-        cudaError_t ce = cudaStreamSynchronize(stream);
-        if (ce != cudaSuccess) {
-            snprintf(err, (size_t)err_len, "warm-up: %s", cudaGetErrorString(ce));
-            return -1;
-        }
-        int more = (seconds_now() - t0) * 1e3 < (double)warmup_ms;
-        MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (!more)
-            break;
+        const int more = warm_up_more(stream, warmup_ms, t0, "warm-up", err, err_len);
+        if (more <= 0)
+            return more;
         for (int b = 0; b < batch; b++, (*it)++)
             if (fn(ctx, *it, -1, err, err_len))
                 return -1;
@@ -148,15 +156,9 @@ static int alone_warm_up(cudaStream_t stream, int warmup_ms, double t0, mok_alon
                          int err_len)
 {
     while (warmup_ms > 0) {
-        cudaError_t ce = cudaStreamSynchronize(stream);
-        if (ce != cudaSuccess) {
-            snprintf(err, (size_t)err_len, "timing alone, warm-up: %s", cudaGetErrorString(ce));
-            return -1;
-        }
-        int more = (seconds_now() - t0) * 1e3 < (double)warmup_ms;
-        MPI_Allreduce(MPI_IN_PLACE, &more, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (!more)
-            return 0;
+        const int more = warm_up_more(stream, warmup_ms, t0, "timing alone, warm-up", err, err_len);
+        if (more <= 0)
+            return more;
         for (int it = -2; it < 0; it++)
             if (fn(ctx, it, err, err_len))
                 return -1;
