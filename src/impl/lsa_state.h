@@ -16,7 +16,6 @@
 
 struct mok_alone_timing; /* timing.h */
 
-
 struct lsa_state {
     struct mok_problem *p;
     struct mok_cluster *cl;
