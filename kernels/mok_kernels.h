@@ -28,6 +28,9 @@ int mok_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, uint64_t tensor_id, in
 int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream);
 /* fp32 uniform in [-scale, scale), element i a function of (seed, tensor_id, i) only, as mok_fill_bf16 */
 int mok_fill_f32(float *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale, mok_stream_t stream);
+/* Elements [first, first + n) of the same tensor into dst[0, n): a tensor filled in parts equals the whole */
+int mok_fill_f32_part(float *dst, size_t n, size_t first, uint64_t seed, uint64_t tensor_id, float scale,
+                      mok_stream_t stream);
 /* out[i] = bf16(in[i]), round to nearest even */
 int mok_convert_f32_bf16(const float *in, size_t n, uint16_t *out, mok_stream_t stream);
 /* NaN into every element of an fp32 output (the backward's d_router and fp32 weight gradients). */
@@ -142,6 +145,14 @@ int mok_check_bf16_vs_f32(const uint16_t *y, const float *ref, size_t n, float r
 /* The same metric for an fp32 output. */
 int mok_check_f32_vs_f32(const float *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
                          struct mok_check_sums *host_out, mok_stream_t stream);
+/* The two passes apart, for a reference checked in parts (a reference held in host memory, copied back part by
+ * part): the first adds a part's ref_sq and ref_amax into *dev_sums; the second adds a part's errors, relative to
+ * the ref_amax already in *dev_sums (every part's, the whole reference's). Neither clears nor waits. */
+int mok_check_ref_stats(const float *ref, size_t n, struct mok_check_sums *dev_sums, mok_stream_t stream);
+int mok_check_errors_bf16(const uint16_t *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_sums,
+                          mok_stream_t stream);
+int mok_check_errors_f32(const float *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_sums,
+                         mok_stream_t stream);
 
 /* ---- symmetric memory (kernels/comm/symmem.cu) -------------------------------------------------------------
  * NCCL's device API is C++; these wrap it for host C. nccl_comm is an ncclComm_t, devcomm an ncclDevComm_t*

@@ -11,6 +11,7 @@
 struct mok_checker {
     void *dev_sums;  /* struct mok_check_sums on the device */
     void *host_sums; /* pinned */
+    float *part;     /* device, MOK_REF_PART_ELEMS: a host-held reference's part; allocated at its first check */
 };
 
 int mok_checker_init(struct mok_checker *c);

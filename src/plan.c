@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "desc.h"
+#include "outputs.h"
 #include "params.h"
 #include "sweep.h"
 
@@ -70,18 +71,39 @@ int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, l
     return sets < 1 ? 1 : sets > MOK_MAX_SETS ? MOK_MAX_SETS : (int)sets;
 }
 
+int mok_plan_ref_part_experts(int local_experts, int hidden, int inter)
+{
+    const size_t per_expert = (size_t)3 * hidden * inter * 4, by_bytes = ((size_t)2 << 30) / (per_expert ? per_expert : 1);
+    const int quarter = (local_experts + 3) / 4;
+    const int n = by_bytes < (size_t)quarter ? (int)by_bytes : quarter;
+    return n < 1 ? 1 : n;
+}
+
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)
 {
     const struct mok_model *m = &spec->model;
     const size_t t = (size_t)spec->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate;
     const size_t k = (size_t)m->topk, si = (size_t)m->shared_experts * i;
-    const size_t grads = ((size_t)(m->experts / (nranks > 0 ? nranks : 1)) * 3 * h * i + 3 * h * si);
+    const int local = m->experts / (nranks > 0 ? nranks : 1);
+    const size_t grads = ((size_t)local * 3 * h * i + 3 * h * si);
     size_t bytes = (size_t)sets * t * h * 2 + t * h * 2 + t * k * 4 +
                    grads * (spec->wgrad == MOK_WGRAD_BF16 ? 2 : 4);
-    if (with_reference)
-        bytes += t * h * 4 + t * k * 4 + grads * 4 + t * 6 * (si > i ? si : i) * 4 + t * k * h * 4 + 3 * t * k * 4 +
-                 3 * h * i * 2 + (nranks > 1 ? t * h * 4 + t * k * 4 : 0) + (si ? t * h * 4 + t * 8 : 0);
+    if (with_reference) {
+        const size_t part = (size_t)mok_plan_ref_part_experts(local, m->hidden, m->intermediate) * 3 * h * i;
+        bytes += t * h * 4 + t * k * 4 + (part > 3 * h * si ? part : 3 * h * si) * 4 + MOK_REF_PART_ELEMS * 4 +
+                 t * 6 * (si > i ? si : i) * 4 + t * k * h * 4 + 3 * t * k * 4 + 3 * h * i * 2 +
+                 (nranks > 1 ? t * h * 4 + t * k * 4 : 0) + (si ? t * h * 4 + t * 8 : 0) + 1024;
+    }
     return bytes + 64;
+}
+
+size_t mok_plan_layer_bwd_host_bytes(const struct mok_problem_spec *spec, int nranks, bool with_reference)
+{
+    const struct mok_model *m = &spec->model;
+    if (!with_reference || !mok_pass_has_bwd(spec->pass) || spec->mode == MOK_MODE_GEMM)
+        return 0;
+    const size_t h = (size_t)m->hidden, i = (size_t)m->intermediate, si = (size_t)m->shared_experts * i;
+    return ((size_t)(m->experts / (nranks > 0 ? nranks : 1)) * 3 * h * i + 3 * h * si) * 4;
 }
 
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
@@ -266,14 +288,17 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
         char routing[64], inputs[48], b1[32], b2[32];
         int sets = 1;
         double pbytes = problem_bytes(&spec, nranks, l2_bytes, &sets);
+        const size_t host = mok_plan_layer_bwd_host_bytes(&spec, nranks, true);
         const struct mok_model *m = &spec.model;
         fprintf(mem, "problem %d: %s H=%d I=%d E=%d k=%d shared=%d tokens/rank=%d routing=%s inputs=%s %s %s%s%s; "
-                     "%d input sets; problem memory %s per rank\n",
+                     "%d input sets; problem memory %s per rank%s%s%s\n",
                 pi, m->name, m->hidden, m->intermediate, m->experts, m->topk, m->shared_experts,
                 spec.tokens_per_rank, mok_routing_label(&spec.routing, routing, sizeof(routing)),
                 mok_inputs_label(&spec.inputs, inputs, sizeof(inputs)), mok_dtype_name(spec.dtype),
                 mok_pass_name(spec.pass), mok_pass_has_bwd(spec.pass) ? " wgrad=" : "",
-                mok_pass_has_bwd(spec.pass) ? mok_wgrad_name(spec.wgrad) : "", sets, human_bytes(pbytes, b1, sizeof(b1)));
+                mok_pass_has_bwd(spec.pass) ? mok_wgrad_name(spec.wgrad) : "", sets, human_bytes(pbytes, b1, sizeof(b1)),
+                host ? " (and " : "", host ? human_bytes((double)host, b2, sizeof(b2)) : "",
+                host ? " of pinned host memory per rank: the weight gradients' references)" : "");
         for (int ii = 0; ii < cfg->nimpls; ii++) {
             const struct mok_impl_desc *d = mok_impl_desc_find(cfg->impls[ii]);
             if (!d)

@@ -24,8 +24,15 @@ double mok_plan_set_bytes(const struct mok_problem_spec *spec, int nranks);
  * the reference, gemm mode's scratch for one expert's rows (bounded by all rows; layer mode passes rows 0). */
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);
 /* The layers' backward problem (src/problem_bwd.c): dy per set, dx, d_router, the weight gradients (fp32 or bf16)
- * and, with the reference, theirs in fp32 and its scratch (per-route dx, one expert's work, other ranks' inputs). */
+ * and, with the reference, its device part (dx, d_router, one part of the weight gradients' reference, the
+ * checker's part buffer) and scratch (per-route dx, one expert's work, other ranks' inputs). */
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference);
+/* With the reference, the pinned host memory of the weight gradients' fp32 references (outputs.h: ref_host) */
+size_t mok_plan_layer_bwd_host_bytes(const struct mok_problem_spec *spec, int nranks, bool with_reference);
+/* How many local experts one part of the weight gradients' reference holds: at most 2 GiB of their fp32 gradients
+ * and at most a quarter of the experts, so any problem with several experts is built in parts (what the small
+ * suites check: the parts' seams) */
+int mok_plan_ref_part_experts(int local_experts, int hidden, int inter);
 /* dtype mxfp8: the same for src/problem_mxfp8.c (the weights' scales twice: the quantizer's layout and mok's tile
  * layout). */
 size_t mok_plan_mxfp8_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference);

@@ -374,16 +374,17 @@ int mok_problem_create(struct mok_problem *p, const struct mok_problem_spec *spe
     /* the forward's one output (gemm mode: GEMM2's rows, y_elems of them); the FP8 forwards also h (gemm mode:
      * expert-major rows; layer mode: route order, problem_fp8_layer.c), each GEMM checked on its own */
     p->out.n = 1;
-    p->out.o[0] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
+    p->out.o[0] =
+        (struct mok_output){.name = "y", .type = MOK_OUT_BF16, .data = p->y, .ref = p->y_ref, .elems = p->y_elems};
     if (layer_fp8)
-        p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->fl.h, p->fl.h_ref,
-                                                   (size_t)p->tokens * p->topk * p->inter, 0.0, 0, 0, 0.0f};
+        p->out.o[p->out.n++] = (struct mok_output){.name = "h", .type = MOK_OUT_BF16, .data = p->fl.h,
+                                                   .ref = p->fl.h_ref, .elems = (size_t)p->tokens * p->topk * p->inter};
     if (spec->mode == MOK_MODE_GEMM && spec->dtype == MOK_DTYPE_FP8_BLOCK)
-        p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->fp8.h, p->fp8.h_ref,
-                                                   (size_t)p->gemm_rows * p->inter, 0.0, 0, 0, 0.0f};
+        p->out.o[p->out.n++] = (struct mok_output){.name = "h", .type = MOK_OUT_BF16, .data = p->fp8.h,
+                                                   .ref = p->fp8.h_ref, .elems = (size_t)p->gemm_rows * p->inter};
     if (spec->mode == MOK_MODE_GEMM && spec->dtype == MOK_DTYPE_MXFP8)
-        p->out.o[p->out.n++] = (struct mok_output){"h", MOK_OUT_BF16, p->mx.h, p->mx.h_ref,
-                                                   (size_t)p->gemm_rows * p->inter, 0.0, 0, 0, 0.0f};
+        p->out.o[p->out.n++] = (struct mok_output){.name = "h", .type = MOK_OUT_BF16, .data = p->mx.h,
+                                                   .ref = p->mx.h_ref, .elems = (size_t)p->gemm_rows * p->inter};
     return 0;
 fail:
     mok_problem_destroy(p);

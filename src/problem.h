@@ -44,7 +44,14 @@ struct mok_layer_bwd {
     float *d_router;
     void *dw13, *dw2;
     size_t dw13_elems, dw2_elems;
-    float *dx_ref, *d_router_ref, *dw13_ref, *dw2_ref; /* NULL when checks are off */
+    float *dx_ref, *d_router_ref; /* device; NULL when checks are off */
+    /* The weight gradients' references in pinned host memory (outputs.h: ref_host), with their max |ref| and sum
+     * ref^2; v NULL when checks are off */
+    struct mok_host_ref {
+        float *v;
+        double sq;
+        float amax;
+    } dw13_ref, dw2_ref;
 };
 
 /* dtype fp8_block, gemm mode (src/problem_fp8.c): e4m3 values and fp32 scales (src/fp8.h), per input set. */

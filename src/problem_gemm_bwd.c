@@ -127,18 +127,24 @@ int mok_problem_gemm_bwd_setup(struct mok_problem *p, cudaStream_t st, bool with
     uint64_t seed = p->spec.routing.seed;
     int n = 0;
     if (mok_pass_has_fwd(p->spec.pass)) /* fwd_bwd: the forward's GEMM2 rows too (problem_gemm.c's y) */
-        p->out.o[n++] = (struct mok_output){"y", MOK_OUT_BF16, p->y, p->y_ref, p->y_elems, 0.0, 0, 0, 0.0f};
-    p->out.o[n++] = (struct mok_output){"dx", MOK_OUT_BF16, b->dx, b->dx_ref, rows * H, 0.0, 0, 0, 0.0f};
-    p->out.o[n++] = (struct mok_output){"d_router", MOK_OUT_F32, b->d_router, b->d_router_ref, rows, 0.0, 0, 0,
-                                        0.0f};
+        p->out.o[n++] =
+            (struct mok_output){.name = "y", .type = MOK_OUT_BF16, .data = p->y, .ref = p->y_ref, .elems = p->y_elems};
+    p->out.o[n++] =
+        (struct mok_output){.name = "dx", .type = MOK_OUT_BF16, .data = b->dx, .ref = b->dx_ref, .elems = rows * H};
+    p->out.o[n++] = (struct mok_output){.name = "d_router", .type = MOK_OUT_F32, .data = b->d_router,
+                                        .ref = b->d_router_ref, .elems = rows};
     if (dw_bf16) { /* written: poisoned before each checked run */
-        p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_BF16, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0, 0, 0, 0.0f};
-        p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_BF16, b->dw2, b->dw2_ref, E * H * I, 0.0, 0, 0, 0.0f};
+        p->out.o[n++] = (struct mok_output){.name = "dw13", .type = MOK_OUT_BF16, .data = b->dw13, .ref = b->dw13_ref,
+                                            .elems = E * 2 * I * H};
+        p->out.o[n++] = (struct mok_output){.name = "dw2", .type = MOK_OUT_BF16, .data = b->dw2, .ref = b->dw2_ref,
+                                            .elems = E * H * I};
     } else { /* accumulated: refilled with the seeded start before each checked run */
-        p->out.o[n++] = (struct mok_output){"dw13", MOK_OUT_F32, b->dw13, b->dw13_ref, E * 2 * I * H, 0.0,
-                                            seed, MOK_T_DW13, kGradStartScale};
-        p->out.o[n++] = (struct mok_output){"dw2", MOK_OUT_F32, b->dw2, b->dw2_ref, E * H * I, 0.0,
-                                            seed, MOK_T_DW2, kGradStartScale};
+        p->out.o[n++] = (struct mok_output){.name = "dw13", .type = MOK_OUT_F32, .data = b->dw13, .ref = b->dw13_ref,
+                                            .elems = E * 2 * I * H, .init_seed = seed, .init_id = MOK_T_DW13,
+                                            .init_scale = kGradStartScale};
+        p->out.o[n++] = (struct mok_output){.name = "dw2", .type = MOK_OUT_F32, .data = b->dw2, .ref = b->dw2_ref,
+                                            .elems = E * H * I, .init_seed = seed, .init_id = MOK_T_DW2,
+                                            .init_scale = kGradStartScale};
     }
     p->out.n = n;
     rc = 0;

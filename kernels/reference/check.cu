@@ -66,6 +66,36 @@ __global__ void check_err_kernel(const T *y, const float *ref, size_t n, float r
     }
 }
 
+template <typename T>
+int check_errors(const T *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_sums,
+                 mok_stream_t stream)
+{
+    if (n == 0)
+        return 0;
+    check_err_kernel<T><<<mok_blocks_for(n, 256, 2048), 256, 0, mok_cuda_stream(stream)>>>(y, ref, n, rtol, dev_sums);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_check_ref_stats(const float *ref, size_t n, struct mok_check_sums *dev_sums, mok_stream_t stream)
+{
+    if (n == 0)
+        return 0;
+    check_ref_sq_kernel<<<mok_blocks_for(n, 256, 2048), 256, 0, mok_cuda_stream(stream)>>>(ref, n, dev_sums);
+    return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_check_errors_bf16(const uint16_t *y, const float *ref, size_t n, float rtol,
+                                     struct mok_check_sums *dev_sums, mok_stream_t stream)
+{
+    return check_errors(y, ref, n, rtol, dev_sums, stream);
+}
+
+extern "C" int mok_check_errors_f32(const float *y, const float *ref, size_t n, float rtol,
+                                    struct mok_check_sums *dev_sums, mok_stream_t stream)
+{
+    return check_errors(y, ref, n, rtol, dev_sums, stream);
+}
+
 /* Both passes on stream, the sums copied back and waited for. */
 template <typename T>
 int check_vs_f32(const T *y, const float *ref, size_t n, float rtol, struct mok_check_sums *dev_scratch,
@@ -73,14 +103,8 @@ int check_vs_f32(const T *y, const float *ref, size_t n, float rtol, struct mok_
 {
     cudaStream_t s = mok_cuda_stream(stream);
     int err = (int)cudaMemsetAsync(dev_scratch, 0, sizeof(*dev_scratch), s);
-    if (err)
-        return err;
-    unsigned blocks = mok_blocks_for(n, 256, 2048);
-    check_ref_sq_kernel<<<blocks, 256, 0, s>>>(ref, n, dev_scratch);
-    if ((err = MOK_LAUNCH_RESULT()))
-        return err;
-    check_err_kernel<T><<<blocks, 256, 0, s>>>(y, ref, n, rtol, dev_scratch);
-    if ((err = MOK_LAUNCH_RESULT()))
+    if (err || (err = mok_check_ref_stats(ref, n, dev_scratch, stream)) ||
+        (err = check_errors(y, ref, n, rtol, dev_scratch, stream)))
         return err;
     err = (int)cudaMemcpyAsync(host_out, dev_scratch, sizeof(*host_out), cudaMemcpyDeviceToHost, s);
     if (err)

@@ -31,11 +31,12 @@ __global__ void fill_bf16_kernel(uint16_t *dst, size_t n, uint64_t key, float sp
     }
 }
 
-/* fp32 uniform in [-scale, scale): the start of an accumulated gradient buffer (fp32_accumulate) */
-__global__ void fill_f32_kernel(float *dst, size_t n, uint64_t key, float scale)
+/* fp32 uniform in [-scale, scale): the start of an accumulated gradient buffer (fp32_accumulate); dst[i] is the
+ * tensor's element first + i */
+__global__ void fill_f32_kernel(float *dst, size_t n, size_t first, uint64_t key, float scale)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t h = mok_mix64(key ^ mok_mix64(i));
+        uint64_t h = mok_mix64(key ^ mok_mix64(first + i));
         dst[i] = (2.0f * ((float)(h >> 40) * (1.0f / 16777216.0f)) - 1.0f) * scale;
     }
 }
@@ -72,13 +73,19 @@ extern "C" int mok_fill_uniform_bf16(uint16_t *dst, size_t n, uint64_t seed, uin
     return mok_fill_bf16(dst, n, seed, tensor_id, 0, scale, 7, stream);
 }
 
-extern "C" int mok_fill_f32(float *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale, mok_stream_t stream)
+extern "C" int mok_fill_f32_part(float *dst, size_t n, size_t first, uint64_t seed, uint64_t tensor_id, float scale,
+                                 mok_stream_t stream)
 {
     if (n == 0)
         return 0;
     uint64_t key = mok_mix64(seed * 0x100000001B3ull ^ mok_mix64(tensor_id));
-    fill_f32_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(dst, n, key, scale);
+    fill_f32_kernel<<<mok_blocks_for(n, 256, 8192), 256, 0, mok_cuda_stream(stream)>>>(dst, n, first, key, scale);
     return MOK_LAUNCH_RESULT();
+}
+
+extern "C" int mok_fill_f32(float *dst, size_t n, uint64_t seed, uint64_t tensor_id, float scale, mok_stream_t stream)
+{
+    return mok_fill_f32_part(dst, n, 0, seed, tensor_id, scale, stream);
 }
 
 extern "C" int mok_poison_bf16(uint16_t *dst, size_t n, mok_stream_t stream)
