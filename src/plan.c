@@ -73,7 +73,8 @@ int mok_plan_input_sets(const struct mok_problem_spec *spec, double set_bytes, l
 
 int mok_plan_ref_part_experts(int local_experts, int hidden, int inter)
 {
-    const size_t per_expert = (size_t)3 * hidden * inter * 4, by_bytes = ((size_t)2 << 30) / (per_expert ? per_expert : 1);
+    const size_t per_expert = (size_t)3 * hidden * inter * 4;
+    const size_t by_bytes = ((size_t)2 << 30) / (per_expert ? per_expert : 1);
     const int quarter = (local_experts + 3) / 4;
     const int n = by_bytes < (size_t)quarter ? (int)by_bytes : quarter;
     return n < 1 ? 1 : n;
@@ -296,7 +297,8 @@ uint64_t mok_plan_print(FILE *out, const struct mok_config *cfg, int nranks, lon
                 spec.tokens_per_rank, mok_routing_label(&spec.routing, routing, sizeof(routing)),
                 mok_inputs_label(&spec.inputs, inputs, sizeof(inputs)), mok_dtype_name(spec.dtype),
                 mok_pass_name(spec.pass), mok_pass_has_bwd(spec.pass) ? " wgrad=" : "",
-                mok_pass_has_bwd(spec.pass) ? mok_wgrad_name(spec.wgrad) : "", sets, human_bytes(pbytes, b1, sizeof(b1)),
+                mok_pass_has_bwd(spec.pass) ? mok_wgrad_name(spec.wgrad) : "", sets,
+                human_bytes(pbytes, b1, sizeof(b1)),
                 host ? " (and " : "", host ? human_bytes((double)host, b2, sizeof(b2)) : "",
                 host ? " of pinned host memory per rank: the weight gradients' references)" : "");
         for (int ii = 0; ii < cfg->nimpls; ii++) {
