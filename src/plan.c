@@ -80,13 +80,20 @@ int mok_plan_ref_part_experts(int local_experts, int hidden, int inter)
     return n < 1 ? 1 : n;
 }
 
+/* The layers' weight-gradient elements per rank: this rank's experts' dW13 and dW2, then the shared MLP's */
+static size_t layer_grad_elems(const struct mok_model *m, int local_experts)
+{
+    const size_t h = (size_t)m->hidden, i = (size_t)m->intermediate;
+    return (size_t)local_experts * 3 * h * i + 3 * h * (size_t)m->shared_experts * i;
+}
+
 size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks, int sets, bool with_reference)
 {
     const struct mok_model *m = &spec->model;
     const size_t t = (size_t)spec->tokens_per_rank, h = (size_t)m->hidden, i = (size_t)m->intermediate;
     const size_t k = (size_t)m->topk, si = (size_t)m->shared_experts * i;
     const int local = m->experts / (nranks > 0 ? nranks : 1);
-    const size_t grads = ((size_t)local * 3 * h * i + 3 * h * si);
+    const size_t grads = layer_grad_elems(m, local);
     size_t bytes = (size_t)sets * t * h * 2 + t * h * 2 + t * k * 4 +
                    grads * (spec->wgrad == MOK_WGRAD_BF16 ? 2 : 4);
     if (with_reference) {
@@ -100,11 +107,9 @@ size_t mok_plan_layer_bwd_bytes(const struct mok_problem_spec *spec, int nranks,
 
 size_t mok_plan_layer_bwd_host_bytes(const struct mok_problem_spec *spec, int nranks, bool with_reference)
 {
-    const struct mok_model *m = &spec->model;
     if (!with_reference || !mok_pass_has_bwd(spec->pass) || spec->mode == MOK_MODE_GEMM)
         return 0;
-    const size_t h = (size_t)m->hidden, i = (size_t)m->intermediate, si = (size_t)m->shared_experts * i;
-    return ((size_t)(m->experts / (nranks > 0 ? nranks : 1)) * 3 * h * i + 3 * h * si) * 4;
+    return layer_grad_elems(&spec->model, spec->model.experts / (nranks > 0 ? nranks : 1)) * 4;
 }
 
 size_t mok_plan_fp8_block_bytes(int experts, int rows, int hidden, int inter, int sets, bool with_reference)
