@@ -126,7 +126,7 @@ static void test_wgrad(const int32_t *d_off, const int *off, int rows)
     cudaMalloc((void **)&c32, nc * 4);
     cudaMalloc((void **)&c16, nc * 2);
     for (int tn = 128; tn <= 256; tn += 128)
-        for (int stages = 0; stages <= 2; stages += 2)
+        for (int stages = 0; stages <= 4; stages += 2) /* 4: bf16 at tile_n 256 staged in two rounds */
             for (int ctas = 0; ctas <= 3; ctas += 3)
                 for (int f32 = 1; f32 >= 0; f32--) { /* fp32 gradients, then bf16 */
                     struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tn, .stages = stages, .sms = ctas,

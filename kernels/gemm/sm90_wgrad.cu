@@ -13,16 +13,19 @@
  * gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in shared memory and TMA stores it
  * in whole 128-byte rows (store_staged): stores from the accumulator fragments (16 bytes per row per instruction)
  * held the L2 at 86-88% of its throughput with the SMs at 28% of theirs (ncu,
- * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Accumulating fp32 gradients, each consumer thread
- * loads its fragment of the gradient tile into the accumulators before the tile's first wgmma and the products are
- * added onto it (kKeepAcc): a tile's loads are all in flight at once, under the wait for its operands, and the
- * epilogue is stores (32 bytes per row per instruction: whole sectors). Measured against two other forms on one
- * H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread
- * stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by
- * TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants measured slower and were
- * taken out (NOTES.md, tried and not merged): the CTA's next gradient tile prefetched into L2, and the warpgroups
- * taking 128 x 128 tiles in turn (ping-pong). The tile is this CTA's alone and its rows are summed in row order: the
- * same inputs give bitwise the same gradient every run.
+ * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave
+ * room for a ring of 3 stages; a configured ring of 4 (`stages` 4) stages it in two rounds of 128 columns, as the
+ * fused backward does (32 KiB, the second round after the first's store has read the staging; kStageCols). Which
+ * is faster is not yet measured: the automatic depth (`stages` 0) keeps the whole staging. Accumulating fp32
+ * gradients, each consumer thread loads its fragment of the gradient tile into the accumulators before the tile's
+ * first wgmma and the products are added onto it (kKeepAcc): a tile's loads are all in flight at once, under the
+ * wait for its operands, and the epilogue is stores (32 bytes per row per instruction: whole sectors). Measured
+ * against two other forms on one H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads
+ * after the k loop (each thread stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the
+ * tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants
+ * measured slower and were taken out (NOTES.md, tried and not merged): the CTA's next gradient tile prefetched
+ * into L2, and the warpgroups taking 128 x 128 tiles in turn (ping-pong). The tile is this CTA's alone and its rows
+ * are summed in row order: the same inputs give bitwise the same gradient every run.
  *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad
@@ -44,13 +47,14 @@ using namespace mok_sm90;
 constexpr int kMaxStages = 8;
 constexpr int kSmemLimit = 227 * 1024;
 
-/* The epilogue's staging per consumer warpgroup: its 64 rows x tile_n bf16 (fp32 gradients are not staged) */
-size_t stage_bytes(int tile_n, bool f32) { return f32 ? 0 : (size_t)64 * tile_n * 2; }
+/* The epilogue's staging per consumer warpgroup: its 64 rows x stage_cols bf16, stage_cols the tile's tile_n
+ * (staged whole) or 128 (in rounds); fp32 gradients are not staged */
+size_t stage_bytes(int stage_cols, bool f32) { return f32 ? 0 : (size_t)64 * stage_cols * 2; }
 
-size_t smem_bytes(int tile_n, bool f32, int stages)
+size_t smem_bytes(int tile_n, bool f32, int stages, int stage_cols)
 {
     return 1024 + (size_t)stages * ((size_t)kTileM * kRowBytes + (size_t)tile_n * kRowBytes) +
-           2 * stage_bytes(tile_n, f32) + 2 * (size_t)stages * 8;
+           2 * stage_bytes(stage_cols, f32) + 2 * (size_t)stages * 8;
 }
 
 #if MOK_SM90_DEVICE
@@ -64,7 +68,25 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
 }
 #endif
 
-template <int TILE_N, bool kF32>
+#if MOK_SM90_DEVICE
+/* Round r of a bf16 epilogue: accumulator columns [kCols r, +kCols) staged once the previous store has read the
+ * staging, then stored by TMA from the leader */
+template <int kRound, int kCols, int N>
+__device__ __forceinline__ void store_round(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq,
+                                            bool leader, int bar_id, const CUtensorMap *map, int col0, int row0)
+{
+    if (leader)
+        mok_bulk_wait_read();
+    mok_named_barrier(bar_id, 128);
+    stage_bf16<kRound * kCols / 8, kCols / 8>(acc, stage, la, lb, cq);
+    staged_ready(bar_id);
+    if (leader)
+        store_staged(map, col0 + kRound * kCols, row0, stage, kCols / 64);
+}
+#endif
+
+/* kStageCols: the bf16 epilogue's staging width, TILE_N (whole) or 128 (two rounds of a 256-column tile) */
+template <int TILE_N, bool kF32, int kStageCols = TILE_N>
 __global__ void __launch_bounds__(kThreads, 1)
     wgrad_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       const __grid_constant__ CUtensorMap map_c, float *__restrict__ c_f32,
@@ -78,7 +100,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t *smem = smem_raw + ((1024 - (mok_smem_addr(smem_raw) & 1023)) & 1023); /* 128B swizzle: 1024-aligned */
     uint8_t *smem_a = smem, *smem_b = smem_a + (size_t)stages * kSlotA;
     uint8_t *smem_c = smem_b + (size_t)stages * kSlotB; /* 1024-aligned: the slots are */
-    constexpr int kStage = kF32 ? 0 : 64 * TILE_N * 2; /* map_c: bf16 gradients only */
+    static_assert(kStageCols == TILE_N || (kStageCols == 128 && TILE_N == 256), "staged whole or in halves");
+    constexpr int kStage = kF32 ? 0 : 64 * kStageCols * 2; /* map_c: bf16 gradients only */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_c + 2 * kStage), *empty = full + stages;
 
     const int m_tiles = m / kTileM, n_tiles = n / TILE_N, per_group = m_tiles * n_tiles;
@@ -167,13 +190,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                         make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
                 }
             } else {
-                if (leader)
-                    mok_bulk_wait_read();
-                mok_named_barrier(bar_id, 128);
-                stage_bf16<0, TILE_N / 8>(acc[0], stage, la, lb, cq);
-                staged_ready(bar_id);
-                if (leader)
-                    store_staged(&map_c, n0, row0, stage, TILE_N / 64);
+                store_round<0, kStageCols>(acc[0], stage, la, lb, cq, leader, bar_id, &map_c, n0, row0);
+                if constexpr (kStageCols < TILE_N)
+                    store_round<1, kStageCols>(acc[0], stage, la, lb, cq, leader, bar_id, &map_c, n0, row0);
             }
         }
         if (!kF32 && leader)
@@ -192,28 +211,42 @@ void say(char *why, int why_len, const char *msg, int a = 0, int b = 0, int c = 
         snprintf(why, (size_t)why_len, msg, a, b, c);
 }
 
-/* The instances: 128 x 256 and 128 x 128 tiles (both warpgroups on each); fp32 or bf16 */
-const void *kernel_for(int tile_n, bool f32)
+/* The instances: 128 x 256 and 128 x 128 tiles (both warpgroups on each); fp32 or bf16; bf16 128 x 256 also
+ * staged in two rounds (stage_cols 128) */
+const void *kernel_for(int tile_n, bool f32, int stage_cols)
 {
     if (f32)
         return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, true>)
                              : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, true>);
+    if (tile_n == 256 && stage_cols == 128)
+        return reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, false, 128>);
     return tile_n == 256 ? reinterpret_cast<const void *>(&wgrad_sm90_kernel<256, false>)
                          : reinterpret_cast<const void *>(&wgrad_sm90_kernel<128, false>);
 }
 
-/* The deepest ring that fits (or the configured one); 0 when even that does not */
-int resolve_stages(const struct mok_gemm_sm90_config *c, bool f32, size_t limit)
+/* The ring: the deepest that fits with the epilogue staged whole, or the configured depth, staged whole where it
+ * fits and in two rounds of 128 columns where only that fits (bf16, tile_n 256). stages 0: nothing fits. */
+struct Ring {
+    int stages, stage_cols;
+};
+
+Ring resolve_ring(const struct mok_gemm_sm90_config *c, bool f32, size_t limit)
 {
-    if (c->stages)
-        return smem_bytes(c->tile_n, f32, c->stages) <= limit ? c->stages : 0;
+    const int whole = c->tile_n;
+    if (c->stages) {
+        if (smem_bytes(c->tile_n, f32, c->stages, whole) <= limit)
+            return {c->stages, whole};
+        if (!f32 && c->tile_n == 256 && smem_bytes(c->tile_n, f32, c->stages, 128) <= limit)
+            return {c->stages, 128};
+        return {0, whole};
+    }
     for (int s = kMaxStages; s >= 2; s--)
-        if (smem_bytes(c->tile_n, f32, s) <= limit)
-            return s;
-    return 0;
+        if (smem_bytes(c->tile_n, f32, s, whole) <= limit)
+            return {s, whole};
+    return {0, whole};
 }
 
-int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, int *stages, char *why, int why_len)
+int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, Ring *ring, char *why, int why_len)
 {
     say(why, why_len, "ok");
     int dev = 0, major = 0, optin = 0;
@@ -256,13 +289,13 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
         say(why, why_len, "wgrad: a, b and c must be 16-byte aligned (TMA, vector stores)");
         return cudaErrorInvalidValue;
     }
-    *stages = resolve_stages(c, w->c_f32 != nullptr, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
-    if (!*stages) {
+    *ring = resolve_ring(c, w->c_f32 != nullptr, (size_t)(optin < kSmemLimit ? optin : kSmemLimit));
+    if (!ring->stages) {
         say(why, why_len, "wgrad: stages %d of tile_n %d do not fit in shared memory", c->stages, c->tile_n);
         return cudaErrorInvalidValue;
     }
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n, w->c_f32 != nullptr)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernel_for(c->tile_n, w->c_f32 != nullptr, ring->stage_cols)) != cudaSuccess) {
         cudaGetLastError();
         say(why, why_len, "wgrad: no sm_90a image of the kernel in this build (add 90a to gpu_archs)");
         return cudaErrorNotSupported;
@@ -280,18 +313,18 @@ int check(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c, 
 extern "C" int mok_wgrad_sm90_supports(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c,
                                        char *why, int why_len)
 {
-    int stages = 0;
-    return w && c && check(w, c, &stages, why, why_len) == cudaSuccess;
+    Ring ring = {0, 0};
+    return w && c && check(w, c, &ring, why, why_len) == cudaSuccess;
 }
 
 extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_gemm_sm90_config *c,
                               mok_stream_t stream)
 {
-    int stages = 0;
+    Ring ring = {0, 0};
     char why[256];
     if (!w || !c)
         return cudaErrorInvalidValue;
-    int rc = check(w, c, &stages, why, sizeof why);
+    int rc = check(w, c, &ring, why, sizeof why);
     if (rc != cudaSuccess)
         return rc;
     if (w->rows_capacity == 0 && w->c_f32)
@@ -309,26 +342,29 @@ extern "C" int mok_wgrad_sm90(const struct mok_wgrad_args *w, const struct mok_g
     if (cudaGetDevice(&dev) != cudaSuccess ||
         (grid <= 0 && cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
         return (int)cudaGetLastError();
-    const bool f32 = w->c_f32 != nullptr;
-    const size_t smem = smem_bytes(c->tile_n, f32, stages);
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_n, f32), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const bool f32 = w->c_f32 != nullptr, halves = ring.stage_cols < c->tile_n;
+    const int stages = ring.stages;
+    const size_t smem = smem_bytes(c->tile_n, f32, stages, ring.stage_cols);
+    cudaError_t e = cudaFuncSetAttribute(kernel_for(c->tile_n, f32, ring.stage_cols),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
     }
     struct mok_sm90_diag *diag = diag_record(s);
-#define MOK_LAUNCH_WGRAD(TN, F32)                                                                                 \
-    wgrad_sm90_kernel<TN, F32><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset, w->groups,     \
-                                                            w->rows_capacity, w->m, w->n, stages, diag)
+#define MOK_LAUNCH_WGRAD(TN, F32, SC)                                                                             \
+    wgrad_sm90_kernel<TN, F32, SC><<<grid, kThreads, smem, s>>>(map_a, map_b, map_c, w->c_f32, w->offset,         \
+                                                                w->groups, w->rows_capacity, w->m, w->n, stages, diag)
     if (f32 && c->tile_n == 256)
-        MOK_LAUNCH_WGRAD(256, true);
+        MOK_LAUNCH_WGRAD(256, true, 256);
     else if (f32)
-        MOK_LAUNCH_WGRAD(128, true);
+        MOK_LAUNCH_WGRAD(128, true, 128);
+    else if (c->tile_n == 256 && halves)
+        MOK_LAUNCH_WGRAD(256, false, 128);
     else if (c->tile_n == 256)
-        MOK_LAUNCH_WGRAD(256, false);
+        MOK_LAUNCH_WGRAD(256, false, 256);
     else
-        MOK_LAUNCH_WGRAD(128, false);
+        MOK_LAUNCH_WGRAD(128, false, 128);
 #undef MOK_LAUNCH_WGRAD
     return MOK_LAUNCH_RESULT();
 }

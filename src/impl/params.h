@@ -118,7 +118,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(kernel, MOK_CHOICES(mok_choices_kernel), 0, 1, 0, "sm90: wgmma + TMA, warp-specialized, persistent; "     \
       "portable: mma.sync")                                                                                      \
     X(tile_n, MOK_NUMERIC, 128, 256, 128, "output columns per tile before SwiGLU (128 or 256)")                  \
-    X(stages, MOK_NUMERIC, 0, 8, 0, "shared-memory pipeline stages, 0: as many as fit")                          \
+    X(stages, MOK_NUMERIC, 0, 8, 0,                                                                              \
+      "shared-memory pipeline stages, 0: as many as fit (bf16 wgrad at tile_n 256: 3 beside its whole staging; "  \
+      "4 stages it in two rounds)")                                                                               \
     X(ctas, MOK_NUMERIC, 0, 1024, 0, "persistent CTAs, 0: one per SM")                                           \
     X(cluster, MOK_NUMERIC, 1, 2, 1, "CTAs per thread-block cluster along M: 2 multicasts each B tile to a pair") \
     X(lockstep_k, MOK_NUMERIC, 0, 4096, 0,                                                                       \
