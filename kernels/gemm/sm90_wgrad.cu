@@ -14,9 +14,9 @@
  * in whole 128-byte rows (store_staged): stores from the accumulator fragments (16 bytes per row per instruction)
  * held the L2 at 86-88% of its throughput with the SMs at 28% of theirs (ncu,
  * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave
- * room for a ring of 3 stages; a configured ring of 4 (`stages` 4) stages it in two rounds of 128 columns, as the
- * fused backward does (32 KiB, the second round after the first's store has read the staging; kStageCols). Which
- * is faster is not yet measured: the automatic depth (`stages` 0) keeps the whole staging. Accumulating fp32
+ * room for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128
+ * columns, as the fused backward does (32 KiB, the second round after the first's store has read the staging;
+ * kStageCols). Which is faster is not yet measured: the automatic depth (stages 0) keeps the whole staging. Accumulating fp32
  * gradients, each consumer thread loads its fragment of the gradient tile into the accumulators before the tile's
  * first wgmma and the products are added onto it (kKeepAcc): a tile's loads are all in flight at once, under the
  * wait for its operands, and the epilogue is stores (32 bytes per row per instruction: whole sectors). Measured

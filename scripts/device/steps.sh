@@ -180,9 +180,9 @@ mok_step() {
         san_run $tool 300 1 "mok-bwd-san-$tool" "mok-bwd-sanitize-$tool.log" tests/gpu_bwd_mok_sanitize.json
         echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
       done;;
-    h1wgradstages) # one GPU: mok-gemm's bf16 wgrad, epilogue staged whole (stages 0: 3) or in two rounds (stages 4)
+    h1wgradstages) # one GPU: mok-gemm's bf16 wgrad, epilogue staged whole (3 stages) or in two rounds (wgrad_stages 4)
       # in both candidate orders (the second of two adjacent candidates ran up to 2.8% faster in both orders)
-      python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tune"]["mok-gemm"]["stages"].reverse()
+      python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tune"]["mok-gemm"]["wgrad_stages"].reverse()
 json.dump(c, open(sys.argv[2], "w"))' configs/h200x1-wgrad-stages.json "$R/wgrad-stages-reversed.json" || return 1
       $MPIRUN -np 1 "$BIN" --probe -o "$R/order-04" configs/h200x1-wgrad-stages.json &&
         $MPIRUN -np 1 "$BIN" --probe -o "$R/order-40" "$R/wgrad-stages-reversed.json";;

@@ -190,6 +190,9 @@ int mok_gemm_host_supports(const struct mok_problem_spec *spec, int nranks, cons
     if (p.lean && (spec->dtype != MOK_DTYPE_FP8_BLOCK || mok_pass_has_bwd(spec->pass)))
         return no(why, why_len, "lean 1 is a layout of fp8_block's forward GEMMs (this problem: %s %s)",
                   mok_dtype_name(spec->dtype), mok_pass_name(spec->pass));
+    if (p.wgrad_stages && !mok_pass_has_bwd(spec->pass))
+        return no(why, why_len, "wgrad_stages %d: the backward's weight gradients only (this problem: pass %s; "
+                  "leave it at 0)", p.wgrad_stages, mok_pass_name(spec->pass));
     if (mok_pass_has_bwd(spec->pass)) {
         /* the GEMM core's backward policies (gemm_mok_bwd.h): bf16, dgrad on 128-row tiles, wgrad 128 x tile_n */
         if (spec->dtype != MOK_DTYPE_BF16)

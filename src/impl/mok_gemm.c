@@ -35,6 +35,16 @@ static struct mok_gemm_sm90_config sm90_config(const int *params)
                                          .land_stages = g.land_stages, .lean = g.lean, .cluster_n = g.cluster_n};
 }
 
+/* The backward's four GEMMs on the same configuration, the weight gradients' ring at wgrad_stages where it is set */
+static struct mok_core_bwd_config bwd_config(const int *params, const struct mok_gemm_sm90_config *c)
+{
+    struct mok_core_bwd_config b = mok_core_bwd_config(c->tile_n, c->stages, c->sms, c->raster);
+    const int ws = mok_params_mok_gemm(params).wgrad_stages;
+    if (ws)
+        b.wgrad.stages = ws;
+    return b;
+}
+
 struct mg_state {
     struct mok_problem *p;
     cudaStream_t st;
@@ -86,7 +96,7 @@ static int mg_supports(const struct mok_problem *p, const struct mok_cluster *cl
         return 1;
     struct mok_gemm_sm90_config c = sm90_config(params);
     if (mok_pass_has_bwd(p->spec.pass)) {
-        struct mok_core_bwd_config b = mok_core_bwd_config(c.tile_n, c.stages, c.sms, c.raster);
+        struct mok_core_bwd_config b = bwd_config(params, &c);
         if (!mok_core_bwd_supports(&b, p->experts, p->hidden, p->inter, why, why_len))
             return 0;
         if (p->spec.pass == MOK_PASS_BWD)
@@ -153,7 +163,7 @@ static int mg_setup(void **state, struct mok_problem *p, struct mok_cluster *cl,
             snprintf(err, (size_t)err_len, "mok-gemm: the backward runs on the Hopper kernel (kernel=sm90) only");
             return -1;
         }
-        s->bwd = mok_core_bwd_config(s->cfg.tile_n, s->cfg.stages, s->cfg.sms, s->cfg.raster);
+        s->bwd = bwd_config(params, &s->cfg);
         ce = cudaMalloc((void **)&s->dhp, rows * I * 2 + 16);
         if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&s->dgu, rows * 2 * I * 2 + 16);
