@@ -152,7 +152,11 @@ static void run_case(const struct case_desc *cd, int sm_major)
         {256, 128, 0, 8, 2, 0, 0, 0, 0}, {256, 128, 0, 0, 1, 2, 0, 0, 0},
         /* 64-row tiles (the warpgroups split 256 columns): ragged groups, every stage count, lockstep, raster */
         {64, 256, 0, 0, 1, 0, 0, 0, 0}, {64, 256, 3, 7, 1, 0, 1, 0, 0},
-        {64, 256, 2, 0, 1, 2, 0, 0, 0}, {64, 256, 0, 8, 1, 0, 1, 0, 0}};
+        {64, 256, 2, 0, 1, 2, 0, 0, 0}, {64, 256, 0, 8, 1, 0, 1, 0, 0},
+        /* 4 stages of 128 x 256: without SwiGLU the tile is staged and stored in two rounds of 128 columns (the
+         * 64 KiB staging leaves room for 3), with a partial wave, raster, lockstep and clusters */
+        {128, 256, 4, 0, 1, 0, 0, 0, 0}, {128, 256, 4, 7, 1, 0, 1, 0, 0},
+        {128, 256, 4, 0, 1, 3, 0, 0, 0}, {128, 256, 4, 8, 2, 0, 0, 0, 0}};
     for (int v = -1; v < (int)(sizeof(cfgs) / sizeof(cfgs[0])); v++) {
         char label[96], why[256] = "";
         int rc;

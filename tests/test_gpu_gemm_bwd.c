@@ -65,7 +65,7 @@ static void test_dgrad(const int32_t *d_off, const int *off, int rows)
     struct mok_gemm_args g = {.a = a, .b = w, .c = c, .offset = d_off, .groups = GROUPS, .rows_capacity = rows,
                               .n_out = N, .k = K, .b_transposed = 1};
     for (int tn = 128; tn <= 256; tn += 128)
-        for (int stages = 0; stages <= 2; stages += 2)
+        for (int stages = 0; stages <= 4; stages += 2) /* 4 at tile_n 256: the output stored in two rounds */
             for (int ctas = 0; ctas <= 3; ctas += 3)
                 for (int raster = 0; raster <= 1; raster++) {
                     struct mok_gemm_sm90_config cfg = {.tile_m = 128, .tile_n = tn, .stages = stages, .sms = ctas,

@@ -89,7 +89,8 @@ void say(char *why, int why_len, const char *fmt, ...)
  * 128 x 128 and 128 x 256 (expand: bf16 slots expanded by the producer warpgroup, sm90_mx_expand.cuh), with B in
  * bf16 (b_bf16: mx_scheme 2) or e4m3; mx_scheme 3's 128 x 128 and 128 x 256 (rega: A in registers). */
 const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = false, bool bt = false,
-                       bool expand = false, bool lean = false, bool b_bf16 = false, bool rega = false)
+                       bool expand = false, bool lean = false, bool b_bf16 = false, bool rega = false,
+                       bool half = false)
 {
     if (rega)
         return tile_n == 256 ? reinterpret_cast<const void *>(
@@ -103,6 +104,9 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
     if (expand)
         return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, false, true>)
                              : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, false, true>);
+    if (bt && half) /* kHalfStage: 128 x 256 only (resolve_ring) */
+        return reinterpret_cast<const void *>(
+            &gemm_sm90_kernel<128, 256, 0, false, true, false, false, false, false, true>);
     if (bt)
         return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256, 0, false, true>)
                              : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128, 0, false, true>);
@@ -123,6 +127,9 @@ const void *kernel_for(int tile_m, int tile_n, bool fp8, int fp8_n, bool mx = fa
         return reinterpret_cast<const void *>(&gemm_sm90_kernel<64, 256>);
     if (tile_m == 256)
         return reinterpret_cast<const void *>(&gemm_sm90_kernel<256, 128>);
+    if (half)
+        return reinterpret_cast<const void *>(
+            &gemm_sm90_kernel<128, 256, 0, false, false, false, false, false, false, true>);
     return tile_n == 256 ? reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 256>)
                          : reinterpret_cast<const void *>(&gemm_sm90_kernel<128, 128>);
 }
@@ -146,13 +153,17 @@ bool mx_rega(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c
 }
 
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
- * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). mxfp8 scheme
- * (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to kMxLandMax, beside
- * a bf16 ring of two (or the configured one); then the bf16 ring as deep as still fits (128 x 256: GEMM1 2 + 3,
- * GEMM2 2 + 2). mx_scheme 2 (A's rows land, B comes by TMA into the slots) the other way round: the bf16 ring as deep
- * as fits beside two landing stages, then the landing ring (128 x 256: GEMM1 3 + 4, GEMM2 3 + 2). */
+ * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). A configured
+ * depth that only fits with the staging halved (bf16 128 x 256 without SwiGLU: 4 stages) runs the kHalfStage
+ * instance, whose epilogue stores the tile in two rounds of 128 columns (which depth is faster is not measured).
+ * mxfp8 scheme (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to
+ * kMxLandMax, beside a bf16 ring of two (or the configured one); then the bf16 ring as deep as still fits (128 x
+ * 256: GEMM1 2 + 3, GEMM2 2 + 2). mx_scheme 2 (A's rows land, B comes by TMA into the slots) the other way round:
+ * the bf16 ring as deep as fits beside two landing stages, then the landing ring (128 x 256: GEMM1 3 + 4, GEMM2
+ * 3 + 2). */
 struct Ring {
     int stages, land; /* bf16 (or fp8) slots; scheme (b)'s landing stages (0 for the other instances) */
+    bool half;        /* the C staging halved (kHalfStage) */
 };
 
 Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, size_t limit)
@@ -162,7 +173,7 @@ Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_conf
     auto fits = [&](int s, int l) {
         return smem_bytes(c->tile_m, c->tile_n, s, g->groups, g->swiglu, mx, l, land_a, rega) <= limit;
     };
-    Ring r = {c->stages, ex ? c->land_stages : 0};
+    Ring r = {c->stages, ex ? c->land_stages : 0, false};
     if (land_a) { /* B's TMA wants the slots' lead: the bf16 ring first (beside two landing stages), then the rest */
         if (r.stages == 0) {
             r.stages = kMaxStages;
@@ -185,6 +196,10 @@ Ring resolve_ring(const struct mok_gemm_args *g, const struct mok_gemm_sm90_conf
         r.stages = kMaxStages;
         while (r.stages > 2 && !fits(r.stages, r.land))
             r.stages--;
+    } else if (!fits(r.stages, r.land) && g->dtype == MOK_GEMM_BF16 && !ex && !rega && !g->swiglu &&
+               c->tile_m == 128 && c->tile_n == 256 &&
+               smem_bytes(c->tile_m, c->tile_n, r.stages, g->groups, 0, false, 0, false, false, true) <= limit) {
+        r.half = true;
     }
     return r;
 }
@@ -432,7 +447,7 @@ int check(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c, c
     size_t limit = smem_limit(optin);
     const Ring ring = resolve_ring(g, c, limit);
     size_t smem = smem_bytes(c->tile_m, c->tile_n, ring.stages, g->groups, g->swiglu, mx && !ex && !rega, ring.land,
-                             b_bf16 && !rega, rega);
+                             b_bf16 && !rega, rega, ring.half);
     if (smem > limit) {
         say(why, why_len, "shared memory %zu bytes > %zu (stages %d x %d KiB + C staging %d KiB + %d landing stages "
             "of %d bytes + prefix of %d groups)", smem, limit, ring.stages, (c->tile_m + c->tile_n) * kRowBytes / 1024,
@@ -522,10 +537,10 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     const Ring ring = resolve_ring(g, c, smem_limit(optin));
     const int stages = ring.stages;
     size_t smem = smem_bytes(c->tile_m, c->tile_n, stages, g->groups, g->swiglu, mx && !ex && !rega, ring.land,
-                             b_bf16 && !rega, rega);
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16, rega),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                             b_bf16 && !rega, rega, ring.half);
+    const void *kernel =
+        kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16, rega, ring.half);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return (int)e;
@@ -533,7 +548,6 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
     cudaStream_t s = mok_cuda_stream(stream);
     struct mok_sm90_diag *diag = mok_sm90::diag_record(s);
     const int cm = cluster_of(c);
-    const void *kernel = kernel_for(c->tile_m, c->tile_n, fp8, c->fp8_n, mx, bt, ex, c->lean != 0, b_bf16, rega);
     int *ctr = nullptr;
     if (c->lockstep) {
         ctr = wave_counter(s);
@@ -585,6 +599,11 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
                        map_c, g->c, g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, \
                        g->ready_target, g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale,   \
                        g->b_scale, g->a_mx_scale, map_bs, 0)
+#define MOK_LAUNCH_SM90_HALF(BT)                                                                                 \
+    cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, 0, false, BT, false, false, false, false, true>, map_a, map_b,  \
+                       map_c, g->c, g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready, \
+                       g->ready_target, g->ready_rows, cm, share_a, ctr, c->lockstep, c->raster, diag, g->a_scale,   \
+                       g->b_scale, g->a_mx_scale, map_bs, 0)
 #define MOK_LAUNCH_SM90_LEAN(FP8N)                                                                               \
     cudaLaunchKernelEx(&lc, gemm_sm90_kernel<128, 256, FP8N, false, false, false, true>, map_a, map_b, map_c, g->c,  \
                        g->offset, g->groups, g->rows_capacity, g->n_out, g->k, swiglu, stages, g->ready,             \
@@ -596,6 +615,8 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND_A(256) : MOK_LAUNCH_SM90_EXPAND_A(128);
     else if (ex)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90_EXPAND(256) : MOK_LAUNCH_SM90_EXPAND(128);
+    else if (ring.half)
+        e = bt ? MOK_LAUNCH_SM90_HALF(true) : MOK_LAUNCH_SM90_HALF(false);
     else if (bt)
         e = c->tile_n == 256 ? MOK_LAUNCH_SM90(128, 256, 0, false, true) : MOK_LAUNCH_SM90(128, 128, 0, false, true);
     else if (mx && c->fp8_n == 64)
@@ -623,6 +644,7 @@ extern "C" int mok_gemm_sm90(const struct mok_gemm_args *g, const struct mok_gem
 #undef MOK_LAUNCH_SM90_EXPAND_A
 #undef MOK_LAUNCH_SM90_REGA
 #undef MOK_LAUNCH_SM90_LEAN
+#undef MOK_LAUNCH_SM90_HALF
     if (e != cudaSuccess)
         return (int)e;
     return MOK_LAUNCH_RESULT();

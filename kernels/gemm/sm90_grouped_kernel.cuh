@@ -25,14 +25,20 @@ constexpr int kSmemLimit = 227 * 1024;    /* the opt-in maximum of one CTA on sm
  * (kMxScaleSlot bytes, 16-byte aligned for the bulk copy: they follow the 1024-aligned staging); scheme (b)
  * (expand): `land` landing stages of e4m3 rows and B scales after the staging (the ring 1024-aligned, its
  * stages 512-aligned), with a full barrier each (sm90_mx_expand.cuh); mx_scheme 2 (land_a): stages of A's rows
- * only; land 0 for the other instances. mx_scheme 3 (rega): A's slots hold its e4m3 codes, 64 bytes a row. */
+ * only; land 0 for the other instances. mx_scheme 3 (rega): A's slots hold its e4m3 codes, 64 bytes a row.
+ * half: the staging is at most 128 columns wide (kHalfStage: a 256-column tile without SwiGLU stored in two rounds). */
+__host__ __device__ constexpr int stage_cols(int tile_n, int swiglu, bool half)
+{
+    return half && tile_cols(tile_n, swiglu) > 128 ? 128 : tile_cols(tile_n, swiglu);
+}
+
 size_t smem_bytes(int tile_m, int tile_n, int stages, int groups, int swiglu, bool mx = false, int land = 0,
-                  bool land_a = false, bool rega = false)
+                  bool land_a = false, bool rega = false, bool half = false)
 {
     const size_t land_bytes = land_a ? (size_t)kMxLandABytes : (size_t)mx_land_stage_bytes(tile_n);
     const size_t a_row = rega ? (size_t)kMxLandRowBytes : (size_t)kRowBytes; /* mx_scheme 3: A's e4m3 codes */
     return 1024 + (size_t)stages * ((size_t)tile_m * a_row + (size_t)tile_n * kRowBytes) +
-           (size_t)tile_m * tile_cols(tile_n, swiglu) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
+           (size_t)tile_m * stage_cols(tile_n, swiglu, half) * 2 + (mx ? (size_t)stages * kMxScaleSlot : 0) +
            (size_t)land * (land_bytes + 8) + 2 * (size_t)stages * 8 + (size_t)(groups + 1) * 4;
 }
 
@@ -319,7 +325,7 @@ __device__ __forceinline__ void mx_expand_a_loop(const CUtensorMap *map_a, const
  * weights' MX values with K permuted within each 64-K block); each consumer thread expands its A fragment into
  * registers for wgmma's register operand; the epilogue is the bf16 instance's. */
 template <int TILE_M, int TILE_N, int kFp8N = 0, bool kMx = false, bool kBT = false, bool kMxExpand = false,
-          bool kLeanReq = false, bool kMxBBf16 = false, bool kMxRegA = false>
+          bool kLeanReq = false, bool kMxBBf16 = false, bool kMxRegA = false, bool kHalfStage = false>
 __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, kLeanReq) ? kLeanThreads : kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, uint16_t *__restrict__ c,
@@ -353,6 +359,10 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     static_assert(!kMxExpand || (!kFp8 && !kBT && TILE_M == 128), "mxfp8 scheme (b) runs 128-row tiles, bf16 slots");
     static_assert(!kMxBBf16 || kMxExpand, "mx_scheme 2 is scheme (b) with B in bf16");
     static_assert(!kMxRegA || (!kFp8 && !kBT && !kMxExpand && TILE_M == 128), "mx_scheme 3 runs 128-row tiles");
+    /* kHalfStage: without SwiGLU a 128 x 256 tile's C staging (64 KiB) leaves room for 3 stages; staged and stored
+     * in two rounds of 128 columns (32 KiB, the second after the first's store has read it) it leaves room for 4 */
+    static_assert(!kHalfStage || (TILE_M == 128 && TILE_N == 256 && !kFp8 && !kMxExpand && !kMxRegA),
+                  "the two-round epilogue is bf16 128 x 256's");
     constexpr int kLandBytes = kMxBBf16 ? kMxLandABytes : mx_land_stage_bytes(TILE_N); /* one landing stage */
     constexpr int kElemsK = kFp8 ? kFp8BlockK : kBlockK; /* K elements per k block: 128 bytes of a row either way */
     constexpr int kSlotA = kMxRegA ? kMxRegASlotBytes : TILE_M * kRowBytes; /* 8, 16 or 32 KiB (mx_scheme 3: codes) */
@@ -370,8 +380,10 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
     uint8_t *smem_a = smem;                                   /* stages x TILE_M*128 B, each 1024-aligned */
     uint8_t *smem_b = smem_a + (size_t)stages * kSlotA;       /* stages x TILE_N*128 B, each 1024-aligned */
     const int cols_per_tile = tile_cols(TILE_N, swiglu);      /* output columns per tile */
-    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x cols_per_tile bf16 */
-    uint8_t *smem_bs = smem_c + (size_t)TILE_M * cols_per_tile * 2; /* mxfp8: stages x kMxScaleSlot */
+    /* cols_per_tile, or at most 128 (kHalfStage; spelled apart so that the other instances' code stays as it was) */
+    const int staged_cols = kHalfStage ? stage_cols(TILE_N, swiglu, true) : cols_per_tile;
+    uint8_t *smem_c = smem_b + (size_t)stages * kSlotBBytes;  /* TILE_M rows x staged_cols bf16 */
+    uint8_t *smem_bs = smem_c + (size_t)TILE_M * staged_cols * 2; /* mxfp8: stages x kMxScaleSlot */
     uint8_t *land = smem_bs; /* scheme (b): land_stages landing stages */
     uint64_t *full = reinterpret_cast<uint64_t *>(smem_bs + (kMx ? (size_t)stages * kMxScaleSlot : 0) +
                                                   (kMxExpand ? land_stages * kLandBytes : 0));
@@ -588,7 +600,7 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
             /* kSplitN: a warpgroup stores half the tile's output columns, from column wg_col0 of the tile */
             const int wg_cols = kSplitN ? cols_per_tile / 2 : cols_per_tile;
             const int wg_col0 = kSplitN ? cwg * wg_cols : 0;
-            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * cols_per_tile * 2; /* = 64 x wg_cols (kSplitN) */
+            uint8_t *wg_stage = smem_c + (size_t)cwg * (TILE_M / 2) * staged_cols * 2; /* = 64 x wg_cols (kSplitN) */
             if (leader)
                 mok_bulk_wait_read(); /* the previous tile's boxes have left the staging area */
             mok_named_barrier(bar_id, 128);
@@ -599,6 +611,24 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                     /* All 64 rows are this group's: stage them and store whole boxes with TMA. */
                     uint8_t *stage = wg_stage + (size_t)u * 64 * wg_cols * 2;
                     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
+                    if constexpr (kHalfStage) {
+                        if (!swiglu) { /* two rounds of 128 columns through a 64 x 128 staging */
+                            constexpr int kHalf = kWgN / 16; /* 8-column chunks per round */
+                            const int col0 = p.n * cols_per_tile;
+                            stage_bf16<0, kHalf>(acc[u], stage, la, lb, cq);
+                            staged_ready(bar_id);
+                            if (leader)
+                                store_staged(&map_c, col0, sub_row0, stage, 2);
+                            if (leader)
+                                mok_bulk_wait_read();
+                            mok_named_barrier(bar_id, 128);
+                            stage_bf16<kHalf, kHalf>(acc[u], stage, la, lb, cq);
+                            staged_ready(bar_id);
+                            if (leader)
+                                store_staged(&map_c, col0 + 128, sub_row0, stage, 2);
+                            continue;
+                        }
+                    }
                     if (!swiglu)
                         stage_bf16<0, kWgN / 8>(acc[u], stage, la, lb, cq);
                     else

@@ -180,12 +180,14 @@ mok_step() {
         san_run $tool 300 1 "mok-bwd-san-$tool" "mok-bwd-sanitize-$tool.log" tests/gpu_bwd_mok_sanitize.json
         echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
       done;;
-    h1wgradstages) # one GPU: mok-gemm's bf16 wgrad, epilogue staged whole (3 stages) or in two rounds (wgrad_stages 4)
-      # in both candidate orders (the second of two adjacent candidates ran up to 2.8% faster in both orders)
-      python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tune"]["mok-gemm"]["wgrad_stages"].reverse()
-json.dump(c, open(sys.argv[2], "w"))' configs/h200x1-wgrad-stages.json "$R/wgrad-stages-reversed.json" || return 1
-      $MPIRUN -np 1 "$BIN" --probe -o "$R/order-04" configs/h200x1-wgrad-stages.json &&
-        $MPIRUN -np 1 "$BIN" --probe -o "$R/order-40" "$R/wgrad-stages-reversed.json";;
+    h1corestages) # one GPU: mok-gemm's ring of 4 at tile_n 256 (stages, wgrad_stages 4: output in two rounds)
+      # against the 3 its whole staging leaves, fwd and bwd, in both candidate orders (the second of two adjacent
+      # candidates ran up to 2.8% faster in both orders)
+      python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); t=c["tune"]["mok-gemm"]
+t["stages"].reverse(); t["wgrad_stages"].reverse(); json.dump(c, open(sys.argv[2], "w"))' \
+        configs/h200x1-core-stages.json "$R/core-stages-reversed.json" || return 1
+      $MPIRUN -np 1 "$BIN" --probe -o "$R/order-04" configs/h200x1-core-stages.json &&
+        $MPIRUN -np 1 "$BIN" --probe -o "$R/order-40" "$R/core-stages-reversed.json";;
     h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json;; # one GPU: the expert GEMMs' backward, mok's GEMM core (tile_n, dgrad's raster) beside per-expert cuBLAS, both wgrad modes
     h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
     bwdsanitize) san_run memcheck 0 1 bwd-san bwd-sanitize.log tests/gpu_bwd_gemm_small.json --only cublas-gemm

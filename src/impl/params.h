@@ -118,7 +118,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(kernel, MOK_CHOICES(mok_choices_kernel), 0, 1, 0, "sm90: wgmma + TMA, warp-specialized, persistent; "     \
       "portable: mma.sync")                                                                                      \
     X(tile_n, MOK_NUMERIC, 128, 256, 128, "output columns per tile before SwiGLU (128 or 256)")                  \
-    X(stages, MOK_NUMERIC, 0, 8, 0, "shared-memory pipeline stages, 0: as many as fit")                          \
+    X(stages, MOK_NUMERIC, 0, 8, 0,                                                                              \
+      "shared-memory pipeline stages, 0: as many as fit (at tile_n 256 a GEMM without SwiGLU fits 3 beside its "  \
+      "output staging; 4 stores its output in two rounds of 128 columns)")                                       \
     X(ctas, MOK_NUMERIC, 0, 1024, 0, "persistent CTAs, 0: one per SM")                                           \
     X(cluster, MOK_NUMERIC, 1, 2, 1, "CTAs per thread-block cluster along M: 2 multicasts each B tile to a pair") \
     X(lockstep_k, MOK_NUMERIC, 0, 4096, 0,                                                                       \
@@ -146,8 +148,8 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "CTAs per thread-block cluster along N: 2 multicasts each A tile to a pair of adjacent column tiles (bf16, " \
       "tile_m 128, cluster 1, an even count of column tiles): half the A reads from L2 for small groups")      \
     X(wgrad_stages, MOK_NUMERIC, 0, 8, 0,                                                                        \
-      "pass bwd: the weight-gradient kernel's pipeline stages, 0: as stages; with bf16 gradients at tile_n 256 "  \
-      "its epilogue staged whole leaves room for 3, and 4 stages it in two rounds of 128 columns")
+      "pass bwd: the weight-gradient kernel's pipeline stages, 0: as stages (with bf16 gradients at tile_n 256 "  \
+      "its output staged whole leaves room for 3; 4 stores it in two rounds of 128 columns)")
 
 /* lsa-layer: the transfers' knobs and the GEMM's (see mok-gemm); layout is slots and dispatch pull, since the
  * GEMMs read contiguous expert-major rows. */
