@@ -612,20 +612,15 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                     uint8_t *stage = wg_stage + (size_t)u * 64 * wg_cols * 2;
                     const int la = wq * 16 + lane / 4, lb = la + 8, cq = 2 * (lane % 4);
                     if constexpr (kHalfStage) {
-                        if (!swiglu) { /* two rounds of 128 columns through a 64 x 128 staging */
-                            constexpr int kHalf = kWgN / 16; /* 8-column chunks per round */
+                        if (!swiglu) { /* two rounds of 128 columns through a 64 x 128 staging (the first
+                                        * round's wait for the staging is the one above) */
                             const int col0 = p.n * cols_per_tile;
-                            stage_bf16<0, kHalf>(acc[u], stage, la, lb, cq);
+                            stage_bf16<0, kWgN / 16>(acc[u], stage, la, lb, cq);
                             staged_ready(bar_id);
                             if (leader)
                                 store_staged(&map_c, col0, sub_row0, stage, 2);
-                            if (leader)
-                                mok_bulk_wait_read();
-                            mok_named_barrier(bar_id, 128);
-                            stage_bf16<kHalf, kHalf>(acc[u], stage, la, lb, cq);
-                            staged_ready(bar_id);
-                            if (leader)
-                                store_staged(&map_c, col0 + 128, sub_row0, stage, 2);
+                            store_round<1, kWgN / 2>(acc[u], stage, la, lb, cq, leader, bar_id, &map_c, col0,
+                                                     sub_row0);
                             continue;
                         }
                     }

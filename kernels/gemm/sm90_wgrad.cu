@@ -16,10 +16,11 @@
  * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave
  * room for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128
  * columns, as the fused backward does (32 KiB, the second round after the first's store has read the staging;
- * kStageCols). Which is faster is not yet measured: the automatic depth (stages 0) keeps the whole staging. Accumulating fp32
- * gradients, each consumer thread loads its fragment of the gradient tile into the accumulators before the tile's
- * first wgmma and the products are added onto it (kKeepAcc): a tile's loads are all in flight at once, under the
- * wait for its operands, and the epilogue is stores (32 bytes per row per instruction: whole sectors). Measured
+ * kStageCols, sm90_core.cuh store_round). Which is faster is not yet measured: the automatic depth (stages 0) keeps
+ * the whole staging. Accumulating fp32 gradients, each consumer thread loads its fragment of the gradient tile into
+ * the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc): a tile's loads are
+ * all in flight at once, under the wait for its operands, and the epilogue is stores (32 bytes per row per
+ * instruction: whole sectors). Measured
  * against two other forms on one H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads
  * after the k loop (each thread stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the
  * tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants
@@ -65,23 +66,6 @@ __device__ __forceinline__ int2 group_rows(const int32_t *offset, int g, int row
     if (r0 < 0 || r1 < r0 || r1 > rows_capacity)
         mok_sm90_fail(diag, MOK_SM90_DIAG_OFFSETS, 0, 0, g, r0, r1);
     return make_int2(r0, r1);
-}
-#endif
-
-#if MOK_SM90_DEVICE
-/* Round r of a bf16 epilogue: accumulator columns [kCols r, +kCols) staged once the previous store has read the
- * staging, then stored by TMA from the leader */
-template <int kRound, int kCols, int N>
-__device__ __forceinline__ void store_round(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq,
-                                            bool leader, int bar_id, const CUtensorMap *map, int col0, int row0)
-{
-    if (leader)
-        mok_bulk_wait_read();
-    mok_named_barrier(bar_id, 128);
-    stage_bf16<kRound * kCols / 8, kCols / 8>(acc, stage, la, lb, cq);
-    staged_ready(bar_id);
-    if (leader)
-        store_staged(map, col0 + kRound * kCols, row0, stage, kCols / 64);
 }
 #endif
 
