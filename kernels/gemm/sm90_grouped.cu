@@ -155,7 +155,8 @@ bool mx_rega(const struct mok_gemm_args *g, const struct mok_gemm_sm90_config *c
 /* The pipeline depth: as configured, or with stages = 0 the deepest ring that fits next to the C staging (GEMM2
  * with 256-column tiles has room for 3 slots of 48 KiB, GEMM1 with SwiGLU's narrower staging for 4). A configured
  * depth that only fits with the staging halved (bf16 128 x 256 without SwiGLU: 4 stages) runs the kHalfStage
- * instance, whose epilogue stores the tile in two rounds of 128 columns (which depth is faster is not measured).
+ * instance, whose epilogue stores the tile in two rounds of 128 columns (GEMM2 that way: 0.99-1.06x the time of the
+ * automatic 3; one H100, results/h100x1/2026-12-07-core-stages).
  * mxfp8 scheme (b) also has its landing ring (sm90_mx_expand.cuh): with land_stages = 0 as deep as fits, up to
  * kMxLandMax, beside a bf16 ring of two (or the configured one); then the bf16 ring as deep as still fits (128 x
  * 256: GEMM1 2 + 3, GEMM2 2 + 2). mx_scheme 2 (A's rows land, B comes by TMA into the slots) the other way round:

@@ -16,8 +16,8 @@
  * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave
  * room for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128
  * columns, as the fused backward does (32 KiB, the second round after the first's store has read the staging;
- * kStageCols, sm90_core.cuh store_round). Which is faster is not yet measured: the automatic depth (stages 0) keeps
- * the whole staging. Accumulating fp32 gradients, each consumer thread loads its fragment of the gradient tile into
+ * kStageCols, sm90_core.cuh store_round). The automatic depth (stages 0) keeps the whole staging: the ring of 4 was
+ * 0.987-1.002x its time, within the run's noise (one H100, results/h100x1/2026-12-07-core-stages). Accumulating fp32 gradients, each consumer thread loads its fragment of the gradient tile into
  * the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc): a tile's loads are
  * all in flight at once, under the wait for its operands, and the epilogue is stores (32 bytes per row per
  * instruction: whole sectors). Measured
