@@ -17,10 +17,10 @@
  * room for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128
  * columns, as the fused backward does (32 KiB, the second round after the first's store has read the staging;
  * kStageCols, sm90_core.cuh store_round). The automatic depth (stages 0) keeps the whole staging: the ring of 4 was
- * 0.987-1.002x its time, within the run's noise (one H100, results/h100x1/2026-12-07-core-stages). Accumulating fp32 gradients, each consumer thread loads its fragment of the gradient tile into
- * the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc): a tile's loads are
- * all in flight at once, under the wait for its operands, and the epilogue is stores (32 bytes per row per
- * instruction: whole sectors). Measured
+ * 0.987-1.002x its time, within the run's noise (one H100, results/h100x1/2026-12-07-core-stages). Accumulating
+ * fp32 gradients, each consumer thread loads its fragment of the gradient tile into the accumulators before the
+ * tile's first wgmma and the products are added onto it (kKeepAcc): a tile's loads are all in flight at once, under
+ * the wait for its operands, and the epilogue is stores (32 bytes per row per instruction: whole sectors). Measured
  * against two other forms on one H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads
  * after the k loop (each thread stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the
  * tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants
