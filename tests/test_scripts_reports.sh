@@ -96,6 +96,27 @@ q=results/h100x1/2026-12-06-quant-encode
   fail "ab_compare.py: a report given twice counted twice (8 candidates, one rep a side)"
 grep -q 'a summary, not a report: skipped' "$SCRATCH/ab1.err" || fail "ab_compare.py: the summary not skipped"
 echo "ab_compare.py: 72 rows; a repeated report counted once"
+# order_compare.py on a committed two-order run: 24 candidates with geometric means and ratios, one base per problem
+# (8), --base picking another; a --base no candidate has, and a summary, refused (exit 2)
+o=results/h100x1/2026-12-07-core-stages
+"$PY" scripts/order_compare.py $o/core-stages-order-04.csv $o/core-stages-order-40.csv --columns gemm2_us \
+  > "$SCRATCH/order.out" 2>&1 || { tail -n 5 "$SCRATCH/order.out"; fail "order_compare.py: exit"; }
+with_ratios=' [0-9.]* / [0-9.]*  [0-9.]*  [0-9]\.[0-9][0-9][0-9]  [0-9]\.[0-9][0-9][0-9]$'
+[ "$(grep -c "$with_ratios" "$SCRATCH/order.out")" -eq 24 ] ||
+  fail "order_compare.py: not 24 candidates with two reports' times, a mean and two ratios"
+[ "$(grep -c '(base)  .*  1\.000  1\.000$' "$SCRATCH/order.out")" -eq 8 ] ||
+  fail "order_compare.py: not one base per problem"
+"$PY" scripts/order_compare.py $o/core-stages-order-04.csv $o/core-stages-order-40.csv --base stages=4,wgrad_stages=4 \
+  > "$SCRATCH/order4.out" 2>&1
+[ $? -eq 2 ] && grep -q 'no candidate has stages=4,wgrad_stages=4' "$SCRATCH/order4.out" ||
+  fail "order_compare.py: a --base that a problem lacks (fwd: wgrad_stages 4 refused) not refused with exit 2"
+"$PY" scripts/order_compare.py $o/core-stages-order-04.csv $o/core-stages-order-40.csv --base stages=4 \
+  > "$SCRATCH/order4.out" 2>&1 && [ "$(grep -c 'stages=4,wgrad_stages=0 (base)' "$SCRATCH/order4.out")" -eq 8 ] ||
+  fail "order_compare.py: --base stages=4 not each problem's first candidate with stages 4"
+"$PY" scripts/order_compare.py $o/core-stages-order-04.csv \
+  results/h100x1/2026-12-07-warmup-ab/qwen-4096-long.summary.csv > /dev/null 2>&1
+[ $? -eq 2 ] || fail "order_compare.py: a summary not refused with exit 2"
+echo "order_compare.py: 24 candidates over two orders"
 wait # the plot chunks
 
 [ $PLOT = 1 ] || { echo "SKIP: plot: no python with matplotlib (summaries passed)"; exit 77; }
