@@ -187,7 +187,9 @@ mok_step() {
 t["stages"].reverse(); t["wgrad_stages"].reverse(); json.dump(c, open(sys.argv[2], "w"))' \
         configs/h200x1-core-stages.json "$R/core-stages-reversed.json" || return 1
       $MPIRUN -np 1 "$BIN" --probe -o "$R/order-04" configs/h200x1-core-stages.json &&
-        $MPIRUN -np 1 "$BIN" --probe -o "$R/order-40" "$R/core-stages-reversed.json";;
+        $MPIRUN -np 1 "$BIN" --probe -o "$R/order-40" "$R/core-stages-reversed.json" &&
+        python3 scripts/order_compare.py "$R"/order-04/h200x1-core-stages.csv "$R"/order-40/h200x1-core-stages.csv \
+          --columns gemm1_us,gemm2_us;;
     h1bwdgemmmok) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-bwd-gemm-mok.json;; # one GPU: the expert GEMMs' backward, mok's GEMM core (tile_n, dgrad's raster) beside per-expert cuBLAS, both wgrad modes
     h1traingemm) $MPIRUN -np 1 "$BIN" --probe -o "$R" configs/h200x1-train-gemm.json;; # one GPU: the expert GEMMs' fwd, bwd and fwd_bwd (cublas-gemm) at the forward's shapes
     bwdsanitize) san_run memcheck 0 1 bwd-san bwd-sanitize.log tests/gpu_bwd_gemm_small.json --only cublas-gemm
