@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """order_compare.py REPORT REPORT... [--base NAME=VALUE,...] [--columns COL,...] [--markdown]: settings of one
-binary compared inside one config run several times with its candidates in different orders (the second of two
-adjacent candidates can run a few percent faster, whichever it is: NOTES.md Measured bounds, Noise). Per problem and
+binary compared inside one config run several times with its candidates in different orders (a candidate's place
+among its problem's moves its time by a few percent: NOTES.md Measured bounds, Noise). Per problem and
 implementation, each candidate's median time in each report, their geometric mean over the reports, and that mean
 over the base candidate's (--base: the params it has, e.g. `stages=0,wgrad_stages=0`; by default the problem's
 first candidate in the first report). --columns adds other per-row times (gemm1_us, gemm2_us, ...) as geometric
@@ -66,14 +66,17 @@ def main(argv):
     sep = " | " if a.markdown else "  "
     line = (lambda cells: "| " + sep.join(cells) + " |") if a.markdown else (lambda cells: sep.join(cells))
     head = ["problem", "impl", "params", "ms per report", "geomean ms"] + [f"{c} / base" for c in cols]
+    bases = {}
+    for (prob, impl), ks in groups.items():  # every problem's base before any line is printed
+        bases[(prob, impl)] = next((k for k in ks if has_params(k[2], want)), None) if want else ks[0]
+        if bases[(prob, impl)] is None:
+            print(f"order_compare.py: {label(prob)} {impl}: no candidate has {a.base}", file=sys.stderr)
+            return 2
     print(line(head))
     if a.markdown:
         print("|" + "---|" * len(head))
     for (prob, impl), ks in groups.items():
-        base = next((k for k in ks if has_params(k[2], want)), None) if want else ks[0]
-        if base is None:
-            print(f"order_compare.py: {label(prob)} {impl}: no candidate has {a.base}", file=sys.stderr)
-            return 2
+        base = bases[(prob, impl)]
         mean = {k: [geomean(num(rows.get(k), c) for rows in runs) for c in cols] for k in ks}
         for k in ks:
             per = [f"{num(rows[k], 'time_med_us') / 1000:.3f}" if k in rows else "-" for rows in runs]
