@@ -399,15 +399,18 @@ __device__ __forceinline__ void store_staged(const CUtensorMap *map, int col0, i
 }
 
 /* Round kRound of a bf16 tile stored through a staging kCols wide: accumulator columns [kCols kRound, +kCols)
- * staged once the previous store has read the staging, then stored by TMA from the leader (a 256-column tile in
- * two rounds halves the staging: sm90_wgrad.cu, sm90_grouped_kernel.cuh kHalfStage) */
-template <int kRound, int kCols, int N>
+ * staged once the previous store has read the staging (kWait false: the caller has waited for that already), then
+ * stored by TMA from the leader (a 256-column tile in two rounds halves the staging: sm90_wgrad.cu,
+ * sm90_grouped_kernel.cuh kHalfStage) */
+template <int kRound, int kCols, bool kWait = true, int N>
 __device__ __forceinline__ void store_round(const float (&acc)[N], uint8_t *stage, int la, int lb, int cq,
                                             bool leader, int bar_id, const CUtensorMap *map, int col0, int row0)
 {
-    if (leader)
-        mok_bulk_wait_read();
-    mok_named_barrier(bar_id, 128);
+    if constexpr (kWait) {
+        if (leader)
+            mok_bulk_wait_read();
+        mok_named_barrier(bar_id, 128);
+    }
     stage_bf16<kRound * kCols / 8, kCols / 8>(acc, stage, la, lb, cq);
     staged_ready(bar_id);
     if (leader)

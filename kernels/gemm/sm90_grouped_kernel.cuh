@@ -615,10 +615,8 @@ __global__ void __launch_bounds__(lean_layout(TILE_M, TILE_N, kFp8N != 0, kMx, k
                         if (!swiglu) { /* two rounds of 128 columns through a 64 x 128 staging (the first
                                         * round's wait for the staging is the one above) */
                             const int col0 = p.n * cols_per_tile;
-                            stage_bf16<0, kWgN / 16>(acc[u], stage, la, lb, cq);
-                            staged_ready(bar_id);
-                            if (leader)
-                                store_staged(&map_c, col0, sub_row0, stage, 2);
+                            store_round<0, kWgN / 2, false>(acc[u], stage, la, lb, cq, leader, bar_id, &map_c, col0,
+                                                            sub_row0);
                             store_round<1, kWgN / 2>(acc[u], stage, la, lb, cq, leader, bar_id, &map_c, col0,
                                                      sub_row0);
                             continue;
