@@ -13,20 +13,21 @@
  * gradients, the epilogue stages each consumer warpgroup's 64 x TILE_N fragment in shared memory and TMA stores it
  * in whole 128-byte rows (store_staged): stores from the accumulator fragments (16 bytes per row per instruction)
  * held the L2 at 86-88% of its throughput with the SMs at 28% of theirs (ncu,
- * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave
- * room for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128
- * columns, as the fused backward does (32 KiB, the second round after the first's store has read the staging;
- * kStageCols, sm90_core.cuh store_round). The automatic depth (stages 0) keeps the whole staging: the ring of 4 was
- * 0.987-1.002x its time, within the run's noise (one H100, results/h100x1/2026-12-07-core-stages). Accumulating
- * fp32 gradients, each consumer thread loads its fragment of the gradient tile into the accumulators before the
- * tile's first wgmma and the products are added onto it (kKeepAcc): a tile's loads are all in flight at once, under
- * the wait for its operands, and the epilogue is stores (32 bytes per row per instruction: whole sectors). Measured
- * against two other forms on one H200 (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads
- * after the k loop (each thread stalls once per fragment pair) made the whole backward 1.6-1.9x slower, and the
- * tile staged and added at L2 by TMA (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants
- * measured slower and were taken out (NOTES.md, tried and not merged): the CTA's next gradient tile prefetched
- * into L2, and the warpgroups taking 128 x 128 tiles in turn (ping-pong). The tile is this CTA's alone and its rows
- * are summed in row order: the same inputs give bitwise the same gradient every run.
+ * Qwen3-235B 4096: 0.91 / 1.74 ms staged against 1.70 / 3.30). Staged whole, a 128 x 256 bf16 tile's 64 KiB leave room
+ * for a ring of 3 stages; a configured ring of 4 (mok-gemm's `wgrad_stages`) stages it in two rounds of 128 columns, as
+ * the fused backward does (32 KiB, the second round after the first's store has read the staging; kStageCols,
+ * sm90_core.cuh store_round). The automatic depth (stages 0) keeps the whole staging: with the ring of 4 the backward
+ * took 0.987-1.002x the time, wgrad's own phase 0.945-1.012x while the unchanged dgrad beside it took 1.015-1.039x (one
+ * H100, results/h100x1/2026-12-07-core-stages). Accumulating fp32 gradients, each consumer thread loads its fragment of
+ * the gradient tile into the accumulators before the tile's first wgmma and the products are added onto it (kKeepAcc):
+ * a tile's loads are all in flight at once, under the wait for its operands, and the epilogue is stores (32 bytes per
+ * row per instruction: whole sectors). Measured against two other forms on one H200
+ * (results/h200x1/2026-12-04-mok-gemm-backward, separate calls): the same loads after the k loop (each thread stalls
+ * once per fragment pair) made the whole backward 1.6-1.9x slower, and the tile staged and added at L2 by TMA
+ * (cp.reduce.async.bulk.tensor .add) made wgrad 1.02-1.16x slower. Two variants measured slower and were taken out
+ * (NOTES.md, tried and not merged): the CTA's next gradient tile prefetched into L2, and the warpgroups taking 128 x
+ * 128 tiles in turn (ping-pong). The tile is this CTA's alone and its rows are summed in row order: the same inputs
+ * give bitwise the same gradient every run.
  *
  * A group without rows: under accumulation its tiles are skipped (nothing to add), in bf16 they are written zeros
  * (the step's whole gradient is zero). Every wait times out into the failure record (sm90_ptx.cuh), and a bad

@@ -181,8 +181,8 @@ mok_step() {
         echo "compute-sanitizer $tool (mok-gemm backward) rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$R/mok-bwd-sanitize-$tool.log"
       done;;
     h1corestages) # one GPU: mok-gemm's ring of 4 at tile_n 256 (stages, wgrad_stages 4: output in two rounds)
-      # against the 3 its whole staging leaves, fwd and bwd, in both candidate orders (the second of two adjacent
-      # candidates ran up to 2.8% faster in both orders)
+      # against the 3 its whole staging leaves, fwd and bwd, in both candidate orders (a candidate's place among its
+      # problem's moves its time by a few percent), compared by scripts/order_compare.py
       python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); t=c["tune"]["mok-gemm"]
 t["stages"].reverse(); t["wgrad_stages"].reverse(); json.dump(c, open(sys.argv[2], "w"))' \
         configs/h200x1-core-stages.json "$R/core-stages-reversed.json" || return 1
