@@ -125,6 +125,10 @@ struct mok_layer_desc {
                                  of the token rows in a kernel before the fused one; 0, the fused kernel's comm SMs
                                  alone while its compute SMs wait for the rows to land. 1 measured 1.5-6% faster on one
                                  H100 (mok-bench's default; results/h100x1/2026-12-06-fp8-push-all) */
+    int gather;               /* MOK_LAYER_BF16 forward with dispatch_push 1, without train, own_first or swap_tail: 1,
+                                 GEMM1's producer warpgroup reads each row block's rows by cp.async from where they
+                                 are (x, or the landing rows): no copy into the expert slots; 0, the slots are filled
+                                 first and GEMM1 loads them by TMA */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -111,6 +111,11 @@ struct mok_mega_args {
                                 reads hq): NULL or a device int: nonzero, h (bf16) stored too; 0, not stored (only the
                                 check's export reads it there: libmok's mok_workspace_store_h). The 128 x 128 fp8 tiles
                                 read h back to quantize it and store it regardless */
+    int gather;              /* 1 (bf16 forward, dispatch=push, no gu, gemm1_only, own_first or swap_tail): GEMM1's
+                                producer warpgroup reads each row block's rows by cp.async from where they are (own
+                                tokens in x's input set, peers' in the landing rows) into the slot, and nothing
+                                copies them into the expert slots (kernels/megakernel/gather.cuh); 0: the scatter
+                                copies every route's row into its slot and GEMM1 loads slots by TMA */
 };
 
 /* The fused backward (kernels/megakernel/backward.cu), after the forward of the same routing (its schedule, slots

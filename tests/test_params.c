@@ -216,6 +216,29 @@ int main(void)
     s.dtype = MOK_DTYPE_BF16, s.pass = MOK_PASS_FWD_BWD;
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "swap_tail 1"), "swap_tail with fwd_bwd: %s", why);
     s.pass = MOK_PASS_FWD;
+    /* gather: the bf16 forward with dispatch=push, without own_first or swap_tail (split_half allowed) */
+    defaults("megakernel", v);
+    mp = mok_params_megakernel(v);
+    mp.gather = 1, mp.dispatch = 1, mp.split_half = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "megakernel gather 1 with split_half: %s", why);
+    mp.dispatch = 0;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1") && strstr(why, "dispatch pull"),
+          "gather with dispatch=pull: %s", why);
+    mp.dispatch = 1, mp.swap_tail = 1, mp.split_half = 0;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with swap_tail: %s", why);
+    mp.swap_tail = 0, mp.own_first = 4;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with own_first: %s", why);
+    mp.own_first = 0;
+    mok_params_megakernel_values(&mp, v);
+    s.dtype = MOK_DTYPE_FP8_BLOCK;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with fp8_block: %s", why);
+    s.dtype = MOK_DTYPE_BF16, s.pass = MOK_PASS_BWD;
+    CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with bwd: %s", why);
+    s.pass = MOK_PASS_FWD;
     /* pass bwd of the implementations that keep one saved forward (megakernel, lsa-layer): one input set only, said
      * without a GPU (the dry run's verdict is the run's); fwd_bwd and nccl's bwd run any count */
     defaults("megakernel", v);

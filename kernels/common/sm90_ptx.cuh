@@ -325,6 +325,22 @@ __device__ __forceinline__ void mok_fence_proxy_async_shared()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+/* 16 bytes from global to shared memory by cp.async through L2 (.cg), the rest of the 16 zero-filled: src_bytes 0
+ * reads nothing and writes zeros. Its writes are the generic proxy's (a wgmma reading them needs
+ * mok_fence_proxy_async_shared after it has seen them land). */
+__device__ __forceinline__ void mok_cp_async_16(void *dst, const void *src, uint32_t src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(mok_smem_addr(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+
+/* One of the mbarrier's expected arrivals, made once this thread's earlier cp.async copies have landed (noinc: the
+ * barrier's count includes it). */
+__device__ __forceinline__ void mok_cp_async_mbar_arrive(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mok_smem_addr(bar)) : "memory");
+}
+
 /* A wgmma's fp32 accumulators d[0 .. N / 2) as asm in-out operands (MOK_WGMMA_D*) and their placeholders %0 ..
  * (MOK_WGMMA_P*): each wrapper below lists its other operands after them. */
 #define MOK_WGMMA_D8(i)                                                                                                \

@@ -250,10 +250,12 @@ __device__ __forceinline__ void issue_k16s(float (&acc)[kSub][kParts * TILE_N / 
  * (1, 0 without). kParts 2: two B blocks anywhere in the slot computed as one accumulator tile of 2N columns (the
  * 64-row tiles' column halves). a_sub_bytes: where sub-tile u's A rows start, u a_sub_bytes on (64 rows: the
  * sub-tiles adjacent; the megakernel's swapped GEMM1 tail units pair a gate block with its up block 128 rows on).
+ * kProxyFence: a slot's A rows were written by cp.async (the megakernel's `gather`), so the async proxy is fenced
+ * after each wait.
  * The accumulator fragment of m64nNk16: thread (warp wq of the warpgroup, lane) holds
  * rows wq*16 + lane/4 (registers 4i, 4i+1) and that + 8 (4i+2, 4i+3), columns 8i + 2*(lane%4) and + 1. */
 template <int TILE_N, int kSub, int kSlotA, int kSlotB, int kParts = 1, class LayoutA = KMajor,
-          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false>
+          class LayoutB = KMajor, bool kTail = false, bool kKeepAcc = false, bool kProxyFence = false>
 __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *full, uint64_t *empty,
                                              float (&acc)[kSub][kParts * TILE_N / 2], int k_blocks, uint8_t *smem_a,
                                              int a_offset, uint8_t *smem_b, int cm, int lane, int crank,
@@ -271,6 +273,8 @@ __device__ __forceinline__ void consume_tile(RingPos &r, int stages, uint64_t *f
     int prev_slot = 0;
     for (int kb = 0; kb < k_blocks; kb++) {
         mok_sm90_wait(&full[r.slot], r.phase, diag, role, r.slot, tile, kb);
+        if constexpr (kProxyFence)
+            mok_fence_proxy_async_shared(); /* the slot's cp.async rows (generic proxy) before the wgmmas read them */
         int k16_end = kBlockK / 16; /* k16 steps issued from this slot: all but in a K tail's last block */
         if constexpr (kTail)
             if (kb == k_blocks - 1) {

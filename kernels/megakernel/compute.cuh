@@ -147,7 +147,7 @@ __device__ __forceinline__ void epilogue_store_split(const Maps &maps, const mok
  * columns into h columns [64 cwg, +64) of the tile; GEMM2: columns [128 cwg, +128). In mok-gemm (gemm mode, one
  * H200) such tiles took 1.07x of the weight stream at 32-43 rows per expert against 1.21x for 128-row tiles with
  * one half of padding (results/h200x1/2026-12-01-groundwork section 4). */
-template <bool kSend>
+template <bool kSend, bool kGather>
 __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega_args &m, const Unit &p, int u,
                                                 RingPos &ring, uint64_t *full, uint64_t *empty, float (&acc)[kTileN / 2],
                                                 uint8_t *smem_a, uint8_t *smem_b, uint8_t *stage, int k_blocks,
@@ -156,7 +156,7 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
 {
     const bool swiglu = p.job == 0;
     float(&half)[1][kTileN / 4] = *reinterpret_cast<float(*)[1][kTileN / 4]>(&acc[0]);
-    consume_tile<kTileN / 4, 1, kSlotABytes, kSlotBBytes, 2>(
+    consume_tile<kTileN / 4, 1, kSlotABytes, kSlotBBytes, 2, KMajor, KMajor, false, false, kGather>(
         ring, m.stages, full, empty, half, k_blocks, smem_a, 0,
         smem_b + cwg * (swiglu ? kTileN / 4 : kTileN / 2) * kRowBytes, 1, lane, 0, diag, role, u,
         (swiglu ? kTileN / 2 : kTileN / 4) * kRowBytes);
@@ -176,6 +176,72 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
         stage_bf16<0, kStageCols / 8>(half[0], stage, la, lb, cq);
         epilogue_store_split(maps, m, p, leader, cwg, stage, p.n * kTileN + cwg * kStageCols, kStageCols / 64, true);
     }
+}
+
+/* ---- the producer's unit steps (the TMA producer below and gather.cuh's) ------------------------------------ */
+/* A unit's loads: A's map and B's, B's rows (with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out
+ * rows and the up half n_out further on: two 128-row boxes; without, 256 rows of the group's n_out; b_up -1), and
+ * its k blocks */
+struct UnitLoads {
+    const CUtensorMap *ma, *mb;
+    int b_row, b_up, k_blocks;
+};
+
+__device__ __forceinline__ UnitLoads unit_loads(const Maps &maps, const mok_mega_args &m, const Unit &p)
+{
+    const int hidden = m.lsa.hidden, inter = m.inter, sinter = m.shared_inter;
+    UnitLoads ul;
+    ul.k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+    ul.ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
+    ul.mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13 : &maps.sw2;
+    ul.b_up = -1;
+    if (p.job == 0)
+        ul.b_row = p.group * 2 * inter + p.n * (kTileN / 2), ul.b_up = ul.b_row + inter;
+    else if (p.job == 2)
+        ul.b_row = p.n * (kTileN / 2), ul.b_up = ul.b_row + sinter;
+    else
+        ul.b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
+    return ul;
+}
+
+/* Before a unit's loads (the producer's thread 0): lockstep, then what the unit reads. Lockstep: unit u of wave
+ * u / G (G: the compute blocks) starts once every unit of the earlier waves has started, so the blocks that share
+ * a weight tile (raster=1: neighbouring tickets) load it together from L2 instead of drifting apart (gemm_sm90's
+ * lockstep, per unit). Only lower tickets are waited for, and each of those starts after waiting only for lower
+ * ones: no cycle. GEMM1 with rows_in_slots: the dispatch's ready counters of its rows (without: gather.cuh waits
+ * for the landed rows itself); GEMM2: its row block's GEMM1 half tiles, all stored. */
+__device__ __forceinline__ void unit_inputs(const mok_mega_args &m, const volatile UnitList &L, const Unit &p, int u,
+                                            bool rows_in_slots, struct mok_sm90_diag *diag)
+{
+    const mok_lsa_args &a = m.lsa;
+    const int wave_units = (int)gridDim.x - m.comm_blocks;
+    if (m.lockstep && u >= wave_units)
+        wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
+    if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
+        if (rows_in_slots)
+            mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, p.rb * kTileM, p.rb * kTileM + kTileM, diag,
+                               u);
+    } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
+        /* job 1 waits on done1, job 3 on the shared GEMM1's done3 (row_counters' job 2) */
+        wait_count(row_counters(m.done, p.job - 1, a.capacity) + p.rb, 2 * (p.job == 1 ? L.n1 : L.ns1), diag,
+                   p.job == 1 ? 0 : 3, p.rb);
+        mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
+    }
+}
+
+/* k block kb of a unit by TMA into its slot (a_dst, b_dst), completing on bar: A (unless with_a is false: gather's
+ * rows), B's rows; the first one counts the unit as started for lockstep. */
+__device__ __forceinline__ void load_unit_block(const mok_mega_args &m, const UnitLoads &ul, const Unit &p, int kb,
+                                                uint8_t *a_dst, uint8_t *b_dst, uint64_t *bar, bool with_a)
+{
+    const int kc = kb * kBlockK;
+    if (with_a)
+        mok_tma_load_2d(a_dst, ul.ma, kc, p.rb * kTileM, bar);
+    mok_tma_load_2d(b_dst, ul.mb, kc, ul.b_row, bar);
+    if (ul.b_up >= 0)
+        mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, ul.mb, kc, ul.b_up, bar);
+    if (kb == 0 && m.lockstep)
+        atomicAdd(m.done + 1, 1); /* this unit has started */
 }
 
 /* ---- compute role ----------------------------------------------------------------------------------------- */
@@ -214,6 +280,13 @@ __device__ __forceinline__ void produce_units_expand(const Maps &maps, const mok
 template <bool kMx>
 __device__ __forceinline__ void quantize_staged_h(const mok_mega_args &m, const Unit &p, const uint8_t *stage,
                                                   int row0, int cwg, int wq, int lane, bool leader);
+/* kGather: gather (mok_mega_args.gather): GEMM1's rows read by the producer warpgroup from where they are, no
+ * scatter into the slots (gather.cuh, also included last) */
+constexpr int kGatherArrivals = 129;
+__device__ __forceinline__ void produce_units_gather(const Maps &maps, const mok_mega_args &m,
+                                                     const volatile UnitList &L, const int *mstart, OwnBlocks own,
+                                                     uint8_t *smem_a, uint8_t *smem_b, uint64_t *full,
+                                                     uint64_t *empty, int *slot_unit, struct mok_sm90_diag *diag);
 /* kSwap: swap_tail (mok_mega_args.swap_tail): an expert's last row block of at most kSwapMaxRows real rows with the
  * tokens as wgmma's N (swap_tail.cuh, also included last). */
 __device__ __forceinline__ int *slot_rows();
@@ -253,7 +326,7 @@ __device__ __forceinline__ void consumer_end(const mok_lsa_args &a, const mok_me
  * unit's A slot holds its e4m3 rows (8 of its 16 KiB), B the weights' MX values in bf16 (K permuted within each 64-K
  * block, mok_mega_args.w13 / w2), and each consumer thread expands its A fragment into registers. */
 template <bool kSend, bool kSplit, bool kSave, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false, bool kGather = false>
 __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_args &m, int cta, int nctas,
                                              bool joiner, struct mok_sm90_diag *diag)
 {
@@ -287,7 +360,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            mok_mbar_init(&full[s], kExpand ? 128 : 1); /* kExpand: every producer thread's arrive */
+            /* kExpand: every producer thread's arrive; kGather: thread 0's and every producer thread's */
+            mok_mbar_init(&full[s], kExpand ? 128 : kGather ? kGatherArrivals : 1);
             mok_mbar_init(&empty[s], 8);                /* one arrive per consumer warp */
         }
         if constexpr (kExpand)
@@ -336,7 +410,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
         list.own_units = own_first ? own_start[groups] * n1 : 0;
     __syncthreads();
     if (!joiner) {
-        if (a.push && m.skip != 1) { /* skip 1: the slots still hold the last full forward's rows */
+        if (a.push && m.skip != 1 && !kGather) { /* skip 1: the slots still hold the last full forward's rows */
             if (own_first) /* the own rows of the first experts' chunks (the comm blocks copy the rest) */
                 scatter_rows<kFp8>(m, 0, own_chunks(a, m), cta, nctas, kScatterOwn, diag);
             else /* one chunk each (the comm blocks copy the rest) */
@@ -368,6 +442,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             produce_units_expand<kFp8Shared>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, land_full, full, empty,
                                              slot_unit, diag);
             return;
+        } else if constexpr (kGather) { /* all 128 threads: gather.cuh */
+            produce_units_gather(maps, m, L, mstart, own, smem_a, smem_b, full, empty, slot_unit, diag);
+            return;
         } else if constexpr (kFp8 && !kRegA) {
             if (threadIdx.x == 0)
                 produce_units_fp8<kMx, kFp8Shared, kWide>(maps, m, L, mstart, own, smem_a, smem_b, smem_bs, full,
@@ -381,37 +458,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                 if (u >= L.units) /* none left */
                     break;
                 Unit p = unit_at(u, L, mstart, groups, m.raster, own);
-                const int row0 = p.rb * kTileM;
-                const int k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
-                const CUtensorMap *ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx
-                                                                                                  : &maps.sha;
-                const CUtensorMap *mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13
-                                                                                                     : &maps.sw2;
-                /* B rows: with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out rows and the up half
-                 * n_out further on (two 128-row boxes); without, 256 rows of the group's n_out */
-                int b_row, b_up = -1;
-                if (p.job == 0)
-                    b_row = p.group * 2 * inter + p.n * (kTileN / 2), b_up = b_row + inter;
-                else if (p.job == 2)
-                    b_row = p.n * (kTileN / 2), b_up = b_row + sinter;
-                else
-                    b_row = p.group * hidden + p.n * kTileN; /* job 3: group 0 */
-                /* lockstep: unit u of wave u / G (G: the compute blocks) starts once every unit of the earlier waves
-                 * has started, so the blocks that share a weight tile (raster=1: neighbouring tickets) load it
-                 * together from L2 instead of drifting apart (gemm_sm90's lockstep, per unit). Only lower tickets
-                 * are waited for, and each of those starts after waiting only for lower ones: no cycle. */
-                const int wave_units = (int)gridDim.x - m.comm_blocks;
-                if (m.lockstep && u >= wave_units)
-                    wait_count(m.done + 1, u / wave_units * wave_units, diag, 4, u);
-                if (p.job == 0) { /* the dispatch's counters of these rows (padding rows have nothing to wait for) */
-                    mok_sm90_wait_rows(a.ready, a.chunk_target, a.chunk_rows, row0, row0 + kTileM, diag, u);
-                } else if (p.job == 1 || p.job == 3) { /* the GEMM1 half tiles of this row block, all stored */
-                    /* job 1 waits on done1, job 3 on the shared GEMM1's done3 (row_counters' job 2) */
-                    wait_count(row_counters(m.done, p.job - 1, a.capacity) + p.rb, 2 * (p.job == 1 ? L.n1 : L.ns1),
-                               diag, p.job == 1 ? 0 : 3, p.rb);
-                    mok_fence_proxy_async_global(); /* TMA (the async proxy) reads what generic acquire saw */
-                }
-                for (int kb = 0; kb < k_blocks; kb++) {
+                const UnitLoads ul = unit_loads(maps, m, p);
+                unit_inputs(m, L, p, u, true, diag);
+                for (int kb = 0; kb < ul.k_blocks; kb++) {
                     producer_acquire(ring, empty, diag, u, kb);
                     if (kb == 0) {
                         slot_unit[ring.slot] = pack_unit(p); /* published by the arrive below (release) */
@@ -421,15 +470,8 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
                     /* kRegA: a routed unit's A is its e4m3 rows, 64 bytes of K a row (the shared units' bf16) */
                     uint64_t *bar = producer_arm(
                         ring, full, (kRegA && p.job <= 1 ? kMxRegASlotBytes : kSlotABytes) + kSlotBBytes);
-                    uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;
-                    uint8_t *b_dst = smem_b + (size_t)ring.slot * kSlotBBytes;
-                    int kc = kb * kBlockK;
-                    mok_tma_load_2d(a_dst, ma, kc, row0, bar);
-                    mok_tma_load_2d(b_dst, mb, kc, b_row, bar);
-                    if (b_up >= 0)
-                        mok_tma_load_2d(b_dst + (kTileN / 2) * kRowBytes, mb, kc, b_up, bar);
-                    if (kb == 0 && m.lockstep)
-                        atomicAdd(m.done + 1, 1); /* this unit has started */
+                    load_unit_block(m, ul, p, kb, smem_a + (size_t)ring.slot * kSlotABytes,
+                                    smem_b + (size_t)ring.slot * kSlotBBytes, bar, true);
                     ring.advance(stages);
                 }
             }
@@ -473,7 +515,7 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             }
         }
         if (kSplit && (p.job == 0 || p.job == 1) && a.entry[p.rb * kTileM + 64] < 0) {
-            split_half_unit<kSend>(maps, m, p, u, ring, full, empty, acc[0], smem_a, smem_b,
+            split_half_unit<kSend, kGather>(maps, m, p, u, ring, full, empty, acc[0], smem_a, smem_b,
                                    smem_c + (size_t)cwg * (kStageBytes / 2), k_blocks, cwg, wq, lane, leader,
                                    comb_base, diag, role);
             continue;
@@ -505,9 +547,9 @@ __device__ __forceinline__ void compute_role(const Maps &maps, const mok_mega_ar
             consume_tile_mx_rega<kTileN, true, kSlotABytes>(ring, stages, full, empty, acc[0], k_blocks, smem_a,
                                                             smem_b, mt, lane, diag, role, u);
         } else {
-            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes>(ring, stages, full, empty, acc, k_blocks, smem_a,
-                                                               cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag, role,
-                                                               u);
+            consume_tile<kTileN, 1, kSlotABytes, kSlotBBytes, 1, KMajor, KMajor, false, false, kGather>(
+                ring, stages, full, empty, acc, k_blocks, smem_a, cwg * 64 * kRowBytes, smem_b, 1, lane, 0, diag,
+                role, u);
         }
 
         /* Epilogue: staged boxes and TMA stores, 128 columns per round: GEMM1's SwiGLU output in one, GEMM2's 256

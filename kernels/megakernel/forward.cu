@@ -64,6 +64,7 @@ using namespace mok_sm90;
 #include "megakernel/fp8_compute.cuh"
 #include "megakernel/mx_expand.cuh"
 #include "megakernel/swap_tail.cuh"
+#include "megakernel/gather.cuh"
 
 namespace {
 
@@ -73,7 +74,7 @@ namespace {
  * kSplit: m.split_half (compute.cuh: split_half_unit), kernels of their own too, so the instances without it keep
  * their machine code. */
 template <bool kSend, bool kSplit, bool kSave = false, bool kFp8 = false, bool kMx = false, bool kFp8Shared = false,
-          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false>
+          bool kExpand = false, bool kSwap = false, bool kWide = false, bool kRegA = false, bool kGather = false>
 __global__ void __launch_bounds__(kThreads, 1)
     megakernel_fwd_kernel(const __grid_constant__ Maps maps, const __grid_constant__ mok_mega_args m,
                           struct mok_sm90_diag *diag)
@@ -81,8 +82,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
         comm_dispatch<kFp8, kMx>(m);
-        if (m.lsa.push && m.skip != 1) { /* own_first: the landed rows of the first experts' chunks, then every row
-                                            * of the others; else the chunks past the first round */
+        if (m.lsa.push && m.skip != 1 && !kGather) { /* own_first: the landed rows of the first experts' chunks,
+                                                      * then every row of the others; else the chunks past the
+                                                      * first round (kGather: GEMM1 reads the landed rows) */
             if (kFp8) {
                 scatter_rows<kFp8>(m, first_round(m.lsa, m), slot_chunks(m.lsa), (int)blockIdx.x, m.comm_blocks,
                                    kScatterAll, diag);
@@ -98,11 +100,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             comm_combine<kFp8 && !kExpand && !kWide && !kRegA>(m, diag); /* GEMM2's tiles: 128 columns, or 256 */
         } else if (m.skip != 2) { /* its part of the dispatch done: one more compute block from now on */
             __syncthreads();
-            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA>(maps, m, 0, 0,
-                                                                                                   true, diag);
+            compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA, kGather>(
+                maps, m, 0, 0, true, diag);
         }
     } else {
-        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA>(
+        compute_role<kSend, kSplit, kSave, kFp8, kMx, kFp8Shared, kExpand, kSwap, kWide, kRegA, kGather>(
             maps, m, (int)blockIdx.x - m.comm_blocks, (int)gridDim.x - m.comm_blocks, false, diag);
     }
 #else
@@ -176,13 +178,22 @@ bool rega(const mok_mega_args *m) { return m->fp8 == 2 && m->mx_scheme == 3; }
  * smem_bytes' `wide`) */
 bool bf16_slots(const mok_mega_args *m) { return wide(m) || rega(m); }
 
-/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, or x fp8: fp8_kernel_for). */
+/* The instance a configuration runs (send_from_gemm x split_half, or x saving gu: kSave, x gather (x split_half),
+ * x swap_tail, or x fp8: fp8_kernel_for). */
 MegaKernel kernel_for(const mok_mega_args *m)
 {
     if (m->fp8)
         return m->fp8 == 2 ? fp8_kernel_for<true>(m) : fp8_kernel_for<false>(m);
     if (m->gu)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, false, true> : megakernel_fwd_kernel<false, false, true>;
+    if (m->gather) { /* gather.cuh, with or without split_half */
+        constexpr bool f = false, t = true;
+        if (m->split_half)
+            return m->send_from_gemm ? megakernel_fwd_kernel<t, t, f, f, f, f, f, f, f, f, t>
+                                     : megakernel_fwd_kernel<f, t, f, f, f, f, f, f, f, f, t>;
+        return m->send_from_gemm ? megakernel_fwd_kernel<t, f, f, f, f, f, f, f, f, f, t>
+                                 : megakernel_fwd_kernel<f, f, f, f, f, f, f, f, f, f, t>;
+    }
     if (m->split_half)
         return m->send_from_gemm ? megakernel_fwd_kernel<true, true> : megakernel_fwd_kernel<false, true>;
     if (m->swap_tail) /* swap_tail.cuh */
@@ -211,8 +222,8 @@ size_t static_smem(MegaKernel k)
     static struct {
         MegaKernel k;
         size_t bytes;
-    } known[32];
-    for (int i = 0; i < 32; i++) {
+    } known[48];
+    for (int i = 0; i < 48; i++) {
         if (known[i].k == k)
             return known[i].bytes;
         if (!known[i].k) {
@@ -352,6 +363,11 @@ extern "C" int mok_megakernel_supports(const struct mok_mega_args *m, char *why,
         return say(why, why_len, "swap_tail %lld: 0, or 1 in the bf16 forward without saved activations (gu) or "
                    "split_half (an expert's last row block of <= 112 rows with its tokens as wgmma's N)",
                    m->swap_tail);
+    if (m->gather < 0 || m->gather > 1 ||
+        (m->gather && (m->fp8 || m->gu || m->gemm1_only || !a.push || m->own_first || m->swap_tail)))
+        return say(why, why_len, "gather %lld: 0, or 1 in the bf16 forward with dispatch=push, without saved "
+                   "activations (gu), gemm1_only, own_first or swap_tail (GEMM1 reads the rows where they landed; "
+                   "nothing fills the expert slots those read)", m->gather);
     if ((m->fp8_tile_n != 0 && m->fp8_tile_n != 128 && m->fp8_tile_n != 256) || (m->fp8_tile_n == 256 && m->fp8 != 1))
         return say(why, why_len, "fp8_tile_n %lld: 0 or 128 (128 x 128 fp8 tiles), or 256 with fp8 1 (fp8_block on "
                    "the bf16 kernel's 128 x 256 tiles)", m->fp8_tile_n);

@@ -77,6 +77,7 @@ mok_step() {
     megasplit) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-split" tests/gpu_mega_split.json;; # the megakernel's split-half units (split_half=1) on small ragged problems
     rowvec) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-row-vectors" tests/gpu_row_vectors.json;; # lsa-layer on rows of 144 (bf16, hidden 1152) and 17 (FP8 wire rows, hidden 256) 16-byte vectors: the pull dispatch's warp loop with slot shuffles
     megaswap) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-swap" tests/gpu_mega_swap.json;; # the megakernel's swapped tail units (swap_tail=1) on small ragged problems
+    megagather) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-gather" tests/gpu_mega_gather.json;; # gather 1 beside 0, small ragged problems
     megaorder) sh tests/gpu_impls.sh "$BIN" . "$R/gpu-mega-order" tests/gpu_mega_order.json;; # own_first x lockstep x send
     mega) $MPIRUN -np "$NP" "$BIN" --probe -o "$R" configs/megakernel.json;;
     megareport) $MPIRUN -np "$NP" "$BIN" -o "$R" configs/megakernel-report.json;; # issue 5: 1024-16384 tokens, uniform and zipf, breakdown
@@ -86,6 +87,12 @@ mok_step() {
     megasanitize) for tool in memcheck racecheck; do
         san_run $tool 300 "$NP" "mega-san-$tool" "mega-sanitize-$tool.log" tests/gpu_mega_sanitize.json
         echo "compute-sanitizer $tool (megakernel) rc=$?"; grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-sanitize-$tool.log" | sort | uniq -c | head
+      done;;
+    megagathersan) for tool in memcheck racecheck; do # gather=1 under compute-sanitizer (with the breakdown's runs)
+        san_run $tool 300 "$NP" "mega-gather-san-$tool" "mega-gather-sanitize-$tool.log" \
+          tests/gpu_mega_gather_sanitize.json
+        echo "compute-sanitizer $tool (megakernel gather) rc=$?"
+        grep -E "ERROR SUMMARY|Error|hazard" "$R/mega-gather-sanitize-$tool.log" | sort | uniq -c | head
       done;;
     tunecheck) for cfg in deepseek-v3 qwen3-235b; do # issue 6: budgeted search vs exhaustive, then --tuned reuse
         python3 scripts/tune_check.py --mpirun "$MPIRUN -np $NP" --bin "$BIN" --config configs/$cfg.json \

@@ -66,6 +66,7 @@ static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *v
                                    .swap_tail = m.swap_tail, .land_stages = m.land_stages,
                                    .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
                                    .push_all = p->spec.dtype != MOK_DTYPE_BF16 ? m.push_all : 0,
+                                   .gather = m.gather,
                                    .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
                                             : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
                                                                                  : MOK_LAYER_BF16};
