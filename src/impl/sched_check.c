@@ -56,8 +56,11 @@ static int copy_back(const struct mok_schedule_view *v, struct dev_copy *c, char
     MOK_CHECK(cuda, cudaMemcpy(c->offset, v->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost), return -1);
     MOK_CHECK(cuda, cudaMemcpy(c->entry, v->entry, sizeof(int32_t) * (size_t)v->capacity, cudaMemcpyDeviceToHost),
               return -1);
-    MOK_CHECK(cuda, cudaMemcpy(c->ready, v->ready, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
     MOK_CHECK(cuda, cudaMemcpy(c->target, v->chunk_target, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
+    if (v->ready)
+        MOK_CHECK(cuda, cudaMemcpy(c->ready, v->ready, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
+    else /* nothing counts rows into them (the megakernel's gather): only the targets are compared */
+        memcpy(c->ready, c->target, sizeof(int32_t) * n);
     return 0;
 }
 

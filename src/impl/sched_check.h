@@ -15,7 +15,8 @@
 int sched_check_build(const struct mok_problem *p, int t_max, int tile_rows, int chunk_rows, int capacity,
                       struct mok_schedule *out, char *err, int err_len);
 /* Collective: fails on every rank when any rank overflowed (overflow: this rank's message, NULL when it did not)
- * or its device schedule (rows, offsets, slots, chunk targets, ready counters) differs from its host schedule. */
+ * or its device schedule (rows, offsets, slots, chunk targets, ready counters unless dev->ready is NULL) differs
+ * from its host schedule. */
 int sched_check_compare(const struct mok_schedule_view *dev, const struct mok_schedule *host, int rank,
                         const char *overflow, char *err, int err_len);
 /* Collective: the row's dispatch and combine bytes (max over ranks; a token once per remote rank, back once per
