@@ -325,7 +325,7 @@ static int mega_check_schedule(struct mega_state *s, struct mok_row *row, char *
         snprintf(overflow, sizeof overflow, "schedule overflow: %s", msg);
     struct mok_schedule_view v;
     mok_workspace_schedule(s->ws, &v);
-    if (s->desc.gather && !s->desc.train) /* GEMM1 read the landed rows: nothing counted them in the ready counters */
+    if (s->desc.gather) /* GEMM1 read the landed rows: nothing counted them in the ready counters */
         v.ready = NULL;
     if (sched_check_compare(&v, &s->host, s->p->rank, rc == MOK_ERR_OVERFLOW ? overflow : NULL, err, err_len))
         return -1;
