@@ -128,7 +128,7 @@ struct mok_layer_desc {
     int gather;               /* MOK_LAYER_BF16 forward with dispatch_push 1, without train, own_first or swap_tail: 1,
                                  GEMM1's producer warpgroup reads each row block's rows by cp.async from where they
                                  are (x, or the landing rows): no copy into the expert slots; 0, the slots are filled
-                                 first and GEMM1 loads them by TMA. Not yet run on a GPU */
+                                 first and GEMM1 loads them by TMA. Not yet verified on a GPU */
 };
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -2,8 +2,12 @@
  * warpgroup straight from where each route's row is (a rank's own tokens in its x input set, the peers' in its
  * landing rows) into the slot, instead of the scatter copying every route's row into an expert slot first and
  * GEMM1 loading the slots by TMA. The scatter writes and GEMM1 reads back each routed row once more than needed:
- * at one GPU with top-8 and 4096 tokens of 7168 that is 2 x 0.47 GB of DRAM traffic per layer (in a layer bound by
- * its weight stream at small groups, as long as the stream itself), and the first GEMM1 tiles wait for it.
+ * at one GPU with top-8 and 4096 tokens of 7168 that is 2 x 0.47 GB of DRAM traffic per layer (beside a 34 GB
+ * weight stream at 384 experts, ~3% of a layer bound by that stream), and the first GEMM1 tiles wait for it.
+ * The same copies from one producer warp ran 1.19-1.28x slower than the scatter at the DeepSeek-V3 / Qwen3-235B
+ * shapes on 2 x H200 (results/h200x2/2026-11-30-gather-rows: the copies' completion rate held GEMM1's k blocks,
+ * inferred from ncu); this one issues from the whole warpgroup and is meant for small groups, whose k blocks wait
+ * on the weights' DRAM stream anyway and whose row blocks are partly padding (zero-filled, nothing loaded).
  *
  * Producer (all 128 threads of the producer warpgroup), per unit:
  *   thread 0  takes the unit by the ticket and waits for its inputs as the TMA producer does (compute.cuh

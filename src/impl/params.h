@@ -240,8 +240,8 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
     X(gather, MOK_NUMERIC, 0, 1, 0,                                                                              \
       "bf16 forward with dispatch=push (no own_first or swap_tail): 1, GEMM1's producer warpgroup reads each "  \
       "row block's rows by cp.async from where they are (x, or the landing rows) and nothing copies them into "  \
-      "expert slots (not yet run on a GPU); 0, the scatter copies every route's row into its slot and GEMM1 "    \
-      "loads the slots by TMA")
+      "expert slots (not yet verified on a GPU); 0, the scatter copies every route's row into its slot and "     \
+      "GEMM1 loads the slots by TMA")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */
