@@ -182,6 +182,12 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
 /* A unit's loads: A's map and B's, B's rows (with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out
  * rows and the up half n_out further on: two 128-row boxes; without, 256 rows of the group's n_out; b_up -1), and
  * its k blocks */
+/* A unit's k blocks of 64 K: GEMM1's (routed or shared) over hidden, GEMM2's over its intermediate */
+__device__ __forceinline__ int unit_k_blocks(const mok_mega_args &m, int job)
+{
+    return (job == 0 || job == 2 ? m.lsa.hidden : job == 1 ? m.inter : m.shared_inter) / kBlockK;
+}
+
 struct UnitLoads {
     const CUtensorMap *ma, *mb;
     int b_row, b_up, k_blocks;
@@ -191,7 +197,7 @@ __device__ __forceinline__ UnitLoads unit_loads(const Maps &maps, const mok_mega
 {
     const int hidden = m.lsa.hidden, inter = m.inter, sinter = m.shared_inter;
     UnitLoads ul;
-    ul.k_blocks = (p.job == 0 || p.job == 2 ? hidden : p.job == 1 ? inter : sinter) / kBlockK;
+    ul.k_blocks = unit_k_blocks(m, p.job);
     ul.ma = p.job == 0 ? &maps.x : p.job == 1 ? &maps.ha : p.job == 2 ? &maps.sx : &maps.sha;
     ul.mb = p.job == 0 ? &maps.w13 : p.job == 1 ? &maps.w2 : p.job == 2 ? &maps.sw13 : &maps.sw2;
     ul.b_up = -1;

@@ -32,7 +32,13 @@ namespace {
 #if MOK_SM90_DEVICE
 constexpr int kGatherBarrier = 7; /* the producer warpgroup's (1, 2: the consumers' epilogues) */
 
-/* Thread pt's part of k block kb of the GEMM1 row block at slot row row0: 16 bytes of each of its 8 rows */
+/* Thread pt's part of k block kb of the GEMM1 row block at slot row row0: 16 bytes of each of its 8 rows. Each
+ * row's entry is loaded (L1) and decoded again in every k block: the one-warp producer of
+ * results/h200x2/2026-11-30-gather-rows took 1.67-1.77x the layer time doing so against offsets decoded once per
+ * unit into a shared-memory table (its runs 4 and 6). Here four warps issue the copies, each a quarter of them;
+ * the 8 offsets held in the producer's 40 registers spilled 296-300 bytes (ptxas), and a 1 KiB table fits beside
+ * the 4-stage ring and the staging up to ~470 local experts (layout.cuh smem_bytes): the next variant to try if
+ * the copies' issue shows in the first measurement. */
 __device__ __forceinline__ void gather_block(const mok_lsa_args &a, const uint8_t *own, const uint8_t *land, int row0,
                                              int kb, uint8_t *slot_a, int pt)
 {
@@ -97,7 +103,7 @@ __device__ __forceinline__ void produce_units_gather(const Maps &maps, const mok
         if (c.x >= L.units)
             break;
         const Unit pu = unpack_unit(c.y); /* job, row block, column tile (thread 0 also has the group: p) */
-        const int k_blocks = (pu.job == 0 || pu.job == 2 ? a.hidden : pu.job == 1 ? m.inter : m.shared_inter) / kBlockK;
+        const int k_blocks = unit_k_blocks(m, pu.job);
         for (int kb = 0; kb < k_blocks; kb++) {
             producer_acquire(ring, empty, diag, c.x, kb);
             uint8_t *a_dst = smem_a + (size_t)ring.slot * kSlotABytes;

@@ -49,18 +49,16 @@ static int copy_back(const struct mok_schedule_view *v, struct dev_copy *c, char
     size_t EL = (size_t)v->local_experts, n = (size_t)v->chunks;
     c->rows = malloc(sizeof(int32_t) * EL), c->offset = malloc(sizeof(int32_t) * (EL + 1));
     c->entry = malloc(sizeof(int32_t) * (size_t)v->capacity);
-    c->ready = malloc(sizeof(int32_t) * n), c->target = malloc(sizeof(int32_t) * n);
-    if (!c->rows || !c->offset || !c->entry || !c->ready || !c->target)
+    c->ready = v->ready ? malloc(sizeof(int32_t) * n) : NULL, c->target = malloc(sizeof(int32_t) * n);
+    if (!c->rows || !c->offset || !c->entry || (v->ready && !c->ready) || !c->target)
         FAIL("out of host memory");
     MOK_CHECK(cuda, cudaMemcpy(c->rows, v->rows, sizeof(int32_t) * EL, cudaMemcpyDeviceToHost), return -1);
     MOK_CHECK(cuda, cudaMemcpy(c->offset, v->offset, sizeof(int32_t) * (EL + 1), cudaMemcpyDeviceToHost), return -1);
     MOK_CHECK(cuda, cudaMemcpy(c->entry, v->entry, sizeof(int32_t) * (size_t)v->capacity, cudaMemcpyDeviceToHost),
               return -1);
     MOK_CHECK(cuda, cudaMemcpy(c->target, v->chunk_target, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
-    if (v->ready)
+    if (v->ready) /* NULL: nothing counts rows into them (the megakernel's gather); only the targets are compared */
         MOK_CHECK(cuda, cudaMemcpy(c->ready, v->ready, sizeof(int32_t) * n, cudaMemcpyDeviceToHost), return -1);
-    else /* nothing counts rows into them (the megakernel's gather): only the targets are compared */
-        memcpy(c->ready, c->target, sizeof(int32_t) * n);
     return 0;
 }
 
@@ -78,8 +76,9 @@ static int differs(const struct mok_schedule_view *v, const struct dev_copy *c, 
             return snprintf(msg, len, "rank %d: device schedule slot %d holds %08x, host %08x", rank, i,
                             (unsigned)c->entry[i], (unsigned)h->entry[i]) > 0;
     for (int k = 0; k < v->chunks; k++)
-        if (c->ready[k] != c->target[k] || (k < h->nchunks && c->target[k] != h->chunk_rows_valid[k]))
-            return snprintf(msg, len, "rank %d: chunk %d ready %d, target %d, host target %d", rank, k, c->ready[k],
+        if ((c->ready && c->ready[k] != c->target[k]) || (k < h->nchunks && c->target[k] != h->chunk_rows_valid[k]))
+            return snprintf(msg, len, "rank %d: chunk %d ready %d, target %d, host target %d", rank, k,
+                            c->ready ? c->ready[k] : -1,
                             c->target[k], k < h->nchunks ? h->chunk_rows_valid[k] : -1) > 0;
     return 0;
 }
