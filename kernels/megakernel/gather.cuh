@@ -37,8 +37,8 @@ constexpr int kGatherBarrier = 7; /* the producer warpgroup's (1, 2: the consume
  * results/h200x2/2026-11-30-gather-rows took 1.67-1.77x the layer time doing so against offsets decoded once per
  * unit into a shared-memory table (its runs 4 and 6). Here four warps issue the copies, each a quarter of them;
  * the 8 offsets held in the producer's 40 registers spilled 296-300 bytes (ptxas), and a 1 KiB table fits beside
- * the 4-stage ring and the staging up to ~470 local experts (layout.cuh smem_bytes): the next variant to try if
- * the copies' issue shows in the first measurement. */
+ * the 4-stage ring and the staging only up to 151 local experts (send=1's 352 bytes of static shared memory;
+ * layout.cuh smem_bytes), not at the small-group shapes' 384, where it would cost a ring stage. */
 __device__ __forceinline__ void gather_block(const mok_lsa_args &a, const uint8_t *own, const uint8_t *land, int row0,
                                              int kb, uint8_t *slot_a, int pt)
 {
