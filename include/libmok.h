@@ -128,8 +128,19 @@ struct mok_layer_desc {
     int gather;               /* MOK_LAYER_BF16 forward with dispatch_push 1, without train, own_first or swap_tail: 1,
                                  GEMM1's producer warpgroup reads each row block's rows by cp.async from where they
                                  are (x, or the landing rows): no copy into the expert slots; 0, the slots are filled
-                                 first and GEMM1 loads them by TMA. Not yet verified on a GPU */
+                                 first and GEMM1 loads them by TMA; -1, mok_layer_gather_auto's choice */
 };
+
+/* gather = -1: 1 where gather applies and the routes fill less than one 128-row block per expert on average
+ * (max_tokens x nranks x topk < 128 x experts), else 0. Measured on one H100 (results/h100x1/2026-12-07-gather-ab):
+ * 2.5-3.6% faster than 0 at 32-85 rows per expert (its copies skip the padding, a third to two thirds of those
+ * blocks), 0.8-18% slower at 128 rows and more (why is not measured); nothing measured between 86 and 127. */
+static inline int mok_layer_gather_auto(const struct mok_layer_desc *d, int nranks)
+{
+    if (d->dtype != MOK_LAYER_BF16 || !d->dispatch_push || d->train || d->own_first || d->swap_tail)
+        return 0;
+    return (long long)d->max_tokens * nranks * d->topk < 128LL * d->experts;
+}
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones
  * in the description's dtype: bf16 (w13, w2; the e4m3 fields NULL), fp8_block (w13_e4m3, w13_scale, w2_e4m3,

@@ -216,7 +216,7 @@ static int check_output(const struct test *t, const float *ref, double *rel)
 }
 
 struct variant {
-    int comm_sms, per_rank, push, raster, shared, combine_sms, send, lockstep, own_first;
+    int comm_sms, per_rank, push, raster, shared, combine_sms, send, lockstep, own_first, gather;
 };
 
 static int run_variant(const struct test *t, const struct variant *v, mok_workspace *ws)
@@ -237,9 +237,9 @@ static int run_variant(const struct test *t, const struct variant *v, mok_worksp
         return 1;
     if (t->rank == 0)
         printf("ok   comm_sms %d (combine %d), per_rank %d, push %d, raster %d, shared %d, send %d, lockstep %d, "
-               "own_first %d: max err %.2e of max|ref|, bitwise repeatable, also after the partial variants\n",
-               v->comm_sms, v->combine_sms, v->per_rank, v->push, v->raster, v->shared, v->send, v->lockstep,
-               v->own_first, rel);
+               "own_first %d, gather %d: max err %.2e of max|ref|, bitwise repeatable, also after the partial "
+               "variants\n", v->comm_sms, v->combine_sms, v->per_rank, v->push, v->raster, v->shared, v->send,
+               v->lockstep, v->own_first, v->gather, rel);
     return 0;
 }
 
@@ -265,6 +265,18 @@ static int check_bad_fields(const struct test *t, ncclComm_t comm, const struct 
     rc = mok_layer_check(comm, &d, err, sizeof err);
     CK(rc == MOK_ERR_ARGUMENT && strstr(err, "push_all = 1"), "push_all 1 with bf16: %s (%s)", mok_status_string(rc),
        err);
+    d = *good;
+    d.gather = 2;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "gather = 2"), "gather 2: %s (%s)", mok_status_string(rc), err);
+    d = *good;
+    d.gather = 1, d.dispatch_push = 0;
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_ERR_ARGUMENT && strstr(err, "gather = 1"), "gather 1 with pull: %s (%s)", mok_status_string(rc),
+       err);
+    d.gather = -1; /* resolved to 0 where 1 does not apply */
+    rc = mok_layer_check(comm, &d, err, sizeof err);
+    CK(rc == MOK_OK, "gather -1 with pull: %s (%s)", mok_status_string(rc), err);
     d = *good;
     d.dtype = 3; /* 2 is MOK_LAYER_MXFP8 */
     rc = mok_layer_check(comm, &d, err, sizeof err);
@@ -293,12 +305,15 @@ int main(int argc, char **argv)
     make_test(&t);
 
     const struct variant variants[] = {
-        {4, 0, 0, 0, 0, 0, 0, 0, 0},  {4, 1, 0, 1, 0, 1, 0, 0, 0},  {2, 0, 1, 0, 0, 0, 0, 0, 0},
-        {2, 1, 1, 1, 0, 1, 0, 0, 0},  {4, 0, 0, 1, SI, 2, 0, 0, 0}, {2, 1, 1, 0, SI, 0, 0, 0, 0},
-        {4, 0, 0, 1, 0, 0, 1, 0, 0},  {2, 0, 1, 0, SI, 0, 1, 0, 0}, {2, 0, 1, 1, SI, 0, 1, 1, 1},
-        {4, 1, 1, 1, 0, 0, 0, 1, E},  {2, 0, 1, 0, 0, 0, 1, 0, 2}};
+        {4, 0, 0, 0, 0, 0, 0, 0, 0, 0},   {4, 1, 0, 1, 0, 1, 0, 0, 0, 0},  {2, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 1, 1, 1, 0, 1, 0, 0, 0, 0},   {4, 0, 0, 1, SI, 2, 0, 0, 0, 0}, {2, 1, 1, 0, SI, 0, 0, 0, 0, 0},
+        {4, 0, 0, 1, 0, 0, 1, 0, 0, 0},   {2, 0, 1, 0, SI, 0, 1, 0, 0, 0}, {2, 0, 1, 1, SI, 0, 1, 1, 1, 0},
+        {4, 1, 1, 1, 0, 0, 0, 1, E, 0},   {2, 0, 1, 0, 0, 0, 1, 0, 2, 0},  {2, 0, 1, 1, 0, 0, 1, 0, 0, 1},
+        {4, 1, 1, 0, SI, 0, 0, 0, 0, 1},  {2, 0, 1, 1, SI, 0, 1, 0, 0, -1}};
     /* combine_sms < comm_sms: the other comm SMs join the GEMMs after the dispatch; send: GEMM2 sends the rows;
-     * lockstep, own_first (push only: the first 1 or 2 local experts' own rows first, or all E / nranks) */
+     * lockstep, own_first (push only: the first 1 or 2 local experts' own rows first, or all E / nranks); gather
+     * (push: GEMM1 reads the landed rows; -1: mok_layer_gather_auto, 1 at one rank (75 rows per expert), 0 at
+     * two) */
     int nvar = (int)(sizeof variants / sizeof variants[0]), failures = 0;
     char err[512];
     for (int v = 0; v < nvar; v++) {
@@ -308,7 +323,8 @@ int main(int argc, char **argv)
                                    .combine_per_rank = variants[v].per_rank, .chunk_rows = 7,
                                    .dispatch_push = variants[v].push, .raster = variants[v].raster,
                                    .combine_sms = variants[v].combine_sms, .send_from_gemm = variants[v].send,
-                                   .lockstep = variants[v].lockstep, .own_first = variants[v].own_first};
+                                   .lockstep = variants[v].lockstep, .own_first = variants[v].own_first,
+                                   .gather = variants[v].gather};
         if (v == 0)
             failures += check_bad_fields(&t, comm, &d);
         mok_workspace *ws = NULL;

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "desc.h"
 #include "host_supports.h"
+#include "libmok.h"
 #include "params.h"
 
 #include "check.h"
@@ -238,7 +239,33 @@ int main(void)
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with fp8_block: %s", why);
     s.dtype = MOK_DTYPE_BF16, s.pass = MOK_PASS_BWD;
     CHECK(!supports("megakernel", &s, 2, v, why) && strstr(why, "gather 1"), "gather with bwd: %s", why);
-    s.pass = MOK_PASS_FWD;
+    /* gather -1 (the default) runs wherever the megakernel does: libmok resolves it to 0 where 1 does not apply */
+    mp.gather = -1, mp.combine = 0, mp.send = 1;
+    mok_params_megakernel_values(&mp, v);
+    CHECK(supports("megakernel", &s, 2, v, why), "gather -1 with bwd: %s", why);
+    s.pass = MOK_PASS_FWD, s.dtype = MOK_DTYPE_FP8_BLOCK;
+    CHECK(supports("megakernel", &s, 2, v, why), "gather -1 with fp8_block: %s", why);
+    s.dtype = MOK_DTYPE_BF16;
+    /* mok_layer_gather_auto: 1 below 128 routed rows per expert on average where gather applies */
+    struct mok_layer_desc ld = {.experts = 384, .topk = 8, .max_tokens = 4096, .dispatch_push = 1};
+    CHECK(mok_layer_gather_auto(&ld, 1) == 1, "gather auto at 85 rows per expert");
+    ld.max_tokens = 6144; /* exactly 128 rows per expert */
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto at 128 rows per expert");
+    ld.max_tokens = 3072; /* 64 rows per expert per rank, 128 over two ranks */
+    CHECK(mok_layer_gather_auto(&ld, 1) == 1 && mok_layer_gather_auto(&ld, 2) == 0, "gather auto counts every rank");
+    ld.max_tokens = 1 << 30, ld.experts = 1 << 20; /* 64-bit product */
+    CHECK(mok_layer_gather_auto(&ld, 64) == 0, "gather auto without overflow");
+    ld.max_tokens = 1024, ld.experts = 384;
+    ld.swap_tail = 1;
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto with swap_tail");
+    ld.swap_tail = 0, ld.own_first = 4;
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto with own_first");
+    ld.own_first = 0, ld.dispatch_push = 0;
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto with dispatch pull");
+    ld.dispatch_push = 1, ld.train = 1;
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto with train");
+    ld.train = 0, ld.dtype = MOK_LAYER_MXFP8;
+    CHECK(mok_layer_gather_auto(&ld, 1) == 0, "gather auto with mxfp8");
     /* pass bwd of the implementations that keep one saved forward (megakernel, lsa-layer): one input set only, said
      * without a GPU (the dry run's verdict is the run's); fwd_bwd and nccl's bwd run any count */
     defaults("megakernel", v);

@@ -49,27 +49,30 @@ static int mega_wgrad_mix_auto(const struct mok_problem_spec *spec)
 static struct mok_layer_desc mega_desc(const struct mok_problem *p, const int *values, int max_tokens)
 {
     struct mok_params_megakernel m = mok_params_megakernel(values);
-    return (struct mok_layer_desc){.hidden = p->hidden, .intermediate = p->inter,
-                                   .shared_intermediate = p->shared * p->inter, .experts = p->experts,
-                                   .topk = p->topk, .max_tokens = max_tokens,
-                                   .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
-                                   .comm_sms = m.comm_sms, .combine_sms = m.combine_sms,
-                                   .send_from_gemm = m.send, .lockstep = m.wave_lockstep, .own_first = m.own_first,
-                                   .split_half = m.split_half,
-                                   .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
-                                   .dispatch_push = m.dispatch, .raster = m.raster,
-                                   .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
-                                   .wgrad_mix = m.wgrad_mix >= 0 ? m.wgrad_mix : mega_wgrad_mix_auto(&p->spec),
-                                   .wgrad_reduce = mok_pass_has_bwd(p->spec.pass) ? m.wgrad_reduce : 0,
-                                   .shared_sms = m.shared_sms,
-                                   .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
-                                   .swap_tail = m.swap_tail, .land_stages = m.land_stages,
-                                   .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
-                                   .push_all = p->spec.dtype != MOK_DTYPE_BF16 ? m.push_all : 0,
-                                   .gather = m.gather,
-                                   .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
-                                            : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
-                                                                                 : MOK_LAYER_BF16};
+    struct mok_layer_desc d = {.hidden = p->hidden, .intermediate = p->inter,
+                               .shared_intermediate = p->shared * p->inter, .experts = p->experts,
+                               .topk = p->topk, .max_tokens = max_tokens,
+                               .capacity_factor = p->spec.capacity_factor, .input_slots = p->sets,
+                               .comm_sms = m.comm_sms, .combine_sms = m.combine_sms,
+                               .send_from_gemm = m.send, .lockstep = m.wave_lockstep, .own_first = m.own_first,
+                               .split_half = m.split_half,
+                               .combine_per_rank = m.combine, .chunk_rows = m.chunk_rows, .stages = m.stages,
+                               .dispatch_push = m.dispatch, .raster = m.raster,
+                               .train = mok_pass_has_bwd(p->spec.pass), .act_recompute = m.act,
+                               .wgrad_mix = m.wgrad_mix >= 0 ? m.wgrad_mix : mega_wgrad_mix_auto(&p->spec),
+                               .wgrad_reduce = mok_pass_has_bwd(p->spec.pass) ? m.wgrad_reduce : 0,
+                               .shared_sms = m.shared_sms,
+                               .shared_units = m.shared_units, .mx_scheme = m.mx_scheme,
+                               .swap_tail = m.swap_tail, .land_stages = m.land_stages,
+                               .fp8_tile_n = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? m.fp8_tile_n : 0,
+                               .push_all = p->spec.dtype != MOK_DTYPE_BF16 ? m.push_all : 0,
+                               .gather = m.gather,
+                               .dtype = p->spec.dtype == MOK_DTYPE_FP8_BLOCK ? MOK_LAYER_FP8_BLOCK
+                                        : p->spec.dtype == MOK_DTYPE_MXFP8   ? MOK_LAYER_MXFP8
+                                                                             : MOK_LAYER_BF16};
+    if (d.gather < 0) /* resolved here, so the run (its schedule check, its note) sees what the kernel runs */
+        d.gather = mok_layer_gather_auto(&d, p->nranks);
+    return d;
 }
 
 static int mega_supports(const struct mok_problem *p, const struct mok_cluster *cl, const int *mp, char *why,
@@ -360,8 +363,12 @@ static void train_note(const struct mega_state *s, char *note, size_t len)
     snprintf(note + n, len - n, "; workspace %.2f GB per rank", (double)mok_workspace_bytes(s->ws) / 1e9);
 }
 
-static const char *fp8_note(const struct mega_state *s)
+/* What the forward kernel ran that its params do not say outright: the FP8 paths, gather's resolved value. */
+static const char *path_note(const struct mega_state *s)
 {
+    if (s->desc.dtype == MOK_LAYER_BF16 && !s->desc.train)
+        return s->desc.gather ? ", GEMM1 read the rows where they landed (gather 1)"
+                              : ", rows copied into expert slots for GEMM1 (gather 0)";
     return s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_tile_n == 256
                ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue from its staging, 128 x 256 tiles"
            : s->desc.dtype == MOK_LAYER_FP8_BLOCK ? ", fp8_block: rows quantized in the push, h in GEMM1's epilogue, "
@@ -384,7 +391,7 @@ static int mega_extras(void *state, struct mok_row *row, const struct mok_alone_
             train_note(s, row->note, sizeof row->note);
         else
             snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
-                     " fused (phases: schedule | kernel | owner's sum)%s", fp8_note(s));
+                     " fused (phases: schedule | kernel | owner's sum)%s", path_note(s));
         return 0;
     }
     double compute_ms = 0, comm_ms = 0;
@@ -416,7 +423,7 @@ static int mega_extras(void *state, struct mok_row *row, const struct mok_alone_
     double exposed = row->time_med_us - row->gemm_alone_us;
     snprintf(row->note + strlen(row->note), sizeof(row->note) - strlen(row->note),
              " fused (phases: schedule | kernel | owner's sum)%s; compute alone %.0f us, comm alone %.0f us, exposed "
-             "comm %.0f us (%.0f%%)", fp8_note(s),
+             "comm %.0f us (%.0f%%)", path_note(s),
              row->gemm_alone_us, row->dispatch_alone_us, exposed,
              row->time_med_us > 0 ? 100.0 * exposed / row->time_med_us : 0.0);
     return 0;

@@ -237,11 +237,13 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "dtype fp8_block or mxfp8 (forward): 1, every SM quantizes and pushes its share of the token rows in a "    \
       "kernel before the fused one (1.5-6% faster on one H100, results/h100x1/2026-12-06-fp8-push-all); 0, the " \
       "fused kernel's comm SMs push while its compute SMs wait for the rows to land")                          \
-    X(gather, MOK_NUMERIC, 0, 1, 0,                                                                              \
+    X(gather, MOK_NUMERIC, -1, 1, -1,                                                                            \
       "bf16 forward with dispatch=push (no own_first or swap_tail): 1, GEMM1's producer warpgroup reads each "  \
       "row block's rows by cp.async from where they are (x, or the landing rows) and nothing copies them into "  \
-      "expert slots (not yet verified on a GPU); 0, the scatter copies every route's row into its slot and "     \
-      "GEMM1 loads the slots by TMA")
+      "expert slots; 0, the scatter copies every route's row into its slot and GEMM1 loads the slots by TMA; "   \
+      "-1 (the default), 1 below 128 routed rows per expert on average, else 0 (1 was 2.5-3.6% faster at 32-85 " \
+      "rows, 0.8-18% slower from 128 rows: results/h100x1/2026-12-07-gather-ab); where 1 does not apply, -1 "   \
+      "is 0")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */

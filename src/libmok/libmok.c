@@ -132,10 +132,12 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->push_all < 0 || d->push_all > 1 || (d->push_all && d->dtype == MOK_LAYER_BF16))
         return say(err, err_len, MOK_ERR_ARGUMENT, "push_all = %d: 0, or 1 with dtype MOK_LAYER_FP8_BLOCK or "
                    "MOK_LAYER_MXFP8 (the bf16 push leaves a rank's own rows in place)", d->push_all);
-    if (d->gather < 0 || d->gather > 1 ||
-        (d->gather && (d->dtype != MOK_LAYER_BF16 || !d->dispatch_push || d->train || d->own_first || d->swap_tail)))
-        return say(err, err_len, MOK_ERR_ARGUMENT, "gather = %d: 0, or 1 with dtype MOK_LAYER_BF16, dispatch_push 1, "
-                   "train 0, own_first 0 and swap_tail 0 (GEMM1 reads the rows where they landed)", d->gather);
+    if (d->gather < -1 || d->gather > 1 ||
+        (d->gather == 1 &&
+         (d->dtype != MOK_LAYER_BF16 || !d->dispatch_push || d->train || d->own_first || d->swap_tail)))
+        return say(err, err_len, MOK_ERR_ARGUMENT, "gather = %d: 0, -1 (mok_layer_gather_auto), or 1 with dtype "
+                   "MOK_LAYER_BF16, dispatch_push 1, train 0, own_first 0 and swap_tail 0 (GEMM1 reads the rows where "
+                   "they landed)", d->gather);
     if ((d->fp8_tile_n != 0 && d->fp8_tile_n != 128 && d->fp8_tile_n != 256) ||
         (d->fp8_tile_n == 256 && d->dtype != MOK_LAYER_FP8_BLOCK))
         return say(err, err_len, MOK_ERR_ARGUMENT, "fp8_tile_n = %d: 0 or 128, or 256 with dtype MOK_LAYER_FP8_BLOCK",
@@ -192,7 +194,8 @@ static int init_args(const struct mok_layer_desc *d, int rank, int nranks, struc
                                  .shared_inter = d->shared_intermediate, .fp8 = d->dtype,
                                  .mx_scheme = d->mx_scheme, .swap_tail = d->swap_tail,
                                  .land_stages = d->land_stages, .fp8_tile_n = d->fp8_tile_n,
-                                 .push_all = d->push_all, .gather = d->gather};
+                                 .push_all = d->push_all,
+                                 .gather = d->gather >= 0 ? d->gather : mok_layer_gather_auto(d, nranks)};
     _Static_assert(MOK_LAYER_FP8_BLOCK == 1 && MOK_LAYER_MXFP8 == 2, "mok_mega_args.fp8 takes the dtype's value");
     return MOK_OK;
 }
