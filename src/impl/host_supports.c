@@ -347,8 +347,8 @@ int megakernel_host_supports(const struct mok_problem_spec *spec, int nranks, co
     if (p.swap_tail && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || p.split_half))
         return no(why, why_len, "swap_tail 1 applies to the bf16 forward without split_half (this problem: %s %s, "
                   "split_half %d)", mok_dtype_name(spec->dtype), mok_pass_name(spec->pass), p.split_half);
-    if (p.gather == 1 && (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || !p.dispatch || p.own_first ||
-                     p.swap_tail))
+    if (p.gather == 1 &&
+        (spec->dtype != MOK_DTYPE_BF16 || mok_pass_has_bwd(spec->pass) || !p.dispatch || p.own_first || p.swap_tail))
         return no(why, why_len, "gather 1 applies to the bf16 forward with dispatch=push, own_first 0 and swap_tail 0 "
                   "(this problem: %s %s, dispatch %s, own_first %d, swap_tail %d)", mok_dtype_name(spec->dtype),
                   mok_pass_name(spec->pass), p.dispatch ? "push" : "pull", p.own_first, p.swap_tail);
