@@ -179,15 +179,15 @@ __device__ __forceinline__ void split_half_unit(const Maps &maps, const mok_mega
 }
 
 /* ---- the producer's unit steps (the TMA producer below and gather.cuh's) ------------------------------------ */
-/* A unit's loads: A's map and B's, B's rows (with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out
- * rows and the up half n_out further on: two 128-row boxes; without, 256 rows of the group's n_out; b_up -1), and
- * its k blocks */
 /* A unit's k blocks of 64 K: GEMM1's (routed or shared) over hidden, GEMM2's over its intermediate */
 __device__ __forceinline__ int unit_k_blocks(const mok_mega_args &m, int job)
 {
     return (job == 0 || job == 2 ? m.lsa.hidden : job == 1 ? m.inter : m.shared_inter) / kBlockK;
 }
 
+/* A unit's loads: A's map and B's, B's rows (with SwiGLU the gate half [n * 128, +128) of the group's 2 x n_out
+ * rows and the up half n_out further on: two 128-row boxes; without, 256 rows of the group's n_out; b_up -1), and
+ * its k blocks */
 struct UnitLoads {
     const CUtensorMap *ma, *mb;
     int b_row, b_up, k_blocks;

@@ -363,10 +363,11 @@ static void train_note(const struct mega_state *s, char *note, size_t len)
     snprintf(note + n, len - n, "; workspace %.2f GB per rank", (double)mok_workspace_bytes(s->ws) / 1e9);
 }
 
-/* What the forward kernel ran that its params do not say outright: the FP8 paths, gather's resolved value. */
+/* What the forward kernel ran that its params do not say outright (the training passes have train_note): the FP8
+ * paths, gather's resolved value. */
 static const char *path_note(const struct mega_state *s)
 {
-    if (s->desc.dtype == MOK_LAYER_BF16 && !s->desc.train)
+    if (s->desc.dtype == MOK_LAYER_BF16)
         return s->desc.gather ? ", GEMM1 read the rows where they landed (gather 1)"
                               : ", rows copied into expert slots for GEMM1 (gather 0)";
     return s->desc.dtype == MOK_LAYER_FP8_BLOCK && s->desc.fp8_tile_n == 256
