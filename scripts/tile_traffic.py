@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""tile_traffic.py REPORT... [--impl megakernel] [--tile-m 128] [--tile-n 256] [--markdown]: a model of the bytes
+the fused bf16 forward's GEMM tiles read through the L2, beside each row's measured time, for rows whose DRAM
+roofline they miss.
+
+Every GEMM tile (tile_m rows x tile_n columns, K whole) reads its A rows and its B (weight) rows once: an expert
+of X rows runs ceil(X / tile_m) row blocks, and each row block reads the expert's whole weights (GEMM1's 2I x H,
+GEMM2's H x I), while each row block's A rows are read once per column tile (2I / tile_n for GEMM1, H / tile_n for
+GEMM2). The weights come from DRAM once (the roofline's bytes) but through the L2 once per row block: at 128 rows
+per expert under uniform routing about half the experts run two row blocks. Under uniform routing an expert's
+row count is Binomial(tokens x ranks, topk / experts); the model takes its expectation over that distribution
+(ranks > 1: the local experts of one rank). Shared experts run as one dense MLP (intermediate S x I) on the rank's
+own tokens. Besides the tiles it counts the h rows GEMM1 stores, the rows GEMM2 sends, the slots' copies
+(`gather` 0: each route's row read and written once more) and the owner's sum (k rows read per token, y written).
+
+How the tile's A rows are read, from the row's params: with `gather` 0 (the scatter's slots, loaded by TMA) whole
+padded row blocks, padding rows read like the others; with `gather` 1 (rows read where they landed) the real rows
+only (padding rows zero-filled, not read). `swap_tail` and `split_half` change the tensor work of an expert's last
+row block, not its loads (the producer loads the unit's slots as for any unit: kernels/megakernel/swap_tail.cuh,
+compute.cuh split_half_unit), so they read what the padded block reads.
+
+Printed per row (bf16 fwd, uniform routing; other rows are skipped): rows per local expert (mean) and row blocks
+(expected), the measured median, the DRAM roofline (the report's roofline_mem_us), the modeled bytes through the
+L2 (weights' share beside), and their rate over the measured time: what the L2 would have to serve for the tiles
+to read what the model says. A model, not a measurement: ncu's lts__t_bytes gives the measured figure.
+Exit 2 when no row qualifies."""
+import argparse
+import math
+import sys
+
+import mok_report
+from mok_report import num
+
+def binomial_pmf(n, p):
+    """[(x, P(X = x))] of Binomial(n, p), the mass above 1e-15 (log-space terms: n up to millions)"""
+    if p >= 1.0:
+        return [(n, 1.0)]
+    mean, sd = n * p, math.sqrt(n * p * (1 - p))
+    lo, hi = max(0, int(mean - 12 * sd - 2)), min(n, int(mean + 12 * sd + 2))
+    lp, lq, lgn = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    out = []
+    for x in range(lo, hi + 1):
+        w = math.exp(lgn - math.lgamma(x + 1) - math.lgamma(n - x + 1) + x * lp + (n - x) * lq)
+        if w > 1e-15:
+            out.append((x, w))
+    return out
+
+
+def expert_bytes(x, hidden, inter, gather, tile_m, tile_n):
+    """(weights' bytes, A rows' bytes, stores) through the L2 for one expert of x rows, bf16"""
+    if x == 0:
+        return 0.0, 0.0, 0.0
+    blocks = -(-x // tile_m)
+    n1, n2 = 2 * inter, hidden  # output columns of GEMM1 (gate and up) and GEMM2
+    weights = blocks * (n1 * hidden + n2 * inter) * 2
+    a_rows = x if gather else tile_m * blocks
+    a = a_rows * (hidden * 2 * n1 / tile_n + inter * 2 * n2 / tile_n)  # once per column tile
+    stores = x * (inter + hidden) * 2  # h rows, GEMM2's rows to their owners
+    return float(weights), float(a), float(stores)
+
+
+def params_of(row):
+    return dict(kv.split("=", 1) for kv in row.get("params", "").split(",") if "=" in kv)
+
+
+def model(row, tile_m, tile_n, impls):
+    """dict of the row's modeled figures, or None where the model does not apply"""
+    if row.get("impl") not in impls:
+        return None
+    if row.get("dtype") != "bf16" or row.get("pass") != "fwd" or row.get("routing") != "uniform":
+        return None
+    if row.get("mode", "layer") != "layer" or not mok_report.counts(row):
+        return None
+    if any(math.isnan(num(row, c)) for c in ("hidden", "intermediate", "experts", "topk", "time_med_us")):
+        return None  # a summary's row, or a report without the shape
+    h, i = int(num(row, "hidden")), int(num(row, "intermediate"))
+    e, k, t = int(num(row, "experts")), int(num(row, "topk")), int(num(row, "tokens_per_rank"))
+    ranks = int(num(row, "ranks")) if not math.isnan(num(row, "ranks")) else 1
+    shared = int(num(row, "shared_experts")) if not math.isnan(num(row, "shared_experts")) else 0
+    if e % ranks:
+        return None
+    params = params_of(row)
+    gather = params.get("gather") == "1"
+    pmf = binomial_pmf(t * ranks, k / e)
+    local = e // ranks
+    w = a = s = blocks = 0.0
+    for x, p in pmf:
+        ew, ea, es = expert_bytes(x, h, i, gather, tile_m, tile_n)
+        w, a, s, blocks = w + p * ew, a + p * ea, s + p * es, blocks + p * -(-x // tile_m)
+    w, a, s = local * w, local * a, local * s
+    if shared:
+        sw, sa, ss = expert_bytes(t, h, shared * i, False, tile_m, tile_n)
+        w, a, s = w + sw, a + sa, s + ss
+    routes = t * k  # this rank's own routes (its tokens' rows in the sum)
+    routed_rows = local * t * ranks * k / e  # rows landing in this rank's slots
+    other = routes * h * 2 + t * h * 2  # the owner's sum: k rows read per token, y written
+    if not gather:
+        other += 2 * routed_rows * h * 2  # each route's row copied into its slot (read, written)
+    total = w + a + s + other
+    time_us = num(row, "time_med_us")
+    return {
+        "rows": t * ranks * k / e, "blocks": blocks, "time_ms": time_us / 1e3,
+        "dram_ms": num(row, "roofline_mem_us") / 1e3, "gb": total / 1e9, "weights_share": w / total,
+        "tbps": total / (time_us * 1e-6) / 1e12,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reports", nargs="+")
+    ap.add_argument("--tile-m", type=int, default=128)
+    ap.add_argument("--tile-n", type=int, default=256)
+    ap.add_argument("--impl", default="megakernel", help="implementations whose rows to model, comma-separated "
+                    "(their GEMMs must run the core's tiles: megakernel, lsa-layer, nccl with gemm=mok)")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for r in mok_report.read_all(args.reports, "tile_traffic.py"):
+        m = model(r, args.tile_m, args.tile_n, args.impl.split(","))
+        if m:
+            rows.append((r, m))
+    if not rows:
+        print("tile_traffic.py: no bf16 forward row with uniform routing and a passed check", file=sys.stderr)
+        return 2
+    head = ["model", "tokens", "impl", "params", "rows/expert", "blocks", "ms", "DRAM ms", "x DRAM", "L2 GB",
+            "weights", "L2 TB/s"]
+    lines = []
+    for r, m in rows:
+        p = params_of(r)
+        shown = ",".join(f"{n}={p[n]}" for n in ("gather", "swap_tail", "split_half", "gemm") if n in p)
+        lines.append([r["model"], r["tokens_per_rank"], r["impl"], shown, f"{m['rows']:.0f}", f"{m['blocks']:.2f}",
+                      f"{m['time_ms']:.3f}", f"{m['dram_ms']:.3f}", f"{m['time_ms'] / m['dram_ms']:.3f}",
+                      f"{m['gb']:.1f}", f"{m['weights_share']:.2f}", f"{m['tbps']:.2f}"])
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for ln in lines:
+            print("| " + " | ".join(ln) + " |")
+    else:
+        widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+        for ln in [head] + lines:
+            print("  ".join(x.ljust(wd) for x, wd in zip(ln, widths)).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
