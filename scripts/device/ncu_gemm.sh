@@ -5,7 +5,8 @@
 # shared-memory banks' read and write utilization (TMA fills, wgmma operand reads, the threads' accesses: whether a
 # tile is bound by shared-memory bandwidth, NOTES.md on mxfp8); DRAM bytes written and DRAM throughput (whether the
 # backward's weight-gradient tiles stream at the DRAM rate). NCU_KERNELS="regex ...": other kernels (default: the
-# grouped GEMM core's and cuBLAS's), e.g. the fused backward's megakernel_bwd.
+# grouped GEMM core's and cuBLAS's), e.g. the fused backward's megakernel_bwd. NCU_EXTRA="metric,...": more metrics
+# (step ncutails: the L2's bytes, against scripts/tile_traffic.py's model of the tiles' reads).
 # node.sh's step "ncugemm"; run from the repository root on the GPU node.
 set -u
 . scripts/device/env.sh # MPIRUN, DEV and the library paths: node.sh's own sourcing does not reach this process
@@ -14,9 +15,9 @@ M="gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_
 M="$M,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed"
 M="$M,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed"
 M="$M,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed"
-M="$M,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
+M="$M,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed${NCU_EXTRA:+,$NCU_EXTRA}"
 for k in ${NCU_KERNELS:-gemm_sm90 '^(nvjet|sm90_xmma|cutlass)'}; do
   $MPIRUN -np 1 ncu --clock-control none --cache-control none --metrics "$M" -k "regex:$k" --launch-count "$N" \
     "$DEV/bin/mok-bench" -w 0 -n 1 -o "${OUT:-.}/ncu-run" "$CFG" 2>&1 | \
-    grep -E "^  [a-zA-Z_<].*\(|gpu__time|hmma|hit_rate|dram__|lts__throughput|data_bank" | sed -E 's/\(CUtensorMap.*//; s/ +/ /g'
+    grep -E "^  [a-zA-Z_<].*\(|gpu__time|hmma|hit_rate|dram__|lts__t|data_bank" | sed -E 's/\(CUtensorMap.*//; s/ +/ /g'
 done
