@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""tile_traffic.py REPORT... [--impl megakernel] [--tile-m 128] [--tile-n 256] [--markdown]: a model of the bytes
-the fused bf16 forward's GEMM tiles read through the L2, beside each row's measured time, for rows whose DRAM
-roofline they miss.
+"""tile_traffic.py REPORT... [--impl megakernel,mok-gemm] [--tile-m 128] [--tile-n 256] [--markdown]: a model of the
+bytes the fused bf16 forward's GEMM tiles (or gemm mode's mok-gemm) read through the L2, beside each row's measured
+time, for rows whose DRAM roofline they miss.
 
 Every GEMM tile (tile_m rows x tile_n columns, K whole) reads its A rows and its B (weight) rows once: an expert
 of X rows runs ceil(X / tile_m) row blocks, and each row block reads the expert's whole weights (GEMM1's 2I x H,
@@ -17,7 +17,9 @@ How the tile's A rows are read, from the row's params: with `gather` 0 (the scat
 padded row blocks, padding rows read like the others; with `gather` 1 (rows read where they landed) the real rows
 only (padding rows zero-filled, not read). `swap_tail` and `split_half` change the tensor work of an expert's last
 row block, not its loads (the producer loads the unit's slots as for any unit: kernels/megakernel/swap_tail.cuh,
-compute.cuh split_half_unit), so they read what the padded block reads.
+compute.cuh split_half_unit), so they read what the padded block reads. gemm mode's mok-gemm rows: its own
+tile_m / tile_n, `cluster` 2 (each weight tile read once per pair of row blocks, both blocks' rows read) and
+`cluster_n` 2 (each A tile once per pair of column tiles); the GEMMs alone (no slot copies or sum).
 
 Printed per row (bf16 fwd, uniform routing; other rows are skipped): rows per local expert (mean) and row blocks
 (expected), the measured median, the DRAM roofline (the report's roofline_mem_us), the modeled bytes through the
@@ -46,17 +48,20 @@ def binomial_pmf(n, p):
     return out
 
 
-def expert_bytes(x, hidden, inter, gather, tile_m, tile_n):
-    """(weights' bytes, A rows' bytes, stores) through the L2 for one expert of x rows, bf16"""
+def expert_bytes(x, hidden, inter, gather, tile_m, tile_n, pair_b=False, pair_a=False):
+    """(weights' bytes, A rows' bytes, stores) through the L2 for one expert of x rows, bf16. pair_b: vertical
+    cluster pairs share each weight tile (mok-gemm `cluster` 2: the row blocks in pairs, an odd count's last pair
+    reading its second block's rows past the expert); pair_a: horizontal pairs share each A tile (`cluster_n` 2)."""
     if x == 0:
         return 0.0, 0.0, 0.0
     blocks = -(-x // tile_m)
     n1, n2 = 2 * inter, hidden  # output columns of GEMM1 (gate and up) and GEMM2
-    weights = blocks * (n1 * hidden + n2 * inter) * 2
-    a_rows = x if gather else tile_m * blocks
+    reads = -(-blocks // 2) if pair_b else blocks  # each weight tile's reads per column tile
+    weights = reads * (n1 * hidden + n2 * inter) * 2
+    a_rows = 2 * reads * tile_m if pair_b else x if gather else tile_m * blocks
     a = a_rows * (hidden * 2 * n1 / tile_n + inter * 2 * n2 / tile_n)  # once per column tile
     stores = x * (inter + hidden) * 2  # h rows, GEMM2's rows to their owners
-    return float(weights), float(a), float(stores)
+    return float(weights), float(a / 2 if pair_a else a), float(stores)
 
 
 def params_of(row):
@@ -69,7 +74,8 @@ def model(row, tile_m, tile_n, impls):
         return None
     if row.get("dtype") != "bf16" or row.get("pass") != "fwd" or row.get("routing") != "uniform":
         return None
-    if row.get("mode", "layer") != "layer" or not mok_report.counts(row):
+    mode = row.get("mode", "layer")
+    if mode not in ("layer", "gemm") or not mok_report.counts(row):
         return None
     if any(math.isnan(num(row, c)) for c in ("hidden", "intermediate", "experts", "topk", "time_med_us")):
         return None  # a summary's row, or a report without the shape
@@ -81,11 +87,13 @@ def model(row, tile_m, tile_n, impls):
         return None
     params = params_of(row)
     gather = params.get("gather") == "1"
+    tile_m, tile_n = int(params.get("tile_m", tile_m)), int(params.get("tile_n", tile_n))  # mok-gemm's own
+    pairs = (params.get("cluster") == "2", params.get("cluster_n") == "2")
     pmf = binomial_pmf(t * ranks, k / e)
     local = e // ranks
     w = a = s = blocks = 0.0
     for x, p in pmf:
-        ew, ea, es = expert_bytes(x, h, i, gather, tile_m, tile_n)
+        ew, ea, es = expert_bytes(x, h, i, gather, tile_m, tile_n, *pairs)
         w, a, s, blocks = w + p * ew, a + p * ea, s + p * es, blocks + p * -(-x // tile_m)
     w, a, s = local * w, local * a, local * s
     if shared:
@@ -96,6 +104,8 @@ def model(row, tile_m, tile_n, impls):
     other = routes * h * 2 + t * h * 2  # the owner's sum: k rows read per token, y written
     if not gather:
         other += 2 * routed_rows * h * 2  # each route's row copied into its slot (read, written)
+    if mode == "gemm":
+        other = 0.0  # the expert GEMMs alone, on rows already expert-major
     total = w + a + s + other
     time_us = num(row, "time_med_us")
     return {
@@ -110,8 +120,9 @@ def main():
     ap.add_argument("reports", nargs="+")
     ap.add_argument("--tile-m", type=int, default=128)
     ap.add_argument("--tile-n", type=int, default=256)
-    ap.add_argument("--impl", default="megakernel", help="implementations whose rows to model, comma-separated "
-                    "(their GEMMs must run the core's tiles: megakernel, lsa-layer, nccl with gemm=mok)")
+    ap.add_argument("--impl", default="megakernel,mok-gemm", help="implementations whose rows to model, "
+                    "comma-separated (their GEMMs must run the core's tiles: megakernel, mok-gemm, lsa-layer, nccl "
+                    "with gemm=mok)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     rows = []
@@ -127,7 +138,8 @@ def main():
     lines = []
     for r, m in rows:
         p = params_of(r)
-        shown = ",".join(f"{n}={p[n]}" for n in ("gather", "swap_tail", "split_half", "gemm") if n in p)
+        shown = ",".join(f"{n}={p[n]}" for n in ("gather", "swap_tail", "split_half", "gemm", "tile_m", "tile_n",
+                                                  "raster", "cluster", "cluster_n") if n in p)
         lines.append([r["model"], r["tokens_per_rank"], r["impl"], shown, f"{m['rows']:.0f}", f"{m['blocks']:.2f}",
                       f"{m['time_ms']:.3f}", f"{m['dram_ms']:.3f}", f"{m['time_ms'] / m['dram_ms']:.3f}",
                       f"{m['gb']:.1f}", f"{m['weights_share']:.2f}", f"{m['tbps']:.2f}"])

@@ -1,7 +1,7 @@
 """test_scripts_tile_traffic: scripts/tile_traffic.py's model on rows whose bytes are counted here by hand (one
 expert, one route per token, so its row count is fixed), both ways of reading A (gather 0 / 1; split_half and
-swap_tail load as gather 0),
-the binomial's mass and mean, the rows it skips, and the command on a committed report and on one with no row.
+swap_tail load as gather 0), gemm mode's tiles and cluster pairs, the binomial's mass and mean, the rows it skips,
+and the command on a committed report and on one with no row.
   python3 tests/test_scripts_tile_traffic.py SRC SCRATCH"""
 import csv
 import os
@@ -32,7 +32,7 @@ def row(tokens, params="gather=0", **over):
 
 
 def total_bytes(r):
-    m = tile_traffic.model(r, 128, 256, ["megakernel"])
+    m = tile_traffic.model(r, 128, 256, ["megakernel", "mok-gemm"])
     return None if m is None else round(m["tbps"] * 1e6)  # bytes: time is 1 us
 
 
@@ -56,6 +56,20 @@ check("129 rows, gather 1: real A rows",
 check("129 rows, split_half and swap_tail: the padded block's loads",
       total_bytes(row(129, "gather=0,split_half=1")) == total_bytes(row(129, "gather=0,swap_tail=1")) ==
       total_bytes(row(129)))
+# gemm mode (mok-gemm, the GEMMs alone): vertical pairs read each weight tile once per two row blocks and both
+# blocks' rows (one block: its pair's second reads rows past the expert), horizontal pairs each A tile once
+gem = dict(mode="gemm", impl="mok-gemm")
+stores = lambda x: x * (I + H) * 2
+check("gemm mode, 129 rows",
+      total_bytes(row(129, "tile_m=128,tile_n=256", **gem)) == 2 * weights + tile(256) + stores(129))
+check("gemm mode, 129 rows, cluster 2",
+      total_bytes(row(129, "tile_m=128,tile_n=256,cluster=2", **gem)) == weights + tile(256) + stores(129))
+check("gemm mode, 128 rows, cluster 2: the pair's second block",
+      total_bytes(row(128, "tile_m=128,tile_n=256,cluster=2", **gem)) == weights + tile(256) + stores(128))
+check("gemm mode, 128 rows, cluster_n 2: A halved",
+      total_bytes(row(128, "tile_m=128,tile_n=256,cluster_n=2", **gem)) == weights + tile(128) // 2 + stores(128))
+check("gemm mode, tile_m 256 x tile_n 128: one block, A per 128 columns",
+      total_bytes(row(129, "tile_m=256,tile_n=128", **gem)) == weights + 2 * tile(256) + stores(129))
 # the binomial: mass 1, mean n p, and 128 rows per expert on average runs ~1.48 row blocks
 pmf = tile_traffic.binomial_pmf(8192, 6 / 384)
 check("pmf mass", abs(sum(p for _, p in pmf) - 1) < 1e-9)
