@@ -96,7 +96,7 @@ def model(row, tile_m, tile_n, impls):
         ew, ea, es = expert_bytes(x, h, i, gather, tile_m, tile_n, *pairs)
         w, a, s, blocks = w + p * ew, a + p * ea, s + p * es, blocks + p * -(-x // tile_m)
     w, a, s = local * w, local * a, local * s
-    if shared:
+    if shared and mode == "layer":  # gemm mode runs the routed experts only
         sw, sa, ss = expert_bytes(t, h, shared * i, False, tile_m, tile_n)
         w, a, s = w + sw, a + sa, s + ss
     routes = t * k  # this rank's own routes (its tokens' rows in the sum)
@@ -121,8 +121,8 @@ def main():
     ap.add_argument("--tile-m", type=int, default=128)
     ap.add_argument("--tile-n", type=int, default=256)
     ap.add_argument("--impl", default="megakernel,mok-gemm", help="implementations whose rows to model, "
-                    "comma-separated (their GEMMs must run the core's tiles: megakernel, mok-gemm, lsa-layer, nccl "
-                    "with gemm=mok)")
+                    "comma-separated: megakernel (the fused forward's slot copies and sum counted), mok-gemm (the "
+                    "GEMMs alone)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     rows = []

@@ -56,6 +56,9 @@ check("129 rows, gather 1: real A rows",
 check("129 rows, split_half and swap_tail: the padded block's loads",
       total_bytes(row(129, "gather=0,split_half=1")) == total_bytes(row(129, "gather=0,swap_tail=1")) ==
       total_bytes(row(129)))
+# a shared expert: one more dense MLP on the rank's own tokens (layer mode only)
+check("shared expert", total_bytes(row(128, shared_experts="1")) ==
+      total_bytes(row(128)) + weights + tile(128) + 128 * (I + H) * 2)
 # gemm mode (mok-gemm, the GEMMs alone): vertical pairs read each weight tile once per two row blocks and both
 # blocks' rows (one block: its pair's second reads rows past the expert), horizontal pairs each A tile once
 gem = dict(mode="gemm", impl="mok-gemm")
@@ -68,6 +71,8 @@ check("gemm mode, 128 rows, cluster 2: the pair's second block",
       total_bytes(row(128, "tile_m=128,tile_n=256,cluster=2", **gem)) == weights + tile(256) + stores(128))
 check("gemm mode, 128 rows, cluster_n 2: A halved",
       total_bytes(row(128, "tile_m=128,tile_n=256,cluster_n=2", **gem)) == weights + tile(128) // 2 + stores(128))
+check("gemm mode: no shared expert", total_bytes(row(128, "tile_m=128,tile_n=256", shared_experts="1", **gem)) ==
+      weights + tile(128) + stores(128))
 check("gemm mode, tile_m 256 x tile_n 128: one block, A per 128 columns",
       total_bytes(row(129, "tile_m=256,tile_n=128", **gem)) == weights + 2 * tile(256) + stores(129))
 # the binomial: mass 1, mean n p, and 128 rows per expert on average runs ~1.48 row blocks
