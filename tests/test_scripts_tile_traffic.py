@@ -24,8 +24,7 @@ def check(what, cond):
 def row(tokens, params="gather=0", **over):
     r = {"problem": "0", "model": "m", "hidden": "256", "intermediate": "128", "experts": "1", "topk": "1",
          "shared_experts": "0", "tokens_per_rank": str(tokens), "routing": "uniform", "dtype": "bf16", "pass": "fwd",
-         "mode": "layer",
-         "impl": "megakernel", "params": params, "disposition": "passed", "time_med_us": "1",
+         "mode": "layer", "impl": "megakernel", "params": params, "disposition": "passed", "time_med_us": "1",
          "roofline_mem_us": "1", "ranks": "1"}
     r.update(over)
     return r
