@@ -131,16 +131,20 @@ struct mok_layer_desc {
                                  first and GEMM1 loads them by TMA; -1, mok_layer_gather_auto's choice */
 };
 
-/* gather = -1: 1 where gather applies and the routes fill less than one 128-row block per expert on average
- * (max_tokens x nranks x topk < 128 x experts), else 0. Measured on one H100 (results/h100x1/2026-12-07-gather-ab):
- * 2.5-3.6% faster than 0 at 32-85 rows per expert (where a third to three quarters of a row block is padding,
- * which gather zero-fills without a load), 0.8-18% slower at 128 rows and more (why is not measured); nothing
- * measured between 86 and 127. */
+/* gather = 1 applies to a bf16 forward with dispatch_push, without train, own_first or swap_tail (libmok refuses
+ * it elsewhere). gather = -1: 1 where gather applies and the routes fill less than one 128-row block per expert on
+ * average (max_tokens x nranks x topk < 128 x experts), else 0. Measured on one H100
+ * (results/h100x1/2026-12-07-gather-ab): 2.5-3.6% faster than 0 at 32-85 rows per expert (where a third to three
+ * quarters of a row block is padding, which gather zero-fills without a load), 0.8-18% slower at 128 rows and more
+ * (why is not measured); nothing measured between 86 and 127. */
+static inline int mok_layer_gather_applies(const struct mok_layer_desc *d)
+{
+    return d->dtype == MOK_LAYER_BF16 && d->dispatch_push && !d->train && !d->own_first && !d->swap_tail;
+}
+
 static inline int mok_layer_gather_auto(const struct mok_layer_desc *d, int nranks)
 {
-    if (d->dtype != MOK_LAYER_BF16 || !d->dispatch_push || d->train || d->own_first || d->swap_tail)
-        return 0;
-    return (long long)d->max_tokens * nranks * d->topk < 128LL * d->experts;
+    return mok_layer_gather_applies(d) && (long long)d->max_tokens * nranks * d->topk < 128LL * d->experts;
 }
 
 /* Weights of one forward, device memory, this rank's part; valid until the forward's work is done. The routed ones

@@ -99,13 +99,11 @@ def model(row, tile_m, tile_n, impls):
     if shared and mode == "layer":  # gemm mode runs the routed experts only
         sw, sa, ss = expert_bytes(t, h, shared * i, False, tile_m, tile_n)
         w, a, s = w + sw, a + sa, s + ss
-    routes = t * k  # this rank's own routes (its tokens' rows in the sum)
-    routed_rows = local * t * ranks * k / e  # rows landing in this rank's slots
-    other = routes * h * 2 + t * h * 2  # the owner's sum: k rows read per token, y written
-    if not gather:
-        other += 2 * routed_rows * h * 2  # each route's row copied into its slot (read, written)
-    if mode == "gemm":
-        other = 0.0  # the expert GEMMs alone, on rows already expert-major
+    other = 0.0  # gemm mode: the expert GEMMs alone, on rows already expert-major
+    if mode == "layer":
+        other = t * k * h * 2 + t * h * 2  # the owner's sum: k rows read per own token, y written
+        if not gather:
+            other += 2 * (local * t * ranks * k / e) * h * 2  # each landed route's row copied into its slot
     total = w + a + s + other
     time_us = num(row, "time_med_us")
     return {

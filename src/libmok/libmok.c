@@ -132,9 +132,7 @@ static int check_tuning(const struct mok_layer_desc *d, int gpu_sms, char *err, 
     if (d->push_all < 0 || d->push_all > 1 || (d->push_all && d->dtype == MOK_LAYER_BF16))
         return say(err, err_len, MOK_ERR_ARGUMENT, "push_all = %d: 0, or 1 with dtype MOK_LAYER_FP8_BLOCK or "
                    "MOK_LAYER_MXFP8 (the bf16 push leaves a rank's own rows in place)", d->push_all);
-    if (d->gather < -1 || d->gather > 1 ||
-        (d->gather == 1 &&
-         (d->dtype != MOK_LAYER_BF16 || !d->dispatch_push || d->train || d->own_first || d->swap_tail)))
+    if (d->gather < -1 || d->gather > 1 || (d->gather == 1 && !mok_layer_gather_applies(d)))
         return say(err, err_len, MOK_ERR_ARGUMENT, "gather = %d: 0, -1 (mok_layer_gather_auto), or 1 with dtype "
                    "MOK_LAYER_BF16, dispatch_push 1, train 0, own_first 0 and swap_tail 0 (GEMM1 reads the rows where "
                    "they landed)", d->gather);
