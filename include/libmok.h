@@ -134,9 +134,10 @@ struct mok_layer_desc {
 /* gather = 1 applies to a bf16 forward with dispatch_push, without train, own_first or swap_tail (libmok refuses
  * it elsewhere). gather = -1: 1 where gather applies and the routes fill less than one 128-row block per expert on
  * average (max_tokens x nranks x topk < 128 x experts), else 0. Measured on one H100
- * (results/h100x1/2026-12-07-gather-ab): 2.5-3.6% faster than 0 at 32-85 rows per expert (where a third to three
- * quarters of a row block is padding, which gather zero-fills without a load), 0.8-18% slower at 128 rows and more
- * (why is not measured); nothing measured between 86 and 127. */
+ * (results/h100x1/2026-12-07-gather-ab, 2026-12-07-tails-ncu): 2.4-3.6% faster than 0 at 32-96 rows per expert
+ * (where part of a row block is padding, which gather zero-fills without a load), 0.8-18% slower at 128 rows and
+ * more, where it is faster without the power cap (ncu): at the cap its copies cost more energy than its fewer L2
+ * bytes save (inferred); nothing measured between 97 and 127. */
 static inline int mok_layer_gather_applies(const struct mok_layer_desc *d)
 {
     return d->dtype == MOK_LAYER_BF16 && d->dispatch_push && !d->train && !d->own_first && !d->swap_tail;
