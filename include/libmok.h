@@ -10,9 +10,11 @@
  *      mok_forward_kernel + mok_forward_sum, for callers that time or schedule the two apart.
  * Order: every forward is mok_route, mok_forward_kernel, mok_forward_sum (or mok_route, mok_forward); a call out
  * of that order returns MOK_ERR_ORDER and enqueues nothing. The order is that of the calls as made (or captured).
- * Everything is enqueued on the caller's stream; nothing waits on the host and nothing is allocated after
- * mok_workspace_create, so one forward's calls can be captured into a CUDA graph and replayed (capture a graph
- * per input slot, weights and y: the pointers are fixed at capture). Hopper (sm_90a) only for now.
+ * Everything is enqueued on the caller's stream, the same one for every call on a workspace (or streams the caller
+ * orders the same way): with 2 or more ranks, the order of one rank's calls on its stream is what keeps a peer from
+ * writing this rank's window while its previous forward still reads it. Nothing waits on the host and nothing is
+ * allocated after mok_workspace_create, so one forward's calls can be captured into a CUDA graph and replayed
+ * (capture a graph per input slot, weights and y: the pointers are fixed at capture). Hopper (sm_90a) only for now.
  * Precision (desc.dtype): bf16, fp8_block (DeepSeek-V3's recipe) or mxfp8 (OCP MX), as mok-bench's README defines
  * them: the token rows stay bf16 in the input slots and are quantized (1 x 128, or per 32) by the kernel's dispatch
  * as it sends them (e4m3 values and scales cross NVLink), the routed weights are given quantized

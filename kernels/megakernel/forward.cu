@@ -82,6 +82,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MOK_SM90_DEVICE
     if ((int)blockIdx.x < m.comm_blocks) {
         comm_dispatch<kFp8, kMx>(m);
+        if (kGather && m.skip == 2 && blockIdx.x == 0 && threadIdx.x == 0) /* communication alone: the kernel ends */
+            wait_landed(m.lsa, diag); /* after the peers' rows are in, as gather 0's scatter waits for them */
         if (m.lsa.push && m.skip != 1 && !kGather) { /* own_first: the landed rows of the first experts' chunks,
                                                       * then every row of the others; else the chunks past the
                                                       * first round (kGather: GEMM1 reads the landed rows) */
@@ -115,7 +117,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 /* push_all: the FP8 push on every SM, stream-ordered before the fused kernel (whose comm blocks then skip theirs).
  * FP8's scatter starts only once every rank's rows have landed, so with the comm blocks alone pushing, the compute
  * blocks wait out the whole push. A kernel of its own, not a part of the fused one: there, the push's registers
- * made ptxas spill 120-256 bytes in the wide fp8_block instances (the fused kernel shares one allocation). */
+ * made ptxas spill 120-256 bytes in the wide fp8_block instances (the fused kernel shares one allocation).
+ * Nothing here waits before writing into a peer's landing rows: its previous forward is done with them because this
+ * rank's schedule, earlier on the stream, waited for every peer's routes of this epoch (lsa_pull_tables_kernel),
+ * which a peer publishes only after its previous fused kernel and sum (libmok's mok_route refuses otherwise; the
+ * order holds with libmok's calls on one stream per rank, as libmok.h asks). The bf16 push relies on the same
+ * order. */
 constexpr int kPushThreads = 512;
 template <bool kMx> __global__ void __launch_bounds__(kPushThreads) fp8_push_kernel(const __grid_constant__ mok_mega_args m)
 {
