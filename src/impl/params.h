@@ -241,9 +241,9 @@ static const char *const mok_choices_kernel[] __attribute__((unused)) = {"sm90",
       "bf16 forward with dispatch=push (no own_first or swap_tail): 1, GEMM1's producer warpgroup reads each "  \
       "row block's rows by cp.async from where they are (x, or the landing rows) and nothing copies them into "  \
       "expert slots; 0, the scatter copies every route's row into its slot and GEMM1 loads the slots by TMA; "   \
-      "-1 (the default), 1 below 128 routed rows per expert on average, else 0 (1 was 2.5-3.6% faster at 32-85 " \
-      "rows, 0.8-18% slower from 128 rows: results/h100x1/2026-12-07-gather-ab); where 1 does not apply, -1 "   \
-      "is 0")
+      "-1 (the default), 1 below 128 routed rows per expert on average, else 0 (1 was 2.4-3.6% faster at 32-96 " \
+      "rows, 0.8-18% slower from 128 rows: results/h100x1/2026-12-07-gather-ab, 2026-12-07-tails-ncu); where 1 " \
+      "does not apply, -1 is 0")
 
 /* One struct per implementation, a field per parameter; mok_params_<impl>(values) reads a candidate's values
  * (in table order, as the sweep produces them) and mok_params_<impl>_values(&p, values) writes them back. */
