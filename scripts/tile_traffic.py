@@ -24,7 +24,10 @@ tile_m / tile_n, `cluster` 2 (each weight tile read once per pair of row blocks,
 Printed per row (bf16 fwd, uniform routing; other rows are skipped): rows per local expert (mean) and row blocks
 (expected), the measured median, the DRAM roofline (the report's roofline_mem_us), the modeled bytes through the
 L2 (weights' share beside), and their rate over the measured time: what the L2 would have to serve for the tiles
-to read what the model says. A model, not a measurement: ncu's lts__t_bytes gives the measured figure.
+to read what the model says. A model, not a measurement: ncu's lts__t_sectors_op_read (x 32 bytes; step ncutails)
+gives the measured figure. On one H100 (results/h100x1/2026-12-07-tails-ncu, DeepSeek-V3 at 64 / 128 rows per
+expert) ncu counted 16.5 / 18.8 GB more than the model, while the model's differences between padded, swap_tail and
+gather held within 1.3 GB.
 Exit 2 when no row qualifies."""
 import argparse
 import math
