@@ -27,6 +27,8 @@ for s in symmem small lsatest sanitize profile gemmtest layer gemm gemmcluster g
   deepseek qwen libs; do
   grep -q "^$s	" "$SCRATCH/list" || fail "--list lacks step $s"
 done
+# a step of several lines is described by the comment after its ";;" (ncu171's names the rows per expert)
+grep -q "^ncu171	ncu at 171 rows" "$SCRATCH/list" || fail "--list lacks ncu171's description"
 
 # stand-ins
 cat > "$SCRATCH/fake/nvidia-smi" <<'EOF'

@@ -20,6 +20,7 @@ M="$M,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed"
 M="$M,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed${NCU_EXTRA:+,$NCU_EXTRA}"
 if [ -n "${NCU_MAYBE:-}" ]; then
   known=$(ncu --query-metrics 2>&1 | awk '{print $1}')
+  echo "$known" | grep -q "^lts__" || echo "ncu_gemm.sh: ncu --query-metrics listed no lts__ metric: $(echo "$known" | head -3)"
   echo "$known" | grep -E "^lts__t_(sectors|requests)_srcunit" | tr '\n' ' '; echo
   for m in $NCU_MAYBE; do
     if echo "$known" | grep -qx "${m%.*}"; then M="$M,$m"; else echo "ncu_gemm.sh: $m not listed here, left out"; fi

@@ -12,8 +12,11 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 . scripts/device/steps.sh
 if [ "${1:-}" = --list ]; then
-  awk '/^    [a-z0-9]+\)/ { name = substr($1, 1, length($1) - 1); c = index($0, " # ")
-    print name "\t" (c ? substr($0, c + 3) : "") }' scripts/device/steps.sh
+  # a step's comment follows its name, or the ";;" that ends a step of several lines
+  awk 'function show() { if (name != "") print name "\t" text }
+    /^    [a-z0-9]+\)/ { show(); name = substr($1, 1, length($1) - 1); text = "" }
+    name != "" && text == "" && (c = index($0, " # ")) { text = substr($0, c + 3) }
+    END { show() }' scripts/device/steps.sh
   exit 0
 fi
 OUT=${1:-${OUT:-node-out}}

@@ -68,13 +68,15 @@ mok_step() {
     ncutails) NCU_KERNELS=megakernel_fwd NCU_EXTRA="lts__t_bytes.sum,lts__t_sectors_op_read.sum" bash scripts/device/ncu_gemm.sh configs/ncu-mega-tails.json 40;; # ncu of the fused bf16 forward at 64 / 128 rows per expert (DeepSeek-V3, 256 experts, 2048 / 4096 tokens), padded, swap_tail and gather: the L2's bytes and throughput against scripts/tile_traffic.py's model (NOTES.md item 1: tensor work or L2 loads at 128 rows)
     ncu171) NCU_KERNELS=megakernel_fwd NCU_EXTRA="lts__t_sectors_op_read.sum" bash scripts/device/ncu_gemm.sh configs/ncu-mega-171.json 8
       NCU_EXTRA="lts__t_sectors_op_read.sum" bash scripts/device/ncu_gemm.sh configs/ncu-gemm-171.json 8;; # ncu at 171 rows per expert (384 experts, top-8, 8192 tokens): the fused forward with wave_lockstep 0 / 1 beside mok-gemm's two GEMMs alone: are the weights read from DRAM more than once where the fused kernel's compute is 1.10-1.13x the GEMMs' (NOTES.md item 1)
-    ncu171src) S="lts__t_sectors_op_read.sum lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_srcunit_ltcfabric.sum"
+    ncu171src) export NCU_EXTRA="lts__t_sectors_op_read.sum"
+      S="lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_srcunit_ltcfabric.sum"
       S="$S lts__t_sectors_srcunit_ltcfabric_op_read.sum lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
       S="$S lts__t_sectors_srcunit_gcc.sum lts__t_sectors_srcunit_gcc_op_read.sum lts__t_sectors_srcnode_gpc_op_read.sum"
       S="$S lts__t_sectors_srcunit_tex_op_write.sum lts__t_sectors_srcunit_tex_op_atom.sum lts__t_sectors_srcunit_tex_op_red.sum"
       NCU_KERNELS=megakernel_fwd NCU_MAYBE="$S" bash scripts/device/ncu_gemm.sh configs/ncu-mega-171.json 4
       NCU_MAYBE="$S" bash scripts/device/ncu_gemm.sh configs/ncu-gemm-171.json 4
-      NCU_KERNELS=megakernel_fwd NCU_MAYBE="$S" bash scripts/device/ncu_gemm.sh configs/ncu-mega-171-alone.json 8;; # ncu171's kernels with the L2's reads split by source (the SMs' loads and TMA, tex; the other L2 partition's, ltcfabric; the instruction and constant caches', gcc): the fused forward read 135.8 GB through the L2 where its tiles read ~105 and mok-gemm's two GEMMs 97.3 (results/h100x1/2026-12-08-l2-source); then with breakdown 1, whose launches after the full forwards are the kernel with communication skipped (no scatter, no sends) and with compute skipped
+      NCU_KERNELS=megakernel_fwd NCU_MAYBE="$S" bash scripts/device/ncu_gemm.sh configs/ncu-mega-171-alone.json 8
+      unset NCU_EXTRA;; # ncu171's kernels with the L2's reads split by source (the SMs' loads and TMA, tex; the other L2 partition's, ltcfabric; the instruction and constant caches', gcc): the fused forward read 135.8 GB through the L2 where its tiles read ~105 and mok-gemm's two GEMMs 97.3 (results/h100x1/2026-12-08-l2-source); then with breakdown 1, whose launches after the full forwards are the kernel with communication skipped (no scatter, no sends) and with compute skipped
     ncumxstalls) bash scripts/device/ncu_stalls.sh configs/gemm-ncu-mx.json gemm_sm90 mx-expand;; # SASS stall sampling of mok-gemm's mxfp8 scheme (b) GEMM1 (128 x 256 tiles, DeepSeek-V3-local 4096): where the producer's expansion waits
     ncustalls) bash scripts/device/ncu_stalls.sh configs/ncu-mega-1rank.json megakernel_fwd megakernel-1rank;; # SASS stall sampling, 1 rank
     inputs) "$DEV/bin/test_gpu_fill"; echo "rc=$?" # the seeded fills' statistics; the layer implementations on normal / scaled inputs
