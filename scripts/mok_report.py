@@ -218,6 +218,19 @@ def read_all(paths, prog, required=REQUIRED):
     return rows
 
 
+def print_table(head, lines, markdown=False):
+    """The scripts' printed tables: a Markdown table (results READMEs), or columns padded to their widest cell."""
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for ln in lines:
+            print("| " + " | ".join(ln) + " |")
+    else:
+        widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+        for ln in [head] + lines:
+            print("  ".join(x.ljust(wd) for x, wd in zip(ln, widths)).rstrip())
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] != "--kind":
         print(__doc__.rstrip(), file=sys.stderr)

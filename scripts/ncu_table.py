@@ -11,6 +11,8 @@ import gzip
 import re
 import sys
 
+import mok_report
+
 # ncu_gemm.sh squeezes spaces and cuts a kernel line at its first CUtensorMap argument: " void ns::name<...>(args)
 # (grid)x(block), Context ..." or " void ns::name<...>"; a metric line is " metric [unit] value"
 METRIC = re.compile(r"^ ?(?P<metric>[a-z][a-z0-9_]*__[\w.]+) (?:(?P<unit>[A-Za-z%/]+) )?(?P<value>[\d,.]+)$")
@@ -108,14 +110,7 @@ def main(argv):
                 for n, c, r in ranges(launches, max(1, args.cycle))]
     else:
         body = [[n] + [fmt(v[col]) if col in v else "-" for col in columns] for n, v in launches]
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for b in body:
-            print("| " + " | ".join(b) + " |")
-    else:
-        for b in [head] + body:
-            print("\t".join(b))
+    mok_report.print_table(head, body, args.markdown)
     return 0
 
 

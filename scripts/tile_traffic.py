@@ -145,15 +145,7 @@ def main():
         lines.append([r["model"], r["tokens_per_rank"], r["impl"], shown, f"{m['rows']:.0f}", f"{m['blocks']:.2f}",
                       f"{m['time_ms']:.3f}", f"{m['dram_ms']:.3f}", f"{m['time_ms'] / m['dram_ms']:.3f}",
                       f"{m['gb']:.1f}", f"{m['weights_share']:.2f}", f"{m['tbps']:.2f}"])
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for ln in lines:
-            print("| " + " | ".join(ln) + " |")
-    else:
-        widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-        for ln in [head] + lines:
-            print("  ".join(x.ljust(wd) for x, wd in zip(ln, widths)).rstrip())
+    mok_report.print_table(head, lines, args.markdown)
     return 0
 
 
